@@ -1,0 +1,2 @@
+//! corrald
+fn main() {}

@@ -1,0 +1,2 @@
+//! corral
+fn main() {}

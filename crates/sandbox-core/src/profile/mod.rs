@@ -1,0 +1,152 @@
+//! Network profiles: which bridge a sandbox sits on and what it may reach.
+//!
+//! A [`ProfileSet`] can only be built through validation, so every consumer
+//! (the egress planner, providers, the CLI) may assume its invariants:
+//! unique names and bridges, non-overlapping subnets, room for a gateway
+//! and sandboxes, a non-empty allowlist in allowlist mode.
+
+mod allow;
+mod validate;
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use ipnet::{Ipv4Net, Ipv6Net};
+use serde::{Deserialize, Serialize};
+
+pub use allow::{AllowEntry, AllowParseError, AllowTarget, PortRange, Protocol};
+pub use validate::ValidationError;
+
+use crate::names::{BridgeName, ProfileName};
+
+/// What a profile lets sandboxes reach beyond their bridge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EgressMode {
+    /// Nothing leaves the bridge (leases only).
+    None,
+    /// Any public address; never private, reserved, link-local or metadata ranges.
+    Internet,
+    /// Only the profile's allow entries.
+    Allowlist,
+}
+
+/// The verdict for traffic a profile does not allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BlockAction {
+    /// Answer with an ICMP/TCP reset so agents fail fast (the default).
+    #[default]
+    Reject,
+    /// Silently discard.
+    Drop,
+}
+
+/// Whether sandboxes on the profile get a resolver on their gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DnsPolicy {
+    /// The gateway resolves: allowlist profiles get a filtered resolver that
+    /// answers only allowlisted names, internet profiles a forwarder to the
+    /// host's upstream resolvers; `none` profiles get leases only.
+    #[default]
+    Gateway,
+    /// No resolver at all; sandboxes must use addresses.
+    Off,
+}
+
+/// One validated network profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Profile {
+    /// The profile's name, used by phases and sandbox specs.
+    pub name: ProfileName,
+    /// The Linux bridge its sandboxes attach to.
+    pub bridge: BridgeName,
+    /// IPv4 subnet of the bridge; the first host address is the gateway.
+    pub subnet_v4: Ipv4Net,
+    /// Optional IPv6 subnet; without one, sandboxes get no IPv6 egress at all.
+    pub subnet_v6: Option<Ipv6Net>,
+    /// What the profile may reach.
+    pub mode: EgressMode,
+    /// Allow entries (only meaningful in allowlist mode).
+    pub allow: Vec<AllowEntry>,
+    /// What happens to everything else.
+    pub block: BlockAction,
+    /// Gateway resolver policy.
+    pub dns: DnsPolicy,
+    /// Accept host names that resolve to nothing at apply time (they stay
+    /// unreachable until they resolve) instead of refusing the apply.
+    pub allow_unresolved: bool,
+}
+
+impl Profile {
+    /// The bridge's IPv4 gateway address: the subnet's first host address.
+    pub fn gateway_v4(&self) -> Ipv4Addr {
+        first_host_v4(self.subnet_v4)
+    }
+
+    /// The bridge's IPv6 gateway address, when the profile has an IPv6 subnet.
+    pub fn gateway_v6(&self) -> Option<Ipv6Addr> {
+        self.subnet_v6.map(|net| {
+            let base = u128::from(net.network());
+            Ipv6Addr::from(base.wrapping_add(1))
+        })
+    }
+}
+
+/// First usable host address of an IPv4 subnet (network + 1).
+pub(crate) fn first_host_v4(net: Ipv4Net) -> Ipv4Addr {
+    let base = u32::from(net.network());
+    Ipv4Addr::from(base.wrapping_add(1))
+}
+
+/// A validated, ordered set of profiles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct ProfileSet {
+    profiles: Vec<Profile>,
+}
+
+impl ProfileSet {
+    /// Wrap profiles that have already passed validation.
+    pub(crate) fn from_validated(profiles: Vec<Profile>) -> Self {
+        Self { profiles }
+    }
+
+    /// The profiles in configuration order.
+    pub fn iter(&self) -> std::slice::Iter<'_, Profile> {
+        self.profiles.iter()
+    }
+
+    /// Number of profiles.
+    pub fn len(&self) -> usize {
+        self.profiles.len()
+    }
+
+    /// True when there are no profiles.
+    pub fn is_empty(&self) -> bool {
+        self.profiles.is_empty()
+    }
+
+    /// Look a profile up by name.
+    pub fn get(&self, name: &str) -> Option<&Profile> {
+        self.profiles.iter().find(|p| p.name.as_str() == name)
+    }
+
+    /// Look a profile up by its bridge.
+    pub fn by_bridge(&self, bridge: &str) -> Option<&Profile> {
+        self.profiles.iter().find(|p| p.bridge.as_str() == bridge)
+    }
+
+    /// The configured profile names, for error messages that list them.
+    pub fn names(&self) -> Vec<String> {
+        self.profiles.iter().map(|p| p.name.to_string()).collect()
+    }
+}
+
+impl<'a> IntoIterator for &'a ProfileSet {
+    type Item = &'a Profile;
+    type IntoIter = std::slice::Iter<'a, Profile>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.profiles.iter()
+    }
+}

@@ -1,0 +1,15 @@
+//! The sandbox trait every provider implements, and its types.
+
+mod error;
+mod exec;
+mod provider;
+mod spec;
+mod state;
+
+pub use error::ProviderError;
+pub use exec::{ExecOutput, ExecRequest, ExecUser};
+pub use provider::{Capabilities, Operation, Sandbox, SandboxProvider, StopOptions};
+pub use spec::{
+    InstanceType, MountSpec, NetworkAttachment, Resources, SandboxInfo, SandboxSpec, SnapshotInfo,
+};
+pub use state::SandboxState;

@@ -1,0 +1,228 @@
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::{ExecOutput, ExecRequest, ProviderError, SandboxInfo, SandboxSpec, SnapshotInfo};
+use crate::names::SandboxName;
+use crate::platform::SandboxKind;
+
+/// Every operation a sandbox may support; used for capability queries and
+/// in `Unsupported` errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Operation {
+    /// Create a sandbox from a spec.
+    Create,
+    /// Start a stopped sandbox.
+    Start,
+    /// Stop a running sandbox.
+    Stop,
+    /// Stop then start.
+    Restart,
+    /// Run a command inside.
+    Exec,
+    /// Take a snapshot.
+    Snapshot,
+    /// Restore a snapshot.
+    Restore,
+    /// List or delete snapshots.
+    ManageSnapshots,
+    /// Copy a sandbox (or one of its snapshots) to a new one with a fresh identity.
+    Clone,
+    /// Rename.
+    Rename,
+    /// Delete.
+    Delete,
+    /// Write a backup file.
+    Export,
+    /// Create from a backup file.
+    Import,
+    /// Copy a file in.
+    FilePush,
+    /// Copy a file out.
+    FilePull,
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Operation::Create => "create",
+            Operation::Start => "start",
+            Operation::Stop => "stop",
+            Operation::Restart => "restart",
+            Operation::Exec => "exec",
+            Operation::Snapshot => "snapshot",
+            Operation::Restore => "restore",
+            Operation::ManageSnapshots => "snapshot management",
+            Operation::Clone => "clone",
+            Operation::Rename => "rename",
+            Operation::Delete => "delete",
+            Operation::Export => "export",
+            Operation::Import => "import",
+            Operation::FilePush => "file push",
+            Operation::FilePull => "file pull",
+        })
+    }
+}
+
+/// The operations a provider supports.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Capabilities(pub BTreeSet<Operation>);
+
+impl Capabilities {
+    /// Capabilities from a list of operations.
+    pub fn of(ops: &[Operation]) -> Self {
+        Self(ops.iter().copied().collect())
+    }
+
+    /// True when `op` is supported.
+    pub fn supports(&self, op: Operation) -> bool {
+        self.0.contains(&op)
+    }
+}
+
+/// How to stop a sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct StopOptions {
+    /// Kill instead of a clean shutdown.
+    pub force: bool,
+    /// Wait at most this long for a clean shutdown.
+    pub timeout: Option<Duration>,
+}
+
+/// A backend that makes sandboxes. Object-safe: corral holds providers as
+/// `Box<dyn SandboxProvider>` and picks one at start-up from the platform
+/// matrix.
+///
+/// Every method that names an existing sandbox checks corral's ownership
+/// stamp first and refuses with [`ProviderError::NotOwned`] otherwise.
+#[async_trait]
+pub trait SandboxProvider: Send + Sync + fmt::Debug {
+    /// Which backend this is.
+    fn kind(&self) -> SandboxKind;
+
+    /// The operations this provider supports.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Create (but do not start) a sandbox.
+    async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>, ProviderError>;
+
+    /// A handle on an existing sandbox corral owns.
+    async fn open(&self, name: &SandboxName) -> Result<Box<dyn Sandbox>, ProviderError>;
+
+    /// Every sandbox corral owns on this backend.
+    async fn list(&self) -> Result<Vec<SandboxInfo>, ProviderError>;
+
+    /// Create sandbox `name` from a backup file written by [`Sandbox::export`].
+    async fn import(
+        &self,
+        _source: &Path,
+        _name: &SandboxName,
+    ) -> Result<Box<dyn Sandbox>, ProviderError> {
+        Err(ProviderError::Unsupported {
+            kind: self.kind(),
+            operation: Operation::Import,
+        })
+    }
+}
+
+/// One sandbox. Operations a backend cannot do return
+/// [`ProviderError::Unsupported`] (the defaults below), never panic.
+#[async_trait]
+pub trait Sandbox: Send + Sync + fmt::Debug {
+    /// Its name.
+    fn name(&self) -> &SandboxName;
+
+    /// Its backend.
+    fn kind(&self) -> SandboxKind;
+
+    /// Fresh information from the backend.
+    async fn info(&self) -> Result<SandboxInfo, ProviderError>;
+
+    /// Start it (after the provider re-checks its topology).
+    async fn start(&self) -> Result<(), ProviderError>;
+
+    /// Stop it.
+    async fn stop(&self, options: StopOptions) -> Result<(), ProviderError>;
+
+    /// Run a command inside it.
+    async fn exec(&self, request: &ExecRequest) -> Result<ExecOutput, ProviderError>;
+
+    /// Delete it, with its snapshots.
+    async fn delete(self: Box<Self>) -> Result<(), ProviderError>;
+
+    /// Stop then start.
+    async fn restart(&self, options: StopOptions) -> Result<(), ProviderError> {
+        self.stop(options).await?;
+        self.start().await
+    }
+
+    /// Take a snapshot named `snapshot`.
+    async fn snapshot(&self, _snapshot: &str) -> Result<(), ProviderError> {
+        Err(self.unsupported(Operation::Snapshot))
+    }
+
+    /// Restore the snapshot named `snapshot`.
+    async fn restore(&self, _snapshot: &str) -> Result<(), ProviderError> {
+        Err(self.unsupported(Operation::Restore))
+    }
+
+    /// List snapshots.
+    async fn snapshots(&self) -> Result<Vec<SnapshotInfo>, ProviderError> {
+        Err(self.unsupported(Operation::ManageSnapshots))
+    }
+
+    /// Delete the snapshot named `snapshot`.
+    async fn delete_snapshot(&self, _snapshot: &str) -> Result<(), ProviderError> {
+        Err(self.unsupported(Operation::ManageSnapshots))
+    }
+
+    /// Copy this sandbox (or its snapshot) to `target` with a fresh identity.
+    async fn clone_to(
+        &self,
+        _target: &SandboxName,
+        _from_snapshot: Option<&str>,
+    ) -> Result<Box<dyn Sandbox>, ProviderError> {
+        Err(self.unsupported(Operation::Clone))
+    }
+
+    /// Rename it (backends refuse while it runs).
+    async fn rename(self: Box<Self>, _to: &SandboxName) -> Result<Box<dyn Sandbox>, ProviderError> {
+        Err(ProviderError::Unsupported {
+            kind: self.kind(),
+            operation: Operation::Rename,
+        })
+    }
+
+    /// Write a backup file to `dest`.
+    async fn export(&self, _dest: &Path) -> Result<(), ProviderError> {
+        Err(self.unsupported(Operation::Export))
+    }
+
+    /// Copy `contents` to `path` inside the sandbox with `mode`.
+    async fn push_file(
+        &self,
+        _path: &str,
+        _contents: &[u8],
+        _mode: u32,
+    ) -> Result<(), ProviderError> {
+        Err(self.unsupported(Operation::FilePush))
+    }
+
+    /// Read the file at `path` inside the sandbox.
+    async fn pull_file(&self, _path: &str) -> Result<Vec<u8>, ProviderError> {
+        Err(self.unsupported(Operation::FilePull))
+    }
+
+    /// The `Unsupported` error for `operation` on this sandbox's backend.
+    fn unsupported(&self, operation: Operation) -> ProviderError {
+        ProviderError::Unsupported {
+            kind: self.kind(),
+            operation,
+        }
+    }
+}
