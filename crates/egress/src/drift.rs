@@ -1,1 +1,359 @@
-//! drift
+//! Drift: how the live nftables state differs from the plan.
+//!
+//! [`diff`] compares a [`HostPlan`] with a [`LiveState`] read back over
+//! netlink and returns one typed item per difference, each saying what and
+//! where. An empty list means the kernel enforces exactly the plan.
+//! Elements of dynamic (`<profile>-dnsN`) sets are filled at run time by
+//! the gateway resolver and are not compared.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::nft::{LiveBase, LiveState, LiveTable, fingerprint};
+use crate::plan::render::range_text;
+use crate::plan::{AddrRange, BaseChain, ChainPlan, HostPlan, SetKind, SetPlan, TableFamily, TablePlan};
+
+/// Missing from the kernel, present but not planned, or different.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DriftKind {
+    /// Planned but absent.
+    Missing,
+    /// Present but not planned.
+    Extra,
+    /// Present and planned, but different.
+    Changed,
+}
+
+/// Which kind of object drifted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DriftObject {
+    /// A whole table.
+    Table,
+    /// A chain (or its hook/priority/policy).
+    Chain,
+    /// A rule at a position of a chain.
+    Rule,
+    /// A set (or its type/flags).
+    Set,
+    /// One set element (range).
+    Element,
+}
+
+/// One difference between plan and kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Drift {
+    /// Missing, extra or changed.
+    pub kind: DriftKind,
+    /// What drifted.
+    pub object: DriftObject,
+    /// Table family.
+    pub family: TableFamily,
+    /// Where: `chain dev-out rule 3`, `set dev-allow4`, ...
+    pub location: String,
+    /// What exactly: planned vs live text, the element, ...
+    pub detail: String,
+}
+
+impl fmt::Display for Drift {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            DriftKind::Missing => "missing",
+            DriftKind::Extra => "extra",
+            DriftKind::Changed => "changed",
+        };
+        write!(
+            f,
+            "{kind} {:?} in table {} corral, {}: {}",
+            self.object,
+            self.family.keyword(),
+            self.location,
+            self.detail
+        )
+    }
+}
+
+struct Out {
+    family: TableFamily,
+    items: Vec<Drift>,
+}
+
+impl Out {
+    fn push(&mut self, kind: DriftKind, object: DriftObject, location: String, detail: String) {
+        self.items.push(Drift {
+            kind,
+            object,
+            family: self.family,
+            location,
+            detail,
+        });
+    }
+}
+
+/// Every difference between `plan` and `live`, tables in plan order.
+pub fn diff(plan: &HostPlan, live: &LiveState) -> Vec<Drift> {
+    let mut all = Vec::new();
+    for t in plan.tables() {
+        let mut out = Out {
+            family: t.family,
+            items: Vec::new(),
+        };
+        match live.table(t.family) {
+            None => out.push(
+                DriftKind::Missing,
+                DriftObject::Table,
+                format!("table {} corral", t.family.keyword()),
+                "the table does not exist; apply the plan".to_owned(),
+            ),
+            Some(lt) => diff_table(t, lt, &mut out),
+        }
+        all.extend(out.items);
+    }
+    all
+}
+
+fn diff_table(t: &TablePlan, lt: &LiveTable, out: &mut Out) {
+    for s in &t.sets {
+        match lt.set(&s.name) {
+            None => out.push(
+                DriftKind::Missing,
+                DriftObject::Set,
+                format!("set {}", s.name),
+                "the set does not exist".to_owned(),
+            ),
+            Some(ls) => diff_set(s, ls.family, ls.flags, &ls.elements, out),
+        }
+    }
+    for ls in &lt.sets {
+        if !t.sets.iter().any(|s| s.name == ls.name) {
+            out.push(
+                DriftKind::Extra,
+                DriftObject::Set,
+                format!("set {}", ls.name),
+                "the set is not in the plan".to_owned(),
+            );
+        }
+    }
+    for c in &t.chains {
+        match lt.chain(&c.name) {
+            None => out.push(
+                DriftKind::Missing,
+                DriftObject::Chain,
+                format!("chain {}", c.name),
+                "the chain does not exist".to_owned(),
+            ),
+            Some(lc) => {
+                if !base_matches(c.base.as_ref(), lc.base.as_ref()) {
+                    out.push(
+                        DriftKind::Changed,
+                        DriftObject::Chain,
+                        format!("chain {}", c.name),
+                        format!("planned {:?}, live {:?}", c.base, lc.base),
+                    );
+                }
+                let live: Vec<&str> = lc.rules.iter().map(|r| r.text.as_str()).collect();
+                diff_rules(t.family, c, &live, out);
+            }
+        }
+    }
+    for lc in &lt.chains {
+        if !t.chains.iter().any(|c| c.name == lc.name) {
+            out.push(
+                DriftKind::Extra,
+                DriftObject::Chain,
+                format!("chain {}", lc.name),
+                format!("the chain is not in the plan ({} rules)", lc.rules.len()),
+            );
+        }
+    }
+}
+
+fn base_matches(plan: Option<&BaseChain>, live: Option<&LiveBase>) -> bool {
+    match (plan, live) {
+        (None, None) => true,
+        (Some(p), Some(l)) => {
+            p.kind.keyword() == l.kind
+                && p.hook.number() == l.hook
+                && p.priority == l.priority
+                && l.policy == libc::NF_ACCEPT as u32
+        }
+        _ => false,
+    }
+}
+
+fn diff_set(
+    s: &SetPlan,
+    family: Option<crate::plan::AddrFamily>,
+    flags: u32,
+    live: &[AddrRange],
+    out: &mut Out,
+) {
+    let want_flag = match s.kind {
+        SetKind::Interval => libc::NFT_SET_INTERVAL as u32,
+        SetKind::Dynamic => libc::NFT_SET_TIMEOUT as u32,
+    };
+    let mask = (libc::NFT_SET_INTERVAL | libc::NFT_SET_TIMEOUT) as u32;
+    if family != Some(s.family) || flags & mask != want_flag {
+        out.push(
+            DriftKind::Changed,
+            DriftObject::Set,
+            format!("set {}", s.name),
+            format!(
+                "planned {:?} {:?}, live key {family:?} flags {flags:#x}",
+                s.family, s.kind
+            ),
+        );
+        return;
+    }
+    if s.kind == SetKind::Dynamic {
+        return;
+    }
+    let planned: BTreeSet<&AddrRange> = s.elements.iter().collect();
+    let present: BTreeSet<&AddrRange> = live.iter().collect();
+    for r in planned.difference(&present) {
+        out.push(
+            DriftKind::Missing,
+            DriftObject::Element,
+            format!("set {}", s.name),
+            range_text(r),
+        );
+    }
+    for r in present.difference(&planned) {
+        out.push(
+            DriftKind::Extra,
+            DriftObject::Element,
+            format!("set {}", s.name),
+            range_text(r),
+        );
+    }
+}
+
+fn diff_rules(family: TableFamily, c: &ChainPlan, live: &[&str], out: &mut Out) {
+    let n = c.rules.len().max(live.len());
+    for i in 0..n {
+        let location = format!("chain {} rule {}", c.name, i + 1);
+        let planned = c.rules.get(i).map(|r| {
+            fingerprint(family, &c.name, r).map_err(|e| format!("cannot encode planned rule: {e}"))
+        });
+        match (planned, live.get(i)) {
+            (Some(Ok(p)), Some(l)) if p == *l => {}
+            (Some(Ok(p)), Some(l)) => out.push(
+                DriftKind::Changed,
+                DriftObject::Rule,
+                location,
+                format!("planned `{}`, live {l}", crate::plan::render::rule_text(&c.rules[i]))
+                    + &format!(" (planned {p})"),
+            ),
+            (Some(Err(e)), _) => out.push(DriftKind::Changed, DriftObject::Rule, location, e),
+            (Some(Ok(_)), None) => out.push(
+                DriftKind::Missing,
+                DriftObject::Rule,
+                location,
+                crate::plan::render::rule_text(&c.rules[i]),
+            ),
+            (None, Some(l)) => out.push(DriftKind::Extra, DriftObject::Rule, location, (*l).to_owned()),
+            (None, None) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nft::{LiveChain, LiveRule, LiveSet};
+    use crate::plan::test_support::sample_plan;
+    use crate::plan::VerdictClass;
+
+    /// A live state built from the plan itself: what a perfect apply reads back.
+    fn mirror(plan: &HostPlan) -> LiveState {
+        LiveState {
+            tables: plan
+                .tables()
+                .iter()
+                .map(|t| LiveTable {
+                    family: t.family,
+                    sets: t
+                        .sets
+                        .iter()
+                        .map(|s| LiveSet {
+                            name: s.name.clone(),
+                            family: Some(s.family),
+                            flags: match s.kind {
+                                SetKind::Interval => libc::NFT_SET_INTERVAL as u32,
+                                SetKind::Dynamic => libc::NFT_SET_TIMEOUT as u32,
+                            },
+                            elements: s.elements.clone(),
+                        })
+                        .collect(),
+                    chains: t
+                        .chains
+                        .iter()
+                        .map(|c| LiveChain {
+                            name: c.name.clone(),
+                            base: c.base.map(|b| LiveBase {
+                                kind: b.kind.keyword().to_owned(),
+                                hook: b.hook.number(),
+                                priority: b.priority,
+                                policy: libc::NF_ACCEPT as u32,
+                            }),
+                            rules: c
+                                .rules
+                                .iter()
+                                .map(|r| LiveRule {
+                                    handle: 0,
+                                    text: fingerprint(t.family, &c.name, r).unwrap(),
+                                    packets: 0,
+                                    bytes: 0,
+                                    class: VerdictClass::Other,
+                                })
+                                .collect(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_mirror_has_no_drift() {
+        let plan = sample_plan();
+        assert_eq!(diff(&plan, &mirror(&plan)), vec![]);
+    }
+
+    #[test]
+    fn each_kind_of_drift_is_reported_where_it_is() {
+        let plan = sample_plan();
+        let mut live = mirror(&plan);
+        let inet = &mut live.tables[0];
+        inet.sets.retain(|s| s.name != "dev-allow4-tcp-443");
+        let r4 = inet.sets.iter_mut().find(|s| s.name == "reserved4").unwrap();
+        r4.elements.remove(1);
+        r4.elements.push(AddrRange::single("8.8.8.8".parse().unwrap()));
+        let out = inet.chains.iter_mut().find(|c| c.name == "dev-out").unwrap();
+        out.rules.swap(0, 1);
+        out.rules.pop();
+        inet.chains.push(LiveChain {
+            name: "intruder".to_owned(),
+            base: None,
+            rules: vec![],
+        });
+        live.tables.remove(1);
+        let d = diff(&plan, &live);
+        let has = |k: DriftKind, o: DriftObject, loc: &str| {
+            d.iter().any(|x| x.kind == k && x.object == o && x.location == loc)
+        };
+        assert!(has(DriftKind::Missing, DriftObject::Set, "set dev-allow4-tcp-443"), "{d:#?}");
+        assert!(has(DriftKind::Missing, DriftObject::Element, "set reserved4"));
+        assert!(has(DriftKind::Extra, DriftObject::Element, "set reserved4"));
+        assert!(has(DriftKind::Changed, DriftObject::Rule, "chain dev-out rule 1"));
+        assert!(has(DriftKind::Changed, DriftObject::Rule, "chain dev-out rule 2"));
+        let last = plan.inet.chains.iter().find(|c| c.name == "dev-out").unwrap().rules.len();
+        assert!(has(DriftKind::Missing, DriftObject::Rule, &format!("chain dev-out rule {last}")));
+        assert!(has(DriftKind::Extra, DriftObject::Chain, "chain intruder"));
+        assert!(has(DriftKind::Missing, DriftObject::Table, "table bridge corral"));
+        assert!(d[0].to_string().starts_with("missing Set in table inet corral"), "{}", d[0]);
+    }
+}

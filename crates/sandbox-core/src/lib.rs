@@ -1,19 +1,24 @@
 //! `corral-sandbox-core`: what *should be*, as pure data.
 //!
-//! Profiles and their validation, the host-platform × sandbox-kind matrix,
-//! the egress trust order, the `SandboxProvider` trait, the per-sandbox
-//! verification gate and placement. Nothing in this crate performs I/O:
-//! callers read files, talk to kernels and daemons, and pass time in.
+//! Profiles and their validation, the configuration file formats, the
+//! host-platform × sandbox-kind matrix, the egress trust order, the
+//! `SandboxProvider` trait, the per-sandbox verification gate and placement.
+//! Nothing in this crate performs I/O: callers read files, talk to kernels
+//! and daemons, and pass time in.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod names;
+pub mod placement;
 pub mod platform;
 pub mod profile;
 pub mod sandbox;
+pub mod verify;
 
-pub use names::{BridgeName, HostName, NameError, ProfileName, SandboxName};
-pub use platform::{HostOs, SandboxKind};
+pub use config::{Config, ConfigError, ConfigErrors, HostConfig, Phase, PhaseProfiles};
+pub use names::{BridgeName, HostName, InterfaceName, NameError, ProfileName, SandboxName};
+pub use platform::{Enforcement, EnforcementSite, HostOs, Isolation, SandboxKind, select_provider};
 pub use profile::{
     AllowEntry, AllowTarget, BlockAction, DnsPolicy, EgressMode, PortRange, Profile, ProfileSet,
     Protocol,

@@ -104,16 +104,24 @@ pub const MAX_BRIDGE_NAME_LEN: usize = 15;
 const BRIDGE_EXPECTED: &str = "1 to 15 bytes of [A-Za-z0-9_.-], not `.` or `..`";
 
 fn check_bridge(value: &str) -> Result<(), NameError> {
-    const WHAT: &str = "bridge name";
+    check_ifname("bridge name", value)
+}
+
+fn check_interface(value: &str) -> Result<(), NameError> {
+    check_ifname("interface name", value)
+}
+
+/// Shared shape of bridge and other interface names (IFNAMSIZ, safe charset).
+fn check_ifname(what: &'static str, value: &str) -> Result<(), NameError> {
     if value.is_empty() {
         return Err(NameError::Empty {
-            what: WHAT,
+            what,
             expected: BRIDGE_EXPECTED,
         });
     }
     if value.len() > MAX_BRIDGE_NAME_LEN {
         return Err(NameError::TooLong {
-            what: WHAT,
+            what,
             value: value.to_owned(),
             len: value.len(),
             max: MAX_BRIDGE_NAME_LEN,
@@ -124,7 +132,7 @@ fn check_bridge(value: &str) -> Result<(), NameError> {
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
     {
         return Err(NameError::Invalid {
-            what: WHAT,
+            what,
             value: value.to_owned(),
             reason: format!("character {bad:?} is not allowed"),
             expected: BRIDGE_EXPECTED,
@@ -132,7 +140,7 @@ fn check_bridge(value: &str) -> Result<(), NameError> {
     }
     if value == "." || value == ".." {
         return Err(NameError::Invalid {
-            what: WHAT,
+            what,
             value: value.to_owned(),
             reason: "it names a directory entry".to_owned(),
             expected: BRIDGE_EXPECTED,
@@ -145,6 +153,13 @@ string_newtype!(
     /// A Linux bridge interface name: 1–15 bytes of `[A-Za-z0-9_.-]`.
     BridgeName,
     check_bridge
+);
+
+string_newtype!(
+    /// Any other Linux interface name (the host uplink, for example), with the
+    /// same rules as a bridge name: 1–15 bytes of `[A-Za-z0-9_.-]`.
+    InterfaceName,
+    check_interface
 );
 
 const LABEL_EXPECTED: &str =

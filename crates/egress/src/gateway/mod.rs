@@ -1,1 +1,60 @@
-//! gateway
+//! Gateway services on every profile bridge: DHCP, and a resolver on the
+//! gateway address, served by one dnsmasq per bridge that corral configures
+//! and supervises (config, pid file, leases and log in
+//! `<state>/gateway/<bridge>/`).
+//!
+//! - `allowlist` profiles: the resolver answers only allowlisted names
+//!   (exact for host entries, strict subdomains for `*.suffix` entries),
+//!   NXDOMAIN for everything else, never forwarded; every A/AAAA answer it
+//!   forwards is added to the profile's nft set.
+//! - `internet` profiles: a forwarder to the host's upstream resolvers.
+//! - `none` profiles and `dns = "off"`: leases only (`port=0`).
+//!
+//! # Contract with the plan (`plan`, `nft`)
+//!
+//! dnsmasq's nftset adds to `table inet corral`, sets `<profile>-dns4` and,
+//! when the profile has IPv6, `<profile>-dns6` (see [`GatewaySpec::set_names`]),
+//! only when the profile has host or wildcard entries. Each set must be
+//! created with **`flags timeout` and a default `timeout` equal to
+//! [`DnsTiming::set_timeout`]** (600 s by default): dnsmasq 2.90 runs
+//! `add element inet corral <set> { <addr> }` with no timeout of its own, so
+//! the set default is the only timeout an element gets.
+//!
+//! # The TTL rule (measured on dnsmasq 2.90, kernel 6.18)
+//!
+//! - dnsmasq adds an answer to the set only when it forwards the query, never
+//!   on a cache hit, so the filtered resolver runs with `cache-size=0`: every
+//!   sandbox query is forwarded and every answer passes the nftset hook.
+//! - The TTL handed to sandboxes is capped at [`DnsTiming::client_ttl_cap`]
+//!   (`max-ttl`, 60 s by default), so a client caches an answer at most that long.
+//! - The kernel does not extend an existing element when the same address is
+//!   added again without an explicit timeout: the element lives
+//!   `set_timeout` from the answer that *created* it. So an answer handed out
+//!   in the first `set_timeout - client_ttl_cap` seconds of an element's life
+//!   is covered for its whole TTL; one handed out later may outlive the
+//!   element by up to `client_ttl_cap`, and new connections in that window
+//!   are refused until the client re-resolves (fail closed), which re-adds
+//!   the address. [`DnsTiming::validate`] enforces
+//!   `set_timeout >= client_ttl_cap`.
+//!
+//! Answers with private addresses are dropped (`stop-dns-rebind`), so an
+//! allowlisted name can never put a LAN address into the allow set.
+
+mod error;
+mod fleet;
+mod names;
+mod paths;
+pub mod probe;
+mod process;
+mod render;
+mod spec;
+pub mod test_upstream;
+pub mod wire;
+
+pub use error::GatewayError;
+pub use fleet::{Started, start_all, status_all, stop_all, upstreams};
+pub use names::{DomainRule, NamePattern, NameRules};
+pub use paths::GatewayPaths;
+pub use process::{DEFAULT_DNSMASQ, Gateway, GatewayStatus, list};
+pub use render::{NFT_TABLE, render};
+pub use spec::{DEFAULT_LEASE_TIME, DnsService, DnsTiming, GatewaySpec};

@@ -1,1 +1,94 @@
-//! nft
+//! nftables over netlink (libnftnl + libmnl): apply a [`HostPlan`] as one
+//! transaction, read corral's tables back, delete them, refresh set
+//! elements in place.
+//!
+//! Every function acts on the **current thread's** network namespace (run
+//! it on a thread that entered another namespace to act there). No `nft`
+//! binary is involved.
+//!
+//! Public API:
+//! - [`apply`]`(&plan) -> BatchStats`: one batch — `add table; delete
+//!   table` for both corral tables, then both tables with sets, elements,
+//!   chains and rules — sent in ONE `sendmsg` after raising the socket
+//!   buffers. Any error aborts the whole transaction in the kernel; the
+//!   previous ruleset stays. Applying the same plan twice leaves an
+//!   identical ruleset (read-back diff empty both times).
+//! - [`delete_tables`]`()`: remove `inet corral` and `bridge corral` (if
+//!   present) in one transaction; other tables are never touched.
+//! - [`refresh_sets`]`(&old, &new) -> RefreshReport`: element-only update
+//!   (delete removed ranges, add new ones) in one transaction; refused with
+//!   [`NftError::NotRefreshable`] if the plans differ in anything else.
+//! - [`read_live`]`() -> LiveState`: chains, rules (comparable text, handle,
+//!   counters, verdict class), sets and elements of corral's tables.
+//!   Compare with `drift::diff(&plan, &live)`.
+//! - [`profile_counters`]`(&plan, &live)`: accepted/blocked packets and
+//!   bytes per profile (`corral host status`).
+//! - [`fingerprint`]: the comparable text of a planned rule.
+//! - [`apply_with_fault`]: [`apply`] plus a deliberate error, for fault tests.
+//!
+//! Module map: `obj` (owned libnftnl objects), `expr` (plan matches →
+//! expressions, rule text), `set` (interval elements on the wire), `batch`
+//! (one contiguous transaction), `socket` (send/ack/dump), `apply`,
+//! `readback`, `counters`.
+
+mod apply;
+mod batch;
+mod counters;
+mod expr;
+mod obj;
+mod readback;
+mod set;
+mod socket;
+
+pub use apply::{BatchStats, Fault, RefreshReport, apply, apply_with_fault, delete_tables, refresh_sets};
+pub use counters::{ProfileCounters, profile_counters};
+pub use expr::fingerprint;
+pub use readback::{LiveBase, LiveChain, LiveRule, LiveSet, LiveState, LiveTable, read_live};
+
+#[cfg(doc)]
+use crate::plan::HostPlan;
+
+/// An nftables operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NftError {
+    /// The netfilter netlink socket could not be opened, configured or used.
+    #[error(
+        "netfilter netlink socket failed: {0}; corral needs root (CAP_NET_ADMIN) and a kernel with nf_tables"
+    )]
+    Socket(#[source] std::io::Error),
+    /// The kernel refused the transaction; nothing was changed.
+    #[error(
+        "the kernel rejected the nftables transaction while {what}; nothing was changed and the previous ruleset stays in force"
+    )]
+    Rejected {
+        /// Which message failed (e.g. "adding rule 3 of chain inet dev-out").
+        what: String,
+        /// The kernel's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reading objects back failed.
+    #[error("reading nftables {what} back failed")]
+    Dump {
+        /// What was being read.
+        what: String,
+        /// The kernel's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A kernel answer could not be parsed.
+    #[error("could not parse a netlink {0} message; libnftnl and the kernel disagree (check the libnftnl version)")]
+    Parse(&'static str),
+    /// libnftnl could not allocate an object.
+    #[error("libnftnl could not allocate {0} (out of memory)")]
+    Alloc(&'static str),
+    /// A name cannot be used in nftables.
+    #[error("name `{0}` cannot be used in nftables (interface names are at most 15 bytes, no NUL bytes anywhere)")]
+    BadName(String),
+    /// A refresh was asked for plans that differ beyond set elements.
+    #[error("cannot refresh set elements in place: {0}; apply the new plan instead")]
+    NotRefreshable(String),
+}
+
+#[cfg(test)]
+pub(crate) mod testns;

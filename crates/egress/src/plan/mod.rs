@@ -1,1 +1,262 @@
-//! plan
+//! The host plan: what the host must *be* for a profile set, as pure data.
+//!
+//! ```text
+//! let resolution = resolve::resolve_profiles(&profiles, &SystemResolver)?;
+//! let plan = HostPlan::build(&profiles, &PlanSettings::default(), &resolution)?;
+//! plan.render_nft();          // `nft -f` text, for `corral host plan`
+//! nft::apply(&plan)?;         // one netlink transaction (see `nft`)
+//! ```
+//!
+//! A [`HostPlan`] holds:
+//! - [`BridgePlan`]s: one bridge per profile with its gateway addresses
+//!   (helper `link` creates/adopts them);
+//! - [`SysctlPlan`]s: the sysctls the host needs, with the reason for each
+//!   value (helper `link` writes them to `/proc/sys`);
+//! - two [`TablePlan`]s, `inet corral` and `bridge corral`: sets, chains and
+//!   rules in the small data model of [`model`] (see [`build`] for the rules
+//!   per profile).
+//!
+//! Building is deterministic: the same profiles, settings and resolution
+//! give the same plan, byte for byte. Nothing here performs I/O.
+
+pub mod build;
+pub mod model;
+pub mod names;
+pub mod render;
+
+#[cfg(test)]
+mod props;
+#[cfg(test)]
+pub(crate) mod test_support;
+
+use corral_sandbox_core::{BridgeName, EgressMode, ProfileName, ProfileSet};
+use ipnet::{Ipv4Net, Ipv6Net};
+use serde::Serialize;
+
+pub use model::{
+    AddrFamily, AddrRange, BaseChain, ChainPlan, ChainType, Hook, L4Proto, Match, RejectKind,
+    RulePlan, SetKind, SetPlan, TABLE_NAME, TableFamily, TablePlan, Verdict, VerdictClass,
+};
+pub use crate::resolve::Resolution;
+
+/// The Multipass daemon's default bridge.
+pub const DEFAULT_MULTIPASS_BRIDGE: &str = "mpqemubr0";
+
+/// What the plan takes from the host section of the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlanSettings {
+    /// The Multipass bridge whose forward traffic is dropped entirely
+    /// (default `mpqemubr0`); `None` to leave it alone.
+    pub multipass_bridge: Option<BridgeName>,
+    /// The uplink interface, when known: masquerade only traffic leaving by
+    /// it. `None`: masquerade traffic leaving by any interface but the
+    /// profile's own bridge.
+    pub uplink: Option<String>,
+}
+
+impl Default for PlanSettings {
+    fn default() -> Self {
+        Self {
+            multipass_bridge: BridgeName::new(DEFAULT_MULTIPASS_BRIDGE).ok(),
+            uplink: None,
+        }
+    }
+}
+
+/// One profile bridge the host must have.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BridgePlan {
+    /// Bridge interface name.
+    pub name: BridgeName,
+    /// The profile it serves.
+    pub profile: ProfileName,
+    /// Gateway address and prefix (the subnet's first host address).
+    pub gateway_v4: Ipv4Net,
+    /// IPv6 gateway address and prefix, when the profile has IPv6.
+    pub gateway_v6: Option<Ipv6Net>,
+}
+
+/// One sysctl value the host must have.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SysctlPlan {
+    /// Dotted key, e.g. `net.ipv4.ip_forward` (path under `/proc/sys` with
+    /// `.` for `/`).
+    pub key: String,
+    /// The value to write.
+    pub value: String,
+    /// Why corral needs this value.
+    pub reason: String,
+}
+
+/// The whole desired host state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostPlan {
+    /// Bridges, in profile order.
+    pub bridges: Vec<BridgePlan>,
+    /// Sysctls, in the order to apply them.
+    pub sysctls: Vec<SysctlPlan>,
+    /// `table inet corral`.
+    pub inet: TablePlan,
+    /// `table bridge corral`.
+    pub bridge: TablePlan,
+}
+
+/// The plan cannot be built from these inputs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// A host entry has no addresses and its profile does not allow that.
+    #[error(
+        "host `{host}` of profile `{profile}` resolved to no address; fix the name or set `allow_unresolved = true` on the profile"
+    )]
+    Unresolved {
+        /// Profile.
+        profile: String,
+        /// Host name.
+        host: String,
+    },
+    /// The resolution passed in has no entry for a host entry.
+    #[error(
+        "host `{host}` of profile `{profile}` is missing from the resolution; resolve the same profile set that is planned (resolve::resolve_profiles)"
+    )]
+    NotResolved {
+        /// Profile.
+        profile: String,
+        /// Host name.
+        host: String,
+    },
+    /// A profile uses the Multipass bridge, whose traffic corral drops.
+    #[error(
+        "profile `{profile}` uses bridge `{bridge}`, which is the Multipass bridge corral blocks; give the profile its own bridge"
+    )]
+    MultipassBridge {
+        /// Profile.
+        profile: String,
+        /// Bridge.
+        bridge: String,
+    },
+}
+
+impl HostPlan {
+    /// Build the plan. Pure and deterministic.
+    pub fn build(
+        profiles: &ProfileSet,
+        settings: &PlanSettings,
+        resolution: &Resolution,
+    ) -> Result<HostPlan, PlanError> {
+        if let Some(mp) = &settings.multipass_bridge
+            && let Some(p) = profiles.by_bridge(mp.as_str())
+        {
+            return Err(PlanError::MultipassBridge {
+                profile: p.name.to_string(),
+                bridge: mp.to_string(),
+            });
+        }
+        let bridges = profiles
+            .iter()
+            .map(|p| BridgePlan {
+                name: p.bridge.clone(),
+                profile: p.name.clone(),
+                gateway_v4: Ipv4Net::new(p.gateway_v4(), p.subnet_v4.prefix_len())
+                    .unwrap_or(p.subnet_v4),
+                gateway_v6: p.subnet_v6.and_then(|net| {
+                    p.gateway_v6()
+                        .and_then(|gw| Ipv6Net::new(gw, net.prefix_len()).ok())
+                }),
+            })
+            .collect();
+        let (inet, bridge) = build::tables(profiles, settings, resolution)?;
+        Ok(HostPlan {
+            bridges,
+            sysctls: sysctls(profiles),
+            inet,
+            bridge,
+        })
+    }
+
+    /// Both tables, `inet` first.
+    pub fn tables(&self) -> [&TablePlan; 2] {
+        [&self.inet, &self.bridge]
+    }
+
+    /// The table of a family.
+    pub fn table(&self, family: TableFamily) -> &TablePlan {
+        match family {
+            TableFamily::Inet => &self.inet,
+            TableFamily::Bridge => &self.bridge,
+        }
+    }
+
+    /// The plan as one `nft -f` script replacing both corral tables.
+    pub fn render_nft(&self) -> String {
+        render::render(self)
+    }
+
+    /// A set by name (sets live in the inet table).
+    pub fn set(&self, name: &str) -> Option<&SetPlan> {
+        self.inet.sets.iter().find(|s| s.name == name)
+    }
+
+    /// Total number of rules in both tables.
+    pub fn rule_count(&self) -> usize {
+        self.tables()
+            .iter()
+            .flat_map(|t| &t.chains)
+            .map(|c| c.rules.len())
+            .sum()
+    }
+
+    /// Total number of set elements (ranges) in both tables.
+    pub fn element_count(&self) -> usize {
+        self.tables()
+            .iter()
+            .flat_map(|t| &t.sets)
+            .map(|s| s.elements.len())
+            .sum()
+    }
+}
+
+/// The sysctls a profile set needs.
+///
+/// `bridge-nf-call-iptables`/`-ip6tables` are planned as `1`: bridged IP
+/// traffic then also traverses the inet forward chain, where a frame between
+/// two ports of one corral bridge meets `<profile>-in` (established only) and
+/// is dropped. That is a second, independent layer behind the bridge-family
+/// drop and bridge-port isolation, and it keeps conntrack aware of bridged
+/// flows. The value is written explicitly because its default differs
+/// between hosts and namespaces (FACTS.md); the keys exist only once the
+/// `br_netfilter` module is loaded.
+fn sysctls(profiles: &ProfileSet) -> Vec<SysctlPlan> {
+    let mut out = Vec::new();
+    let routed = profiles.iter().any(|p| p.mode != EgressMode::None);
+    if routed {
+        out.push(SysctlPlan {
+            key: "net.ipv4.ip_forward".to_owned(),
+            value: "1".to_owned(),
+            reason: "sandboxes reach the world through the host: IPv4 must be forwarded".to_owned(),
+        });
+    }
+    if routed
+        && profiles
+            .iter()
+            .any(|p| p.subnet_v6.is_some() && p.mode != EgressMode::None)
+    {
+        out.push(SysctlPlan {
+            key: "net.ipv6.conf.all.forwarding".to_owned(),
+            value: "1".to_owned(),
+            reason: "a profile has IPv6 egress: IPv6 must be forwarded".to_owned(),
+        });
+    }
+    if !profiles.is_empty() {
+        for key in [
+            "net.bridge.bridge-nf-call-iptables",
+            "net.bridge.bridge-nf-call-ip6tables",
+        ] {
+            out.push(SysctlPlan {
+                key: key.to_owned(),
+                value: "1".to_owned(),
+                reason: "bridged traffic also passes corral's inet rules (a second layer against sandbox-to-sandbox traffic); set explicitly because defaults differ".to_owned(),
+            });
+        }
+    }
+    out
+}

@@ -119,8 +119,9 @@ impl fmt::Display for Protocol {
 
 impl fmt::Display for AllowEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let bracket = self.ports.is_some()
-            && matches!(&self.target, AllowTarget::Net(IpNet::V6(n)) if n.prefix_len() == 128);
+        // A port after an IPv6 address or CIDR needs brackets to be parsed back.
+        let bracket =
+            self.ports.is_some() && matches!(&self.target, AllowTarget::Net(IpNet::V6(_)));
         match &self.target {
             AllowTarget::Host(h) => write!(f, "{h}")?,
             AllowTarget::Wildcard(h) => write!(f, "*.{h}")?,
@@ -129,7 +130,8 @@ impl fmt::Display for AllowEntry {
                 match (single, bracket) {
                     (true, true) => write!(f, "[{}]", net.addr())?,
                     (true, false) => write!(f, "{}", net.addr())?,
-                    (false, _) => write!(f, "{net}")?,
+                    (false, true) => write!(f, "[{net}]")?,
+                    (false, false) => write!(f, "{net}")?,
                 }
             }
         }
@@ -269,6 +271,7 @@ mod tests {
             "203.0.113.0/24:8000-8100/tcp",
             "[2001:db8::1]:443/udp",
             "2001:db8::/32",
+            "[2001:db8::/32]:443",
             "192.0.2.7",
             "192.0.2.7:53/udp",
             "2001:db8::1",

@@ -14,7 +14,7 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
 pub use allow::{AllowEntry, AllowParseError, AllowTarget, PortRange, Protocol};
-pub use validate::ValidationError;
+pub use validate::{MAX_V4_PREFIX, MAX_V6_PREFIX, ProfileField, ValidationError, ValidationErrors};
 
 use crate::names::{BridgeName, ProfileName};
 

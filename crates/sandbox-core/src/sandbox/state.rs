@@ -62,3 +62,59 @@ impl fmt::Display for SandboxState {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [SandboxState; 6] = [
+        SandboxState::Running,
+        SandboxState::Stopped,
+        SandboxState::Frozen,
+        SandboxState::Transitioning,
+        SandboxState::Error,
+        SandboxState::Unknown,
+    ];
+
+    /// The whole table, row by row: start, stop, exec, rename, restore.
+    #[test]
+    fn transition_table() {
+        let table = [
+            (SandboxState::Running, [false, true, true, false, true]),
+            (SandboxState::Stopped, [true, false, false, true, true]),
+            (SandboxState::Frozen, [true, true, false, false, false]),
+            (
+                SandboxState::Transitioning,
+                [false, false, false, false, false],
+            ),
+            (SandboxState::Error, [false, true, false, false, false]),
+            (SandboxState::Unknown, [false, false, false, false, false]),
+        ];
+        for (state, row) in table {
+            let got = [
+                state.can_start(),
+                state.can_stop(),
+                state.can_exec(),
+                state.can_rename(),
+                state.can_restore(),
+            ];
+            assert_eq!(got, row, "{state}");
+        }
+    }
+
+    #[test]
+    fn no_state_both_starts_and_execs() {
+        // A state that accepts start is not running, so exec must wait.
+        for s in ALL {
+            assert!(!(s.can_start() && s.can_exec()), "{s}");
+        }
+    }
+
+    #[test]
+    fn display_matches_serde() {
+        for s in ALL {
+            let json = serde_json::to_string(&s).unwrap();
+            assert_eq!(json, format!("\"{s}\""));
+        }
+    }
+}

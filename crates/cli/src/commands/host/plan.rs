@@ -1,0 +1,71 @@
+//! `corral host plan` (and `host apply --dry-run`): the nftables ruleset
+//! corral would install, and how the live state differs from it. Changes
+//! nothing.
+
+use serde::Serialize;
+
+use super::context;
+use super::render::{DriftView, count, drift_table, drift_views};
+use crate::args::HostArgs;
+use crate::error::{CliError, CmdResult, Outcome};
+use crate::output::{Output, Style, print_json};
+
+/// `corral host plan --json` (schema in docs/json-schema.md).
+#[derive(Debug, Serialize)]
+struct PlanReport {
+    schema: &'static str,
+    source: String,
+    netns: Option<String>,
+    nft: String,
+    bridges: Vec<corral_egress::plan::BridgePlan>,
+    sysctls: Vec<corral_egress::plan::SysctlPlan>,
+    rules: usize,
+    elements: usize,
+    in_sync: bool,
+    drift: Vec<DriftView>,
+}
+
+/// Print the plan and its diff against the live state.
+pub fn run(args: &HostArgs, out: Output) -> CmdResult {
+    let (config, origin) = context::load_config(&args.source)?;
+    let planned = context::plan_config(config, origin)?;
+    let target = context::target("plan", args.netns.as_deref())?;
+    let drift = target.host.plan_diff(&planned.plan).map_err(|e| {
+        CliError::failure(anyhow::Error::new(e).context("reading the live state to compare with the plan"))
+    })?;
+    let plan = &planned.plan;
+    if args.json {
+        print_json(&PlanReport {
+            schema: "corral.host-plan.v1",
+            source: planned.origin.clone(),
+            netns: target.netns.clone(),
+            nft: plan.render_nft(),
+            bridges: plan.bridges.clone(),
+            sysctls: plan.sysctls.clone(),
+            rules: plan.rule_count(),
+            elements: plan.element_count(),
+            in_sync: drift.is_empty(),
+            drift: drift_views(&drift),
+        })?;
+        return Ok(Outcome::Ok);
+    }
+    out.info(&format!(
+        "# plan for {} from {}: {}, {}, {}",
+        target.describe(),
+        planned.origin,
+        count(plan.bridges.len(), "bridge", "bridges"),
+        count(plan.rule_count(), "rule", "rules"),
+        count(plan.element_count(), "set element", "set elements"),
+    ));
+    out.data(&plan.render_nft());
+    if drift.is_empty() {
+        out.info(&format!("# live state: {}", out.paint(Style::Good, "matches this plan")));
+    } else {
+        out.info(&format!(
+            "# live state: {} from this plan; `corral host apply` makes it match:",
+            count(drift.len(), "difference", "differences")
+        ));
+        out.table(&drift_table(&out, &drift), false);
+    }
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,91 @@
+//! Drift as a table and as JSON, shared by `plan`, `verify`, `apply` and `status`.
+
+use corral_egress::drift::DriftKind;
+use corral_egress::host::HostDrift;
+use serde::Serialize;
+
+use crate::output::{Output, Style, Table};
+
+/// One difference between plan and live state, in JSON (docs/json-schema.md).
+#[derive(Debug, Serialize)]
+pub struct DriftView {
+    /// `nft`, `bridge` or `sysctl`.
+    area: &'static str,
+    /// `missing`, `extra` or `changed`.
+    kind: &'static str,
+    /// `table`, `chain`, `rule`, `set`, `element`, `bridge` or `sysctl`.
+    object: String,
+    /// Where: `inet corral chain x-out rule 3`, a bridge name, a sysctl key.
+    location: String,
+    /// What exactly differs.
+    detail: String,
+    /// The whole difference as one sentence.
+    message: String,
+}
+
+fn kind_text(kind: DriftKind) -> &'static str {
+    match kind {
+        DriftKind::Missing => "missing",
+        DriftKind::Extra => "extra",
+        DriftKind::Changed => "changed",
+    }
+}
+
+impl From<&HostDrift> for DriftView {
+    fn from(d: &HostDrift) -> Self {
+        let message = d.to_string();
+        match d {
+            HostDrift::Nft(n) => Self {
+                area: "nft",
+                kind: kind_text(n.kind),
+                object: format!("{:?}", n.object).to_lowercase(),
+                location: if n.location.starts_with("table ") {
+                    n.location.clone()
+                } else {
+                    format!("{} corral {}", n.family.keyword(), n.location)
+                },
+                detail: n.detail.clone(),
+                message,
+            },
+            HostDrift::Bridge { name, problem } => Self {
+                area: "bridge",
+                kind: if problem == "missing" { "missing" } else { "changed" },
+                object: "bridge".to_owned(),
+                location: name.clone(),
+                detail: problem.clone(),
+                message,
+            },
+            HostDrift::Sysctl(s) => Self {
+                area: "sysctl",
+                kind: if s.live.is_none() { "missing" } else { "changed" },
+                object: "sysctl".to_owned(),
+                location: s.key.clone(),
+                detail: format!(
+                    "is {} (planned {})",
+                    s.live.as_deref().unwrap_or("absent"),
+                    s.planned
+                ),
+                message,
+            },
+        }
+    }
+}
+
+/// Every drift item for JSON.
+pub fn drift_views(drift: &[HostDrift]) -> Vec<DriftView> {
+    drift.iter().map(DriftView::from).collect()
+}
+
+/// Drift as a table: kind, object, where, what.
+pub fn drift_table(out: &Output, drift: &[HostDrift]) -> Table {
+    let mut table = Table::new(["drift", "object", "where", "what"]);
+    for v in drift_views(drift) {
+        table.row([out.paint(Style::Bad, v.kind), v.object, v.location, v.detail]);
+    }
+    table
+}
+
+/// `N differences` with the right plural.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}

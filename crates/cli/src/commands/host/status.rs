@@ -1,0 +1,103 @@
+//! `corral host status`: bridges, profiles, sets and counters as they are.
+
+use corral_egress::host::Status;
+use serde::Serialize;
+
+use super::context;
+use super::render::count;
+use crate::args::HostArgs;
+use crate::error::{CliError, CmdResult, Outcome};
+use crate::output::{Output, Style, Table, print_json};
+
+/// `corral host status --json` (schema in docs/json-schema.md).
+#[derive(Debug, Serialize)]
+struct StatusJson<'a> {
+    schema: &'static str,
+    source: &'a str,
+    netns: Option<&'a str>,
+    #[serde(flatten)]
+    status: &'a Status,
+}
+
+fn yes_no(out: &Output, ok: bool, yes: &str, no: &str) -> String {
+    if ok {
+        out.paint(Style::Good, yes)
+    } else {
+        out.paint(Style::Bad, no)
+    }
+}
+
+/// Show the live state next to the plan.
+pub fn run(args: &HostArgs, out: Output) -> CmdResult {
+    let (config, origin) = context::load_config(&args.source)?;
+    let target = context::target("status", args.netns.as_deref())?;
+    let store = context::state_store(args.state_dir.as_ref(), &config, args.netns.as_deref());
+    let planned = context::plan_to_check(args, config, origin, &store)?;
+    let status = target.host.status(&planned.plan).map_err(|e| {
+        CliError::failure(anyhow::Error::new(e).context(format!("reading the status of {}", target.describe())))
+    })?;
+    if args.json {
+        print_json(&StatusJson {
+            schema: "corral.host-status.v1",
+            source: &planned.origin,
+            netns: target.netns.as_deref(),
+            status: &status,
+        })?;
+        return Ok(Outcome::Ok);
+    }
+    out.info(&format!("{} (plan from {})", target.describe(), planned.origin));
+    let mut profiles = Table::new([
+        "profile", "bridge", "present", "up", "owner", "addresses", "accepted", "blocked",
+    ]);
+    for b in &status.bridges {
+        let counters = status.counters.iter().find(|c| c.profile == b.profile);
+        profiles.row([
+            b.profile.clone(),
+            b.name.clone(),
+            yes_no(&out, b.present, "yes", "no"),
+            yes_no(&out, b.up, "up", "down"),
+            if !b.present {
+                "-".to_owned()
+            } else if b.managed {
+                "corral".to_owned()
+            } else {
+                "adopted".to_owned()
+            },
+            if b.addresses.is_empty() { "-".to_owned() } else { b.addresses.join(" ") },
+            counters.map_or("-".to_owned(), |c| {
+                format!("{} pkts / {} B", c.accepted_packets, c.accepted_bytes)
+            }),
+            counters.map_or("-".to_owned(), |c| {
+                format!("{} pkts / {} B", c.blocked_packets, c.blocked_bytes)
+            }),
+        ]);
+    }
+    out.table(&profiles, true);
+    if !status.sets.is_empty() {
+        out.info("");
+        let mut sets = Table::new(["set", "planned elements", "live elements"]);
+        for s in &status.sets {
+            sets.row([
+                s.name.clone(),
+                s.planned.to_string(),
+                match s.live {
+                    Some(n) if n == s.planned => n.to_string(),
+                    Some(n) => out.paint(Style::Warn, &n.to_string()),
+                    None => out.paint(Style::Bad, "absent"),
+                },
+            ]);
+        }
+        out.table(&sets, false);
+    }
+    out.info("");
+    if status.drift == 0 {
+        out.info(&format!("{}: live state matches the plan", out.paint(Style::Good, "in sync")));
+    } else {
+        out.info(&format!(
+            "{}: {} from the plan; `corral host verify` lists them",
+            out.paint(Style::Bad, "drift"),
+            count(status.drift, "difference", "differences")
+        ));
+    }
+    Ok(Outcome::Ok)
+}

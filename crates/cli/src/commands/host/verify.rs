@@ -1,0 +1,60 @@
+//! `corral host verify`: every difference between the plan and the live
+//! state; exit 1 when there is any.
+
+use serde::Serialize;
+
+use super::context;
+use super::render::{DriftView, count, drift_table, drift_views};
+use crate::args::HostArgs;
+use crate::error::{CliError, CmdResult, Outcome};
+use crate::output::{Output, Style, print_json};
+
+/// `corral host verify --json` (schema in docs/json-schema.md).
+#[derive(Debug, Serialize)]
+struct VerifyReport {
+    schema: &'static str,
+    source: String,
+    netns: Option<String>,
+    in_sync: bool,
+    drift: Vec<DriftView>,
+}
+
+/// Compare and report.
+pub fn run(args: &HostArgs, out: Output) -> CmdResult {
+    let (config, origin) = context::load_config(&args.source)?;
+    let target = context::target("verify", args.netns.as_deref())?;
+    let store = context::state_store(args.state_dir.as_ref(), &config, args.netns.as_deref());
+    let planned = context::plan_to_check(args, config, origin, &store)?;
+    let drift = target.host.verify(&planned.plan).map_err(|e| {
+        CliError::failure(anyhow::Error::new(e).context(format!("verifying {}", target.describe())))
+    })?;
+    let outcome = if drift.is_empty() { Outcome::Ok } else { Outcome::Failed };
+    if args.json {
+        print_json(&VerifyReport {
+            schema: "corral.host-verify.v1",
+            source: planned.origin,
+            netns: target.netns.clone(),
+            in_sync: drift.is_empty(),
+            drift: drift_views(&drift),
+        })?;
+        return Ok(outcome);
+    }
+    if drift.is_empty() {
+        out.info(&format!(
+            "{} {} enforces exactly the plan from {}",
+            out.paint(Style::Good, "ok"),
+            target.describe(),
+            planned.origin
+        ));
+    } else {
+        out.table(&drift_table(&out, &drift), true);
+        out.data(&format!(
+            "{} {}: {} from the plan from {}; `corral host apply` restores it",
+            out.paint(Style::Bad, "drift"),
+            target.describe(),
+            count(drift.len(), "difference", "differences"),
+            planned.origin
+        ));
+    }
+    Ok(outcome)
+}

@@ -1,0 +1,29 @@
+//! One module per verb. Each `run` returns an [`Outcome`] or a classified
+//! [`CliError`](crate::error::CliError); printing goes through [`Output`].
+
+mod completions;
+mod config;
+mod host;
+mod man;
+mod matrix;
+mod profiles;
+
+use crate::args::Command;
+use crate::error::{CmdResult, Outcome};
+use crate::output::Output;
+
+/// Run one parsed command.
+pub fn run(command: Command, out: Output) -> CmdResult {
+    match command {
+        Command::Host(cmd) => host::run(cmd, out),
+        Command::Config(cmd) => config::run(cmd, out),
+        Command::Matrix(args) => matrix::run(&args, out),
+        Command::Profiles(args) => profiles::run(&args, out),
+        Command::Drill(_) => Ok(Outcome::Failed),
+        Command::Completions(args) => {
+            completions::run(&args);
+            Ok(Outcome::Ok)
+        }
+        Command::Man(args) => man::run(&args, out),
+    }
+}

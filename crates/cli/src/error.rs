@@ -1,0 +1,151 @@
+//! How a failed command ends: which exit code, and the whole `source()`
+//! chain printed on stderr so the root cause is never hidden.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use crate::privilege;
+
+/// Exit code for success.
+pub const EXIT_OK: u8 = 0;
+/// Exit code for a failure: drift, a failed probe, a refused apply, an I/O error.
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit code for bad usage or a bad configuration: the input must change.
+pub const EXIT_USAGE: u8 = 2;
+
+/// What kind of failure ended the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The command line or the configuration is wrong (exit 2).
+    Usage,
+    /// The work failed (exit 1).
+    Failure,
+}
+
+/// A failed command.
+#[derive(Debug)]
+pub struct CliError {
+    /// Exit-code class.
+    pub kind: Kind,
+    /// What went wrong, with its causes.
+    pub error: anyhow::Error,
+}
+
+impl CliError {
+    /// A usage or configuration error (exit 2).
+    pub fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            kind: Kind::Usage,
+            error: error.into(),
+        }
+    }
+
+    /// A failure of the work itself (exit 1).
+    pub fn failure(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            kind: Kind::Failure,
+            error: error.into(),
+        }
+    }
+
+    /// The process exit code.
+    pub fn exit_code(&self) -> ExitCode {
+        ExitCode::from(match self.kind {
+            Kind::Usage => EXIT_USAGE,
+            Kind::Failure => EXIT_FAILURE,
+        })
+    }
+
+    /// The text printed on stderr: the error, each cause on its own line, and
+    /// a privilege hint when the kernel said "permission denied".
+    pub fn render(&self) -> String {
+        let mut out = format!("error: {}\n", self.error);
+        for cause in self.error.chain().skip(1) {
+            let _ = writeln!(out, "  caused by: {cause}");
+        }
+        let root: &(dyn std::error::Error + 'static) = self.error.as_ref();
+        let already_explained = self
+            .error
+            .chain()
+            .any(|e| e.downcast_ref::<privilege::MissingCapability>().is_some());
+        if !already_explained && privilege::is_permission_error(root) {
+            out.push_str(
+                "  hint: the kernel refused for lack of privilege; corral's host commands need \
+                 CAP_NET_ADMIN (and CAP_SYS_ADMIN for --netns and the drill): run as root \
+                 (`sudo corral …`)\n",
+            );
+        }
+        out
+    }
+}
+
+/// Any error that reaches `main` unclassified is a failure of the work.
+impl From<anyhow::Error> for CliError {
+    fn from(error: anyhow::Error) -> Self {
+        Self::failure(error)
+    }
+}
+
+/// What a command that ran to the end concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything as expected (exit 0).
+    Ok,
+    /// The command ran but found a problem it already reported, such as drift
+    /// or a failed probe (exit 1).
+    Failed,
+}
+
+impl Outcome {
+    /// The process exit code.
+    pub fn exit_code(self) -> ExitCode {
+        ExitCode::from(match self {
+            Outcome::Ok => EXIT_OK,
+            Outcome::Failed => EXIT_FAILURE,
+        })
+    }
+}
+
+/// The result every command returns.
+pub type CmdResult = Result<Outcome, CliError>;
+
+#[cfg(test)]
+mod tests {
+    use anyhow::Context as _;
+
+    use super::*;
+
+    #[test]
+    fn render_prints_every_cause() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let err = Err::<(), _>(io)
+            .context("reading /etc/corral/corral.toml")
+            .context("loading the configuration")
+            .unwrap_err();
+        let text = CliError::usage(err).render();
+        assert_eq!(
+            text,
+            "error: loading the configuration\n  caused by: reading /etc/corral/corral.toml\n  caused by: no such file\n"
+        );
+    }
+
+    #[test]
+    fn eperm_gets_a_privilege_hint() {
+        let err = anyhow::Error::new(std::io::Error::from_raw_os_error(1)).context("applying");
+        let text = CliError::failure(err).render();
+        assert!(text.contains("CAP_NET_ADMIN"), "{text}");
+    }
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(
+            CliError::usage(anyhow::anyhow!("x")).exit_code(),
+            ExitCode::from(2)
+        );
+        assert_eq!(
+            CliError::failure(anyhow::anyhow!("x")).exit_code(),
+            ExitCode::from(1)
+        );
+        assert_eq!(Outcome::Failed.exit_code(), ExitCode::from(1));
+    }
+}

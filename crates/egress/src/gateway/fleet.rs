@@ -1,0 +1,106 @@
+//! All gateways of a host at once, for the apply/teardown/status facade:
+//! start (or restart) one dnsmasq per profile bridge, retire the gateways of
+//! bridges that left the configuration, stop everything on teardown.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+
+use corral_sandbox_core::{BridgeName, ProfileSet};
+
+use super::error::GatewayError;
+use super::process::{Gateway, GatewayStatus, list};
+use super::spec::{DnsTiming, GatewaySpec};
+use crate::netns::Netns;
+
+/// The result of starting one bridge's gateway.
+#[derive(Debug)]
+pub struct Started {
+    /// The bridge.
+    pub bridge: BridgeName,
+    /// The daemon's pid.
+    pub pid: u32,
+}
+
+/// The host's upstream resolvers (`dns_upstreams`) as socket addresses.
+pub fn upstreams(ips: &[IpAddr]) -> Vec<SocketAddr> {
+    ips.iter().map(|ip| SocketAddr::new(*ip, 53)).collect()
+}
+
+/// (Re)starts the gateway of every profile and stops and removes the
+/// gateways of bridges no longer configured. Every spec is checked before
+/// any daemon is touched, so a bad configuration changes nothing. `ns`
+/// runs the daemons inside a namespace (tests, the drill); `None` runs them
+/// in corral's own.
+pub fn start_all(
+    state_dir: &Path,
+    profiles: &ProfileSet,
+    upstreams: &[SocketAddr],
+    timing: DnsTiming,
+    ns: Option<&Netns>,
+) -> Result<Vec<Started>, GatewayError> {
+    let specs = profiles
+        .iter()
+        .map(|p| GatewaySpec::from_profile(p, upstreams, timing))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (bridge, _) in list(state_dir) {
+        if profiles.by_bridge(bridge.as_str()).is_none() {
+            Gateway::new(state_dir, &bridge).purge()?;
+        }
+    }
+    let mut started = Vec::with_capacity(specs.len());
+    for spec in &specs {
+        let gw = Gateway::new(state_dir, &spec.bridge);
+        let pid = match ns {
+            Some(ns) => gw.start_in(spec, ns)?,
+            None => gw.start(spec)?,
+        };
+        started.push(Started {
+            bridge: spec.bridge.clone(),
+            pid,
+        });
+    }
+    Ok(started)
+}
+
+/// Stops and removes every gateway under `state_dir`, continuing past
+/// failures; returns every error (empty when all went).
+pub fn stop_all(state_dir: &Path) -> Vec<GatewayError> {
+    list(state_dir)
+        .into_iter()
+        .filter_map(|(bridge, _)| Gateway::new(state_dir, &bridge).purge().err())
+        .collect()
+}
+
+/// The status of every gateway corral has files for.
+pub fn status_all(state_dir: &Path) -> Vec<(BridgeName, GatewayStatus)> {
+    list(state_dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::spec::tests::profile;
+    use corral_sandbox_core::EgressMode;
+
+    #[test]
+    fn a_bad_spec_touches_no_daemon() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = ProfileSet::new(vec![profile(
+            EgressMode::Internet,
+            &[],
+            "10.99.5.0/24",
+        )])
+        .unwrap();
+        // Internet mode without upstreams is refused before anything runs.
+        let err = start_all(dir.path(), &set, &[], DnsTiming::default(), None).unwrap_err();
+        assert!(matches!(err, GatewayError::NoUpstreams { .. }), "{err}");
+        assert!(status_all(dir.path()).is_empty());
+        assert!(stop_all(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn upstreams_use_port_53() {
+        let ups = upstreams(&["198.18.0.53".parse().unwrap()]);
+        assert_eq!(ups, vec!["198.18.0.53:53".parse::<SocketAddr>().unwrap()]);
+    }
+}

@@ -1,0 +1,223 @@
+//! Which names a filtered resolver answers, and the dnsmasq domain rules
+//! that say exactly that.
+//!
+//! dnsmasq matches `server=/d/` and `address=/d/` on `d` *and every
+//! subdomain*, the most specific rule winning; `/*.d/` matches strict
+//! subdomains only. So the allowlist compiles to:
+//! - a host entry `h`: `server=/h/<upstream>` plus `address=/*.h/` (NXDOMAIN
+//!   for its subdomains), unless a wildcard already admits `h`'s subdomains;
+//! - a wildcard `*.w`: `server=/*.w/<upstream>` (the apex `w` is not
+//!   admitted unless listed itself);
+//! - everything else: `address=/#/` (NXDOMAIN, never forwarded).
+//!
+//! These semantics were measured against dnsmasq 2.90 (see docs/gateway.md).
+
+use std::collections::BTreeSet;
+
+use corral_sandbox_core::{AllowEntry, AllowTarget};
+
+/// One admitted name pattern.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NamePattern {
+    /// Exactly this name (lower case, no trailing dot).
+    Exact(String),
+    /// Any strict subdomain of this name (lower case, no trailing dot).
+    Subdomains(String),
+}
+
+/// The set of names a filtered resolver answers, deduplicated and sorted so
+/// the rendered configuration is stable across applies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NameRules {
+    patterns: BTreeSet<NamePattern>,
+}
+
+/// One dnsmasq domain directive, before upstream addresses are attached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DomainRule {
+    /// Forward queries matching this dnsmasq domain spec (`d` or `*.d`).
+    Forward(String),
+    /// Answer NXDOMAIN for this dnsmasq domain spec, never forwarding.
+    Refuse(String),
+}
+
+impl NameRules {
+    /// The name patterns of a profile's allow entries (addresses and CIDRs
+    /// carry no name and are skipped).
+    pub fn from_allow(entries: &[AllowEntry]) -> Self {
+        let patterns = entries
+            .iter()
+            .filter_map(|e| match &e.target {
+                AllowTarget::Host(h) => Some(NamePattern::Exact(h.normalized())),
+                AllowTarget::Wildcard(w) => Some(NamePattern::Subdomains(w.normalized())),
+                AllowTarget::Net(_) => None,
+            })
+            .collect();
+        Self { patterns }
+    }
+
+    /// True when no name is admitted (the resolver answers NXDOMAIN to all).
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    /// The admitted patterns, sorted.
+    pub fn patterns(&self) -> impl Iterator<Item = &NamePattern> {
+        self.patterns.iter()
+    }
+
+    /// True when the resolver should answer `name` (lower-cased, trailing dot
+    /// ignored). This is the specification the rendered rules implement.
+    pub fn admits(&self, name: &str) -> bool {
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        self.patterns.iter().any(|p| match p {
+            NamePattern::Exact(h) => *h == name,
+            NamePattern::Subdomains(w) => is_strict_subdomain(&name, w),
+        })
+    }
+
+    /// The dnsmasq domain rules, in a stable order.
+    pub fn domain_rules(&self) -> Vec<DomainRule> {
+        let mut rules = Vec::new();
+        for p in &self.patterns {
+            match p {
+                NamePattern::Exact(h) => {
+                    rules.push(DomainRule::Forward(h.clone()));
+                    if !self.subdomains_admitted(h) {
+                        rules.push(DomainRule::Refuse(format!("*.{h}")));
+                    }
+                }
+                NamePattern::Subdomains(w) => rules.push(DomainRule::Forward(format!("*.{w}"))),
+            }
+        }
+        rules
+    }
+
+    /// The domains whose answers go into the profile's nft sets. An nftset
+    /// domain matches the name and all its subdomains (dnsmasq 2.90 does not
+    /// accept `*.` there), which is safe: names the rules refuse never get an
+    /// upstream answer, so they never add an address.
+    pub fn set_domains(&self) -> Vec<String> {
+        let domains: BTreeSet<String> = self
+            .patterns
+            .iter()
+            .map(|p| match p {
+                NamePattern::Exact(h) | NamePattern::Subdomains(h) => h.clone(),
+            })
+            .collect();
+        domains.into_iter().collect()
+    }
+
+    /// True when some wildcard admits every strict subdomain of `host`.
+    fn subdomains_admitted(&self, host: &str) -> bool {
+        self.patterns.iter().any(|p| match p {
+            NamePattern::Subdomains(w) => w == host || is_strict_subdomain(host, w),
+            NamePattern::Exact(_) => false,
+        })
+    }
+}
+
+/// True when `name` is a strict subdomain of `parent` (label-aligned).
+fn is_strict_subdomain(name: &str, parent: &str) -> bool {
+    name.len() > parent.len() + 1
+        && name.ends_with(parent)
+        && name.as_bytes()[name.len() - parent.len() - 1] == b'.'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn rules(entries: &[&str]) -> NameRules {
+        let parsed: Vec<AllowEntry> = entries.iter().map(|e| e.parse().unwrap()).collect();
+        NameRules::from_allow(&parsed)
+    }
+
+    #[test]
+    fn host_entries_are_exact_and_wildcards_strict() {
+        let r = rules(&["API.example.com:443", "*.cdn.test", "198.51.100.0/24"]);
+        assert!(r.admits("api.example.com"));
+        assert!(r.admits("api.example.com."));
+        assert!(!r.admits("x.api.example.com"));
+        assert!(!r.admits("example.com"));
+        assert!(r.admits("a.cdn.test"));
+        assert!(r.admits("a.b.cdn.test"));
+        assert!(!r.admits("cdn.test"));
+        assert!(!r.admits("evilcdn.test"));
+        assert_eq!(
+            r.domain_rules(),
+            vec![
+                DomainRule::Forward("api.example.com".into()),
+                DomainRule::Refuse("*.api.example.com".into()),
+                DomainRule::Forward("*.cdn.test".into()),
+            ]
+        );
+        assert_eq!(r.set_domains(), vec!["api.example.com", "cdn.test"]);
+    }
+
+    #[test]
+    fn a_wildcard_over_a_host_drops_the_refusal() {
+        let r = rules(&["example.com", "*.example.com", "a.b.example.com"]);
+        assert_eq!(
+            r.domain_rules(),
+            vec![
+                DomainRule::Forward("a.b.example.com".into()),
+                DomainRule::Forward("example.com".into()),
+                DomainRule::Forward("*.example.com".into()),
+            ]
+        );
+        assert!(r.admits("example.com") && r.admits("x.a.b.example.com"));
+    }
+
+    #[test]
+    fn only_addresses_means_no_names() {
+        assert!(rules(&["192.0.2.1", "2001:db8::/32"]).is_empty());
+    }
+
+    fn arb_name() -> impl Strategy<Value = String> {
+        proptest::collection::vec(prop_oneof!["a", "b", "c"], 1..4).prop_map(|l| l.join("."))
+    }
+
+    /// Models dnsmasq's matching: the rule whose domain matches most
+    /// specifically wins; `/#/` (refuse) matches everything last.
+    fn dnsmasq_forwards(rules: &[DomainRule], name: &str) -> bool {
+        let matches = |spec: &str| -> Option<usize> {
+            match spec.strip_prefix("*.") {
+                Some(d) => is_strict_subdomain(name, d).then_some(d.len() + 1),
+                None => (name == spec || is_strict_subdomain(name, spec)).then_some(spec.len()),
+            }
+        };
+        let mut best: Option<(usize, bool)> = None;
+        for r in rules {
+            let (spec, fwd) = match r {
+                DomainRule::Forward(s) => (s, true),
+                DomainRule::Refuse(s) => (s, false),
+            };
+            if let Some(len) = matches(spec)
+                && best.is_none_or(|(b, _)| len > b)
+            {
+                best = Some((len, fwd));
+            }
+        }
+        best.is_some_and(|(_, fwd)| fwd)
+    }
+
+    proptest! {
+        /// Law: under dnsmasq's most-specific-match rule, the rendered rules
+        /// forward exactly the names the allowlist admits.
+        #[test]
+        fn rendered_rules_forward_exactly_the_admitted_names(
+            hosts in proptest::collection::vec(arb_name(), 0..4),
+            wilds in proptest::collection::vec(arb_name(), 0..3),
+            probe in arb_name(),
+        ) {
+            let mut entries: Vec<String> = hosts.iter().map(|h| format!("{h}.test")).collect();
+            entries.extend(wilds.iter().map(|w| format!("*.{w}.test")));
+            let refs: Vec<&str> = entries.iter().map(String::as_str).collect();
+            let r = rules(&refs);
+            let name = format!("{probe}.test");
+            prop_assert_eq!(dnsmasq_forwards(&r.domain_rules(), &name), r.admits(&name));
+        }
+    }
+}

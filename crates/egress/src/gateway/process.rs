@@ -1,0 +1,403 @@
+//! Supervising one dnsmasq per bridge: write its configuration, start it
+//! (replacing a running one), stop it, and say whether it runs.
+//!
+//! dnsmasq daemonises: the process we spawn exits once the daemon has bound
+//! its sockets (its exit status reports start-up errors), and the daemon
+//! writes its pid file. A pid is only ever trusted after checking that the
+//! process is a dnsmasq started with *this* gateway's configuration file, so
+//! a stale pid file that now names someone else's process is never
+//! signalled.
+
+use std::fs;
+use std::io::{self, Write as _};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use corral_sandbox_core::BridgeName;
+use serde::Serialize;
+
+use super::error::GatewayError;
+use super::paths::{GatewayPaths, gateway_root};
+use super::render::render;
+use super::spec::GatewaySpec;
+use crate::netns::Netns;
+
+/// The dnsmasq binary used unless told otherwise (found on `PATH`).
+pub const DEFAULT_DNSMASQ: &str = "dnsmasq";
+
+/// How long a daemon gets to exit after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// Whether a gateway's dnsmasq runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum GatewayStatus {
+    /// Our dnsmasq runs with this pid.
+    Running {
+        /// Its pid.
+        pid: u32,
+    },
+    /// No pid file: not started, or stopped cleanly.
+    Stopped,
+    /// A pid file names a process that is gone or is not our dnsmasq.
+    Stale {
+        /// The pid in the file (0 when unreadable).
+        pid: u32,
+        /// What was found instead.
+        reason: String,
+    },
+}
+
+/// The gateway (dnsmasq) of one bridge.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    bridge: BridgeName,
+    paths: GatewayPaths,
+    binary: PathBuf,
+}
+
+impl Gateway {
+    /// The gateway of `bridge`, with its files under `state_dir`.
+    pub fn new(state_dir: &Path, bridge: &BridgeName) -> Self {
+        Self {
+            bridge: bridge.clone(),
+            paths: GatewayPaths::new(state_dir, bridge),
+            binary: PathBuf::from(DEFAULT_DNSMASQ),
+        }
+    }
+
+    /// Uses another dnsmasq binary.
+    pub fn with_binary(mut self, binary: impl Into<PathBuf>) -> Self {
+        self.binary = binary.into();
+        self
+    }
+
+    /// Its state files.
+    pub fn paths(&self) -> &GatewayPaths {
+        &self.paths
+    }
+
+    /// Writes the configuration for `spec` and (re)starts dnsmasq in the
+    /// current network namespace. Returns the daemon's pid.
+    pub fn start(&self, spec: &GatewaySpec) -> Result<u32, GatewayError> {
+        self.start_with(spec, |mut cmd| cmd.spawn())
+    }
+
+    /// Like [`Gateway::start`], with the daemon inside `ns` (tests, drill).
+    pub fn start_in(&self, spec: &GatewaySpec, ns: &Netns) -> Result<u32, GatewayError> {
+        self.start_with(spec, |cmd| ns.spawn(cmd))
+    }
+
+    fn start_with(
+        &self,
+        spec: &GatewaySpec,
+        spawn: impl FnOnce(Command) -> io::Result<std::process::Child>,
+    ) -> Result<u32, GatewayError> {
+        self.write_config(spec)?;
+        self.stop()?;
+        let conf = self.paths.conf();
+        let mut cmd = Command::new(&self.binary);
+        cmd.arg(conf_arg(&conf))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let child = spawn(cmd).map_err(|source| GatewayError::Spawn {
+            binary: self.binary.clone(),
+            source,
+        })?;
+        let out = child
+            .wait_with_output()
+            .map_err(|source| GatewayError::Spawn {
+                binary: self.binary.clone(),
+                source,
+            })?;
+        if !out.status.success() {
+            return Err(GatewayError::Startup {
+                bridge: self.bridge.to_string(),
+                code: out.status.code().unwrap_or(-1),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+                conf,
+            });
+        }
+        // The daemon writes its pid file before the launcher exits, but read
+        // it with a short retry so a slow disk is not a failure.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match self.status() {
+                GatewayStatus::Running { pid } => return Ok(pid),
+                other if Instant::now() >= deadline => {
+                    return Err(GatewayError::NotRunning {
+                        bridge: self.bridge.to_string(),
+                        reason: format!("its state is {other:?}"),
+                        log: self.paths.log(),
+                    });
+                }
+                _ => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
+    /// Writes the configuration atomically (temp file + rename), mode 0600
+    /// in a 0700 directory.
+    pub fn write_config(&self, spec: &GatewaySpec) -> Result<(), GatewayError> {
+        let dir = self.paths.dir();
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| state_err("create", dir, source))?;
+        let conf = self.paths.conf();
+        let tmp = conf.with_extension("conf.tmp");
+        let text = render(spec, &self.paths);
+        let write = || -> io::Result<()> {
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+            fs::rename(&tmp, &conf)
+        };
+        write().map_err(|source| state_err("write", &conf, source))
+    }
+
+    /// Stops our dnsmasq if it runs (SIGTERM, then SIGKILL after a grace
+    /// period) and removes a stale pid file. Leases and configuration stay.
+    /// Returns the pid that was stopped, if any.
+    pub fn stop(&self) -> Result<Option<u32>, GatewayError> {
+        let pidfile = self.paths.pidfile();
+        let stopped = match self.status() {
+            GatewayStatus::Stopped => return Ok(None),
+            GatewayStatus::Stale { .. } => None,
+            GatewayStatus::Running { pid } => {
+                signal(pid, libc::SIGTERM);
+                if !wait_gone(pid, STOP_GRACE) {
+                    // Re-check ownership right before the harder signal.
+                    if is_ours(pid, &self.paths.conf()).is_ok() {
+                        signal(pid, libc::SIGKILL);
+                    }
+                    if !wait_gone(pid, STOP_GRACE) {
+                        return Err(GatewayError::WontStop {
+                            bridge: self.bridge.to_string(),
+                            pid,
+                        });
+                    }
+                }
+                Some(pid)
+            }
+        };
+        match fs::remove_file(&pidfile) {
+            Ok(()) => Ok(stopped),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(stopped),
+            Err(source) => Err(state_err("remove", &pidfile, source)),
+        }
+    }
+
+    /// Stops the daemon and deletes every file of this gateway (teardown).
+    pub fn purge(&self) -> Result<Option<u32>, GatewayError> {
+        let stopped = self.stop()?;
+        match fs::remove_dir_all(self.paths.dir()) {
+            Ok(()) => Ok(stopped),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(stopped),
+            Err(source) => Err(state_err("remove", self.paths.dir(), source)),
+        }
+    }
+
+    /// Whether our dnsmasq runs.
+    pub fn status(&self) -> GatewayStatus {
+        let text = match fs::read_to_string(self.paths.pidfile()) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return GatewayStatus::Stopped,
+            Err(e) => {
+                return GatewayStatus::Stale {
+                    pid: 0,
+                    reason: format!("the pid file is unreadable: {e}"),
+                };
+            }
+        };
+        let pid = match text.trim().parse::<u32>() {
+            Ok(pid) if pid > 0 => pid,
+            _ => {
+                return GatewayStatus::Stale {
+                    pid: 0,
+                    reason: format!("the pid file holds `{}`, not a pid", text.trim()),
+                };
+            }
+        };
+        match is_ours(pid, &self.paths.conf()) {
+            Ok(()) => GatewayStatus::Running { pid },
+            Err(reason) => GatewayStatus::Stale { pid, reason },
+        }
+    }
+}
+
+/// Every gateway with files under `state_dir`, with its status (for
+/// `corral host status`, which may not have the profiles at hand).
+pub fn list(state_dir: &Path) -> Vec<(BridgeName, GatewayStatus)> {
+    let Ok(entries) = fs::read_dir(gateway_root(state_dir)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(BridgeName, GatewayStatus)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| BridgeName::new(e.file_name().to_string_lossy().into_owned()).ok())
+        .map(|b| {
+            let status = Gateway::new(state_dir, &b).status();
+            (b, status)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn conf_arg(conf: &Path) -> String {
+    format!("--conf-file={}", conf.display())
+}
+
+/// Ok when `pid` is a live dnsmasq started with `--conf-file=<conf>`.
+fn is_ours(pid: u32, conf: &Path) -> Result<(), String> {
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    let cmdline = match fs::read(proc_dir.join("cmdline")) {
+        Ok(c) => c,
+        Err(_) => return Err(format!("process {pid} is gone")),
+    };
+    if is_zombie(pid) {
+        return Err(format!("process {pid} has exited"));
+    }
+    let args: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let is_dnsmasq = args
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .is_some_and(|n| n == "dnsmasq");
+    let wanted = conf_arg(conf);
+    if is_dnsmasq && args.iter().any(|a| *a == wanted) {
+        Ok(())
+    } else {
+        Err(format!(
+            "process {pid} is `{}`, not dnsmasq with {wanted}",
+            args.join(" ")
+        ))
+    }
+}
+
+/// A daemon we did not spawn is reaped by init; until then it is a zombie.
+fn is_zombie(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // The state follows the parenthesised command name.
+            s.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(|st| st == "Z"))
+        })
+        .unwrap_or(false)
+}
+
+fn wait_gone(pid: u32, grace: Duration) -> bool {
+    let deadline = Instant::now() + grace;
+    loop {
+        if !Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn signal(pid: u32, sig: i32) {
+    let Ok(pid) = i32::try_from(pid) else { return };
+    // SAFETY: kill(2) takes plain integers; `pid` was just verified to be
+    // our dnsmasq (a positive pid, never 0 or -1, which would broadcast).
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+fn state_err(action: &'static str, path: &Path, source: io::Error) -> GatewayError {
+    GatewayError::State {
+        action,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gateway(dir: &Path) -> Gateway {
+        Gateway::new(dir, &BridgeName::new("cb-test").unwrap())
+    }
+
+    #[test]
+    fn status_without_pidfile_is_stopped_and_stop_is_a_no_op() {
+        let dir = tempfile::tempdir().unwrap();
+        let gw = gateway(dir.path());
+        assert_eq!(gw.status(), GatewayStatus::Stopped);
+        assert_eq!(gw.stop().unwrap(), None);
+        assert!(list(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_pidfile_naming_another_process_is_stale_and_never_signalled() {
+        let dir = tempfile::tempdir().unwrap();
+        let gw = gateway(dir.path());
+        fs::create_dir_all(gw.paths().dir()).unwrap();
+        // Our own test process is alive but is not dnsmasq.
+        fs::write(gw.paths().pidfile(), format!("{}\n", std::process::id())).unwrap();
+        match gw.status() {
+            GatewayStatus::Stale { pid, reason } => {
+                assert_eq!(pid, std::process::id());
+                assert!(reason.contains("not dnsmasq"), "{reason}");
+            }
+            other => panic!("expected stale, got {other:?}"),
+        }
+        // Stopping removes the stale file and leaves the process alone.
+        assert_eq!(gw.stop().unwrap(), None);
+        assert!(!gw.paths().pidfile().exists());
+        assert_eq!(gw.status(), GatewayStatus::Stopped);
+        let listed = list(dir.path());
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].1, GatewayStatus::Stopped);
+    }
+
+    #[test]
+    fn garbage_and_dead_pids_are_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let gw = gateway(dir.path());
+        fs::create_dir_all(gw.paths().dir()).unwrap();
+        fs::write(gw.paths().pidfile(), "not-a-pid").unwrap();
+        assert!(matches!(gw.status(), GatewayStatus::Stale { pid: 0, .. }));
+        // pid_max is at most 2^22, so this pid cannot exist.
+        fs::write(gw.paths().pidfile(), "99999999").unwrap();
+        match gw.status() {
+            GatewayStatus::Stale { reason, .. } => assert!(reason.contains("gone"), "{reason}"),
+            other => panic!("expected stale, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_missing_binary_is_reported_with_the_package() {
+        let dir = tempfile::tempdir().unwrap();
+        let gw = gateway(dir.path()).with_binary("/nonexistent/dnsmasq");
+        let p = crate::gateway::spec::tests::profile(
+            corral_sandbox_core::EgressMode::None,
+            &[],
+            "10.99.1.0/24",
+        );
+        let spec =
+            GatewaySpec::from_profile(&p, &[], crate::gateway::spec::DnsTiming::default()).unwrap();
+        let err = gw.start(&spec).unwrap_err();
+        assert!(err.to_string().contains("dnsmasq-base"), "{err}");
+        // The configuration was written before the spawn failed.
+        assert!(gw.paths().conf().exists());
+    }
+}

@@ -1,0 +1,218 @@
+//! The dnsmasq configuration of one gateway, as text. Pure: the same spec
+//! and paths always give the same bytes, so a diff of two applies is a diff
+//! of policy.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+
+use super::names::DomainRule;
+use super::paths::GatewayPaths;
+use super::spec::{DnsService, GatewaySpec};
+
+/// The unprivileged user dnsmasq drops to after binding (it keeps
+/// CAP_NET_ADMIN, which DHCP and nftset need).
+const RUN_AS_USER: &str = "nobody";
+const RUN_AS_GROUP: &str = "nogroup";
+
+/// The nft table holding the dynamic sets; the same name as the plan's
+/// `TABLE_NAME` (kept literal here so the gateway renders without the plan).
+pub const NFT_TABLE: &str = "corral";
+
+/// Renders the configuration file for `spec`, with state files in `paths`.
+pub fn render(spec: &GatewaySpec, paths: &GatewayPaths) -> String {
+    let mut c = Conf::default();
+    c.comment(&format!(
+        "corral gateway for profile `{}` on bridge `{}`; generated on every apply, do not edit",
+        spec.profile, spec.bridge
+    ));
+    c.comment("never read the host's /etc/hosts or /etc/resolv.conf; listen only on the gateway address");
+    c.line("no-hosts");
+    c.line("no-resolv");
+    c.line("bind-interfaces");
+    c.kv("listen-address", spec.gateway_v4);
+    c.kv("user", RUN_AS_USER);
+    c.kv("group", RUN_AS_GROUP);
+    c.kv("pid-file", paths.pidfile().display());
+    c.kv("log-facility", paths.log().display());
+
+    c.comment("DHCP: the whole subnet but the gateway; client-supplied names never enter DNS");
+    // `spec` comes from `GatewaySpec::from_profile`, which checked the range.
+    if let Ok((first, last)) = spec.dhcp_range() {
+        let mask = spec.subnet_v4.netmask();
+        let lease = spec.lease_time.as_secs();
+        c.kv("dhcp-range", format!("{first},{last},{mask},{lease}s"));
+    }
+    c.kv("dhcp-leasefile", paths.leases().display());
+    c.kv("dhcp-option", format!("option:router,{}", spec.gateway_v4));
+    c.line("dhcp-ignore-names");
+    c.line("dhcp-authoritative");
+    c.line("no-ping");
+
+    match &spec.dns {
+        DnsService::Off => {
+            c.comment("no resolver on this profile: leases only");
+            c.kv("port", 0);
+            c.kv("dhcp-option", "option:dns-server");
+        }
+        DnsService::Forward { upstreams } => {
+            c.comment("internet profile: forward everything to the host's upstreams");
+            c.kv("dhcp-option", format!("option:dns-server,{}", spec.gateway_v4));
+            common_dns(&mut c);
+            c.line("bogus-priv");
+            for up in upstreams {
+                c.kv("server", server_addr(up));
+            }
+        }
+        DnsService::Filtered {
+            upstreams,
+            names,
+            timing,
+        } => {
+            c.comment("allowlist profile: answer only admitted names; NXDOMAIN for all else, never forwarded");
+            c.kv("dhcp-option", format!("option:dns-server,{}", spec.gateway_v4));
+            common_dns(&mut c);
+            c.comment("no cache: dnsmasq adds to nft sets only for forwarded answers, never cache hits");
+            c.kv("cache-size", 0);
+            c.kv("max-ttl", timing.client_ttl_cap.as_secs());
+            c.line("address=/#/");
+            for rule in names.domain_rules() {
+                match rule {
+                    DomainRule::Forward(domain) => {
+                        for up in upstreams {
+                            c.kv("server", format!("/{domain}/{}", server_addr(up)));
+                        }
+                    }
+                    DomainRule::Refuse(domain) => c.kv("address", format!("/{domain}/")),
+                }
+            }
+            let domains = names.set_domains();
+            if !domains.is_empty() {
+                let (v4, v6) = spec.set_names();
+                let mut sets = format!("4#inet#{NFT_TABLE}#{v4}");
+                if let Some(v6) = v6 {
+                    let _ = write!(sets, ",6#inet#{NFT_TABLE}#{v6}");
+                }
+                c.kv("nftset", format!("/{}/{sets}", domains.join("/")));
+            }
+        }
+    }
+    c.text
+}
+
+/// Hardening shared by every resolver corral runs.
+fn common_dns(c: &mut Conf) {
+    // Private answers would let an allowed name point into the host's LAN
+    // (and into the allow set); plain names never leave the host.
+    c.line("stop-dns-rebind");
+    c.line("domain-needed");
+    c.line("no-negcache");
+}
+
+/// dnsmasq writes a non-default port as `addr#port`.
+fn server_addr(up: &SocketAddr) -> String {
+    match up.port() {
+        53 => up.ip().to_string(),
+        port => format!("{}#{port}", up.ip()),
+    }
+}
+
+#[derive(Default)]
+struct Conf {
+    text: String,
+}
+
+impl Conf {
+    fn line(&mut self, l: &str) {
+        self.text.push_str(l);
+        self.text.push('\n');
+    }
+
+    fn kv(&mut self, k: &str, v: impl std::fmt::Display) {
+        let _ = writeln!(self.text, "{k}={v}");
+    }
+
+    fn comment(&mut self, l: &str) {
+        let _ = writeln!(self.text, "# {l}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::spec::{DnsTiming, tests::profile};
+    use corral_sandbox_core::{BridgeName, EgressMode};
+    use std::path::Path;
+
+    fn paths() -> GatewayPaths {
+        GatewayPaths::new(Path::new("/var/lib/corral"), &BridgeName::new("cb-claude").unwrap())
+    }
+
+    fn ups() -> Vec<SocketAddr> {
+        vec!["198.18.0.53:53".parse().unwrap(), "[2001:db8::53]:5353".parse().unwrap()]
+    }
+
+    fn directives(text: &str) -> Vec<&str> {
+        text.lines().filter(|l| !l.starts_with('#')).collect()
+    }
+
+    #[test]
+    fn filtered_resolver() {
+        let mut p = profile(
+            EgressMode::Allowlist,
+            &["api.example.com:443", "*.cdn.test", "198.51.100.0/24"],
+            "10.99.2.0/24",
+        );
+        p.subnet_v6 = Some("fd00:99:2::/64".parse().unwrap());
+        let spec = GatewaySpec::from_profile(&p, &ups(), DnsTiming::default()).unwrap();
+        let text = render(&spec, &paths());
+        let d = directives(&text);
+        for want in [
+            "no-hosts",
+            "no-resolv",
+            "bind-interfaces",
+            "listen-address=10.99.2.1",
+            "pid-file=/var/lib/corral/gateway/cb-claude/dnsmasq.pid",
+            "dhcp-range=10.99.2.2,10.99.2.254,255.255.255.0,3600s",
+            "dhcp-option=option:router,10.99.2.1",
+            "dhcp-option=option:dns-server,10.99.2.1",
+            "dhcp-ignore-names",
+            "cache-size=0",
+            "max-ttl=60",
+            "stop-dns-rebind",
+            "address=/#/",
+            "server=/api.example.com/198.18.0.53",
+            "server=/api.example.com/2001:db8::53#5353",
+            "address=/*.api.example.com/",
+            "server=/*.cdn.test/198.18.0.53",
+            "nftset=/api.example.com/cdn.test/4#inet#corral#claude-dns4,6#inet#corral#claude-dns6",
+        ] {
+            assert!(d.contains(&want), "missing `{want}` in:\n{text}");
+        }
+        // Every forwarding line names a domain: nothing unlisted is forwarded.
+        assert!(d.iter().filter(|l| l.starts_with("server=")).all(|l| l.starts_with("server=/")));
+        assert!(!text.contains("port=0"));
+    }
+
+    #[test]
+    fn forwarder_and_leases_only() {
+        let p = profile(EgressMode::Internet, &[], "10.99.5.0/24");
+        let spec = GatewaySpec::from_profile(&p, &ups(), DnsTiming::default()).unwrap();
+        let d = render(&spec, &paths());
+        assert!(d.contains("\nserver=198.18.0.53\n") && d.contains("\nbogus-priv\n"), "{d}");
+        assert!(!d.contains("nftset") && !d.contains("address=/#/"), "{d}");
+
+        let p = profile(EgressMode::None, &[], "10.99.1.0/24");
+        let spec = GatewaySpec::from_profile(&p, &[], DnsTiming::default()).unwrap();
+        let d = render(&spec, &paths());
+        assert!(d.contains("\nport=0\n") && d.contains("\ndhcp-option=option:dns-server\n"), "{d}");
+        assert!(!d.contains("server="), "{d}");
+    }
+
+    #[test]
+    fn addresses_only_allowlist_refuses_every_name() {
+        let p = profile(EgressMode::Allowlist, &["192.0.2.7"], "10.99.3.0/24");
+        let spec = GatewaySpec::from_profile(&p, &[], DnsTiming::default()).unwrap();
+        let d = render(&spec, &paths());
+        assert!(d.contains("\naddress=/#/\n") && !d.contains("server=") && !d.contains("nftset"), "{d}");
+    }
+}

@@ -1,0 +1,132 @@
+//! What the host facade returns (all serde, for `--json`).
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::drift::Drift;
+use crate::link::BridgeOutcome;
+use crate::nft::ProfileCounters;
+use crate::sysctl::{SysctlDrift, SysctlReport};
+
+/// What an apply did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApplyReport {
+    /// Each planned sysctl and what happened to it.
+    pub sysctls: Vec<SysctlReport>,
+    /// Each profile bridge: created, already managed, or adopted.
+    pub bridges: Vec<BridgeReport>,
+    /// Object messages in the nftables transaction.
+    pub nft_messages: usize,
+    /// Bytes of the nftables transaction (sent in one `sendmsg`).
+    pub nft_bytes: usize,
+    /// Rules in the plan.
+    pub rules: usize,
+    /// Set elements in the plan.
+    pub set_elements: usize,
+    /// Wall time of the whole apply including read-back, milliseconds.
+    pub ms: u64,
+}
+
+/// One bridge of an apply.
+#[derive(Debug, Clone, Serialize)]
+pub struct BridgeReport {
+    /// Bridge name.
+    pub name: String,
+    /// Profile it serves.
+    pub profile: String,
+    /// Created, managed (stamped earlier) or adopted.
+    pub outcome: BridgeOutcome,
+}
+
+/// One difference between the plan and the live host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "area")]
+pub enum HostDrift {
+    /// An nftables object.
+    Nft(Drift),
+    /// A profile bridge is missing, down or lacks its gateway address.
+    Bridge {
+        /// Bridge name.
+        name: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A sysctl has another value.
+    Sysctl(SysctlDrift),
+}
+
+impl fmt::Display for HostDrift {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostDrift::Nft(d) => write!(f, "{d}"),
+            HostDrift::Bridge { name, problem } => write!(f, "bridge {name}: {problem}"),
+            HostDrift::Sysctl(s) => write!(
+                f,
+                "sysctl {} is {} (planned {})",
+                s.key,
+                s.live.as_deref().unwrap_or("absent"),
+                s.planned
+            ),
+        }
+    }
+}
+
+/// `corral host status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// Profile bridges as they are.
+    pub bridges: Vec<BridgeStatus>,
+    /// Accepted/blocked counters per profile.
+    pub counters: Vec<ProfileCounters>,
+    /// Allowlist set sizes, planned vs live.
+    pub sets: Vec<SetStatus>,
+    /// Number of differences from the plan (see `verify`).
+    pub drift: usize,
+}
+
+/// One bridge in `status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct BridgeStatus {
+    /// Bridge name.
+    pub name: String,
+    /// Profile it serves.
+    pub profile: String,
+    /// Exists.
+    pub present: bool,
+    /// Is up.
+    pub up: bool,
+    /// Carries corral's stamp (teardown would delete it).
+    pub managed: bool,
+    /// Its addresses.
+    pub addresses: Vec<String>,
+}
+
+/// One set in `status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SetStatus {
+    /// Set name.
+    pub name: String,
+    /// Elements in the plan.
+    pub planned: usize,
+    /// Elements in the kernel; `None` when the set is absent.
+    pub live: Option<usize>,
+}
+
+/// What a teardown removed, and every failure on the way.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TeardownReport {
+    /// Corral's tables are gone (or were never there).
+    pub tables_deleted: bool,
+    /// Stamped bridges deleted.
+    pub bridges_deleted: Vec<String>,
+    /// Every error met; teardown does not stop at the first.
+    pub errors: Vec<String>,
+}
+
+impl TeardownReport {
+    /// True when nothing failed.
+    pub fn is_clean(&self) -> bool {
+        self.errors.is_empty()
+    }
+}

@@ -1,0 +1,215 @@
+//! The applied inputs, persisted so `status`, `verify` and `refresh` can
+//! recompute the plan later.
+//!
+//! What is stored is the configuration (as `corral.toml` text, which parses
+//! back to an equal `Config`) and the resolution results — never rendered
+//! rules — so a newer corral recomputes the plan from the same inputs.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use corral_sandbox_core::config::{Config, HostConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{HostPlan, PlanError, PlanSettings};
+use crate::resolve::Resolution;
+
+/// File name of the applied inputs inside the state dir.
+const FILE: &str = "applied.json";
+
+/// Reading or writing the state failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The state file could not be read or written.
+    #[error("cannot {op} {path}: {source}; check that the state dir exists and is writable (run as root)")]
+    Io {
+        /// read, write, remove.
+        op: &'static str,
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: io::Error,
+    },
+    /// The state file is not what this version writes.
+    #[error("{path} is not a corral state file ({source}); remove it and apply again")]
+    Corrupt {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The stored configuration no longer parses.
+    #[error("the stored configuration in {path} no longer parses: {message}; apply again")]
+    Config {
+        /// File.
+        path: PathBuf,
+        /// Every problem.
+        message: String,
+    },
+    /// The plan cannot be rebuilt from the stored inputs.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+/// What was applied, as inputs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedInputs {
+    /// Format version of this record.
+    pub version: u32,
+    /// The configuration as `corral.toml` text.
+    pub config_toml: String,
+    /// Host names and their addresses at apply (or last refresh) time.
+    pub resolution: Resolution,
+    /// When, seconds since the Unix epoch.
+    pub applied_at: u64,
+}
+
+impl AppliedInputs {
+    /// Records `config` and `resolution` now.
+    pub fn new(config: &Config, resolution: Resolution) -> Self {
+        let applied_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Self {
+            version: 1,
+            config_toml: config.to_toml_string(),
+            resolution,
+            applied_at,
+        }
+    }
+
+    /// Parses the stored configuration back.
+    pub fn config(&self) -> Result<Config, String> {
+        Config::from_toml_str(&self.config_toml, "stored configuration").map_err(|e| e.to_string())
+    }
+}
+
+/// Where the applied inputs live (`<state_dir>/applied.json`).
+#[derive(Debug, Clone)]
+pub struct StateStore {
+    dir: PathBuf,
+}
+
+impl StateStore {
+    /// A store in `dir` (created on first save).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The state file.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(FILE)
+    }
+
+    /// Saves atomically (write a temp file, then rename).
+    pub fn save(&self, inputs: &AppliedInputs) -> Result<(), StateError> {
+        let path = self.path();
+        let io_err = |op, source| StateError::Io {
+            op,
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&self.dir).map_err(|e| io_err("create the directory of", e))?;
+        let text = serde_json::to_string_pretty(inputs).map_err(|e| StateError::Corrupt {
+            path: path.clone(),
+            source: e,
+        })?;
+        let tmp = self.dir.join(format!("{FILE}.tmp"));
+        std::fs::write(&tmp, text).map_err(|e| io_err("write", e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| io_err("rename into", e))
+    }
+
+    /// Loads the inputs; `None` when nothing was applied yet.
+    pub fn load(&self) -> Result<Option<AppliedInputs>, StateError> {
+        let path = self.path();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(StateError::Io {
+                    op: "read",
+                    path,
+                    source: e,
+                });
+            }
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| StateError::Corrupt { path, source: e })
+    }
+
+    /// Rebuilds the applied plan from the stored inputs.
+    pub fn load_plan(&self) -> Result<Option<(Config, HostPlan)>, StateError> {
+        let Some(inputs) = self.load()? else {
+            return Ok(None);
+        };
+        let config = inputs.config().map_err(|message| StateError::Config {
+            path: self.path(),
+            message,
+        })?;
+        let plan = HostPlan::build(&config.profiles, &plan_settings(&config.host), &inputs.resolution)?;
+        Ok(Some((config, plan)))
+    }
+
+    /// Forgets the applied inputs (after teardown).
+    pub fn clear(&self) -> Result<(), StateError> {
+        let path = self.path();
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StateError::Io {
+                op: "remove",
+                path,
+                source: e,
+            }),
+        }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// The plan settings a configuration's `[host]` section implies.
+pub fn plan_settings(host: &HostConfig) -> PlanSettings {
+    PlanSettings {
+        multipass_bridge: Some(host.multipass_bridge.clone()),
+        uplink: host.uplink.as_ref().map(ToString::to_string),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_round_trip_and_rebuild_the_same_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::new(dir.path().join("state"));
+        assert_eq!(store.load().unwrap(), None);
+        let config = Config::builtin_default();
+        let inputs = AppliedInputs::new(&config, Resolution::new());
+        store.save(&inputs).unwrap();
+        assert_eq!(store.load().unwrap(), Some(inputs));
+        let (back, plan) = store.load_plan().unwrap().unwrap();
+        assert_eq!(back, config);
+        let direct =
+            HostPlan::build(&config.profiles, &plan_settings(&config.host), &Resolution::new()).unwrap();
+        assert_eq!(plan, direct);
+        store.clear().unwrap();
+        assert_eq!(store.load().unwrap(), None);
+        store.clear().unwrap();
+    }
+
+    #[test]
+    fn a_corrupt_file_says_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::new(dir.path());
+        std::fs::write(store.path(), "{not json").unwrap();
+        let err = store.load().unwrap_err();
+        assert!(err.to_string().contains("apply again"), "{err}");
+    }
+}

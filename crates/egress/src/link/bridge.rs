@@ -1,0 +1,149 @@
+//! Profile bridges: create (and stamp) or adopt, address, up, and delete
+//! only what corral created.
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+use super::{LinkError, LinkState, Links, errno};
+use crate::plan::BridgePlan;
+
+/// The `IFLA_IFALIAS` corral writes on bridges it creates. Teardown deletes
+/// a bridge only when it carries exactly this stamp, so a bridge corral
+/// adopted (one that existed before) is never deleted.
+pub const STAMP: &str = "corral:managed:v1";
+
+/// What [`Links::ensure_bridge`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BridgeOutcome {
+    /// corral created the bridge and stamped it.
+    Created,
+    /// The bridge already carried corral's stamp (an earlier apply).
+    Managed,
+    /// A bridge corral did not create; it is used but never deleted.
+    Adopted,
+}
+
+impl Links {
+    /// Makes the bridge of `plan` exist with its gateway addresses, and up.
+    ///
+    /// A missing bridge is created and stamped; an existing bridge is
+    /// adopted as is (its other addresses and ports are left alone).
+    pub async fn ensure_bridge(&self, plan: &BridgePlan) -> Result<BridgeOutcome, LinkError> {
+        let name = plan.name.as_str();
+        let outcome = match self.get(name).await? {
+            Some(link) => classify_existing(&link)?,
+            None => {
+                self.create_bridge(name).await?;
+                BridgeOutcome::Created
+            }
+        };
+        self.ensure_address(name, IpNet::V4(plan.gateway_v4)).await?;
+        if let Some(v6) = plan.gateway_v6 {
+            self.ensure_address(name, IpNet::V6(v6)).await?;
+        }
+        self.set_up(name).await?;
+        Ok(outcome)
+    }
+
+    /// Creates a stamped bridge, down (the caller brings it up once the
+    /// rules are in place).
+    pub async fn create_bridge(&self, name: &str) -> Result<(), LinkError> {
+        let msg = rtnetlink::LinkBridge::new(name).build();
+        match self.handle.link().add(msg).execute().await {
+            Ok(()) => {}
+            Err(e) => return Err(LinkError::netlink(format!("create bridge `{name}`"), e)),
+        }
+        // The alias is set in a second request: the kernel applies
+        // IFLA_IFALIAS in its "set link" path, not when creating a link.
+        let link = self.require(name).await?;
+        let msg = rtnetlink::LinkUnspec::new_with_index(link.index)
+            .alias(STAMP)
+            .build();
+        if let Err(e) = self.handle.link().set(msg).execute().await {
+            // Without the stamp teardown would never remove it; undo.
+            let _ = self.handle.link().del(link.index).execute().await;
+            return Err(LinkError::netlink(format!("stamp bridge `{name}`"), e));
+        }
+        Ok(())
+    }
+
+    /// Deletes `name` if it is a bridge carrying corral's stamp.
+    ///
+    /// Returns `Ok(false)` (and deletes nothing) when the link is absent,
+    /// not a bridge, or not stamped.
+    pub async fn delete_stamped_bridge(&self, name: &str) -> Result<bool, LinkError> {
+        let Some(link) = self.get(name).await? else {
+            return Ok(false);
+        };
+        if !link.is_stamped_bridge() {
+            return Ok(false);
+        }
+        match self.handle.link().del(link.index).execute().await {
+            Ok(()) => Ok(true),
+            Err(e) if errno(&e) == Some(libc::ENODEV) => Ok(false),
+            Err(e) => Err(LinkError::netlink(format!("delete bridge `{name}`"), e)),
+        }
+    }
+
+    /// Every bridge in the namespace that carries corral's stamp.
+    pub async fn stamped_bridges(&self) -> Result<Vec<LinkState>, LinkError> {
+        Ok(self
+            .list()
+            .await?
+            .into_iter()
+            .filter(LinkState::is_stamped_bridge)
+            .collect())
+    }
+}
+
+fn classify_existing(link: &LinkState) -> Result<BridgeOutcome, LinkError> {
+    match link.kind.as_deref() {
+        Some("bridge") if link.alias.as_deref() == Some(STAMP) => Ok(BridgeOutcome::Managed),
+        Some("bridge") => Ok(BridgeOutcome::Adopted),
+        other => Err(LinkError::NotABridge {
+            name: link.name.clone(),
+            kind: other.unwrap_or("kind-less").to_owned(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(kind: Option<&str>, alias: Option<&str>) -> LinkState {
+        LinkState {
+            index: 3,
+            name: "br0".into(),
+            up: false,
+            alias: alias.map(str::to_owned),
+            kind: kind.map(str::to_owned),
+            controller: None,
+            isolated: None,
+        }
+    }
+
+    #[test]
+    fn only_a_stamped_bridge_is_managed() {
+        assert_eq!(
+            classify_existing(&link(Some("bridge"), Some(STAMP))).unwrap(),
+            BridgeOutcome::Managed
+        );
+        assert_eq!(
+            classify_existing(&link(Some("bridge"), Some("lab bridge"))).unwrap(),
+            BridgeOutcome::Adopted
+        );
+        assert_eq!(
+            classify_existing(&link(Some("bridge"), None)).unwrap(),
+            BridgeOutcome::Adopted
+        );
+        assert!(!link(Some("veth"), Some(STAMP)).is_stamped_bridge());
+    }
+
+    #[test]
+    fn a_non_bridge_is_refused_with_its_kind() {
+        let err = classify_existing(&link(Some("veth"), None)).unwrap_err();
+        assert!(err.to_string().contains("veth link, not a bridge"), "{err}");
+    }
+}

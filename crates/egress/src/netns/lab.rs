@@ -1,0 +1,174 @@
+//! A [`Topology`] plus the plan for its profiles and a [`Host`] acting in
+//! its host namespace: what enforcement tests, the drill and benchmarks
+//! share.
+//!
+//! Typical use: [`Lab::new`] → [`Lab::control`] (bridges without rules,
+//! ports attached: every probe must succeed) → [`Lab::apply`] → the same
+//! probes again, now judged against the profile.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use corral_sandbox_core::{AllowTarget, EgressMode, ProfileSet, Protocol};
+
+use super::listen::Transport;
+use super::probe::{Probe, ProbeResult};
+use super::topology::{SandboxNs, Topology, TopologyError, probe_from};
+use crate::host::{ApplyReport, Host, HostError};
+use crate::plan::{HostPlan, PlanError, PlanSettings};
+use crate::resolve::Resolution;
+
+/// Building or driving a lab failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// The namespaces could not be built.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    /// The profiles do not make a plan.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// Apply, verify or teardown failed.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// A namespace could not be duplicated.
+    #[error("netns lab: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Namespaces, plan and host facade for one profile set.
+#[derive(Debug)]
+pub struct Lab {
+    /// The namespaces.
+    pub topo: Topology,
+    /// The plan for the profiles.
+    pub plan: HostPlan,
+    /// The host facade acting in the topology's host namespace.
+    pub host: Host,
+    /// The profiles.
+    pub profiles: ProfileSet,
+}
+
+impl Lab {
+    /// Builds the topology for `profiles` and the plan with `resolution`,
+    /// and makes every allowlisted address:port exist (and answer) in the
+    /// internet namespace.
+    pub fn new(profiles: &ProfileSet, resolution: &Resolution) -> Result<Self, LabError> {
+        let plan = HostPlan::build(profiles, &PlanSettings::default(), resolution)?;
+        let topo = Topology::build(profiles)?;
+        for (ip, port, t) in allowlisted_endpoints(profiles, resolution) {
+            topo.add_internet_listener(ip, port, t)?;
+        }
+        let host = Host::in_netns(topo.host.try_clone()?);
+        Ok(Self {
+            topo,
+            plan,
+            host,
+            profiles: profiles.clone(),
+        })
+    }
+
+    /// The control setup: the plan's bridges without any rules, sandbox
+    /// ports attached (not isolated).
+    pub fn control(&self) -> Result<(), LabError> {
+        self.topo.ensure_bridges(&self.plan.bridges)?;
+        self.topo.attach_sandboxes(false)?;
+        Ok(())
+    }
+
+    /// Applies the plan in the host namespace.
+    pub fn apply(&self) -> Result<ApplyReport, LabError> {
+        Ok(self.host.apply(&self.plan)?)
+    }
+
+    /// Runs a probe from a sandbox.
+    pub fn probe(&self, from: &SandboxNs, p: &Probe, timeout: Duration) -> ProbeResult {
+        probe_from(&from.ns, p, timeout)
+    }
+
+    /// The first sandbox of `profile`.
+    ///
+    /// # Panics
+    /// Never for a profile of this lab's profile set (every profile gets
+    /// sandboxes); a foreign name is a caller bug.
+    pub fn sandbox(&self, profile: &str) -> &SandboxNs {
+        match self.topo.sandbox(profile) {
+            Some(s) => s,
+            None => panic!("the lab has no sandbox of profile `{profile}`"),
+        }
+    }
+}
+
+/// One concrete endpoint per allow entry with an address: its first
+/// address (for a CIDR, the first host) and its first port (443 when the
+/// entry has none), TCP unless the entry says UDP. Resolved hosts use
+/// their resolved addresses.
+pub fn allowlisted_endpoints(
+    profiles: &ProfileSet,
+    resolution: &Resolution,
+) -> Vec<(IpAddr, u16, Transport)> {
+    let mut out = Vec::new();
+    for p in profiles.iter().filter(|p| p.mode == EgressMode::Allowlist) {
+        for e in &p.allow {
+            let port = e.ports.map_or(443, |r| r.start());
+            let t = match e.protocol {
+                Some(Protocol::Udp) => Transport::Udp,
+                _ => Transport::Tcp,
+            };
+            let ips: Vec<IpAddr> = match &e.target {
+                AllowTarget::Net(net) => vec![first_host(*net)],
+                AllowTarget::Host(h) => resolution.get(h).map(<[IpAddr]>::to_vec).unwrap_or_default(),
+                AllowTarget::Wildcard(_) => Vec::new(),
+            };
+            for ip in ips {
+                out.push((ip, port, t));
+            }
+        }
+    }
+    out
+}
+
+/// A usable host address inside `net` (the network address itself for a
+/// single address; otherwise network + 1, avoiding the all-zeros host).
+pub fn first_host(net: ipnet::IpNet) -> IpAddr {
+    match net {
+        ipnet::IpNet::V4(n) if n.prefix_len() < 31 => {
+            IpAddr::V4(std::net::Ipv4Addr::from(u32::from(n.network()) + 1))
+        }
+        ipnet::IpNet::V6(n) if n.prefix_len() < 127 => {
+            IpAddr::V6(std::net::Ipv6Addr::from(u128::from(n.network()) + 1))
+        }
+        other => other.network(),
+    }
+}
+
+/// A TCP probe to `ip:port`.
+pub fn tcp(ip: impl Into<IpAddr>, port: u16) -> Probe {
+    Probe::Tcp {
+        to: SocketAddr::new(ip.into(), port),
+    }
+}
+
+/// A UDP probe to `ip:port`.
+pub fn udp(ip: impl Into<IpAddr>, port: u16) -> Probe {
+    Probe::Udp {
+        to: SocketAddr::new(ip.into(), port),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_sandbox_core::config::Config;
+
+    #[test]
+    fn builtin_allowlist_endpoints_are_concrete() {
+        let cfg = Config::builtin_default();
+        let eps = allowlisted_endpoints(&cfg.profiles, &Resolution::new());
+        let want: Vec<(IpAddr, u16, Transport)> = vec![
+            ("203.0.113.10".parse().unwrap(), 443, Transport::Tcp),
+            ("203.0.113.1".parse().unwrap(), 8000, Transport::Tcp),
+            ("2001:db8:100::10".parse().unwrap(), 443, Transport::Tcp),
+        ];
+        assert_eq!(eps, want);
+    }
+}

@@ -1,0 +1,306 @@
+//! Anonymous network namespaces owned by a file descriptor.
+//!
+//! A namespace created here has no name in `/run/netns`: it lives exactly as
+//! long as its fd (and any process or socket inside it). Dropping the last
+//! [`Netns`] — even while unwinding from a panic — lets the kernel remove the
+//! namespace and every veth, bridge, address and nft table in it, so tests
+//! can run in parallel and never leak state onto the host.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+/// Where `ip netns add NAME` bind-mounts named namespaces.
+const NAMED_NETNS_DIR: &str = "/run/netns";
+
+/// A network namespace, kept alive by the fd this value owns.
+#[derive(Debug)]
+pub struct Netns {
+    fd: OwnedFd,
+    origin: Origin,
+}
+
+/// How a [`Netns`] came to be, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Origin {
+    Anonymous,
+    Opened(PathBuf),
+}
+
+impl Netns {
+    /// Creates a new anonymous network namespace with `lo` up.
+    ///
+    /// Needs CAP_SYS_ADMIN (run as root). The calling thread's namespace is
+    /// never changed: the `unshare` happens on a throwaway thread.
+    pub fn new() -> io::Result<Self> {
+        let fd = std::thread::Builder::new()
+            .name("netns-new".into())
+            .spawn(|| -> io::Result<OwnedFd> {
+                // SAFETY: unshare only changes this throwaway thread's
+                // namespace membership; it takes no pointers.
+                let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+                if rc != 0 {
+                    return Err(privilege_hint(
+                        io::Error::last_os_error(),
+                        "create a network namespace",
+                    ));
+                }
+                let file = File::open("/proc/thread-self/ns/net")?;
+                Ok(OwnedFd::from(file))
+            })?
+            .join()
+            .map_err(|_| io::Error::other("the namespace-creating thread panicked"))??;
+        let ns = Self {
+            fd,
+            origin: Origin::Anonymous,
+        };
+        ns.run(set_loopback_up)??;
+        Ok(ns)
+    }
+
+    /// Opens an existing namespace by NAME (looked up in `/run/netns`) or by
+    /// PATH (anything containing a `/`, e.g. `/proc/1234/ns/net`).
+    pub fn open(name_or_path: &str) -> io::Result<Self> {
+        let path = resolve_path(name_or_path);
+        let file = File::open(&path).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot open network namespace {}: {e}", path.display()),
+            )
+        })?;
+        Ok(Self {
+            fd: OwnedFd::from(file),
+            origin: Origin::Opened(path),
+        })
+    }
+
+    /// The namespace of the calling process (`/proc/self/ns/net`).
+    pub fn current() -> io::Result<Self> {
+        Self::open("/proc/self/ns/net")
+    }
+
+    /// The fd naming this namespace, e.g. for `IFLA_NET_NS_FD` when moving a
+    /// veth peer into it.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The path this namespace was opened from, or `None` if anonymous.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.origin {
+            Origin::Anonymous => None,
+            Origin::Opened(p) => Some(p),
+        }
+    }
+
+    /// Duplicates the fd, giving a second owner of the same namespace.
+    pub fn try_clone(&self) -> io::Result<Self> {
+        Ok(Self {
+            fd: self.fd.try_clone()?,
+            origin: self.origin.clone(),
+        })
+    }
+
+    /// Runs `f` on a throwaway thread that has joined this namespace, so any
+    /// socket `f` opens (netlink included) lives in the namespace.
+    pub fn run<F, T>(&self, f: F) -> io::Result<T>
+    where
+        F: FnOnce() -> T + Send,
+        T: Send,
+    {
+        let fd = self.fd.as_raw_fd();
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("netns-run".into())
+                .spawn_scoped(scope, move || -> io::Result<T> {
+                    setns_net(fd)?;
+                    Ok(f())
+                })?
+                .join()
+                .map_err(|_| io::Error::other("a thread running inside a network namespace panicked"))?
+        })
+    }
+
+    /// Like [`Netns::run`], but drives the future `f()` returns to completion
+    /// on a current-thread tokio runtime owned by the throwaway thread
+    /// (rtnetlink needs a runtime, and its socket must be opened inside the
+    /// namespace, i.e. inside `f`).
+    pub fn run_async<F, Fut, T>(&self, f: F) -> io::Result<T>
+    where
+        F: FnOnce() -> Fut + Send,
+        Fut: Future<Output = T>,
+        T: Send,
+    {
+        self.run(move || -> io::Result<T> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            Ok(rt.block_on(f()))
+        })?
+    }
+
+    /// Spawns `cmd` with the child joined to this namespace before `exec`.
+    pub fn spawn(&self, mut cmd: Command) -> io::Result<Child> {
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: the closure runs between fork and exec and only calls
+        // setns(2), which is async-signal-safe; `fd` stays open because the
+        // parent holds `self` for the duration of `spawn`.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd.spawn()
+    }
+}
+
+impl AsFd for Netns {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// Maps a `--netns` argument to a path: NAME → /run/netns/NAME.
+fn resolve_path(name_or_path: &str) -> PathBuf {
+    if name_or_path.contains('/') {
+        PathBuf::from(name_or_path)
+    } else {
+        Path::new(NAMED_NETNS_DIR).join(name_or_path)
+    }
+}
+
+fn setns_net(fd: i32) -> io::Result<()> {
+    // SAFETY: setns takes an fd we own for the duration of the call (the
+    // caller borrows `self`) and changes only the calling thread.
+    let rc = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
+    if rc != 0 {
+        return Err(privilege_hint(
+            io::Error::last_os_error(),
+            "enter a network namespace",
+        ));
+    }
+    Ok(())
+}
+
+/// Adds the capability and the way to get it to a permission error.
+fn privilege_hint(err: io::Error, what: &str) -> io::Error {
+    if err.kind() == io::ErrorKind::PermissionDenied {
+        io::Error::new(
+            err.kind(),
+            format!("cannot {what}: CAP_SYS_ADMIN is missing ({err}); run as root"),
+        )
+    } else {
+        io::Error::new(err.kind(), format!("cannot {what}: {err}"))
+    }
+}
+
+/// Brings `lo` up with a plain ioctl (no runtime needed on this path).
+fn set_loopback_up() -> io::Result<()> {
+    // SAFETY: a plain datagram socket; the fd is wrapped in OwnedFd at once.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh, valid fd owned by nobody else.
+    let sock = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads into the ifreq we own.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: after SIOCGIFFLAGS the union holds the flags member.
+    unsafe {
+        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+    }
+    // SAFETY: SIOCSIFFLAGS reads the ifreq we own.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::netns::require_root;
+
+    fn ns_inode(path: &str) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).map(|m| m.ino()).unwrap_or(0)
+    }
+
+    #[test]
+    fn named_and_path_arguments_resolve() {
+        assert_eq!(resolve_path("blue"), PathBuf::from("/run/netns/blue"));
+        assert_eq!(
+            resolve_path("/proc/1/ns/net"),
+            PathBuf::from("/proc/1/ns/net")
+        );
+    }
+
+    #[test]
+    fn run_enters_a_different_namespace_and_lo_is_up() {
+        if !require_root("run_enters_a_different_namespace") {
+            return;
+        }
+        let ns = Netns::new().unwrap();
+        let host = ns_inode("/proc/thread-self/ns/net");
+        let inside = ns.run(|| ns_inode("/proc/thread-self/ns/net")).unwrap();
+        assert_ne!(host, inside);
+        assert_eq!(host, ns_inode("/proc/thread-self/ns/net"));
+        // Binding and connecting over 127.0.0.1 only works once lo is up.
+        let bound = ns
+            .run(|| {
+                let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+                std::net::TcpStream::connect(l.local_addr()?).map(|_| ())
+            })
+            .unwrap();
+        assert!(bound.is_ok(), "lo should be up: {bound:?}");
+    }
+
+    #[test]
+    fn run_async_has_a_runtime() {
+        if !require_root("run_async_has_a_runtime") {
+            return;
+        }
+        let ns = Netns::new().unwrap();
+        let v = ns
+            .run_async(|| async {
+                tokio::task::yield_now().await;
+                7
+            })
+            .unwrap();
+        assert_eq!(v, 7);
+    }
+
+    #[test]
+    fn spawn_runs_inside_the_namespace() {
+        if !require_root("spawn_runs_inside_the_namespace") {
+            return;
+        }
+        let ns = Netns::new().unwrap();
+        let inside = ns.run(|| ns_inode("/proc/thread-self/ns/net")).unwrap();
+        let mut cmd = Command::new("stat");
+        cmd.args(["-L", "-c", "%i", "/proc/self/ns/net"]);
+        cmd.stdout(std::process::Stdio::piped());
+        let out = ns.spawn(cmd).unwrap().wait_with_output().unwrap();
+        let ino: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        assert_eq!(ino, inside);
+    }
+
+    #[test]
+    fn open_reports_the_path_on_failure() {
+        let err = Netns::open("corral-no-such-ns").unwrap_err();
+        assert!(err.to_string().contains("/run/netns/corral-no-such-ns"));
+    }
+}

@@ -1,0 +1,198 @@
+//! Apply a plan, delete corral's tables, refresh set elements — each as
+//! exactly one transaction.
+
+use std::collections::BTreeSet;
+
+use nftnl_sys as sys;
+
+use super::NftError;
+use super::batch::{Batch, Finished, Op};
+use super::expr::build_rule;
+use super::obj::{Chain, Table, cstr};
+use super::set::{definition, queue_elements};
+use super::socket::NlSocket;
+use crate::plan::{AddrRange, ChainPlan, HostPlan, RulePlan, SetKind, TABLE_NAME, TableFamily, TablePlan, Verdict};
+
+/// What one transaction carried.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchStats {
+    /// Object messages in the transaction (begin/end not counted).
+    pub messages: usize,
+    /// Bytes sent in the single `sendmsg`.
+    pub bytes: usize,
+}
+
+/// A deliberate error, for fault tests: the kernel must reject the whole
+/// transaction and leave the previous ruleset in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Append, after everything else, a rule jumping to a chain that does
+    /// not exist.
+    JumpToMissingChain,
+}
+
+fn table_obj(family: TableFamily) -> Result<Table, NftError> {
+    let mut t = Table::new()?;
+    t.set_str(sys::NFTNL_TABLE_NAME, &cstr(TABLE_NAME)?);
+    t.set_u32(sys::NFTNL_TABLE_FAMILY, u32::from(family.nfproto()));
+    Ok(t)
+}
+
+/// `add table` then `delete table`: removes the table whether or not it
+/// existed, without failing the transaction when it did not.
+fn queue_delete(b: &mut Batch, family: TableFamily) -> Result<(), NftError> {
+    let t = table_obj(family)?;
+    let name = format!("table {} {TABLE_NAME}", family.keyword());
+    b.table(Op::Add, family.nfproto(), &t, format!("adding {name}"));
+    b.table(Op::Del, family.nfproto(), &t, format!("deleting {name}"));
+    Ok(())
+}
+
+fn chain_obj(family: TableFamily, c: &ChainPlan) -> Result<Chain, NftError> {
+    let mut ch = Chain::new()?;
+    ch.set_str(sys::NFTNL_CHAIN_TABLE, &cstr(TABLE_NAME)?);
+    ch.set_str(sys::NFTNL_CHAIN_NAME, &cstr(&c.name)?);
+    ch.set_u32(sys::NFTNL_CHAIN_FAMILY, u32::from(family.nfproto()));
+    if let Some(base) = &c.base {
+        ch.set_u32(sys::NFTNL_CHAIN_HOOKNUM, base.hook.number());
+        ch.set_s32(sys::NFTNL_CHAIN_PRIO, base.priority);
+        ch.set_str(sys::NFTNL_CHAIN_TYPE, &cstr(base.kind.keyword())?);
+        ch.set_u32(sys::NFTNL_CHAIN_POLICY, libc::NF_ACCEPT as u32);
+    }
+    Ok(ch)
+}
+
+fn queue_table(b: &mut Batch, t: &TablePlan, next_set_id: &mut u32) -> Result<(), NftError> {
+    let fam = t.family.nfproto();
+    let kw = t.family.keyword();
+    b.table(Op::Add, fam, &table_obj(t.family)?, format!("adding table {kw} {TABLE_NAME}"));
+    for s in &t.sets {
+        *next_set_id += 1;
+        b.set(fam, &definition(t.family, s, *next_set_id)?, format!("adding set {}", s.name));
+        if s.kind == SetKind::Interval {
+            queue_elements(b, Op::Add, t.family, s, &s.elements)?;
+        }
+    }
+    for c in &t.chains {
+        b.chain(fam, &chain_obj(t.family, c)?, format!("adding chain {kw} {}", c.name));
+    }
+    for c in &t.chains {
+        for (i, r) in c.rules.iter().enumerate() {
+            let rule = build_rule(t.family, TABLE_NAME, &c.name, r)?;
+            b.rule(fam, &rule, format!("adding rule {} of chain {kw} {}", i + 1, c.name));
+        }
+    }
+    Ok(())
+}
+
+fn apply_batch(plan: &HostPlan, fault: Option<Fault>) -> Result<Finished, NftError> {
+    let mut b = Batch::new();
+    for t in plan.tables() {
+        queue_delete(&mut b, t.family)?;
+    }
+    let mut ids = 0;
+    for t in plan.tables() {
+        queue_table(&mut b, t, &mut ids)?;
+    }
+    if let Some(Fault::JumpToMissingChain) = fault
+        && let Some(c) = plan.inet.chains.first()
+    {
+        let bad = RulePlan::counted(vec![], Verdict::Jump("corral-no-such-chain".to_owned()));
+        let rule = build_rule(TableFamily::Inet, TABLE_NAME, &c.name, &bad)?;
+        b.rule(
+            TableFamily::Inet.nfproto(),
+            &rule,
+            format!("adding injected fault rule to chain {}", c.name),
+        );
+    }
+    Ok(b.finish())
+}
+
+fn send(f: &Finished) -> Result<BatchStats, NftError> {
+    NlSocket::open()?.commit(f)?;
+    Ok(BatchStats {
+        messages: f.messages(),
+        bytes: f.bytes().len(),
+    })
+}
+
+/// Replace both corral tables with the plan's, in one transaction, in the
+/// current thread's network namespace. On any error the kernel aborts the
+/// whole transaction and the previous ruleset stays in force.
+pub fn apply(plan: &HostPlan) -> Result<BatchStats, NftError> {
+    send(&apply_batch(plan, None)?)
+}
+
+/// [`apply`] with a deliberate error the kernel must reject (fault tests).
+pub fn apply_with_fault(plan: &HostPlan, fault: Fault) -> Result<BatchStats, NftError> {
+    send(&apply_batch(plan, Some(fault))?)
+}
+
+/// Delete both corral tables (whether or not they exist) in one
+/// transaction. Other tables are never touched.
+pub fn delete_tables() -> Result<BatchStats, NftError> {
+    let mut b = Batch::new();
+    for family in [TableFamily::Inet, TableFamily::Bridge] {
+        queue_delete(&mut b, family)?;
+    }
+    send(&b.finish())
+}
+
+/// What a refresh changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RefreshReport {
+    /// Sets whose elements changed.
+    pub sets: Vec<String>,
+    /// Ranges added, over all sets.
+    pub added: usize,
+    /// Ranges removed, over all sets.
+    pub removed: usize,
+    /// The transaction sent (`None` when nothing changed).
+    pub batch: Option<BatchStats>,
+}
+
+/// The plan with every set emptied: what must be equal for a refresh.
+fn skeleton(plan: &HostPlan) -> HostPlan {
+    let mut p = plan.clone();
+    for t in [&mut p.inet, &mut p.bridge] {
+        for s in &mut t.sets {
+            s.elements.clear();
+        }
+    }
+    p
+}
+
+/// Update set elements in place from `old` to `new` in one transaction:
+/// removed ranges deleted, new ranges added, no rule or chain rebuilt (rule
+/// handles and established flows are untouched). Refused when the plans
+/// differ in anything but set elements.
+pub fn refresh_sets(old: &HostPlan, new: &HostPlan) -> Result<RefreshReport, NftError> {
+    if skeleton(old) != skeleton(new) {
+        return Err(NftError::NotRefreshable(
+            "the sets, chains or rules differ".to_owned(),
+        ));
+    }
+    let mut report = RefreshReport::default();
+    let mut b = Batch::new();
+    for (ot, nt) in [(&old.inet, &new.inet), (&old.bridge, &new.bridge)] {
+        for (os, ns) in ot.sets.iter().zip(&nt.sets) {
+            if ns.kind != SetKind::Interval || os.elements == ns.elements {
+                continue;
+            }
+            let before: BTreeSet<AddrRange> = os.elements.iter().copied().collect();
+            let after: BTreeSet<AddrRange> = ns.elements.iter().copied().collect();
+            let removed: Vec<AddrRange> = before.difference(&after).copied().collect();
+            let added: Vec<AddrRange> = after.difference(&before).copied().collect();
+            // Deletions first: a range may be replaced by one sharing its start.
+            queue_elements(&mut b, Op::Del, nt.family, ns, &removed)?;
+            queue_elements(&mut b, Op::Add, nt.family, ns, &added)?;
+            report.sets.push(ns.name.clone());
+            report.added += added.len();
+            report.removed += removed.len();
+        }
+    }
+    if b.len() > 0 {
+        report.batch = Some(send(&b.finish())?);
+    }
+    Ok(report)
+}

@@ -1,0 +1,336 @@
+//! Plan rules as netlink expressions, and rules as comparable text.
+//!
+//! Each [`Match`] becomes the same expression sequence `nft` would emit for
+//! it (an `ip daddr` in the inet family is preceded by a `meta nfproto`
+//! check, a ct state test is a load, a bitwise mask and a non-zero
+//! compare, interface names compare all 16 bytes). The same encoding is
+//! used to apply and to compare with what the kernel returns, so a rule's
+//! [`fingerprint`] is stable across apply and read-back.
+
+use std::net::IpAddr;
+
+use nftnl_sys as sys;
+
+use super::NftError;
+use super::obj::{Expr, ExprRef, Rule, cstr};
+use crate::plan::{AddrFamily, Match, RejectKind, RulePlan, TableFamily, Verdict};
+
+const REG1: u32 = libc::NFT_REG_1 as u32;
+const REG_VERDICT: u32 = libc::NFT_REG_VERDICT as u32;
+const NETWORK: u32 = libc::NFT_PAYLOAD_NETWORK_HEADER as u32;
+const TRANSPORT: u32 = libc::NFT_PAYLOAD_TRANSPORT_HEADER as u32;
+/// `ct state` bits (host byte order) for established and related.
+const CT_ESTABLISHED_RELATED: u32 = (1 << 1) | (1 << 2);
+
+fn e(name: &'static std::ffi::CStr) -> Result<Expr, NftError> {
+    Expr::new(name)
+}
+
+fn meta(key: i32) -> Result<Expr, NftError> {
+    Ok(e(c"meta")?
+        .u32(sys::NFTNL_EXPR_META_KEY, key as u32)
+        .u32(sys::NFTNL_EXPR_META_DREG, REG1))
+}
+
+fn cmp(op: i32, data: &[u8]) -> Result<Expr, NftError> {
+    Ok(e(c"cmp")?
+        .u32(sys::NFTNL_EXPR_CMP_SREG, REG1)
+        .u32(sys::NFTNL_EXPR_CMP_OP, op as u32)
+        .data(sys::NFTNL_EXPR_CMP_DATA, data))
+}
+
+fn payload(base: u32, offset: u32, len: u32) -> Result<Expr, NftError> {
+    Ok(e(c"payload")?
+        .u32(sys::NFTNL_EXPR_PAYLOAD_DREG, REG1)
+        .u32(sys::NFTNL_EXPR_PAYLOAD_BASE, base)
+        .u32(sys::NFTNL_EXPR_PAYLOAD_OFFSET, offset)
+        .u32(sys::NFTNL_EXPR_PAYLOAD_LEN, len))
+}
+
+fn bitwise(mask: &[u8]) -> Result<Expr, NftError> {
+    let xor = vec![0u8; mask.len()];
+    Ok(e(c"bitwise")?
+        .u32(sys::NFTNL_EXPR_BITWISE_SREG, REG1)
+        .u32(sys::NFTNL_EXPR_BITWISE_DREG, REG1)
+        .u32(sys::NFTNL_EXPR_BITWISE_LEN, mask.len() as u32)
+        .data(sys::NFTNL_EXPR_BITWISE_MASK, mask)
+        .data(sys::NFTNL_EXPR_BITWISE_XOR, &xor))
+}
+
+/// An interface name as the kernel compares it: 16 bytes, NUL padded.
+fn ifname(name: &str) -> Result<[u8; 16], NftError> {
+    let bytes = name.as_bytes();
+    if bytes.len() >= 16 {
+        return Err(NftError::BadName(name.to_owned()));
+    }
+    let mut out = [0u8; 16];
+    out[..bytes.len()].copy_from_slice(bytes);
+    Ok(out)
+}
+
+fn nfproto(f: AddrFamily) -> Result<[Expr; 2], NftError> {
+    let v = match f {
+        AddrFamily::V4 => libc::NFPROTO_IPV4 as u8,
+        AddrFamily::V6 => libc::NFPROTO_IPV6 as u8,
+    };
+    Ok([meta(libc::NFT_META_NFPROTO)?, cmp(libc::NFT_CMP_EQ, &[v])?])
+}
+
+/// (offset, length) of the source/destination address in the IP header.
+fn addr_field(f: AddrFamily, dest: bool) -> (u32, u32) {
+    match (f, dest) {
+        (AddrFamily::V4, false) => (12, 4),
+        (AddrFamily::V4, true) => (16, 4),
+        (AddrFamily::V6, false) => (8, 16),
+        (AddrFamily::V6, true) => (24, 16),
+    }
+}
+
+fn addr_bytes(a: IpAddr) -> Vec<u8> {
+    match a {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    }
+}
+
+const ETH_P_IP: u16 = 0x0800;
+const ETH_P_ARP: u16 = 0x0806;
+const ETH_P_IPV6: u16 = 0x86dd;
+
+/// `ether type X`: the protocol check of the bridge family.
+fn ethertype(t: u16) -> Result<[Expr; 2], NftError> {
+    Ok([
+        payload(libc::NFT_PAYLOAD_LL_HEADER as u32, 12, 2)?,
+        cmp(libc::NFT_CMP_EQ, &t.to_be_bytes())?,
+    ])
+}
+
+/// The protocol check before an address match: `meta nfproto` in inet,
+/// `ether type` in bridge.
+fn l3_check(family: TableFamily, f: AddrFamily) -> Result<[Expr; 2], NftError> {
+    match family {
+        TableFamily::Inet => nfproto(f),
+        TableFamily::Bridge => ethertype(match f {
+            AddrFamily::V4 => ETH_P_IP,
+            AddrFamily::V6 => ETH_P_IPV6,
+        }),
+    }
+}
+
+/// `ip saddr NET` / `ip6 daddr NET` and friends.
+fn net_match(family: TableFamily, net: ipnet::IpNet, dest: bool) -> Result<Vec<Expr>, NftError> {
+    let f = AddrFamily::of(net.addr());
+    let (off, len) = addr_field(f, dest);
+    let mut v = l3_check(family, f)?.to_vec();
+    v.push(payload(NETWORK, off, len)?);
+    if net.prefix_len() < net.max_prefix_len() {
+        v.push(bitwise(&addr_bytes(net.netmask()))?);
+    }
+    v.push(cmp(libc::NFT_CMP_EQ, &addr_bytes(net.network()))?);
+    Ok(v)
+}
+
+fn match_exprs(m: &Match, family: TableFamily) -> Result<Vec<Expr>, NftError> {
+    Ok(match m {
+        Match::IifName(n) => vec![meta(libc::NFT_META_IIFNAME)?, cmp(libc::NFT_CMP_EQ, &ifname(n)?)?],
+        Match::OifName(n) => vec![meta(libc::NFT_META_OIFNAME)?, cmp(libc::NFT_CMP_EQ, &ifname(n)?)?],
+        Match::OifNameNot(n) => {
+            vec![meta(libc::NFT_META_OIFNAME)?, cmp(libc::NFT_CMP_NEQ, &ifname(n)?)?]
+        }
+        Match::CtEstablishedRelated => vec![
+            e(c"ct")?
+                .u32(sys::NFTNL_EXPR_CT_KEY, libc::NFT_CT_STATE as u32)
+                .u32(sys::NFTNL_EXPR_CT_DREG, REG1),
+            bitwise(&CT_ESTABLISHED_RELATED.to_ne_bytes())?,
+            cmp(libc::NFT_CMP_NEQ, &0u32.to_ne_bytes())?,
+        ],
+        Match::NfProto(f) => nfproto(*f)?.into(),
+        Match::L4Proto(p) => vec![
+            meta(libc::NFT_META_L4PROTO)?,
+            cmp(libc::NFT_CMP_EQ, &[p.number()])?,
+        ],
+        Match::Dport(r) => {
+            let mut v = vec![payload(TRANSPORT, 2, 2)?];
+            if r.start() == r.end() {
+                v.push(cmp(libc::NFT_CMP_EQ, &r.start().to_be_bytes())?);
+            } else {
+                v.push(
+                    e(c"range")?
+                        .u32(sys::NFTNL_EXPR_RANGE_SREG, REG1)
+                        .u32(sys::NFTNL_EXPR_RANGE_OP, libc::NFT_RANGE_EQ as u32)
+                        .data(sys::NFTNL_EXPR_RANGE_FROM_DATA, &r.start().to_be_bytes())
+                        .data(sys::NFTNL_EXPR_RANGE_TO_DATA, &r.end().to_be_bytes()),
+                );
+            }
+            v
+        }
+        Match::Icmpv6Type(t) => vec![payload(TRANSPORT, 0, 1)?, cmp(libc::NFT_CMP_EQ, &[*t])?],
+        Match::DaddrInSet(f, set) => {
+            let (off, len) = addr_field(*f, true);
+            let [a, b] = nfproto(*f)?;
+            vec![
+                a,
+                b,
+                payload(NETWORK, off, len)?,
+                e(c"lookup")?
+                    .u32(sys::NFTNL_EXPR_LOOKUP_SREG, REG1)
+                    .str(sys::NFTNL_EXPR_LOOKUP_SET, &cstr(set)?)
+                    .u32(sys::NFTNL_EXPR_LOOKUP_FLAGS, 0),
+            ]
+        }
+        Match::Daddr(addr) => {
+            let f = AddrFamily::of(*addr);
+            let (off, len) = addr_field(f, true);
+            let [a, b] = nfproto(f)?;
+            vec![a, b, payload(NETWORK, off, len)?, cmp(libc::NFT_CMP_EQ, &addr_bytes(*addr))?]
+        }
+        Match::SaddrIn(net) => net_match(family, *net, false)?,
+        Match::DaddrIn(net) => net_match(family, *net, true)?,
+        Match::ArpTargetIn(net) => {
+            let mut v = ethertype(ETH_P_ARP)?.to_vec();
+            // Target protocol address of an Ethernet/IPv4 ARP packet.
+            v.push(payload(NETWORK, 24, 4)?);
+            let net = ipnet::IpNet::V4(*net);
+            if net.prefix_len() < net.max_prefix_len() {
+                v.push(bitwise(&addr_bytes(net.netmask()))?);
+            }
+            v.push(cmp(libc::NFT_CMP_EQ, &addr_bytes(net.network()))?);
+            v
+        }
+    })
+}
+
+fn verdict_exprs(v: &Verdict) -> Result<Vec<Expr>, NftError> {
+    let imm = |code: i32| -> Result<Expr, NftError> {
+        Ok(e(c"immediate")?
+            .u32(sys::NFTNL_EXPR_IMM_DREG, REG_VERDICT)
+            .u32(sys::NFTNL_EXPR_IMM_VERDICT, code as u32))
+    };
+    Ok(match v {
+        Verdict::Accept => vec![imm(libc::NF_ACCEPT)?],
+        Verdict::Drop => vec![imm(libc::NF_DROP)?],
+        Verdict::Jump(chain) => vec![imm(libc::NFT_JUMP)?.str(sys::NFTNL_EXPR_IMM_CHAIN, &cstr(chain)?)],
+        Verdict::Reject(RejectKind::TcpReset) => vec![
+            e(c"reject")?.u32(sys::NFTNL_EXPR_REJECT_TYPE, libc::NFT_REJECT_TCP_RST as u32),
+        ],
+        Verdict::Reject(RejectKind::IcmpxAdminProhibited) => vec![
+            e(c"reject")?
+                .u32(
+                    sys::NFTNL_EXPR_REJECT_TYPE,
+                    libc::NFT_REJECT_ICMPX_UNREACH as u32,
+                )
+                .u8(
+                    sys::NFTNL_EXPR_REJECT_CODE,
+                    libc::NFT_REJECT_ICMPX_ADMIN_PROHIBITED as u8,
+                ),
+        ],
+        Verdict::Masquerade => vec![e(c"masq")?],
+    })
+}
+
+/// Build the libnftnl rule for a plan rule in `family`/`table`/`chain`.
+pub(crate) fn build_rule(
+    family: TableFamily,
+    table: &str,
+    chain: &str,
+    rule: &RulePlan,
+) -> Result<Rule, NftError> {
+    let mut r = Rule::new()?;
+    r.set_u32(sys::NFTNL_RULE_FAMILY, u32::from(family.nfproto()));
+    r.set_str(sys::NFTNL_RULE_TABLE, &cstr(table)?);
+    r.set_str(sys::NFTNL_RULE_CHAIN, &cstr(chain)?);
+    for m in &rule.matches {
+        for x in match_exprs(m, family)? {
+            r.push(x);
+        }
+    }
+    if rule.counter {
+        r.push(e(c"counter")?);
+    }
+    for x in verdict_exprs(&rule.verdict)? {
+        r.push(x);
+    }
+    Ok(r)
+}
+
+/// One expression as `[ name body ]`, with counter values left out so a
+/// planned rule and a live rule compare equal.
+fn expr_text(x: &ExprRef<'_>) -> String {
+    let name = x.name();
+    if name == "counter" {
+        return "[ counter ]".to_owned();
+    }
+    format!("[ {name} {} ]", x.text())
+}
+
+/// A rule's expressions as one comparable line.
+pub(crate) fn rule_text(r: &Rule) -> Result<String, NftError> {
+    let mut parts = Vec::new();
+    r.for_each_expr(|x| parts.push(expr_text(&x)))?;
+    Ok(parts.join(" "))
+}
+
+/// The comparable text of a plan rule (what read-back will show when the
+/// rule is in place).
+pub fn fingerprint(family: TableFamily, chain: &str, rule: &RulePlan) -> Result<String, NftError> {
+    rule_text(&build_rule(family, crate::plan::TABLE_NAME, chain, rule)?)
+}
+
+/// Counter values and verdict class of a live rule.
+pub(crate) fn counters_and_class(r: &Rule) -> Result<(u64, u64, crate::plan::VerdictClass), NftError> {
+    use crate::plan::VerdictClass;
+    let (mut packets, mut bytes) = (0, 0);
+    let mut class = VerdictClass::Other;
+    r.for_each_expr(|x| match x.name().as_str() {
+        "counter" => {
+            packets = x.get_u64(sys::NFTNL_EXPR_CTR_PACKETS);
+            bytes = x.get_u64(sys::NFTNL_EXPR_CTR_BYTES);
+        }
+        "reject" => class = VerdictClass::Blocked,
+        "immediate" if x.is_set(sys::NFTNL_EXPR_IMM_VERDICT) => {
+            class = match x.get_u32(sys::NFTNL_EXPR_IMM_VERDICT) as i32 {
+                libc::NF_ACCEPT => VerdictClass::Accepted,
+                libc::NF_DROP => VerdictClass::Blocked,
+                _ => VerdictClass::Other,
+            }
+        }
+        _ => {}
+    })?;
+    Ok((packets, bytes, class))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::test_support::sample_plan;
+
+    #[test]
+    fn fingerprints_read_like_nft_debug_output() {
+        let plan = sample_plan();
+        let chain = plan.inet.chains.iter().find(|c| c.name == "dev-out").unwrap();
+        let first = fingerprint(TableFamily::Inet, &chain.name, &chain.rules[0]).unwrap();
+        assert!(first.starts_with("[ ct load state => reg 1"), "{first}");
+        assert!(first.contains("[ counter ]"), "{first}");
+        assert!(first.ends_with("[ immediate reg 0 accept ]"), "{first}");
+        let lookup = fingerprint(TableFamily::Inet, &chain.name, &chain.rules[3]).unwrap();
+        assert!(lookup.contains("set dev-allow4"), "{lookup}");
+    }
+
+    #[test]
+    fn every_plan_rule_encodes() {
+        let plan = sample_plan();
+        for t in plan.tables() {
+            for c in &t.chains {
+                for r in &c.rules {
+                    fingerprint(t.family, &c.name, r).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_interface_names_are_refused() {
+        assert!(ifname("0123456789abcdef").is_err());
+        assert_eq!(&ifname("br0").unwrap()[..4], b"br0\0");
+    }
+}

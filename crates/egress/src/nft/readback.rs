@@ -1,0 +1,323 @@
+//! Read corral's tables back from the kernel: chains, rules (as comparable
+//! text plus counters), sets and their elements. Only `inet corral` and
+//! `bridge corral` are read; a missing table is simply absent.
+
+use std::ffi::c_char;
+
+use nftnl_sys as sys;
+
+use super::NftError;
+use super::expr::{counters_and_class, rule_text};
+use super::obj::{Chain, Rule, Set, Table, cstr};
+use super::set::ranges_from_wire;
+use super::socket::{Msg, NlSocket};
+use crate::plan::{AddrFamily, AddrRange, SetKind, TABLE_NAME, TableFamily, VerdictClass};
+
+/// Everything corral owns in the kernel right now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiveState {
+    /// The corral tables that exist (zero, one or two).
+    pub tables: Vec<LiveTable>,
+}
+
+/// One live corral table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveTable {
+    /// Family.
+    pub family: TableFamily,
+    /// Sets with their elements.
+    pub sets: Vec<LiveSet>,
+    /// Chains with their rules, in kernel order.
+    pub chains: Vec<LiveChain>,
+}
+
+/// A live set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveSet {
+    /// Name.
+    pub name: String,
+    /// Key family (from the key length); `None` for keys corral never uses.
+    pub family: Option<AddrFamily>,
+    /// Raw `NFT_SET_*` flags.
+    pub flags: u32,
+    /// Elements as ranges (single addresses for non-interval sets).
+    pub elements: Vec<AddrRange>,
+}
+
+/// Hook, priority, type and policy of a live base chain, raw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveBase {
+    /// Chain type (`filter`, `nat`).
+    pub kind: String,
+    /// Hook number.
+    pub hook: u32,
+    /// Priority.
+    pub priority: i32,
+    /// Policy verdict (`NF_ACCEPT` = 1).
+    pub policy: u32,
+}
+
+/// A live chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveChain {
+    /// Name.
+    pub name: String,
+    /// `Some` for base chains.
+    pub base: Option<LiveBase>,
+    /// Rules in order.
+    pub rules: Vec<LiveRule>,
+}
+
+/// A live rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveRule {
+    /// Kernel handle (stable while the rule exists).
+    pub handle: u64,
+    /// Expressions as comparable text (counter values left out).
+    pub text: String,
+    /// Counter packets.
+    pub packets: u64,
+    /// Counter bytes.
+    pub bytes: u64,
+    /// Whether the verdict accepts, blocks, or neither.
+    pub class: VerdictClass,
+}
+
+impl LiveState {
+    /// The live table of a family, if it exists.
+    pub fn table(&self, family: TableFamily) -> Option<&LiveTable> {
+        self.tables.iter().find(|t| t.family == family)
+    }
+
+    /// True when no corral table exists.
+    pub fn is_empty(&self) -> bool {
+        self.tables.is_empty()
+    }
+}
+
+impl LiveTable {
+    /// A chain by name.
+    pub fn chain(&self, name: &str) -> Option<&LiveChain> {
+        self.chains.iter().find(|c| c.name == name)
+    }
+
+    /// A set by name.
+    pub fn set(&self, name: &str) -> Option<&LiveSet> {
+        self.sets.iter().find(|s| s.name == name)
+    }
+}
+
+fn parse_err(what: &'static str) -> NftError {
+    NftError::Parse(what)
+}
+
+/// Build a dump request of `ty` for `family`, with `payload` filling the
+/// table filter.
+fn request(
+    buf: *mut c_char,
+    seq: u32,
+    ty: i32,
+    family: TableFamily,
+    payload: impl FnOnce(*mut libc::nlmsghdr),
+) -> *mut libc::nlmsghdr {
+    let flags = libc::NLM_F_DUMP as u16;
+    // SAFETY: `buf` is the dump request buffer (64 KiB, zeroed).
+    let h = unsafe { sys::nftnl_nlmsg_build_hdr(buf, ty as u16, family.nfproto(), flags, seq) };
+    payload(h);
+    h
+}
+
+fn table_names(sock: &NlSocket, family: TableFamily) -> Result<Vec<String>, NftError> {
+    let mut names = Vec::new();
+    sock.dump(
+        "tables",
+        |buf, seq| request(buf, seq, libc::NFT_MSG_GETTABLE, family, |_| {}),
+        |m: &Msg<'_>| {
+            let t = Table::new()?;
+            // SAFETY: `m.hdr` points at a complete message inside the
+            // receive buffer; `t` is valid.
+            if unsafe { sys::nftnl_table_nlmsg_parse(m.hdr, t.as_ptr()) } < 0 {
+                return Err(parse_err("table"));
+            }
+            names.push(t.get_str(sys::NFTNL_TABLE_NAME));
+            Ok(())
+        },
+    )?;
+    Ok(names)
+}
+
+fn read_chains(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveChain>, NftError> {
+    let mut filter = Chain::new()?;
+    filter.set_str(sys::NFTNL_CHAIN_TABLE, &cstr(TABLE_NAME)?);
+    let mut out = Vec::new();
+    sock.dump(
+        "chains",
+        |buf, seq| {
+            request(buf, seq, libc::NFT_MSG_GETCHAIN, family, |h| {
+                // SAFETY: `h` is the request header; `filter` is valid.
+                unsafe { sys::nftnl_chain_nlmsg_build_payload(h, filter.as_ptr()) }
+            })
+        },
+        |m: &Msg<'_>| {
+            let c = Chain::new()?;
+            // SAFETY: complete message; valid chain object.
+            if unsafe { sys::nftnl_chain_nlmsg_parse(m.hdr, c.as_ptr()) } < 0 {
+                return Err(parse_err("chain"));
+            }
+            if c.get_str(sys::NFTNL_CHAIN_TABLE) != TABLE_NAME {
+                return Ok(());
+            }
+            let base = c.is_set(sys::NFTNL_CHAIN_HOOKNUM).then(|| LiveBase {
+                kind: c.get_str(sys::NFTNL_CHAIN_TYPE),
+                hook: c.get_u32(sys::NFTNL_CHAIN_HOOKNUM),
+                priority: c.get_s32(sys::NFTNL_CHAIN_PRIO),
+                policy: c.get_u32(sys::NFTNL_CHAIN_POLICY),
+            });
+            out.push(LiveChain {
+                name: c.get_str(sys::NFTNL_CHAIN_NAME),
+                base,
+                rules: Vec::new(),
+            });
+            Ok(())
+        },
+    )?;
+    Ok(out)
+}
+
+fn read_rules(sock: &NlSocket, family: TableFamily, chains: &mut [LiveChain]) -> Result<(), NftError> {
+    let mut filter = Rule::new()?;
+    filter.set_str(sys::NFTNL_RULE_TABLE, &cstr(TABLE_NAME)?);
+    sock.dump(
+        "rules",
+        |buf, seq| {
+            request(buf, seq, libc::NFT_MSG_GETRULE, family, |h| {
+                // SAFETY: `h` is the request header; `filter` is valid.
+                unsafe { sys::nftnl_rule_nlmsg_build_payload(h, filter.as_ptr()) }
+            })
+        },
+        |m: &Msg<'_>| {
+            let r = Rule::new()?;
+            // SAFETY: complete message; valid rule object.
+            if unsafe { sys::nftnl_rule_nlmsg_parse(m.hdr, r.as_ptr()) } < 0 {
+                return Err(parse_err("rule"));
+            }
+            if r.get_str(sys::NFTNL_RULE_TABLE) != TABLE_NAME {
+                return Ok(());
+            }
+            let chain = r.get_str(sys::NFTNL_RULE_CHAIN);
+            let (packets, bytes, class) = counters_and_class(&r)?;
+            let rule = LiveRule {
+                handle: r.get_u64(sys::NFTNL_RULE_HANDLE),
+                text: rule_text(&r)?,
+                packets,
+                bytes,
+                class,
+            };
+            if let Some(c) = chains.iter_mut().find(|c| c.name == chain) {
+                c.rules.push(rule);
+            }
+            Ok(())
+        },
+    )
+}
+
+fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftError> {
+    let mut filter = Set::new()?;
+    filter.set_str(sys::NFTNL_SET_TABLE, &cstr(TABLE_NAME)?);
+    let mut found: Vec<(String, u32, u32)> = Vec::new();
+    sock.dump(
+        "sets",
+        |buf, seq| {
+            request(buf, seq, libc::NFT_MSG_GETSET, family, |h| {
+                // SAFETY: `h` is the request header; `filter` is valid.
+                unsafe { sys::nftnl_set_nlmsg_build_payload(h, filter.as_ptr()) }
+            })
+        },
+        |m: &Msg<'_>| {
+            let s = Set::new()?;
+            // SAFETY: complete message; valid set object.
+            if unsafe { sys::nftnl_set_nlmsg_parse(m.hdr, s.as_ptr()) } < 0 {
+                return Err(parse_err("set"));
+            }
+            if s.get_str(sys::NFTNL_SET_TABLE) == TABLE_NAME {
+                found.push((
+                    s.get_str(sys::NFTNL_SET_NAME),
+                    s.get_u32(sys::NFTNL_SET_FLAGS),
+                    s.get_u32(sys::NFTNL_SET_KEY_LEN),
+                ));
+            }
+            Ok(())
+        },
+    )?;
+    let mut out = Vec::new();
+    for (name, flags, key_len) in found {
+        let fam = match key_len {
+            4 => Some(AddrFamily::V4),
+            16 => Some(AddrFamily::V6),
+            _ => None,
+        };
+        let kind = if flags & libc::NFT_SET_INTERVAL as u32 != 0 {
+            SetKind::Interval
+        } else {
+            SetKind::Dynamic
+        };
+        let elems = read_elements(sock, family, &name)?;
+        let elements = match fam {
+            Some(f) => ranges_from_wire(f, kind, &elems),
+            None => Vec::new(),
+        };
+        out.push(LiveSet {
+            name,
+            family: fam,
+            flags,
+            elements,
+        });
+    }
+    Ok(out)
+}
+
+fn read_elements(sock: &NlSocket, family: TableFamily, set: &str) -> Result<Vec<(Vec<u8>, u32)>, NftError> {
+    let mut req = Set::new()?;
+    req.set_str(sys::NFTNL_SET_TABLE, &cstr(TABLE_NAME)?);
+    req.set_str(sys::NFTNL_SET_NAME, &cstr(set)?);
+    req.set_u32(sys::NFTNL_SET_FAMILY, u32::from(family.nfproto()));
+    let acc = Set::new()?;
+    sock.dump(
+        "set elements",
+        |buf, seq| {
+            request(buf, seq, libc::NFT_MSG_GETSETELEM, family, |h| {
+                // SAFETY: `h` is the request header; `req` is valid and
+                // carries no elements.
+                unsafe { sys::nftnl_set_elems_nlmsg_build_payload(h, req.as_ptr()) }
+            })
+        },
+        |m: &Msg<'_>| {
+            // SAFETY: complete message; elements are appended to `acc`.
+            if unsafe { sys::nftnl_set_elems_nlmsg_parse(m.hdr, acc.as_ptr()) } < 0 {
+                return Err(parse_err("set elements"));
+            }
+            Ok(())
+        },
+    )?;
+    acc.elems()
+}
+
+/// Read corral's tables in the current thread's network namespace.
+pub fn read_live() -> Result<LiveState, NftError> {
+    let sock = NlSocket::open()?;
+    let mut state = LiveState::default();
+    for family in [TableFamily::Inet, TableFamily::Bridge] {
+        if !table_names(&sock, family)?.iter().any(|n| n == TABLE_NAME) {
+            continue;
+        }
+        let mut chains = read_chains(&sock, family)?;
+        read_rules(&sock, family, &mut chains)?;
+        let sets = read_sets(&sock, family)?;
+        state.tables.push(LiveTable {
+            family,
+            sets,
+            chains,
+        });
+    }
+    Ok(state)
+}

@@ -1,0 +1,210 @@
+//! Named sets and their elements on the wire.
+//!
+//! An interval set stores a range `a..=b` as two elements: key `a`, and key
+//! `b + 1` flagged `NFT_SET_ELEM_INTERVAL_END` (the first address *after*
+//! the range). A range reaching the top of the address space has no end
+//! element: the kernel treats an open start as running to the end. Reading
+//! back inverts this (and ignores a lone end element at `0.0.0.0`/`::`,
+//! which `nft -f` adds in front of fresh interval sets).
+
+use nftnl_sys as sys;
+
+use super::NftError;
+use super::batch::{Batch, Op};
+use super::obj::{Set, cstr};
+use crate::plan::model::{from_u128, max_value, to_u128};
+use crate::plan::{AddrFamily, AddrRange, SetKind, SetPlan, TABLE_NAME, TableFamily};
+
+/// Elements per netlink message: keeps one message far below the 64 KiB a
+/// nested attribute can hold (an IPv6 element is ~40 bytes on the wire).
+const ELEMS_PER_MSG: usize = 1024;
+
+/// `ipv4_addr` / `ipv6_addr` datatype numbers, as `nft` records them.
+fn key_type(f: AddrFamily) -> u32 {
+    match f {
+        AddrFamily::V4 => 7,
+        AddrFamily::V6 => 8,
+    }
+}
+
+fn flags(kind: SetKind) -> u32 {
+    match kind {
+        SetKind::Interval => libc::NFT_SET_INTERVAL as u32,
+        SetKind::Dynamic => libc::NFT_SET_TIMEOUT as u32,
+    }
+}
+
+/// A set object carrying only identity (table, name, family).
+fn carrier(family: TableFamily, name: &str) -> Result<Set, NftError> {
+    let mut s = Set::new()?;
+    s.set_str(sys::NFTNL_SET_TABLE, &cstr(TABLE_NAME)?);
+    s.set_str(sys::NFTNL_SET_NAME, &cstr(name)?);
+    s.set_u32(sys::NFTNL_SET_FAMILY, u32::from(family.nfproto()));
+    Ok(s)
+}
+
+/// The set definition (no elements).
+pub(crate) fn definition(family: TableFamily, set: &SetPlan, id: u32) -> Result<Set, NftError> {
+    let mut s = carrier(family, &set.name)?;
+    s.set_u32(sys::NFTNL_SET_ID, id);
+    s.set_u32(sys::NFTNL_SET_FLAGS, flags(set.kind));
+    s.set_u32(sys::NFTNL_SET_KEY_TYPE, key_type(set.family));
+    s.set_u32(sys::NFTNL_SET_KEY_LEN, set.family.key_len() as u32);
+    Ok(s)
+}
+
+fn key_bytes(family: AddrFamily, v: u128) -> Vec<u8> {
+    match family {
+        AddrFamily::V4 => (v as u32).to_be_bytes().to_vec(),
+        AddrFamily::V6 => v.to_be_bytes().to_vec(),
+    }
+}
+
+/// The wire elements of `ranges`: (key, flags).
+pub(crate) fn wire_elements(family: AddrFamily, kind: SetKind, ranges: &[AddrRange]) -> Vec<(Vec<u8>, Option<u32>)> {
+    let mut out = Vec::with_capacity(ranges.len() * 2);
+    for r in ranges {
+        let (start, end) = (to_u128(r.start), to_u128(r.end));
+        out.push((key_bytes(family, start), None));
+        if kind == SetKind::Interval && end != max_value(family) {
+            out.push((
+                key_bytes(family, end + 1),
+                Some(libc::NFT_SET_ELEM_INTERVAL_END as u32),
+            ));
+        }
+    }
+    out
+}
+
+/// Queue messages adding (or deleting) `ranges` of `set` into `batch`,
+/// chunked so each message stays small.
+pub(crate) fn queue_elements(
+    batch: &mut Batch,
+    op: Op,
+    family: TableFamily,
+    set: &SetPlan,
+    ranges: &[AddrRange],
+) -> Result<(), NftError> {
+    let wire = wire_elements(set.family, set.kind, ranges);
+    // Chunks end on a whole range: never split a start from its end.
+    let mut chunk: Vec<(Vec<u8>, Option<u32>)> = Vec::new();
+    let flush = |batch: &mut Batch, chunk: &mut Vec<(Vec<u8>, Option<u32>)>| -> Result<(), NftError> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        let mut s = carrier(family, &set.name)?;
+        for (key, f) in chunk.iter() {
+            s.add_elem(key, *f)?;
+        }
+        let verb = if op == Op::Add { "adding" } else { "deleting" };
+        batch.elems(
+            op,
+            family.nfproto(),
+            &s,
+            format!("{verb} {} elements of set {}", chunk.len(), set.name),
+        );
+        chunk.clear();
+        Ok(())
+    };
+    for (key, f) in wire {
+        let is_start = f.is_none();
+        if is_start && chunk.len() >= ELEMS_PER_MSG {
+            flush(batch, &mut chunk)?;
+        }
+        chunk.push((key, f));
+    }
+    flush(batch, &mut chunk)
+}
+
+/// Rebuild ranges from wire elements read back from the kernel.
+pub(crate) fn ranges_from_wire(family: AddrFamily, kind: SetKind, elems: &[(Vec<u8>, u32)]) -> Vec<AddrRange> {
+    let decode = |k: &[u8]| -> Option<u128> {
+        match family {
+            AddrFamily::V4 => k.try_into().ok().map(|b: [u8; 4]| u128::from(u32::from_be_bytes(b))),
+            AddrFamily::V6 => k.try_into().ok().map(u128::from_be_bytes),
+        }
+    };
+    let end_flag = libc::NFT_SET_ELEM_INTERVAL_END as u32;
+    let mut keys: Vec<(u128, bool)> = elems
+        .iter()
+        .filter_map(|(k, f)| decode(k).map(|v| (v, f & end_flag != 0)))
+        .collect();
+    if kind != SetKind::Interval {
+        keys.sort();
+        return keys
+            .into_iter()
+            .filter_map(|(v, _)| from_u128(family, v).map(AddrRange::single))
+            .collect();
+    }
+    // Ends sort before starts at the same key (an end closes the previous
+    // range exclusively).
+    keys.sort_by_key(|(v, is_end)| (*v, !*is_end));
+    let mut out = Vec::new();
+    let mut open: Option<u128> = None;
+    for (v, is_end) in keys {
+        match (is_end, open) {
+            (false, None) => open = Some(v),
+            (false, Some(_)) => {} // a start inside an open range: keep the outer one
+            (true, Some(s)) if v > s => {
+                if let (Some(a), Some(b)) = (from_u128(family, s), from_u128(family, v - 1)) {
+                    out.push(AddrRange { start: a, end: b });
+                }
+                open = None;
+            }
+            (true, _) => {} // lone end (e.g. the leading 0.0.0.0 of `nft -f`)
+        }
+    }
+    if let Some(s) = open
+        && let (Some(a), Some(b)) = (from_u128(family, s), from_u128(family, max_value(family)))
+    {
+        out.push(AddrRange { start: a, end: b });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(a: &str, b: &str) -> AddrRange {
+        AddrRange {
+            start: a.parse().unwrap(),
+            end: b.parse().unwrap(),
+        }
+    }
+
+    fn round_trip(f: AddrFamily, ranges: Vec<AddrRange>) {
+        let wire: Vec<(Vec<u8>, u32)> = wire_elements(f, SetKind::Interval, &ranges)
+            .into_iter()
+            .rev()
+            .map(|(k, fl)| (k, fl.unwrap_or(0)))
+            .collect();
+        assert_eq!(ranges_from_wire(f, SetKind::Interval, &wire), ranges);
+    }
+
+    #[test]
+    fn interval_encoding_round_trips() {
+        round_trip(AddrFamily::V4, vec![r("0.0.0.0", "0.255.255.255"), r("10.0.0.0", "10.0.0.0")]);
+        round_trip(AddrFamily::V4, vec![r("224.0.0.0", "255.255.255.255")]);
+        round_trip(
+            AddrFamily::V6,
+            vec![r("::1", "::1"), r("ff00::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")],
+        );
+    }
+
+    #[test]
+    fn end_element_is_the_first_address_after_the_range() {
+        let w = wire_elements(AddrFamily::V4, SetKind::Interval, &[r("10.0.0.0", "10.255.255.255")]);
+        assert_eq!(w[0], (vec![10, 0, 0, 0], None));
+        assert_eq!(w[1], (vec![11, 0, 0, 0], Some(1)));
+    }
+
+    #[test]
+    fn a_leading_lone_end_element_is_ignored() {
+        let wire = vec![(vec![0, 0, 0, 0], 1), (vec![1, 2, 3, 4], 0), (vec![1, 2, 3, 5], 1)];
+        assert_eq!(
+            ranges_from_wire(AddrFamily::V4, SetKind::Interval, &wire),
+            vec![r("1.2.3.4", "1.2.3.4")]
+        );
+    }
+}

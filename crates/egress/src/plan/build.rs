@@ -1,0 +1,437 @@
+//! From profiles and resolved addresses to the two corral tables.
+//!
+//! Per profile (see ARCHITECTURE.md, "Host enforcement"):
+//! - `inet corral`, chain `<p>-out` (sandbox → world): established/related
+//!   accept; DNS to anything blocked (the gateway resolver is reached via
+//!   input); then by mode; then the profile's block action.
+//! - `<p>-in` (world → sandbox): established/related accept, else drop;
+//!   the base chain jumps here *before* any `<p>-out`, so traffic between
+//!   two corral bridges (or two ports of one bridge, when bridged traffic
+//!   reaches the inet hooks) is dropped unless it is a reply.
+//! - `<p>-host` (sandbox → host, input): established/related, DHCP, DNS to
+//!   the gateway when the profile has a gateway resolver, ICMPv6 neighbour
+//!   discovery when the profile has IPv6; everything else dropped.
+//! - `postrouting` (nat): masquerade the profile's subnets leaving by any
+//!   interface but their own bridge (or only by the uplink, when set).
+//! - `bridge corral`, chain `<p>-ports`: frames between two bridge ports
+//!   carrying the profile's addresses (IPv4/IPv6 source or destination in
+//!   its subnets, ARP for an address in its IPv4 subnet) dropped. Only
+//!   port-to-port frames reach the bridge forward hook (traffic to and from
+//!   the host uses the input/output hooks), so this never blocks a
+//!   sandbox's own egress. The kernels we run on lack
+//!   `CONFIG_NFT_BRIDGE_META` (`meta ibrname` fails with EOPNOTSUPP), so
+//!   the bridge cannot be named in the rule: the profile's subnets identify
+//!   its frames instead. IPv6 link-local and non-IP frames between ports
+//!   are left to bridge-port isolation and, for IP, to the inet forward
+//!   chain (`bridge-nf-call-ip6tables = 1`).
+//!
+//! Every rule carries a counter. No rule depends on an address count: all
+//! addresses live in set elements.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use corral_sandbox_core::{
+    AllowTarget, BlockAction, DnsPolicy, EgressMode, PortRange, Profile, ProfileSet, Protocol,
+};
+use ipnet::IpNet;
+
+use super::model::{
+    AddrFamily, AddrRange, BaseChain, ChainPlan, ChainType, Hook, L4Proto, Match, RejectKind,
+    RulePlan, SetKind, SetPlan, TABLE_NAME, TableFamily, TablePlan, Verdict, merge_ranges,
+};
+use super::names;
+use super::{PlanError, PlanSettings};
+use crate::resolve::Resolution;
+
+/// IPv4 ranges an internet-mode sandbox never reaches (issue 3).
+pub const RESERVED_V4: [&str; 11] = [
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+];
+
+/// IPv6 ranges an internet-mode sandbox never reaches (issue 3).
+pub const RESERVED_V6: [&str; 6] = [
+    "::/128",
+    "::1/128",
+    "::ffff:0:0/96",
+    "fc00::/7",
+    "fe80::/10",
+    "ff00::/8",
+];
+
+/// ICMPv6 neighbour discovery types a v6 sandbox needs to reach its
+/// gateway: router solicitation, neighbour solicitation and advertisement.
+const ND_TYPES: [u8; 3] = [133, 135, 136];
+
+/// A (protocol, ports) class of allow entries; one set per class and family.
+type Class = (Option<Protocol>, Option<PortRange>);
+
+/// Build both tables.
+pub(super) fn tables(
+    profiles: &ProfileSet,
+    settings: &PlanSettings,
+    resolution: &Resolution,
+) -> Result<(TablePlan, TablePlan), PlanError> {
+    let mut inet = TablePlan {
+        family: TableFamily::Inet,
+        name: TABLE_NAME.to_owned(),
+        sets: Vec::new(),
+        chains: Vec::new(),
+    };
+    let mut bridge = TablePlan {
+        family: TableFamily::Bridge,
+        name: TABLE_NAME.to_owned(),
+        sets: Vec::new(),
+        chains: Vec::new(),
+    };
+
+    if profiles.iter().any(|p| p.mode == EgressMode::Internet) {
+        inet.sets.push(interval_set(names::RESERVED4, AddrFamily::V4, &RESERVED_V4));
+        inet.sets.push(interval_set(names::RESERVED6, AddrFamily::V6, &RESERVED_V6));
+    }
+
+    let mut forward_in = Vec::new();
+    let mut forward_out = Vec::new();
+    let mut input = Vec::new();
+    let mut nat = Vec::new();
+    let mut l2 = Vec::new();
+
+    for p in profiles {
+        let br = p.bridge.to_string();
+        let (sets, out_rules) = out_chain(p, resolution)?;
+        inet.sets.extend(sets);
+        inet.chains.push(chain(&names::out_chain(&p.name), p, out_rules));
+        inet.chains.push(chain(&names::in_chain(&p.name), p, in_rules()));
+        inet.chains.push(chain(&names::host_chain(&p.name), p, host_rules(p)));
+        bridge.chains.push(chain(&names::ports_chain(&p.name), p, port_rules(p)));
+
+        forward_in.push(RulePlan::counted(
+            vec![Match::OifName(br.clone())],
+            Verdict::Jump(names::in_chain(&p.name)),
+        ));
+        forward_out.push(RulePlan::counted(
+            vec![Match::IifName(br.clone())],
+            Verdict::Jump(names::out_chain(&p.name)),
+        ));
+        input.push(RulePlan::counted(
+            vec![Match::IifName(br.clone())],
+            Verdict::Jump(names::host_chain(&p.name)),
+        ));
+        l2.push(RulePlan::counted(vec![], Verdict::Jump(names::ports_chain(&p.name))));
+        if p.mode != EgressMode::None {
+            let mut nets: Vec<IpNet> = vec![IpNet::V4(p.subnet_v4.trunc())];
+            nets.extend(p.subnet_v6.map(|n| IpNet::V6(n.trunc())));
+            for net in nets {
+                let leaving = match &settings.uplink {
+                    Some(uplink) => Match::OifName(uplink.clone()),
+                    None => Match::OifNameNot(br.clone()),
+                };
+                nat.push(RulePlan::counted(
+                    vec![Match::SaddrIn(net), leaving],
+                    Verdict::Masquerade,
+                ));
+            }
+        }
+    }
+
+    let mut forward = Vec::new();
+    if let Some(mp) = &settings.multipass_bridge {
+        let mp = mp.to_string();
+        forward.push(RulePlan::counted(vec![Match::IifName(mp.clone())], Verdict::Drop));
+        forward.push(RulePlan::counted(vec![Match::OifName(mp)], Verdict::Drop));
+    }
+    forward.extend(forward_in);
+    forward.extend(forward_out);
+
+    inet.chains.push(base(names::FORWARD, ChainType::Filter, Hook::Forward, 0, forward));
+    inet.chains.push(base(names::INPUT, ChainType::Filter, Hook::Input, 0, input));
+    inet.chains.push(base(names::POSTROUTING, ChainType::Nat, Hook::Postrouting, 100, nat));
+    bridge.chains.push(base(names::FORWARD, ChainType::Filter, Hook::Forward, 0, l2));
+    Ok((inet, bridge))
+}
+
+fn chain(name: &str, profile: &Profile, rules: Vec<RulePlan>) -> ChainPlan {
+    ChainPlan {
+        name: name.to_owned(),
+        base: None,
+        profile: Some(profile.name.to_string()),
+        rules,
+    }
+}
+
+fn base(name: &str, kind: ChainType, hook: Hook, priority: i32, rules: Vec<RulePlan>) -> ChainPlan {
+    ChainPlan {
+        name: name.to_owned(),
+        base: Some(BaseChain {
+            kind,
+            hook,
+            priority,
+        }),
+        profile: None,
+        rules,
+    }
+}
+
+fn interval_set(name: &str, family: AddrFamily, nets: &[&str]) -> SetPlan {
+    let ranges = nets
+        .iter()
+        .filter_map(|n| n.parse::<IpNet>().ok())
+        .map(AddrRange::from_net)
+        .collect();
+    SetPlan {
+        name: name.to_owned(),
+        family,
+        kind: SetKind::Interval,
+        elements: merge_ranges(ranges),
+    }
+}
+
+/// Rules blocking what `matches` select, by the profile's block action.
+/// Reject answers TCP with a reset and everything else with ICMP(v6)
+/// administratively prohibited, so probes fail fast.
+fn block(matches: Vec<Match>, action: BlockAction) -> Vec<RulePlan> {
+    if action == BlockAction::Drop {
+        return vec![RulePlan::counted(matches, Verdict::Drop)];
+    }
+    let proto = matches.iter().find_map(|m| match m {
+        Match::L4Proto(p) => Some(*p),
+        _ => None,
+    });
+    match proto {
+        Some(L4Proto::Tcp) => vec![RulePlan::counted(
+            matches,
+            Verdict::Reject(RejectKind::TcpReset),
+        )],
+        Some(_) => vec![RulePlan::counted(
+            matches,
+            Verdict::Reject(RejectKind::IcmpxAdminProhibited),
+        )],
+        None => {
+            let mut tcp = matches.clone();
+            tcp.push(Match::L4Proto(L4Proto::Tcp));
+            vec![
+                RulePlan::counted(tcp, Verdict::Reject(RejectKind::TcpReset)),
+                RulePlan::counted(matches, Verdict::Reject(RejectKind::IcmpxAdminProhibited)),
+            ]
+        }
+    }
+}
+
+/// Matches selecting one class: protocol then ports. A class with ports but
+/// no protocol expands to a TCP and a UDP variant.
+fn class_matches(class: Class) -> Vec<Vec<Match>> {
+    let l4 = |p: Protocol| match p {
+        Protocol::Tcp => L4Proto::Tcp,
+        Protocol::Udp => L4Proto::Udp,
+    };
+    match class {
+        (None, None) => vec![vec![]],
+        (Some(p), None) => vec![vec![Match::L4Proto(l4(p))]],
+        (Some(p), Some(r)) => vec![vec![Match::L4Proto(l4(p)), Match::Dport(r)]],
+        (None, Some(r)) => vec![
+            vec![Match::L4Proto(L4Proto::Tcp), Match::Dport(r)],
+            vec![Match::L4Proto(L4Proto::Udp), Match::Dport(r)],
+        ],
+    }
+}
+
+fn families(p: &Profile) -> Vec<AddrFamily> {
+    let mut f = vec![AddrFamily::V4];
+    if p.subnet_v6.is_some() {
+        f.push(AddrFamily::V6);
+    }
+    f
+}
+
+fn out_chain(p: &Profile, resolution: &Resolution) -> Result<(Vec<SetPlan>, Vec<RulePlan>), PlanError> {
+    let mut sets = Vec::new();
+    let mut rules = vec![RulePlan::counted(
+        vec![Match::CtEstablishedRelated],
+        Verdict::Accept,
+    )];
+    for proto in [L4Proto::Udp, L4Proto::Tcp] {
+        rules.extend(block(
+            vec![Match::L4Proto(proto), Match::Dport(dns_port())],
+            p.block,
+        ));
+    }
+    match p.mode {
+        EgressMode::None => {}
+        EgressMode::Internet => {
+            for fam in families(p) {
+                let set = match fam {
+                    AddrFamily::V4 => names::RESERVED4,
+                    AddrFamily::V6 => names::RESERVED6,
+                };
+                rules.extend(block(vec![Match::DaddrInSet(fam, set.to_owned())], p.block));
+            }
+            rules.push(RulePlan::counted(
+                vec![Match::NfProto(AddrFamily::V4)],
+                Verdict::Accept,
+            ));
+            if p.subnet_v6.is_some() {
+                rules.push(RulePlan::counted(
+                    vec![Match::NfProto(AddrFamily::V6)],
+                    Verdict::Accept,
+                ));
+            }
+        }
+        EgressMode::Allowlist => {
+            let (s, r) = allowlist(p, resolution)?;
+            sets.extend(s);
+            rules.extend(r);
+        }
+    }
+    rules.extend(block(vec![], p.block));
+    Ok((sets, rules))
+}
+
+fn dns_port() -> PortRange {
+    // 53 is a valid, non-zero port: `single` cannot fail here.
+    PortRange::single(53).unwrap_or_else(|_| unreachable!("53 is a valid port"))
+}
+
+/// Sets and accept rules of an allowlist profile.
+fn allowlist(p: &Profile, resolution: &Resolution) -> Result<(Vec<SetPlan>, Vec<RulePlan>), PlanError> {
+    // Classes in a stable order, each with its ranges per family.
+    let mut classes: Vec<(Class, Vec<AddrRange>)> = Vec::new();
+    let mut dns_classes: BTreeSet<Class> = BTreeSet::new();
+    for entry in &p.allow {
+        let class: Class = (entry.protocol, entry.ports);
+        let ranges: Vec<AddrRange> = match &entry.target {
+            AllowTarget::Net(net) => vec![AddrRange::from_net(*net)],
+            AllowTarget::Host(host) => {
+                dns_classes.insert(class);
+                let addrs = resolution.get(host).ok_or_else(|| PlanError::NotResolved {
+                    profile: p.name.to_string(),
+                    host: host.to_string(),
+                })?;
+                if addrs.is_empty() && !p.allow_unresolved {
+                    return Err(PlanError::Unresolved {
+                        profile: p.name.to_string(),
+                        host: host.to_string(),
+                    });
+                }
+                addrs.iter().map(|a: &IpAddr| AddrRange::single(*a)).collect()
+            }
+            AllowTarget::Wildcard(_) => {
+                dns_classes.insert(class);
+                Vec::new()
+            }
+        };
+        if matches!(entry.target, AllowTarget::Wildcard(_)) {
+            continue;
+        }
+        match classes.iter_mut().find(|(c, _)| *c == class) {
+            Some((_, rs)) => rs.extend(ranges),
+            None => classes.push((class, ranges)),
+        }
+    }
+    classes.sort_by_key(|(c, _)| *c);
+
+    let mut sets = Vec::new();
+    let mut rules = Vec::new();
+    for (class, ranges) in classes {
+        for fam in families(p) {
+            let name = names::allow_set(&p.name, fam, class.0, class.1);
+            let mine = ranges.iter().copied().filter(|r| r.family() == fam).collect();
+            sets.push(SetPlan {
+                name: name.clone(),
+                family: fam,
+                kind: SetKind::Interval,
+                elements: merge_ranges(mine),
+            });
+            for ms in class_matches(class) {
+                let mut m = vec![Match::DaddrInSet(fam, name.clone())];
+                m.extend(ms);
+                rules.push(RulePlan::counted(m, Verdict::Accept));
+            }
+        }
+    }
+    if p.dns == DnsPolicy::Gateway && !dns_classes.is_empty() {
+        for fam in families(p) {
+            let name = names::dns_set(&p.name, fam);
+            sets.push(SetPlan {
+                name: name.clone(),
+                family: fam,
+                kind: SetKind::Dynamic,
+                elements: Vec::new(),
+            });
+            for class in &dns_classes {
+                for ms in class_matches(*class) {
+                    let mut m = vec![Match::DaddrInSet(fam, name.clone())];
+                    m.extend(ms);
+                    rules.push(RulePlan::counted(m, Verdict::Accept));
+                }
+            }
+        }
+    }
+    Ok((sets, rules))
+}
+
+fn port_rules(p: &Profile) -> Vec<RulePlan> {
+    let v4 = IpNet::V4(p.subnet_v4.trunc());
+    let mut rules = vec![
+        RulePlan::counted(vec![Match::SaddrIn(v4)], Verdict::Drop),
+        RulePlan::counted(vec![Match::DaddrIn(v4)], Verdict::Drop),
+        RulePlan::counted(vec![Match::ArpTargetIn(p.subnet_v4.trunc())], Verdict::Drop),
+    ];
+    if let Some(v6) = p.subnet_v6 {
+        let v6 = IpNet::V6(v6.trunc());
+        rules.push(RulePlan::counted(vec![Match::SaddrIn(v6)], Verdict::Drop));
+        rules.push(RulePlan::counted(vec![Match::DaddrIn(v6)], Verdict::Drop));
+    }
+    rules
+}
+
+fn in_rules() -> Vec<RulePlan> {
+    vec![
+        RulePlan::counted(vec![Match::CtEstablishedRelated], Verdict::Accept),
+        RulePlan::counted(vec![], Verdict::Drop),
+    ]
+}
+
+fn host_rules(p: &Profile) -> Vec<RulePlan> {
+    let mut rules = vec![
+        RulePlan::counted(vec![Match::CtEstablishedRelated], Verdict::Accept),
+        RulePlan::counted(
+            vec![
+                Match::L4Proto(L4Proto::Udp),
+                Match::Dport(PortRange::single(67).unwrap_or_else(|_| unreachable!("valid port"))),
+            ],
+            Verdict::Accept,
+        ),
+    ];
+    if p.dns == DnsPolicy::Gateway && p.mode != EgressMode::None {
+        let mut gateways = vec![IpAddr::V4(p.gateway_v4())];
+        gateways.extend(p.gateway_v6().map(IpAddr::V6));
+        for gw in gateways {
+            for proto in [L4Proto::Udp, L4Proto::Tcp] {
+                rules.push(RulePlan::counted(
+                    vec![Match::Daddr(gw), Match::L4Proto(proto), Match::Dport(dns_port())],
+                    Verdict::Accept,
+                ));
+            }
+        }
+    }
+    if p.subnet_v6.is_some() {
+        for t in ND_TYPES {
+            rules.push(RulePlan::counted(
+                vec![Match::L4Proto(L4Proto::Icmpv6), Match::Icmpv6Type(t)],
+                Verdict::Accept,
+            ));
+        }
+    }
+    rules.push(RulePlan::counted(vec![], Verdict::Drop));
+    rules
+}

@@ -1,0 +1,497 @@
+//! The nftables data model of a plan: tables of sets and chains, chains of
+//! rules, rules as a list of matches, an optional counter and one verdict.
+//!
+//! The model is deliberately small: exactly the matches corral needs, each
+//! with one meaning. The same values are rendered to `nft -f` text
+//! (`plan::render`) and encoded as netlink expressions (`nft::expr`), so the
+//! two paths cannot drift apart in what they express.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use corral_sandbox_core::PortRange;
+use ipnet::IpNet;
+use serde::Serialize;
+
+/// The one table name corral owns, in both families.
+pub const TABLE_NAME: &str = "corral";
+
+/// nftables family of a corral table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TableFamily {
+    /// `inet`: IPv4 and IPv6 (filter and nat).
+    Inet,
+    /// `bridge`: frames between bridge ports.
+    Bridge,
+}
+
+impl TableFamily {
+    /// The family keyword of `nft` syntax.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            TableFamily::Inet => "inet",
+            TableFamily::Bridge => "bridge",
+        }
+    }
+
+    /// The `NFPROTO_*` number netlink uses for the family.
+    pub fn nfproto(self) -> u16 {
+        match self {
+            TableFamily::Inet => libc::NFPROTO_INET as u16,
+            TableFamily::Bridge => libc::NFPROTO_BRIDGE as u16,
+        }
+    }
+}
+
+/// Address family of a set key or an address match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AddrFamily {
+    /// IPv4 (`ipv4_addr`).
+    V4,
+    /// IPv6 (`ipv6_addr`).
+    V6,
+}
+
+impl AddrFamily {
+    /// The family of an address.
+    pub fn of(addr: IpAddr) -> Self {
+        match addr {
+            IpAddr::V4(_) => AddrFamily::V4,
+            IpAddr::V6(_) => AddrFamily::V6,
+        }
+    }
+
+    /// Key length in bytes.
+    pub fn key_len(self) -> usize {
+        match self {
+            AddrFamily::V4 => 4,
+            AddrFamily::V6 => 16,
+        }
+    }
+}
+
+/// One table: sets first (rules look them up), then chains.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TablePlan {
+    /// Family (`inet` or `bridge`).
+    pub family: TableFamily,
+    /// Table name; always [`TABLE_NAME`].
+    pub name: String,
+    /// Named sets, in declaration order.
+    pub sets: Vec<SetPlan>,
+    /// Chains: regular chains first, then base chains that jump to them.
+    pub chains: Vec<ChainPlan>,
+}
+
+/// How a set holds its elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SetKind {
+    /// `flags interval`: address ranges (CIDRs), filled by corral.
+    Interval,
+    /// `flags timeout`: single addresses added at run time by the gateway
+    /// resolver (dnsmasq's nftset), empty in the plan.
+    Dynamic,
+}
+
+/// A named set of addresses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SetPlan {
+    /// Set name (`reserved4`, `<profile>-allow4`, `<profile>-dns6`, ...).
+    pub name: String,
+    /// Key type.
+    pub family: AddrFamily,
+    /// Interval or dynamic.
+    pub kind: SetKind,
+    /// Sorted, merged, non-adjacent inclusive ranges (always empty for
+    /// dynamic sets).
+    pub elements: Vec<AddrRange>,
+}
+
+/// An inclusive address range `start..=end`; both ends share a family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct AddrRange {
+    /// First address.
+    pub start: IpAddr,
+    /// Last address (inclusive).
+    pub end: IpAddr,
+}
+
+/// A base chain's hook, as nftables names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Hook {
+    /// Packets to the host itself.
+    Input,
+    /// Packets (or bridged frames) passing through.
+    Forward,
+    /// Packets leaving (used for NAT).
+    Postrouting,
+}
+
+impl Hook {
+    /// The hook keyword of `nft` syntax.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Hook::Input => "input",
+            Hook::Forward => "forward",
+            Hook::Postrouting => "postrouting",
+        }
+    }
+
+    /// The `NF_INET_*` / `NF_BR_*` hook number (the numbers coincide for
+    /// these three hooks).
+    pub fn number(self) -> u32 {
+        match self {
+            Hook::Input => libc::NF_INET_LOCAL_IN as u32,
+            Hook::Forward => libc::NF_INET_FORWARD as u32,
+            Hook::Postrouting => libc::NF_INET_POST_ROUTING as u32,
+        }
+    }
+}
+
+/// Chain type of a base chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChainType {
+    /// `type filter`.
+    Filter,
+    /// `type nat`.
+    Nat,
+}
+
+impl ChainType {
+    /// The type keyword of `nft` syntax (also what netlink carries).
+    pub fn keyword(self) -> &'static str {
+        match self {
+            ChainType::Filter => "filter",
+            ChainType::Nat => "nat",
+        }
+    }
+}
+
+/// What makes a chain a base chain. Policy is always `accept`: corral
+/// governs only traffic of its own bridges, everything else passes untouched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct BaseChain {
+    /// Chain type.
+    pub kind: ChainType,
+    /// Hook.
+    pub hook: Hook,
+    /// Priority.
+    pub priority: i32,
+}
+
+/// One chain and its rules, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChainPlan {
+    /// Chain name.
+    pub name: String,
+    /// `Some` for base chains.
+    pub base: Option<BaseChain>,
+    /// The profile whose traffic the chain's verdicts count (per-profile
+    /// chains); `None` for base chains.
+    pub profile: Option<String>,
+    /// Rules in evaluation order.
+    pub rules: Vec<RulePlan>,
+}
+
+/// A transport protocol as `meta l4proto` sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum L4Proto {
+    /// TCP (6).
+    Tcp,
+    /// UDP (17).
+    Udp,
+    /// ICMPv6 (58).
+    Icmpv6,
+}
+
+impl L4Proto {
+    /// IP protocol number.
+    pub fn number(self) -> u8 {
+        match self {
+            L4Proto::Tcp => libc::IPPROTO_TCP as u8,
+            L4Proto::Udp => libc::IPPROTO_UDP as u8,
+            L4Proto::Icmpv6 => libc::IPPROTO_ICMPV6 as u8,
+        }
+    }
+
+    /// `nft` keyword.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            L4Proto::Tcp => "tcp",
+            L4Proto::Udp => "udp",
+            L4Proto::Icmpv6 => "ipv6-icmp",
+        }
+    }
+}
+
+/// One match of a rule. All matches of a rule must hold (logical and).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Match {
+    /// `iifname "X"`.
+    IifName(String),
+    /// `oifname "X"`.
+    OifName(String),
+    /// `oifname != "X"`.
+    OifNameNot(String),
+    /// `ct state established,related`.
+    CtEstablishedRelated,
+    /// `meta nfproto ipv4` / `meta nfproto ipv6`.
+    NfProto(AddrFamily),
+    /// `meta l4proto X`.
+    L4Proto(L4Proto),
+    /// `th dport N` or `th dport A-B` (needs an `L4Proto` match before it).
+    Dport(PortRange),
+    /// `icmpv6 type N` (needs `L4Proto(Icmpv6)` before it).
+    Icmpv6Type(u8),
+    /// `ip daddr @set` / `ip6 daddr @set`.
+    DaddrInSet(AddrFamily, String),
+    /// `ip daddr A` / `ip6 daddr A`.
+    Daddr(IpAddr),
+    /// `ip saddr NET` / `ip6 saddr NET` (in the bridge family the
+    /// protocol check is on the ethertype).
+    SaddrIn(IpNet),
+    /// `ip daddr NET` / `ip6 daddr NET`.
+    DaddrIn(IpNet),
+    /// `arp daddr ip NET` (bridge family: ARP asking for an address in NET).
+    ArpTargetIn(ipnet::Ipv4Net),
+}
+
+/// How to reject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectKind {
+    /// `reject with tcp reset` (needs `meta l4proto tcp` before it).
+    TcpReset,
+    /// `reject with icmpx admin-prohibited`.
+    IcmpxAdminProhibited,
+}
+
+/// The verdict (or terminal statement) of a rule.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// `accept`.
+    Accept,
+    /// `drop`.
+    Drop,
+    /// `reject with ...`.
+    Reject(RejectKind),
+    /// `jump CHAIN`.
+    Jump(String),
+    /// `masquerade`.
+    Masquerade,
+}
+
+impl Verdict {
+    /// How this verdict counts in per-profile status.
+    pub fn class(&self) -> VerdictClass {
+        match self {
+            Verdict::Accept => VerdictClass::Accepted,
+            Verdict::Drop | Verdict::Reject(_) => VerdictClass::Blocked,
+            Verdict::Jump(_) | Verdict::Masquerade => VerdictClass::Other,
+        }
+    }
+}
+
+/// What a verdict means for counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VerdictClass {
+    /// The packet was let through.
+    Accepted,
+    /// The packet was dropped or rejected.
+    Blocked,
+    /// Neither (jump, masquerade): not counted in status.
+    Other,
+}
+
+/// One rule: matches, then a counter, then the verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct RulePlan {
+    /// Matches, in evaluation order.
+    pub matches: Vec<Match>,
+    /// Whether a counter precedes the verdict (always true in plans corral
+    /// builds; kept explicit so the invariant is testable).
+    pub counter: bool,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+impl RulePlan {
+    /// A rule with a counter.
+    pub fn counted(matches: Vec<Match>, verdict: Verdict) -> Self {
+        Self {
+            matches,
+            counter: true,
+            verdict,
+        }
+    }
+}
+
+impl AddrRange {
+    /// The range covering exactly `net`.
+    pub fn from_net(net: IpNet) -> Self {
+        let net = net.trunc();
+        Self {
+            start: net.network(),
+            end: net.broadcast(),
+        }
+    }
+
+    /// A single address.
+    pub fn single(addr: IpAddr) -> Self {
+        Self {
+            start: addr,
+            end: addr,
+        }
+    }
+
+    /// The family of the range.
+    pub fn family(&self) -> AddrFamily {
+        AddrFamily::of(self.start)
+    }
+
+    /// The range as one CIDR, when it is exactly one.
+    pub fn as_net(&self) -> Option<IpNet> {
+        let (start, end) = (to_u128(self.start), to_u128(self.end));
+        let bits = match self.start {
+            IpAddr::V4(_) => 32u32,
+            IpAddr::V6(_) => 128u32,
+        };
+        let size = end.checked_sub(start)?.checked_add(1);
+        let host_bits = match size {
+            // The whole v6 space overflows u128 + 1.
+            None => 128,
+            Some(n) if n.is_power_of_two() => n.trailing_zeros(),
+            Some(_) => return None,
+        };
+        if host_bits > bits || (host_bits < 128 && start & ((1u128 << host_bits) - 1) != 0) {
+            return None;
+        }
+        let prefix = u8::try_from(bits - host_bits).ok()?;
+        IpNet::new(self.start, prefix).ok()
+    }
+}
+
+/// An address as an unsigned integer (IPv4 in the low 32 bits).
+pub(crate) fn to_u128(addr: IpAddr) -> u128 {
+    match addr {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    }
+}
+
+/// The inverse of [`to_u128`] for a given family; `None` when out of range.
+pub(crate) fn from_u128(family: AddrFamily, value: u128) -> Option<IpAddr> {
+    match family {
+        AddrFamily::V4 => u32::try_from(value)
+            .ok()
+            .map(|v| IpAddr::V4(Ipv4Addr::from(v))),
+        AddrFamily::V6 => Some(IpAddr::V6(Ipv6Addr::from(value))),
+    }
+}
+
+/// The largest address of a family.
+pub(crate) fn max_value(family: AddrFamily) -> u128 {
+    match family {
+        AddrFamily::V4 => u128::from(u32::MAX),
+        AddrFamily::V6 => u128::MAX,
+    }
+}
+
+/// Sort and merge ranges of one family: overlapping and adjacent ranges
+/// become one (the kernel's interval tree refuses overlaps, and adjacent
+/// ranges would need an end and a start element on the same key).
+pub fn merge_ranges(mut ranges: Vec<AddrRange>) -> Vec<AddrRange> {
+    ranges.sort();
+    let mut out: Vec<AddrRange> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        if let Some(last) = out.last_mut() {
+            let last_end = to_u128(last.end);
+            if last.family() == r.family()
+                && to_u128(r.start) <= last_end.saturating_add(1)
+                && last_end != max_value(last.family())
+            {
+                if to_u128(r.end) > last_end {
+                    last.end = r.end;
+                }
+                continue;
+            }
+            if last.family() == r.family() && last_end == max_value(last.family()) {
+                // Already covers everything above its start.
+                continue;
+            }
+        }
+        out.push(r);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(a: &str, b: &str) -> AddrRange {
+        AddrRange {
+            start: a.parse().unwrap(),
+            end: b.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn as_net_recognises_cidrs_only() {
+        assert_eq!(
+            r("10.0.0.0", "10.255.255.255").as_net(),
+            Some("10.0.0.0/8".parse().unwrap())
+        );
+        assert_eq!(
+            r("1.2.3.4", "1.2.3.4").as_net(),
+            Some("1.2.3.4/32".parse().unwrap())
+        );
+        assert_eq!(r("1.2.3.4", "1.2.3.5").as_net(), None);
+        assert_eq!(r("1.2.3.1", "1.2.3.2").as_net(), None);
+        assert_eq!(
+            r("0.0.0.0", "255.255.255.255").as_net(),
+            Some("0.0.0.0/0".parse().unwrap())
+        );
+        assert_eq!(
+            r("::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff").as_net(),
+            Some("::/0".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn merge_joins_overlaps_and_neighbours() {
+        let merged = merge_ranges(vec![
+            r("10.0.0.5", "10.0.0.9"),
+            r("10.0.0.0", "10.0.0.4"),
+            r("10.0.0.20", "10.0.0.30"),
+            r("10.0.0.25", "10.0.0.26"),
+            r("2001:db8::1", "2001:db8::1"),
+        ]);
+        assert_eq!(
+            merged,
+            vec![
+                r("10.0.0.0", "10.0.0.9"),
+                r("10.0.0.20", "10.0.0.30"),
+                r("2001:db8::1", "2001:db8::1"),
+            ]
+        );
+    }
+
+    #[test]
+    fn merge_handles_the_top_of_the_space() {
+        let merged = merge_ranges(vec![
+            r("224.0.0.0", "239.255.255.255"),
+            r("240.0.0.0", "255.255.255.255"),
+            r("250.0.0.0", "250.0.0.1"),
+        ]);
+        assert_eq!(merged, vec![r("224.0.0.0", "255.255.255.255")]);
+    }
+}

@@ -1,0 +1,309 @@
+//! Plan tests: examples as data, and the invariants as properties.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use corral_sandbox_core::{AllowEntry, AllowTarget, BlockAction, EgressMode, ProfileSet};
+use proptest::prelude::*;
+
+use super::test_support::{allowlist_plan, profile, sample, sample_plan};
+use super::*;
+
+fn chain<'a>(plan: &'a HostPlan, family: TableFamily, name: &str) -> &'a ChainPlan {
+    plan.table(family)
+        .chains
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("chain {name} missing"))
+}
+
+fn texts(c: &ChainPlan) -> Vec<String> {
+    c.rules.iter().map(render::rule_text).collect()
+}
+
+#[test]
+fn allowlist_profile_rules_read_as_intended() {
+    let plan = sample_plan();
+    let out = texts(chain(&plan, TableFamily::Inet, "dev-out"));
+    assert_eq!(
+        out,
+        vec![
+            "ct state established,related counter accept",
+            "meta l4proto udp th dport 53 counter reject with icmpx type admin-prohibited",
+            "meta l4proto tcp th dport 53 counter reject with tcp reset",
+            "ip daddr @dev-allow4 counter accept",
+            "ip6 daddr @dev-allow6 counter accept",
+            "ip daddr @dev-allow4-8000-8100 meta l4proto tcp th dport 8000-8100 counter accept",
+            "ip daddr @dev-allow4-8000-8100 meta l4proto udp th dport 8000-8100 counter accept",
+            "ip6 daddr @dev-allow6-8000-8100 meta l4proto tcp th dport 8000-8100 counter accept",
+            "ip6 daddr @dev-allow6-8000-8100 meta l4proto udp th dport 8000-8100 counter accept",
+            "ip daddr @dev-allow4-tcp-443 meta l4proto tcp th dport 443 counter accept",
+            "ip6 daddr @dev-allow6-tcp-443 meta l4proto tcp th dport 443 counter accept",
+            "ip daddr @dev-allow4-udp-443 meta l4proto udp th dport 443 counter accept",
+            "ip6 daddr @dev-allow6-udp-443 meta l4proto udp th dport 443 counter accept",
+            "ip daddr @dev-dns4 counter accept",
+            "ip daddr @dev-dns4 meta l4proto tcp th dport 443 counter accept",
+            "ip6 daddr @dev-dns6 counter accept",
+            "ip6 daddr @dev-dns6 meta l4proto tcp th dport 443 counter accept",
+            "meta l4proto tcp counter reject with tcp reset",
+            "counter reject with icmpx type admin-prohibited",
+        ]
+    );
+    let tcp443 = plan.set("dev-allow4-tcp-443").unwrap();
+    assert_eq!(tcp443.elements, vec![AddrRange::single("192.0.2.10".parse().unwrap())]);
+    let any6 = plan.set("dev-allow6-udp-443").unwrap();
+    assert_eq!(any6.elements, vec![AddrRange::single("2001:db8::1".parse().unwrap())]);
+    assert_eq!(plan.set("dev-dns4").unwrap().kind, SetKind::Dynamic);
+}
+
+#[test]
+fn internet_none_host_and_bridge_chains() {
+    let plan = sample_plan();
+    assert_eq!(
+        texts(chain(&plan, TableFamily::Inet, "web-out"))[3..],
+        [
+            "ip daddr @reserved4 meta l4proto tcp counter reject with tcp reset",
+            "ip daddr @reserved4 counter reject with icmpx type admin-prohibited",
+            "meta nfproto ipv4 counter accept",
+            "meta l4proto tcp counter reject with tcp reset",
+            "counter reject with icmpx type admin-prohibited",
+        ]
+    );
+    assert_eq!(
+        texts(chain(&plan, TableFamily::Inet, "iso-out")),
+        [
+            "ct state established,related counter accept",
+            "meta l4proto udp th dport 53 counter drop",
+            "meta l4proto tcp th dport 53 counter drop",
+            "counter drop",
+        ]
+    );
+    assert_eq!(
+        texts(chain(&plan, TableFamily::Inet, "iso-host")),
+        [
+            "ct state established,related counter accept",
+            "meta l4proto udp th dport 67 counter accept",
+            "counter drop",
+        ]
+    );
+    let dev_host = texts(chain(&plan, TableFamily::Inet, "dev-host"));
+    assert!(dev_host.contains(&"ip daddr 10.90.0.1 meta l4proto udp th dport 53 counter accept".to_owned()));
+    assert!(dev_host.contains(&"ip6 daddr fd00:90::1 meta l4proto tcp th dport 53 counter accept".to_owned()));
+    assert!(dev_host.contains(&"meta l4proto ipv6-icmp icmpv6 type nd-neighbor-solicit counter accept".to_owned()));
+    assert_eq!(
+        texts(chain(&plan, TableFamily::Inet, "forward"))[..4],
+        [
+            "iifname \"mpqemubr0\" counter drop",
+            "oifname \"mpqemubr0\" counter drop",
+            "oifname \"cb-dev\" counter jump dev-in",
+            "oifname \"cb-web\" counter jump web-in",
+        ]
+    );
+    assert_eq!(
+        texts(chain(&plan, TableFamily::Inet, "postrouting")),
+        [
+            "ip saddr 10.90.0.0/24 oifname != \"cb-dev\" counter masquerade",
+            "ip6 saddr fd00:90::/64 oifname != \"cb-dev\" counter masquerade",
+            "ip saddr 10.91.0.0/24 oifname != \"cb-web\" counter masquerade",
+        ]
+    );
+    assert_eq!(
+        texts(chain(&plan, TableFamily::Bridge, "forward")),
+        [
+            "counter jump dev-ports",
+            "counter jump web-ports",
+            "counter jump iso-ports",
+        ]
+    );
+    assert_eq!(
+        texts(chain(&plan, TableFamily::Bridge, "iso-ports")),
+        [
+            "ip saddr 10.92.0.0/24 counter drop",
+            "ip daddr 10.92.0.0/24 counter drop",
+            "arp daddr ip 10.92.0.0/24 counter drop",
+        ]
+    );
+    assert_eq!(texts(chain(&plan, TableFamily::Bridge, "dev-ports")).len(), 5);
+}
+
+#[test]
+fn reserved_sets_merge_the_top_ranges() {
+    let plan = sample_plan();
+    let r4 = plan.set("reserved4").unwrap();
+    assert_eq!(r4.elements.len(), 10, "224/4 and 240/4 merge");
+    assert_eq!(r4.elements.last().unwrap().end, IpAddr::V4(Ipv4Addr::BROADCAST));
+}
+
+#[test]
+fn sysctls_and_bridges() {
+    let plan = sample_plan();
+    let keys: Vec<&str> = plan.sysctls.iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "net.ipv4.ip_forward",
+            "net.ipv6.conf.all.forwarding",
+            "net.bridge.bridge-nf-call-iptables",
+            "net.bridge.bridge-nf-call-ip6tables",
+        ]
+    );
+    assert_eq!(plan.bridges[0].gateway_v4.to_string(), "10.90.0.1/24");
+    assert_eq!(plan.bridges[0].gateway_v6.unwrap().to_string(), "fd00:90::1/64");
+}
+
+#[test]
+fn build_errors_say_what_to_fix() {
+    let (set, _) = sample();
+    let err = HostPlan::build(&set, &PlanSettings::default(), &Resolution::new()).unwrap_err();
+    assert!(matches!(err, PlanError::NotResolved { .. }), "{err}");
+    let mut res = Resolution::new();
+    res.insert(&"api.example.com".parse().unwrap(), []);
+    let err = HostPlan::build(&set, &PlanSettings::default(), &res).unwrap_err();
+    assert!(err.to_string().contains("allow_unresolved"), "{err}");
+    let mp = ProfileSet::new(vec![profile("m", "mpqemubr0", "10.1.0.0/24", EgressMode::None, &[])]).unwrap();
+    let err = HostPlan::build(&mp, &PlanSettings::default(), &Resolution::new()).unwrap_err();
+    assert!(matches!(err, PlanError::MultipassBridge { .. }), "{err}");
+}
+
+#[test]
+fn uplink_setting_narrows_masquerade() {
+    let (set, res) = sample();
+    let settings = PlanSettings {
+        multipass_bridge: None,
+        uplink: Some("eth0".to_owned()),
+    };
+    let plan = HostPlan::build(&set, &settings, &res).unwrap();
+    let nat = texts(chain(&plan, TableFamily::Inet, "postrouting"));
+    assert_eq!(nat[0], "ip saddr 10.90.0.0/24 oifname \"eth0\" counter masquerade");
+    assert!(!texts(chain(&plan, TableFamily::Inet, "forward"))[0].contains("mpqemubr0"));
+}
+
+#[test]
+fn rendering_contains_the_replace_preamble_and_ranges() {
+    let text = sample_plan().render_nft();
+    assert!(text.starts_with("table inet corral\ndelete table inet corral\ntable bridge corral\ndelete table bridge corral\n"));
+    assert!(text.contains("elements = { 0.0.0.0/8, 10.0.0.0/8,"), "{text}");
+    assert!(text.contains("224.0.0.0-255.255.255.255"), "{text}");
+}
+
+fn arb_profile(i: usize) -> impl Strategy<Value = corral_sandbox_core::Profile> {
+    let modes = prop_oneof![
+        Just(EgressMode::None),
+        Just(EgressMode::Internet),
+        Just(EgressMode::Allowlist)
+    ];
+    let entries = prop::collection::vec(
+        (any::<u32>(), 8u8..=32, prop::option::of(1u16..2000), prop::option::of(any::<bool>())),
+        1..8,
+    );
+    (modes, entries, any::<bool>(), any::<bool>()).prop_map(move |(mode, entries, v6, drop)| {
+        let mut p = profile(
+            &format!("p{i}"),
+            &format!("cb-p{i}"),
+            &format!("10.{}.0.0/24", 100 + i),
+            mode,
+            &[],
+        );
+        if v6 {
+            p.subnet_v6 = Some(format!("fd00:{i}::/64").parse().unwrap());
+        }
+        if drop {
+            p.block = BlockAction::Drop;
+        }
+        p.allow = entries
+            .into_iter()
+            .map(|(addr, len, port, tcp)| {
+                let net = ipnet::Ipv4Net::new(Ipv4Addr::from(addr), len).unwrap().trunc();
+                AllowEntry {
+                    target: AllowTarget::Net(net.into()),
+                    ports: port.map(|p| corral_sandbox_core::PortRange::single(p).unwrap()),
+                    protocol: tcp.map(|t| {
+                        if t {
+                            corral_sandbox_core::Protocol::Tcp
+                        } else {
+                            corral_sandbox_core::Protocol::Udp
+                        }
+                    }),
+                }
+            })
+            .collect();
+        if mode != EgressMode::Allowlist {
+            p.allow.clear();
+        }
+        p
+    })
+}
+
+fn arb_set() -> impl Strategy<Value = ProfileSet> {
+    (arb_profile(0), arb_profile(1), arb_profile(2))
+        .prop_map(|(a, b, c)| ProfileSet::new(vec![a, b, c]).unwrap())
+}
+
+proptest! {
+    #[test]
+    fn plan_invariants(set in arb_set()) {
+        let plan = HostPlan::build(&set, &PlanSettings::default(), &Resolution::new()).unwrap();
+        // Determinism.
+        let again = HostPlan::build(&set, &PlanSettings::default(), &Resolution::new()).unwrap();
+        prop_assert_eq!(&plan, &again);
+        prop_assert_eq!(plan.render_nft(), again.render_nft());
+        for p in &set {
+            let br = p.bridge.to_string();
+            let fwd = chain(&plan, TableFamily::Inet, "forward");
+            // Every bridge has both forward directions and an input chain.
+            prop_assert!(fwd.rules.iter().any(|r| r.matches == vec![Match::IifName(br.clone())]
+                && r.verdict == Verdict::Jump(names::out_chain(&p.name))));
+            prop_assert!(fwd.rules.iter().any(|r| r.matches == vec![Match::OifName(br.clone())]
+                && r.verdict == Verdict::Jump(names::in_chain(&p.name))));
+            let input = chain(&plan, TableFamily::Inet, "input");
+            prop_assert!(input.rules.iter().any(|r| r.matches == vec![Match::IifName(br.clone())]));
+            // A none-profile never accepts toward the world except replies.
+            if p.mode == EgressMode::None {
+                let out = chain(&plan, TableFamily::Inet, &names::out_chain(&p.name));
+                for r in &out.rules {
+                    prop_assert!(r.verdict != Verdict::Accept || r.matches == vec![Match::CtEstablishedRelated]);
+                }
+            }
+            // Every profile chain ends with its block verdict.
+            let out = chain(&plan, TableFamily::Inet, &names::out_chain(&p.name));
+            let last = out.rules.last().unwrap();
+            prop_assert!(last.matches.is_empty() && last.verdict.class() == VerdictClass::Blocked);
+        }
+        // Every rule has a counter; no bridge rule uses conntrack or reject.
+        for t in plan.tables() {
+            for c in &t.chains {
+                for r in &c.rules {
+                    prop_assert!(r.counter);
+                    if t.family == TableFamily::Bridge {
+                        prop_assert!(!r.matches.contains(&Match::CtEstablishedRelated));
+                        prop_assert!(!matches!(r.verdict, Verdict::Reject(_)));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rule_count_does_not_depend_on_address_count(n in 1u32..300, m in 1u32..300) {
+        let a = allowlist_plan(n);
+        let b = allowlist_plan(m);
+        prop_assert_eq!(a.rule_count(), b.rule_count());
+        prop_assert_eq!(a.element_count() as u32, n);
+    }
+
+    #[test]
+    fn merged_ranges_are_sorted_disjoint_and_cover_the_input(
+        raw in prop::collection::vec((any::<u32>(), 16u8..=32), 0..40)
+    ) {
+        let ranges: Vec<AddrRange> = raw.iter().map(|(a, l)| {
+            AddrRange::from_net(ipnet::Ipv4Net::new(Ipv4Addr::from(*a), *l).unwrap().into())
+        }).collect();
+        let merged = model::merge_ranges(ranges.clone());
+        for w in merged.windows(2) {
+            // Strictly increasing with a gap of at least one address.
+            prop_assert!(model::to_u128(w[0].end) + 1 < model::to_u128(w[1].start));
+        }
+        for r in &ranges {
+            prop_assert!(merged.iter().any(|m| m.start <= r.start && r.end <= m.end));
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! Allowlist profile, real packets: the allowlisted address:port answers;
+//! the same address on another port and other addresses do not. Every
+//! probe first succeeds as a control without corral's rules.
+
+use std::time::Duration;
+
+use corral_egress::netns::lab::{tcp, udp};
+use corral_egress::netns::topology::{PUBLIC_V4, PUBLIC_V6};
+use corral_egress::netns::{Lab, Observed, Probe, require_root};
+use corral_egress::resolve::Resolution;
+use corral_sandbox_core::config::Config;
+
+const T: Duration = Duration::from_millis(1500);
+
+fn lab() -> Lab {
+    let cfg = Config::builtin_default();
+    let lab = Lab::new(&cfg.profiles, &Resolution::new()).unwrap();
+    lab.control().unwrap();
+    lab
+}
+
+/// Runs `probes` from the allowlist sandbox as a control (must connect),
+/// applies, and returns the enforced results.
+fn control_then_apply(lab: &Lab, probes: &[Probe]) -> Vec<corral_egress::netns::ProbeResult> {
+    let sb = lab.sandbox("allowlist");
+    for p in probes {
+        let r = lab.probe(sb, p, T);
+        assert_eq!(r.observed, Observed::Connected, "control {p}: {r:?}");
+    }
+    lab.apply().unwrap();
+    probes.iter().map(|p| lab.probe(sb, p, T)).collect()
+}
+
+#[test]
+fn allowlisted_address_and_port_is_reachable() {
+    if !require_root("allowlisted_address_and_port_is_reachable") {
+        return;
+    }
+    let lab = lab();
+    let probes = [tcp(PUBLIC_V4[2], 443), tcp([203, 0, 113, 1], 8000)];
+    for (p, r) in probes.iter().zip(control_then_apply(&lab, &probes)) {
+        assert_eq!(r.observed, Observed::Connected, "{p}: {r:?}");
+    }
+}
+
+#[test]
+fn same_address_other_port_and_other_addresses_are_blocked_fast() {
+    if !require_root("same_address_other_port_and_other_addresses_are_blocked_fast") {
+        return;
+    }
+    let lab = lab();
+    let probes = [
+        tcp(PUBLIC_V4[2], 80),
+        udp(PUBLIC_V4[2], 443),
+        tcp(PUBLIC_V4[0], 443),
+        tcp(PUBLIC_V4[3], 443),
+        Probe::Icmp { to: PUBLIC_V4[0].into() },
+    ];
+    for (p, r) in probes.iter().zip(control_then_apply(&lab, &probes)) {
+        assert!(matches!(r.observed, Observed::Rejected(_)), "{p}: {r:?}");
+        assert!(r.ms < 500, "reject must fail fast: {p}: {r:?}");
+    }
+}
+
+#[test]
+fn allowlist_without_ipv6_subnet_has_no_ipv6() {
+    if !require_root("allowlist_without_ipv6_subnet_has_no_ipv6") {
+        return;
+    }
+    // The built-in allowlist profile lists an IPv6 address but has no IPv6
+    // subnet: from an IPv6-capable sandbox on another profile the address
+    // answers (control), and the allowlist sandbox has no IPv6 at all.
+    let lab = lab();
+    assert!(lab.sandbox("allowlist").v6.is_none());
+    let inet = lab.sandbox("internet");
+    let r = lab.probe(inet, &tcp(PUBLIC_V6[0], 443), T);
+    assert_eq!(r.observed, Observed::Connected, "{r:?}");
+}

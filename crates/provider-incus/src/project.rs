@@ -1,0 +1,217 @@
+//! corral's dedicated Incus project, created and converged on every start.
+//!
+//! Image access: the project has its **own** image store
+//! (`features.images=true`), so nothing published in `default` is usable
+//! until an operator imports or copies it into corral's project on purpose
+//! (`scripts/incus-image.sh` does so for the test image). Profiles are the
+//! project's own too, and corral attaches none.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use http::Method;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::client::{ClientError, IncusClient};
+
+/// The project corral uses unless configured otherwise.
+pub const DEFAULT_PROJECT: &str = "corral";
+
+/// `features.*` keys corral needs; Incus changes these only on an empty project.
+const FEATURES: [(&str, &str); 4] = [
+    ("features.images", "true"),
+    ("features.profiles", "true"),
+    ("features.storage.volumes", "true"),
+    ("features.networks", "false"),
+];
+
+/// A project as Incus returns it.
+#[derive(Debug, Clone, Deserialize)]
+struct Project {
+    #[serde(default)]
+    config: BTreeMap<String, String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    used_by: Vec<String>,
+}
+
+/// Why the project could not be converged.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    /// A feature flag differs and Incus will not change it on a used project.
+    #[error(
+        "project `{project}` has {key}={actual:?} but corral needs {expected:?}, and Incus changes features only on an empty project; move its {used} instances/images elsewhere or configure another project"
+    )]
+    Feature {
+        /// The project.
+        project: String,
+        /// The feature key.
+        key: String,
+        /// Its current value.
+        actual: String,
+        /// corral's value.
+        expected: String,
+        /// How many things use the project.
+        used: usize,
+    },
+    /// Talking to Incus failed.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+/// The configuration corral wants: restricted, no low-level or privileged
+/// containers, no nesting, NICs allowed (bridged to host bridges), disks
+/// limited to `disk_roots` (none: only pool-backed disks), snapshots and
+/// backups allowed.
+pub fn desired_config(disk_roots: &[PathBuf]) -> BTreeMap<String, String> {
+    let mut config: BTreeMap<String, String> = FEATURES
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let restricted = [
+        ("restricted", "true"),
+        ("restricted.containers.nesting", "block"),
+        ("restricted.containers.privilege", "unprivileged"),
+        ("restricted.containers.lowlevel", "block"),
+        ("restricted.virtual-machines.lowlevel", "block"),
+        ("restricted.devices.nic", "allow"),
+        ("restricted.devices.proxy", "block"),
+        ("restricted.devices.gpu", "block"),
+        ("restricted.devices.usb", "block"),
+        ("restricted.devices.pci", "block"),
+        ("restricted.devices.unix-char", "block"),
+        ("restricted.devices.unix-block", "block"),
+        ("restricted.devices.unix-hotplug", "block"),
+        ("restricted.devices.infiniband", "block"),
+        ("restricted.snapshots", "allow"),
+        ("restricted.backups", "allow"),
+        ("restricted.cluster.target", "block"),
+    ];
+    config.extend(restricted.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    if disk_roots.is_empty() {
+        config.insert("restricted.devices.disk".into(), "managed".into());
+    } else {
+        config.insert("restricted.devices.disk".into(), "allow".into());
+        let paths: Vec<String> = disk_roots.iter().map(|p| p.display().to_string()).collect();
+        config.insert("restricted.devices.disk.paths".into(), paths.join(","));
+    }
+    config
+}
+
+/// Create `project` if missing, else bring its config to `desired`
+/// (keys corral does not manage, such as `limits.*`, are kept).
+/// Returns true when something changed.
+pub async fn converge(
+    client: &IncusClient,
+    project: &str,
+    desired: &BTreeMap<String, String>,
+) -> Result<bool, ProjectError> {
+    let path = format!("/1.0/projects/{project}");
+    let current: Project = match client.get(&path).await {
+        Ok(p) => p,
+        Err(e) if e.is_not_found() => {
+            let body = json!({
+                "name": project,
+                "description": "corral sandboxes (managed by corral; converged on every start)",
+                "config": desired,
+            });
+            client.call(Method::POST, "/1.0/projects", Some(&body)).await?;
+            return Ok(true);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut merged = current.config.clone();
+    for (key, value) in desired {
+        if merged.get(key) == Some(value) {
+            continue;
+        }
+        if key.starts_with("features.") && !current.used_by_anything() {
+            // Empty project: Incus accepts the change below.
+        } else if key.starts_with("features.") {
+            return Err(ProjectError::Feature {
+                project: project.to_owned(),
+                key: key.clone(),
+                actual: merged.get(key).cloned().unwrap_or_default(),
+                expected: value.clone(),
+                used: current.used_by.len(),
+            });
+        }
+        merged.insert(key.clone(), value.clone());
+    }
+    // A path list corral no longer allows must not linger.
+    if !desired.contains_key("restricted.devices.disk.paths") {
+        merged.remove("restricted.devices.disk.paths");
+    }
+    if merged == current.config {
+        return Ok(false);
+    }
+    let body = json!({ "config": merged, "description": current.description });
+    client.call(Method::PUT, &path, Some(&body)).await?;
+    Ok(true)
+}
+
+/// Set `restricted.containers.lowlevel` on `project` to `value`.
+pub async fn set_lowlevel(client: &IncusClient, project: &str, value: &str) -> Result<(), ClientError> {
+    // A full PUT: Incus 6.0's PATCH resets the `features.*` keys it is not sent.
+    let path = format!("/1.0/projects/{project}");
+    let mut current: Project = client.get(&path).await?;
+    current
+        .config
+        .insert("restricted.containers.lowlevel".to_owned(), value.to_owned());
+    let body = json!({ "config": current.config, "description": current.description });
+    client.call(Method::PUT, &path, Some(&body)).await.map(|_| ())
+}
+
+impl Project {
+    /// Incus lists the project's own default profile in `used_by`; that one
+    /// does not stop a feature change.
+    fn used_by_anything(&self) -> bool {
+        self.used_by.iter().any(|u| !u.starts_with("/1.0/profiles/default"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_roots_only_pool_disks_are_allowed() {
+        let config = desired_config(&[]);
+        assert_eq!(config["restricted"], "true");
+        assert_eq!(config["restricted.devices.disk"], "managed");
+        assert!(!config.contains_key("restricted.devices.disk.paths"));
+        assert_eq!(config["features.images"], "true");
+        assert_eq!(config["features.profiles"], "true");
+        assert_eq!(config["restricted.containers.nesting"], "block");
+        assert_eq!(config["restricted.containers.lowlevel"], "block");
+        assert_eq!(config["restricted.snapshots"], "allow");
+        assert_eq!(config["restricted.backups"], "allow");
+    }
+
+    #[test]
+    fn roots_become_the_disk_path_allowlist() {
+        let config = desired_config(&[PathBuf::from("/srv/repos"), PathBuf::from("/var/lib/corral/staging")]);
+        assert_eq!(config["restricted.devices.disk"], "allow");
+        assert_eq!(
+            config["restricted.devices.disk.paths"],
+            "/srv/repos,/var/lib/corral/staging"
+        );
+    }
+
+    #[test]
+    fn the_default_profile_alone_does_not_count_as_use() {
+        let p = Project {
+            config: BTreeMap::new(),
+            description: String::new(),
+            used_by: vec!["/1.0/profiles/default?project=corral".into()],
+        };
+        assert!(!p.used_by_anything());
+        let p = Project {
+            used_by: vec!["/1.0/instances/a?project=corral".into()],
+            ..p
+        };
+        assert!(p.used_by_anything());
+    }
+}

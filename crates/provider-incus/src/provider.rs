@@ -1,0 +1,272 @@
+//! [`IncusProvider`]: the `SandboxProvider` for Incus.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use corral_sandbox_core::sandbox::{
+    Capabilities, Operation, ProviderError, Sandbox, SandboxInfo, SandboxProvider, SandboxSpec,
+};
+use corral_sandbox_core::{SandboxKind, SandboxName};
+use http::Method;
+
+use crate::api::{self, Instance};
+use crate::client::{ClientError, Connector, HttpsConnector, IncusClient, UnixConnector};
+use crate::config::{Endpoint, IncusConfig};
+use crate::project;
+use crate::sandbox::IncusSandbox;
+use crate::stamp::Stamp;
+use crate::topology::{self, Expected};
+
+/// Incus sandboxes, local (`incus`) or remote (`incus-remote`).
+#[derive(Debug, Clone)]
+pub struct IncusProvider {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) client: IncusClient,
+    pub(crate) config: IncusConfig,
+    pub(crate) kind: SandboxKind,
+    /// Roots mount sources may lie beneath (allowed roots + staging root).
+    pub(crate) disk_roots: Vec<PathBuf>,
+    /// Imports lift a project restriction for their upload; one at a time.
+    pub(crate) import_lock: tokio::sync::Mutex<()>,
+}
+
+impl IncusProvider {
+    /// Connect to the daemon and create or converge corral's project.
+    pub async fn connect(config: IncusConfig) -> Result<Self, ProviderError> {
+        let (connector, kind): (Arc<dyn Connector>, _) = match &config.endpoint {
+            Endpoint::Unix(path) => (Arc::new(UnixConnector::new(path.clone())), SandboxKind::Incus),
+            Endpoint::Https {
+                address,
+                credentials,
+            } => (
+                Arc::new(
+                    HttpsConnector::new(address, credentials)
+                        .map_err(|e| e.into_provider(SandboxKind::IncusRemote))?,
+                ),
+                SandboxKind::IncusRemote,
+            ),
+        };
+        let client = IncusClient::new(connector, config.project.clone(), config.request_timeout);
+        let disk_roots = config.mounts.disk_roots();
+        let desired = project::desired_config(&disk_roots);
+        project::converge(&client, &config.project, &desired)
+            .await
+            .map_err(|e| match e {
+                project::ProjectError::Client(c) => c.into_provider(kind),
+                other => ProviderError::Backend {
+                    kind,
+                    operation: "project setup".into(),
+                    message: other.to_string(),
+                    code: None,
+                },
+            })?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                config,
+                kind,
+                disk_roots,
+                import_lock: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The REST client (for tests and tools that need a raw call).
+    pub fn client(&self) -> &IncusClient {
+        &self.inner.client
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &IncusConfig {
+        &self.inner.config
+    }
+
+    pub(crate) fn err(&self, e: ClientError) -> ProviderError {
+        e.into_provider(self.inner.kind)
+    }
+
+    /// The instance `name`, if it exists and carries corral's stamp.
+    pub(crate) async fn owned(&self, name: &str) -> Result<(Instance, Stamp), ProviderError> {
+        let inst: Instance = self
+            .inner
+            .client
+            .get(&format!("/1.0/instances/{name}"))
+            .await
+            .map_err(|e| self.not_found_as(e, "sandbox", name))?;
+        let stamp = Stamp::read(name, &inst.config)?;
+        Ok((inst, stamp))
+    }
+
+    /// Fail with `AlreadyExists` unless `name` is free.
+    pub(crate) async fn ensure_free(&self, name: &str) -> Result<(), ProviderError> {
+        match self
+            .inner
+            .client
+            .call(Method::GET, &format!("/1.0/instances/{name}"), None)
+            .await
+        {
+            Ok(_) => Err(ProviderError::AlreadyExists {
+                what: "sandbox",
+                name: name.to_owned(),
+            }),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(self.err(e)),
+        }
+    }
+
+    pub(crate) fn not_found_as(&self, e: ClientError, what: &'static str, name: &str) -> ProviderError {
+        if e.is_not_found() {
+            ProviderError::NotFound {
+                what,
+                name: name.to_owned(),
+            }
+        } else {
+            self.err(e)
+        }
+    }
+
+    /// Refuse unless `inst` still has the topology its stamp promises.
+    pub(crate) fn check_topology(&self, inst: &Instance, stamp: &Stamp) -> Result<(), ProviderError> {
+        let expected = Expected {
+            pool: &self.inner.config.storage_pool,
+            bridge: stamp.bridge.as_ref(),
+            mount_roots: &self.inner.disk_roots,
+        };
+        let differences = topology::differences(inst, &expected);
+        if differences.is_empty() {
+            Ok(())
+        } else {
+            Err(ProviderError::Topology {
+                name: inst.name.clone(),
+                differences,
+            })
+        }
+    }
+
+    pub(crate) fn handle(&self, name: SandboxName) -> Box<dyn Sandbox> {
+        Box::new(IncusSandbox::new(self.clone(), name))
+    }
+
+    /// Sandbox info from an instance record.
+    pub(crate) fn info_of(&self, inst: &Instance, stamp: &Stamp, addresses: Vec<std::net::IpAddr>) -> Result<SandboxInfo, ProviderError> {
+        Ok(SandboxInfo {
+            name: SandboxName::new(inst.name.as_str()).map_err(|e| ProviderError::Malformed {
+                kind: self.inner.kind,
+                operation: "list".into(),
+                detail: e.to_string(),
+            })?,
+            kind: self.inner.kind,
+            state: inst.state(),
+            instance_type: inst.instance_type(),
+            profile: stamp.profile.clone(),
+            image: Some(stamp.template.clone()),
+            created: Some(stamp.created.clone()),
+            addresses,
+        })
+    }
+
+    async fn create_inner(&self, spec: &SandboxSpec, stamp: &Stamp) -> Result<(), ProviderError> {
+        let mounts = self.inner.config.mounts.prepare(&stamp.id, &spec.mounts)?;
+        let body = api::create_body(spec, &self.inner.config.storage_pool, stamp, &mounts)?;
+        let created = self
+            .inner
+            .client
+            .run(Method::POST, "/1.0/instances", Some(&body), self.inner.config.operation_timeout)
+            .await;
+        match created {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                // Say "no such image" plainly when that is what went wrong.
+                let alias = format!("/1.0/images/aliases/{}", spec.image);
+                if let Err(a) = self.inner.client.call(Method::GET, &alias, None).await
+                    && a.is_not_found()
+                {
+                    return Err(ProviderError::NotFound {
+                        what: "image",
+                        name: format!("{} (in Incus project `{}`)", spec.image, self.inner.client.project()),
+                    });
+                }
+                // Incus reports a taken name as a database constraint error.
+                if e.status() == Some(409) || self.ensure_free(spec.name.as_str()).await.is_err() {
+                    return Err(ProviderError::AlreadyExists {
+                        what: "sandbox",
+                        name: spec.name.to_string(),
+                    });
+                }
+                Err(self.err(e))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl SandboxProvider for IncusProvider {
+    fn kind(&self) -> SandboxKind {
+        self.inner.kind
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::of(&[
+            Operation::Create,
+            Operation::Start,
+            Operation::Stop,
+            Operation::Restart,
+            Operation::Exec,
+            Operation::Snapshot,
+            Operation::Restore,
+            Operation::ManageSnapshots,
+            Operation::Clone,
+            Operation::Rename,
+            Operation::Delete,
+            Operation::Export,
+            Operation::Import,
+            Operation::FilePush,
+            Operation::FilePull,
+        ])
+    }
+
+    async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>, ProviderError> {
+        let (profile, bridge) = match &spec.network {
+            Some(net) => (Some(net.profile.clone()), Some(net.bridge.clone())),
+            None => (None, None),
+        };
+        let stamp = Stamp::new(profile, bridge, spec.image.clone())?;
+        if let Err(e) = self.create_inner(spec, &stamp).await {
+            let _ = self.inner.config.mounts.remove_staging(&stamp.id);
+            return Err(e);
+        }
+        Ok(self.handle(spec.name.clone()))
+    }
+
+    async fn open(&self, name: &SandboxName) -> Result<Box<dyn Sandbox>, ProviderError> {
+        self.owned(name.as_str()).await?;
+        Ok(self.handle(name.clone()))
+    }
+
+    async fn list(&self) -> Result<Vec<SandboxInfo>, ProviderError> {
+        let all: Vec<Instance> = self
+            .inner
+            .client
+            .get("/1.0/instances?recursion=1")
+            .await
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for inst in all {
+            // Not ours: not listed, never touched.
+            if let Ok(stamp) = Stamp::read(&inst.name, &inst.config) {
+                out.push(self.info_of(&inst, &stamp, Vec::new())?);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn import(&self, source: &Path, name: &SandboxName) -> Result<Box<dyn Sandbox>, ProviderError> {
+        crate::backup::import(self, source, name).await?;
+        Ok(self.handle(name.clone()))
+    }
+}

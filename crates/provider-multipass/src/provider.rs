@@ -1,0 +1,599 @@
+//! The Multipass [`SandboxProvider`]: configuration, the shared state every
+//! handle uses, and the create / open / list operations.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use corral_sandbox_core::platform::{self, Cell};
+use corral_sandbox_core::sandbox::{
+    Capabilities, InstanceType, NetworkAttachment, Operation, ProviderError, Sandbox, SandboxInfo,
+    SandboxProvider, SandboxSpec,
+};
+use corral_sandbox_core::{HostOs, ProfileSet, SandboxKind, SandboxName};
+
+use crate::argv::{CloudInitSource, MultipassArgv, check_image};
+use crate::cloud_init::{self, RouteSwap};
+use crate::json::{self, InstanceInfo};
+use crate::runner::{Invocation, ProcessRunner, RunError, RunOutput, Runner};
+use crate::sandbox::MultipassSandbox;
+use crate::ssh::{SSH_FAILURE_EXIT, SshRunner};
+use crate::staging::{CLOUD_INIT_FILE, STAMP_VERSION, Staging, StagingError, Stamp};
+
+/// Time bounds on `multipass` commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// `launch` (downloads an image on first use and waits for cloud-init).
+    pub launch: Duration,
+    /// Every other lifecycle command.
+    pub command: Duration,
+    /// `exec`, when the request sets no timeout of its own.
+    pub exec: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            launch: Duration::from_secs(900),
+            command: Duration::from_secs(180),
+            exec: Duration::from_secs(600),
+        }
+    }
+}
+
+/// How a Multipass provider is set up.
+#[derive(Debug, Clone)]
+pub struct MultipassConfig {
+    /// Private (0700) directory for user-data and ownership stamps. For the
+    /// snap-packaged Multipass it must lie where the snap can read it
+    /// (under `~/snap/multipass/common/`).
+    pub staging_root: PathBuf,
+    /// The configured network profiles.
+    pub profiles: ProfileSet,
+    /// The `multipass` program (name on `PATH` or a path).
+    pub program: String,
+    /// Prefix of every instance name corral creates.
+    pub name_prefix: String,
+    /// Time bounds.
+    pub timeouts: Timeouts,
+}
+
+impl MultipassConfig {
+    /// A configuration with default program, prefix (`corral-`) and timeouts.
+    pub fn new(staging_root: impl Into<PathBuf>, profiles: ProfileSet) -> Self {
+        Self {
+            staging_root: staging_root.into(),
+            profiles,
+            program: "multipass".to_owned(),
+            name_prefix: "corral-".to_owned(),
+            timeouts: Timeouts::default(),
+        }
+    }
+}
+
+/// Why a provider could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The name prefix is unusable.
+    #[error(
+        "name prefix `{0}` is invalid; expected 2 to 20 of [a-z0-9-], starting with a letter and ending with `-`"
+    )]
+    Prefix(String),
+    /// The platform matrix refuses this kind on this host.
+    #[error("{kind} sandboxes are refused on {host}: {reason}; use {use_instead}")]
+    Platform {
+        /// The kind.
+        kind: SandboxKind,
+        /// The host OS.
+        host: HostOs,
+        /// Why.
+        reason: &'static str,
+        /// The alternative.
+        use_instead: &'static str,
+    },
+    /// corral does not know this host's OS.
+    #[error("this host's OS `{0}` is not one corral supports")]
+    UnknownHost(String),
+    /// The kind is not a Multipass kind.
+    #[error("a Multipass provider is `multipass` or `multipass-remote`, not `{0}`")]
+    Kind(SandboxKind),
+    /// The staging directory is unusable.
+    #[error(transparent)]
+    Staging(#[from] StagingError),
+}
+
+/// Refuse `kind` where the platform matrix does (local Multipass runs on
+/// Linux only; multipass-remote everywhere).
+pub fn check_platform(host: HostOs, kind: SandboxKind) -> Result<(), ConfigError> {
+    match platform::cell(host, kind) {
+        Cell::Supported(_) => Ok(()),
+        Cell::Refused(r) => Err(ConfigError::Platform {
+            kind,
+            host,
+            reason: r.reason,
+            use_instead: r.use_instead,
+        }),
+    }
+}
+
+fn this_host() -> Result<HostOs, ConfigError> {
+    HostOs::from_target_os(std::env::consts::OS)
+        .ok_or_else(|| ConfigError::UnknownHost(std::env::consts::OS.to_owned()))
+}
+
+fn check_prefix(prefix: &str) -> Result<(), ConfigError> {
+    let ok = (2..=20).contains(&prefix.len())
+        && prefix.starts_with(|c: char| c.is_ascii_lowercase())
+        && prefix.ends_with('-')
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::Prefix(prefix.to_owned()))
+    }
+}
+
+/// State shared by the provider and every sandbox handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) runner: Arc<dyn Runner>,
+    pub(crate) kind: SandboxKind,
+    pub(crate) argv: MultipassArgv,
+    pub(crate) staging: Staging,
+    pub(crate) profiles: ProfileSet,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) prefix: String,
+}
+
+pub(crate) fn staging_error(e: StagingError) -> ProviderError {
+    ProviderError::Io {
+        context: e.to_string(),
+        source: std::io::Error::other(e),
+    }
+}
+
+impl Shared {
+    pub(crate) fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError> {
+        let vm = format!("{}{name}", self.prefix);
+        if vm.len() > 63 {
+            return Err(ProviderError::InvalidSpec {
+                field: "name",
+                reason: format!(
+                    "`{name}` plus the prefix `{}` is {} characters; Multipass names are limited to 63",
+                    self.prefix,
+                    vm.len()
+                ),
+            });
+        }
+        Ok(vm)
+    }
+
+    /// Map a finished (or failed) run to the provider's error vocabulary.
+    pub(crate) fn check(
+        &self,
+        operation: &str,
+        subject: &str,
+        result: Result<RunOutput, RunError>,
+    ) -> Result<RunOutput, ProviderError> {
+        let output = match result {
+            Ok(output) => output,
+            Err(RunError::Timeout { after, .. }) => {
+                return Err(ProviderError::Timeout {
+                    operation: format!("{} {operation} `{subject}`", self.kind),
+                    after,
+                });
+            }
+            Err(e @ (RunError::Empty | RunError::NulByte { .. })) => {
+                return Err(ProviderError::InvalidSpec {
+                    field: "argv",
+                    reason: e.to_string(),
+                });
+            }
+            Err(e @ (RunError::Spawn { .. } | RunError::Io { .. })) => {
+                return Err(ProviderError::Io {
+                    context: format!("{} {operation} `{subject}`: {e}", self.kind),
+                    source: std::io::Error::other(e),
+                });
+            }
+        };
+        if output.success() {
+            return Ok(output);
+        }
+        let message = output.message();
+        let lower = message.to_lowercase();
+        if self.kind == SandboxKind::MultipassRemote && output.exit_code == SSH_FAILURE_EXIT {
+            return Err(ProviderError::Backend {
+                kind: self.kind,
+                operation: operation.to_owned(),
+                message: format!(
+                    "ssh to {} failed (exit 255): {message}; check the executor is reachable and key authentication works",
+                    self.runner.location()
+                ),
+                code: Some(i64::from(output.exit_code)),
+            });
+        }
+        if lower.contains("does not exist") {
+            let what = if lower.contains("snapshot") {
+                "snapshot"
+            } else {
+                "sandbox"
+            };
+            return Err(ProviderError::NotFound {
+                what,
+                name: subject.to_owned(),
+            });
+        }
+        if lower.contains("already exists") {
+            return Err(ProviderError::AlreadyExists {
+                what: "sandbox",
+                name: subject.to_owned(),
+            });
+        }
+        Err(ProviderError::Backend {
+            kind: self.kind,
+            operation: operation.to_owned(),
+            message,
+            code: Some(i64::from(output.exit_code)),
+        })
+    }
+
+    /// Run `argv` with the lifecycle time bound and check it.
+    pub(crate) async fn run(
+        &self,
+        operation: &str,
+        subject: &str,
+        argv: Vec<String>,
+    ) -> Result<RunOutput, ProviderError> {
+        self.run_for(operation, subject, argv, self.timeouts.command)
+            .await
+    }
+
+    pub(crate) async fn run_for(
+        &self,
+        operation: &str,
+        subject: &str,
+        argv: Vec<String>,
+        timeout: Duration,
+    ) -> Result<RunOutput, ProviderError> {
+        let result = self.runner.run(&Invocation::new(argv, timeout)).await;
+        self.check(operation, subject, result)
+    }
+
+    pub(crate) fn malformed(&self, operation: &str, e: json::ParseError) -> ProviderError {
+        ProviderError::Malformed {
+            kind: self.kind,
+            operation: operation.to_owned(),
+            detail: e.0,
+        }
+    }
+
+    /// Fresh `info` for `vm`.
+    pub(crate) async fn info(&self, vm: &str) -> Result<InstanceInfo, ProviderError> {
+        let out = self.run("info", vm, self.argv.info(vm)).await?;
+        json::parse_info(&out.stdout, vm).map_err(|e| self.malformed("info", e))
+    }
+
+    /// The stamp of `vm`, refusing VMs corral does not own.
+    pub(crate) async fn owned(&self, vm: &str) -> Result<Stamp, ProviderError> {
+        let stamp = self.staging.read_stamp(vm).map_err(staging_error)?;
+        let Some(stamp) = stamp else {
+            // No stamp: say NotFound for a VM that is not there either.
+            self.info(vm).await?;
+            return Err(ProviderError::NotOwned {
+                name: vm.to_owned(),
+                reason: format!("no ownership stamp in `{}`", self.staging.dir(vm).display()),
+            });
+        };
+        let location = self.runner.location();
+        let reason = if stamp.version != STAMP_VERSION {
+            Some(format!(
+                "stamp version {} is not {STAMP_VERSION}",
+                stamp.version
+            ))
+        } else if stamp.vm != vm {
+            Some(format!("the stamp names `{}`", stamp.vm))
+        } else if stamp.location != location {
+            Some(format!(
+                "the stamp was written for {}, this provider runs on {location}",
+                stamp.location
+            ))
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => Err(ProviderError::NotOwned {
+                name: vm.to_owned(),
+                reason,
+            }),
+            None => Ok(stamp),
+        }
+    }
+
+    /// The profile behind `attachment`, which must match the configuration.
+    fn route_swap(&self, attachment: &NetworkAttachment) -> Result<RouteSwap, ProviderError> {
+        let profile = self
+            .profiles
+            .get(attachment.profile.as_str())
+            .ok_or_else(|| ProviderError::UnknownProfile {
+                profile: attachment.profile.to_string(),
+                configured: self.profiles.names(),
+            })?;
+        if profile.bridge != attachment.bridge
+            || profile.subnet_v4 != attachment.subnet_v4
+            || profile.gateway_v4() != attachment.gateway_v4
+        {
+            return Err(ProviderError::InvalidSpec {
+                field: "network",
+                reason: format!(
+                    "the attachment for profile `{}` (bridge {}, {} via {}) differs from the configured profile (bridge {}, {} via {}); rebuild it from the configuration",
+                    profile.name,
+                    attachment.bridge,
+                    attachment.subnet_v4,
+                    attachment.gateway_v4,
+                    profile.bridge,
+                    profile.subnet_v4,
+                    profile.gateway_v4()
+                ),
+            });
+        }
+        Ok(RouteSwap {
+            subnet: profile.subnet_v4,
+            gateway: profile.gateway_v4(),
+        })
+    }
+
+    pub(crate) fn sandbox_info(
+        &self,
+        name: SandboxName,
+        stamp: &Stamp,
+        info: InstanceInfo,
+    ) -> SandboxInfo {
+        SandboxInfo {
+            name,
+            kind: self.kind,
+            state: info.state,
+            instance_type: InstanceType::Vm,
+            profile: stamp.profile.as_deref().and_then(|p| p.parse().ok()),
+            image: Some(stamp.image.clone()),
+            created: None,
+            addresses: info.addresses,
+        }
+    }
+
+    pub(crate) fn handle(self: &Arc<Self>, name: SandboxName, vm: String) -> Box<dyn Sandbox> {
+        Box::new(MultipassSandbox::new(Arc::clone(self), name, vm))
+    }
+}
+
+/// Multipass, locally or on an executor over SSH.
+#[derive(Debug, Clone)]
+pub struct MultipassProvider {
+    shared: Arc<Shared>,
+}
+
+impl MultipassProvider {
+    /// Multipass on this host (refused where the platform matrix says so:
+    /// everywhere but Linux).
+    pub fn local(config: MultipassConfig) -> Result<Self, ConfigError> {
+        check_platform(this_host()?, SandboxKind::Multipass)?;
+        Self::with_runner(
+            config,
+            Arc::new(ProcessRunner::new()),
+            SandboxKind::Multipass,
+        )
+    }
+
+    /// Multipass on the executor `ssh` reaches (multipass-remote).
+    pub fn remote(config: MultipassConfig, ssh: SshRunner) -> Result<Self, ConfigError> {
+        check_platform(this_host()?, SandboxKind::MultipassRemote)?;
+        Self::with_runner(config, Arc::new(ssh), SandboxKind::MultipassRemote)
+    }
+
+    /// A provider of `kind` that runs its commands through `runner`.
+    /// For `multipass-remote`, user-data goes over standard input, since the
+    /// staging directory is not on the executor.
+    pub fn with_runner(
+        config: MultipassConfig,
+        runner: Arc<dyn Runner>,
+        kind: SandboxKind,
+    ) -> Result<Self, ConfigError> {
+        if !matches!(kind, SandboxKind::Multipass | SandboxKind::MultipassRemote) {
+            return Err(ConfigError::Kind(kind));
+        }
+        check_prefix(&config.name_prefix)?;
+        let staging = Staging::open(&config.staging_root)?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                runner,
+                kind,
+                argv: MultipassArgv::new(config.program),
+                staging,
+                profiles: config.profiles,
+                timeouts: config.timeouts,
+                prefix: config.name_prefix,
+            }),
+        })
+    }
+
+    /// The staging root in use.
+    pub fn staging_root(&self) -> &std::path::Path {
+        self.shared.staging.root()
+    }
+}
+
+#[async_trait]
+impl SandboxProvider for MultipassProvider {
+    fn kind(&self) -> SandboxKind {
+        self.shared.kind
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::of(&[
+            Operation::Create,
+            Operation::Start,
+            Operation::Stop,
+            Operation::Restart,
+            Operation::Exec,
+            Operation::Snapshot,
+            Operation::Restore,
+            Operation::ManageSnapshots,
+            Operation::Clone,
+            Operation::Delete,
+        ])
+    }
+
+    async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>, ProviderError> {
+        let s = &self.shared;
+        if spec.instance_type != InstanceType::Vm {
+            return Err(ProviderError::InvalidSpec {
+                field: "instance_type",
+                reason: "Multipass makes virtual machines only; ask for a vm".to_owned(),
+            });
+        }
+        if let Some(mount) = spec.mounts.first() {
+            return Err(ProviderError::Mount {
+                source_path: mount.source.display().to_string(),
+                reason: "the Multipass provider does not mount host directories; copy files in with exec instead".to_owned(),
+            });
+        }
+        check_image(&spec.image)?;
+        let swap = spec
+            .network
+            .as_ref()
+            .map(|att| s.route_swap(att))
+            .transpose()?;
+        let vm = s.vm_name(&spec.name)?;
+        let user_data = cloud_init::user_data(spec.user_data.as_deref(), swap).map_err(|e| {
+            ProviderError::InvalidSpec {
+                field: "user_data",
+                reason: e.to_string(),
+            }
+        })?;
+        if s.staging.read_stamp(&vm).map_err(staging_error)?.is_some() {
+            match s.info(&vm).await {
+                // A stamp whose VM is gone is left from a failed create: reuse the name.
+                Err(ProviderError::NotFound { .. }) => {
+                    s.staging.remove(&vm).map_err(staging_error)?
+                }
+                Ok(_) => {
+                    return Err(ProviderError::AlreadyExists {
+                        what: "sandbox",
+                        name: spec.name.to_string(),
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        s.staging.create_dir(&vm).map_err(staging_error)?;
+        // The stamp goes first, so a VM a failed launch leaves behind is
+        // still corral's to delete.
+        s.staging
+            .write_stamp(&Stamp {
+                version: STAMP_VERSION,
+                vm: vm.clone(),
+                sandbox: spec.name.to_string(),
+                location: s.runner.location(),
+                profile: spec.network.as_ref().map(|n| n.profile.to_string()),
+                image: spec.image.clone(),
+            })
+            .map_err(staging_error)?;
+        let bridge = spec.network.as_ref().map(|n| &n.bridge);
+        let invocation = if s.kind == SandboxKind::MultipassRemote {
+            let argv = s.argv.launch(
+                &vm,
+                &spec.image,
+                &spec.resources,
+                CloudInitSource::Stdin,
+                bridge,
+            );
+            Invocation::new(argv, s.timeouts.launch).with_stdin(user_data.into_bytes())
+        } else {
+            let path = s
+                .staging
+                .write_file(&vm, CLOUD_INIT_FILE, user_data.as_bytes())
+                .map_err(staging_error)?;
+            let argv = s.argv.launch(
+                &vm,
+                &spec.image,
+                &spec.resources,
+                CloudInitSource::File(&path),
+                bridge,
+            );
+            Invocation::new(argv, s.timeouts.launch)
+        };
+        let result = s.runner.run(&invocation).await;
+        let nothing_ran = matches!(
+            result,
+            Err(RunError::Spawn { .. } | RunError::Empty | RunError::NulByte { .. })
+        );
+        match s.check("launch", &vm, result) {
+            Ok(_) => {}
+            Err(e) => {
+                if nothing_ran || matches!(e, ProviderError::AlreadyExists { .. }) {
+                    s.staging.remove(&vm).map_err(staging_error)?;
+                }
+                return Err(e);
+            }
+        }
+        // `launch` boots the VM (first boot runs the route swap); corral's
+        // contract is that create leaves the sandbox stopped.
+        s.run("stop", &vm, s.argv.stop(&vm, false)).await?;
+        Ok(s.handle(spec.name.clone(), vm))
+    }
+
+    async fn open(&self, name: &SandboxName) -> Result<Box<dyn Sandbox>, ProviderError> {
+        let s = &self.shared;
+        let vm = s.vm_name(name)?;
+        s.owned(&vm).await?;
+        s.info(&vm).await?;
+        Ok(s.handle(name.clone(), vm))
+    }
+
+    async fn list(&self) -> Result<Vec<SandboxInfo>, ProviderError> {
+        let s = &self.shared;
+        let out = s.run("list", "all", s.argv.list()).await?;
+        let instances = json::parse_list(&out.stdout).map_err(|e| s.malformed("list", e))?;
+        let mut found = Vec::new();
+        for info in instances {
+            let Some(rest) = info.name.strip_prefix(&s.prefix) else {
+                continue;
+            };
+            let Ok(name) = SandboxName::new(rest) else {
+                continue;
+            };
+            // Unstamped or foreign-stamped VMs are not corral's: leave them out.
+            let Ok(stamp) = s.owned(&info.name).await else {
+                continue;
+            };
+            found.push(s.sandbox_info(name, &stamp, info));
+        }
+        Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn platform_matrix_is_consulted() {
+        assert!(check_platform(HostOs::Linux, SandboxKind::Multipass).is_ok());
+        for host in HostOs::ALL {
+            assert!(check_platform(host, SandboxKind::MultipassRemote).is_ok());
+        }
+        let err = check_platform(HostOs::Macos, SandboxKind::Multipass).unwrap_err();
+        assert!(err.to_string().contains("multipass-remote"), "{err}");
+        assert!(check_platform(HostOs::Windows, SandboxKind::Multipass).is_err());
+    }
+
+    #[test]
+    fn prefixes() {
+        assert!(check_prefix("corral-").is_ok());
+        for bad in ["", "corral", "-x-", "Corral-", "a b-", "1x-"] {
+            assert!(check_prefix(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! A handle on one Multipass sandbox. Every operation re-reads the
+//! ownership stamp first, so a handle never acts on a VM corral does not own.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use corral_sandbox_core::sandbox::{
+    ExecOutput, ExecRequest, Operation, ProviderError, Sandbox, SandboxInfo, SandboxState,
+    SnapshotInfo, StopOptions,
+};
+use corral_sandbox_core::{SandboxKind, SandboxName};
+
+use crate::argv::check_snapshot_name;
+use crate::json;
+use crate::provider::{Shared, staging_error};
+use crate::runner::Invocation;
+use crate::ssh::SSH_FAILURE_EXIT;
+use crate::staging::{STAMP_VERSION, Stamp};
+
+/// One Multipass sandbox.
+#[derive(Debug)]
+pub struct MultipassSandbox {
+    shared: Arc<Shared>,
+    name: SandboxName,
+    vm: String,
+}
+
+impl MultipassSandbox {
+    pub(crate) fn new(shared: Arc<Shared>, name: SandboxName, vm: String) -> Self {
+        Self { shared, name, vm }
+    }
+
+    /// The Multipass instance name (prefix + sandbox name).
+    pub fn instance_name(&self) -> &str {
+        &self.vm
+    }
+
+    /// Refuse unless the VM is stopped (Multipass snapshots, restores and
+    /// clones only stopped instances).
+    async fn require_stopped(&self, operation: Operation) -> Result<(), ProviderError> {
+        let info = self.shared.info(&self.vm).await?;
+        if info.state == SandboxState::Stopped {
+            return Ok(());
+        }
+        Err(ProviderError::InvalidState {
+            name: self.name.to_string(),
+            state: info.state,
+            operation,
+            hint: "Multipass does this to stopped instances only; stop it first".to_owned(),
+        })
+    }
+}
+
+#[async_trait]
+impl Sandbox for MultipassSandbox {
+    fn name(&self) -> &SandboxName {
+        &self.name
+    }
+
+    fn kind(&self) -> SandboxKind {
+        self.shared.kind
+    }
+
+    async fn info(&self) -> Result<SandboxInfo, ProviderError> {
+        let stamp = self.shared.owned(&self.vm).await?;
+        let info = self.shared.info(&self.vm).await?;
+        Ok(self.shared.sandbox_info(self.name.clone(), &stamp, info))
+    }
+
+    async fn start(&self) -> Result<(), ProviderError> {
+        let s = &self.shared;
+        s.owned(&self.vm).await?;
+        s.run("start", &self.vm, s.argv.start(&self.vm)).await?;
+        Ok(())
+    }
+
+    async fn stop(&self, options: StopOptions) -> Result<(), ProviderError> {
+        let s = &self.shared;
+        s.owned(&self.vm).await?;
+        let timeout = options.timeout.unwrap_or(s.timeouts.command);
+        s.run_for(
+            "stop",
+            &self.vm,
+            s.argv.stop(&self.vm, options.force),
+            timeout,
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn restart(&self, options: StopOptions) -> Result<(), ProviderError> {
+        if options.force {
+            self.stop(options).await?;
+            return self.start().await;
+        }
+        let s = &self.shared;
+        s.owned(&self.vm).await?;
+        let timeout = options.timeout.unwrap_or(s.timeouts.command);
+        s.run_for("restart", &self.vm, s.argv.restart(&self.vm), timeout)
+            .await?;
+        Ok(())
+    }
+
+    async fn exec(&self, request: &ExecRequest) -> Result<ExecOutput, ProviderError> {
+        let s = &self.shared;
+        s.owned(&self.vm).await?;
+        let argv = s.argv.exec(&self.vm, request)?;
+        let mut invocation = Invocation::new(argv, request.timeout.unwrap_or(s.timeouts.exec));
+        if let Some(stdin) = &request.stdin {
+            invocation = invocation.with_stdin(stdin.clone());
+        }
+        let result = s.runner.run(&invocation).await;
+        // A non-zero exit is the command's own answer, not a provider error;
+        // only failures to run at all (and ssh's own 255) are errors.
+        let output = match result {
+            Ok(out)
+                if !(s.kind == SandboxKind::MultipassRemote
+                    && out.exit_code == SSH_FAILURE_EXIT) =>
+            {
+                out
+            }
+            other => {
+                return s
+                    .check("exec", &self.vm, other)
+                    .map(|_| ExecOutput::default());
+            }
+        };
+        Ok(ExecOutput {
+            exit_code: output.exit_code,
+            stdout: output.stdout,
+            stderr: output.stderr,
+        })
+    }
+
+    async fn delete(self: Box<Self>) -> Result<(), ProviderError> {
+        let s = &self.shared;
+        s.owned(&self.vm).await?;
+        match s.run("delete", &self.vm, s.argv.delete(&self.vm)).await {
+            // Already gone: finish the job by dropping the staging directory.
+            Ok(_) | Err(ProviderError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        s.staging.remove(&self.vm).map_err(staging_error)
+    }
+
+    async fn snapshot(&self, snapshot: &str) -> Result<(), ProviderError> {
+        check_snapshot_name(snapshot)?;
+        let s = &self.shared;
+        s.owned(&self.vm).await?;
+        self.require_stopped(Operation::Snapshot).await?;
+        s.run("snapshot", &self.vm, s.argv.snapshot(&self.vm, snapshot))
+            .await
+            .map_err(|e| match e {
+                ProviderError::AlreadyExists { .. } => ProviderError::AlreadyExists {
+                    what: "snapshot",
+                    name: snapshot.to_owned(),
+                },
+                other => other,
+            })?;
+        Ok(())
+    }
+
+    async fn restore(&self, snapshot: &str) -> Result<(), ProviderError> {
+        check_snapshot_name(snapshot)?;
+        let s = &self.shared;
+        s.owned(&self.vm).await?;
+        self.require_stopped(Operation::Restore).await?;
+        let subject = format!("{}.{snapshot}", self.vm);
+        s.run("restore", &subject, s.argv.restore(&self.vm, snapshot))
+            .await?;
+        Ok(())
+    }
+
+    async fn snapshots(&self) -> Result<Vec<SnapshotInfo>, ProviderError> {
+        let s = &self.shared;
+        s.owned(&self.vm).await?;
+        let out = s.run("snapshots", &self.vm, s.argv.snapshots()).await?;
+        json::parse_snapshots(&out.stdout, &self.vm).map_err(|e| s.malformed("snapshots", e))
+    }
+
+    async fn delete_snapshot(&self, snapshot: &str) -> Result<(), ProviderError> {
+        check_snapshot_name(snapshot)?;
+        let s = &self.shared;
+        s.owned(&self.vm).await?;
+        let subject = format!("{}.{snapshot}", self.vm);
+        s.run(
+            "delete snapshot",
+            &subject,
+            s.argv.delete_snapshot(&self.vm, snapshot),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn clone_to(
+        &self,
+        target: &SandboxName,
+        from_snapshot: Option<&str>,
+    ) -> Result<Box<dyn Sandbox>, ProviderError> {
+        if from_snapshot.is_some() {
+            return Err(ProviderError::InvalidSpec {
+                field: "from_snapshot",
+                reason: "Multipass clones an instance's current state only; restore the snapshot first, then clone".to_owned(),
+            });
+        }
+        let s = &self.shared;
+        let stamp = s.owned(&self.vm).await?;
+        let target_vm = s.vm_name(target)?;
+        if s.staging
+            .read_stamp(&target_vm)
+            .map_err(staging_error)?
+            .is_some()
+        {
+            return Err(ProviderError::AlreadyExists {
+                what: "sandbox",
+                name: target.to_string(),
+            });
+        }
+        self.require_stopped(Operation::Clone).await?;
+        s.staging.create_dir(&target_vm).map_err(staging_error)?;
+        s.staging
+            .write_stamp(&Stamp {
+                version: STAMP_VERSION,
+                vm: target_vm.clone(),
+                sandbox: target.to_string(),
+                location: stamp.location,
+                // The clone keeps the source's NICs and route swap, so its profile too.
+                profile: stamp.profile,
+                image: stamp.image,
+            })
+            .map_err(staging_error)?;
+        let cloned = s
+            .run("clone", &target_vm, s.argv.clone_vm(&self.vm, &target_vm))
+            .await;
+        if let Err(e) = cloned {
+            if !matches!(e, ProviderError::Timeout { .. }) {
+                s.staging.remove(&target_vm).map_err(staging_error)?;
+            }
+            return Err(e);
+        }
+        Ok(s.handle(target.clone(), target_vm))
+    }
+}

@@ -1,0 +1,281 @@
+//! multipass-remote: the same argvs, run on a Linux executor over SSH.
+//!
+//! `ssh` joins everything after the destination into one string that the
+//! remote login shell parses again, so every argument is POSIX
+//! single-quoted first. The executor account's login shell must therefore
+//! parse POSIX quoting (sh, dash, bash, zsh, fish do; csh does not).
+
+use std::fmt;
+
+use async_trait::async_trait;
+
+use crate::runner::{Invocation, ProcessRunner, RunError, RunOutput, Runner, check_argv};
+
+/// Why an SSH target was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("SSH target `{target}` is invalid: {reason}; expected `host` or `user@host`")]
+pub struct SshTargetError {
+    /// The refused target.
+    pub target: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// An SSH destination (`host` or `user@host`, or an alias from
+/// `~/.ssh/config`) that `ssh` cannot mistake for an option.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SshTarget(String);
+
+impl SshTarget {
+    /// Validate `target`.
+    pub fn new(target: impl Into<String>) -> Result<Self, SshTargetError> {
+        let target = target.into();
+        let fail = |reason: &str| SshTargetError {
+            target: target.clone(),
+            reason: reason.to_owned(),
+        };
+        if target.is_empty() || target.len() > 255 {
+            return Err(fail("it must be 1 to 255 characters"));
+        }
+        let (user, host) = match target.split_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, target.as_str()),
+        };
+        let part_ok = |s: &str, extra: &[char]| {
+            !s.is_empty()
+                && !s.starts_with('-')
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c) || extra.contains(&c))
+        };
+        if let Some(user) = user
+            && !part_ok(user, &[])
+        {
+            return Err(fail(
+                "the user must be [A-Za-z0-9._-] and must not start with `-`",
+            ));
+        }
+        // `:` admits bare IPv6 addresses; `@` may appear only once.
+        if !part_ok(host, &[':']) {
+            return Err(fail(
+                "the host must be [A-Za-z0-9._:-] and must not start with `-`",
+            ));
+        }
+        Ok(Self(target))
+    }
+
+    /// The target as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SshTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Quote `arg` for a POSIX shell: plain words stay as they are, anything
+/// else is wrapped in single quotes, with each `'` written as `'\''`.
+pub fn quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:@,+-".contains(c));
+    if plain {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+/// Runs argvs on an executor through `ssh <options> <target> -- <quoted argv>`.
+#[derive(Debug, Clone)]
+pub struct SshRunner {
+    target: SshTarget,
+    ssh_program: String,
+    local: ProcessRunner,
+}
+
+impl SshRunner {
+    /// A runner for `target`, using `ssh` from `PATH`.
+    pub fn new(target: SshTarget) -> Self {
+        Self::with_local(target, ProcessRunner::new())
+    }
+
+    /// A runner for `target` that starts `ssh` through `local` (tests give a
+    /// runner whose `PATH` leads to a fake `ssh`).
+    pub fn with_local(target: SshTarget, local: ProcessRunner) -> Self {
+        Self {
+            target,
+            ssh_program: "ssh".to_owned(),
+            local,
+        }
+    }
+
+    /// The executor.
+    pub fn target(&self) -> &SshTarget {
+        &self.target
+    }
+
+    /// The local argv that runs `remote` on the executor.
+    pub fn wrap(&self, remote: &[String]) -> Vec<String> {
+        // BatchMode: never stop at a password or host-key prompt; fail instead.
+        let mut argv = vec![
+            self.ssh_program.clone(),
+            "-o".to_owned(),
+            "BatchMode=yes".to_owned(),
+            self.target.as_str().to_owned(),
+            "--".to_owned(),
+        ];
+        argv.extend(remote.iter().map(|a| quote(a)));
+        argv
+    }
+}
+
+/// `ssh` exits 255 when it cannot connect or authenticate.
+pub const SSH_FAILURE_EXIT: i32 = 255;
+
+#[async_trait]
+impl Runner for SshRunner {
+    async fn run(&self, invocation: &Invocation) -> Result<RunOutput, RunError> {
+        check_argv(&invocation.argv)?;
+        let wrapped = Invocation {
+            argv: self.wrap(&invocation.argv),
+            stdin: invocation.stdin.clone(),
+            timeout: invocation.timeout,
+        };
+        self.local.run(&wrapped).await
+    }
+
+    fn location(&self) -> String {
+        format!("ssh:{}", self.target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// What a POSIX shell makes of `words` joined by spaces, as ssh does.
+    fn shell_split(words: &[String]) -> Vec<String> {
+        let script = format!(
+            "for a in {}; do printf '%s\\0' \"$a\"; done",
+            words.join(" ")
+        );
+        let out = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(script)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut words: Vec<String> = out
+            .stdout
+            .split(|b| *b == 0)
+            .map(|s| String::from_utf8(s.to_vec()).unwrap())
+            .collect();
+        // Every word ends with a NUL, so the split leaves one empty tail.
+        words.pop();
+        words
+    }
+
+    const HOSTILE: &[&str] = &[
+        "plain",
+        "two words",
+        "it's",
+        "\"double\"",
+        "$(touch /tmp/corral-pwned)",
+        "`id`",
+        "a; rm -rf /",
+        "line\nbreak",
+        "",
+        "*",
+        "~",
+        "$HOME",
+        "a=b",
+        "\\",
+        "'",
+        "''",
+        "-rf",
+        "x|y&z>w<v",
+        "ünïcødé",
+    ];
+
+    #[test]
+    fn hostile_arguments_survive_a_real_shell() {
+        let args: Vec<String> = HOSTILE.iter().map(|s| (*s).to_owned()).collect();
+        let quoted: Vec<String> = args.iter().map(|a| quote(a)).collect();
+        assert_eq!(shell_split(&quoted), args);
+        assert!(!std::path::Path::new("/tmp/corral-pwned").exists());
+    }
+
+    #[test]
+    fn golden_wrap() {
+        let runner = SshRunner::new(SshTarget::new("ops@exec-1").unwrap());
+        let argv = runner.wrap(&[
+            "multipass".into(),
+            "exec".into(),
+            "corral-a".into(),
+            "--".into(),
+            "echo".into(),
+            "it's $(x)".into(),
+        ]);
+        assert_eq!(
+            argv,
+            [
+                "ssh",
+                "-o",
+                "BatchMode=yes",
+                "ops@exec-1",
+                "--",
+                "multipass",
+                "exec",
+                "corral-a",
+                "--",
+                "echo",
+                r"'it'\''s $(x)'"
+            ]
+        );
+    }
+
+    #[test]
+    fn targets() {
+        for ok in [
+            "exec-1",
+            "ops@exec-1.example.net",
+            "10.0.0.5",
+            "u@fd00::5",
+            "alias_2",
+        ] {
+            assert!(SshTarget::new(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "-oProxyCommand=x",
+            "u@-x",
+            "-u@x",
+            "a b",
+            "a;b",
+            "a@b@c",
+            "$(x)",
+            "h\n",
+        ] {
+            let err = SshTarget::new(bad);
+            assert!(err.is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn quoting_round_trips(args in proptest::collection::vec("[^\\x00]{0,12}", 1..6)) {
+            let quoted: Vec<String> = args.iter().map(|a| quote(a)).collect();
+            prop_assert_eq!(shell_split(&quoted), args);
+        }
+    }
+}

@@ -1,0 +1,580 @@
+//! The Tart [`SandboxProvider`]: configuration, platform refusal, the state
+//! every handle shares, and create / open / list.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use corral_sandbox_core::platform::{self, Cell};
+use corral_sandbox_core::sandbox::{
+    Capabilities, InstanceType, Operation, ProviderError, Sandbox, SandboxInfo, SandboxProvider,
+    SandboxSpec,
+};
+use corral_sandbox_core::{HostOs, ProfileSet, SandboxKind, SandboxName};
+
+use crate::argv::{TartArgv, check_source, check_vm_name};
+use crate::health::{self, FilterHealth};
+use crate::json::{self, VmEntry};
+use crate::runner::{Invocation, ProcessRunner, RunError, RunOutput, Runner};
+use crate::sandbox::TartSandbox;
+use crate::softnet::{DEFAULT_MAX_ALLOW, SoftnetError, SoftnetPolicy, check_extra_run_args};
+use crate::staging::{PID_FILE, POLICY_FILE, STAMP_VERSION, Staging, StagingError, Stamp};
+
+/// Time bounds on `tart` commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// `clone` (may pull a multi-GB image on first use).
+    pub clone: Duration,
+    /// Every other command.
+    pub command: Duration,
+    /// `exec`, when the request sets no timeout of its own.
+    pub exec: Duration,
+    /// How long `start` waits for the VM to report running.
+    pub boot: Duration,
+    /// How often `start` polls while waiting.
+    pub poll: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            clone: Duration::from_secs(3600),
+            command: Duration::from_secs(120),
+            exec: Duration::from_secs(600),
+            boot: Duration::from_secs(120),
+            poll: Duration::from_millis(500),
+        }
+    }
+}
+
+/// How a Tart provider is set up.
+#[derive(Debug, Clone)]
+pub struct TartConfig {
+    /// Private (0700) directory for stamps, policies, pids and logs.
+    pub staging_root: PathBuf,
+    /// The configured network profiles.
+    pub profiles: ProfileSet,
+    /// The `tart` program (name on `PATH` or a path).
+    pub program: String,
+    /// Prefix of every VM name corral creates.
+    pub name_prefix: String,
+    /// Extra `tart run` arguments (validated: long options, no `--net-*`).
+    pub extra_run_args: Vec<String>,
+    /// Bound on allowlisted addresses per VM.
+    pub max_allow: usize,
+    /// Time bounds.
+    pub timeouts: Timeouts,
+}
+
+impl TartConfig {
+    /// A configuration with default program, prefix (`corral-`), bound and timeouts.
+    pub fn new(staging_root: impl Into<PathBuf>, profiles: ProfileSet) -> Self {
+        Self {
+            staging_root: staging_root.into(),
+            profiles,
+            program: "tart".to_owned(),
+            name_prefix: "corral-".to_owned(),
+            extra_run_args: Vec::new(),
+            max_allow: DEFAULT_MAX_ALLOW,
+            timeouts: Timeouts::default(),
+        }
+    }
+}
+
+/// Why a Tart provider could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The platform matrix refuses Tart on this host.
+    #[error("tart sandboxes are refused on {host}: {reason}; use {use_instead}")]
+    Platform {
+        /// The host OS.
+        host: HostOs,
+        /// Why.
+        reason: &'static str,
+        /// The alternative.
+        use_instead: &'static str,
+    },
+    /// corral does not know this OS at all.
+    #[error("tart sandboxes need macOS; this host's OS `{0}` is not one corral supports")]
+    UnknownHost(String),
+    /// Softnet is not installed where `tart` will look for it.
+    #[error(
+        "Softnet is not on PATH; install it (it must be able to run as root) — corral never runs Tart VMs without Softnet"
+    )]
+    SoftnetMissing,
+    /// A configured run argument is refused.
+    #[error(transparent)]
+    RunArg(#[from] SoftnetError),
+    /// The name prefix is unusable.
+    #[error(
+        "name prefix `{0}` is invalid; expected 2 to 20 of [a-z0-9-], starting with a letter and ending with `-`"
+    )]
+    Prefix(String),
+    /// The staging directory is unusable.
+    #[error(transparent)]
+    Staging(#[from] StagingError),
+}
+
+/// Refuse every host OS the platform matrix does not support Tart on.
+pub fn check_platform(host: HostOs) -> Result<(), ConfigError> {
+    match platform::cell(host, SandboxKind::Tart) {
+        Cell::Supported(_) => Ok(()),
+        Cell::Refused(r) => Err(ConfigError::Platform {
+            host,
+            reason: r.reason,
+            use_instead: r.use_instead,
+        }),
+    }
+}
+
+fn check_prefix(prefix: &str) -> Result<(), ConfigError> {
+    let ok = (2..=20).contains(&prefix.len())
+        && prefix.starts_with(|c: char| c.is_ascii_lowercase())
+        && prefix.ends_with('-')
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::Prefix(prefix.to_owned()))
+    }
+}
+
+/// State shared by the provider and every sandbox handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) runner: Arc<dyn Runner>,
+    pub(crate) argv: TartArgv,
+    pub(crate) staging: Staging,
+    pub(crate) profiles: ProfileSet,
+    pub(crate) extra_run_args: Vec<String>,
+    pub(crate) max_allow: usize,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) prefix: String,
+}
+
+pub(crate) fn staging_error(e: StagingError) -> ProviderError {
+    ProviderError::Io {
+        context: e.to_string(),
+        source: std::io::Error::other(e),
+    }
+}
+
+impl Shared {
+    pub(crate) fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError> {
+        let vm = format!("{}{name}", self.prefix);
+        check_vm_name(&vm)?;
+        Ok(vm)
+    }
+
+    /// Map a failure to run at all to the provider's error vocabulary.
+    pub(crate) fn run_error(
+        &self,
+        operation: &str,
+        subject: &str,
+        error: RunError,
+    ) -> ProviderError {
+        match error {
+            RunError::Timeout { after, .. } => ProviderError::Timeout {
+                operation: format!("tart {operation} `{subject}`"),
+                after,
+            },
+            e @ (RunError::Empty | RunError::NulByte { .. }) => ProviderError::InvalidSpec {
+                field: "argv",
+                reason: e.to_string(),
+            },
+            e @ (RunError::Spawn { .. } | RunError::Io { .. }) => ProviderError::Io {
+                context: format!("tart {operation} `{subject}`: {e}"),
+                source: std::io::Error::other(e),
+            },
+        }
+    }
+
+    /// Map a finished (or failed) run to the provider's error vocabulary.
+    pub(crate) fn check(
+        &self,
+        operation: &str,
+        subject: &str,
+        result: Result<RunOutput, RunError>,
+    ) -> Result<RunOutput, ProviderError> {
+        let output = result.map_err(|e| self.run_error(operation, subject, e))?;
+        if output.success() {
+            return Ok(output);
+        }
+        let message = output.message();
+        let lower = message.to_lowercase();
+        if lower.contains("does not exist") || lower.contains("not found") {
+            return Err(ProviderError::NotFound {
+                what: "sandbox",
+                name: subject.to_owned(),
+            });
+        }
+        if lower.contains("already exists") {
+            return Err(ProviderError::AlreadyExists {
+                what: "sandbox",
+                name: subject.to_owned(),
+            });
+        }
+        Err(ProviderError::Backend {
+            kind: SandboxKind::Tart,
+            operation: operation.to_owned(),
+            message,
+            code: Some(i64::from(output.exit_code)),
+        })
+    }
+
+    pub(crate) async fn run_for(
+        &self,
+        operation: &str,
+        subject: &str,
+        argv: Vec<String>,
+        timeout: Duration,
+    ) -> Result<RunOutput, ProviderError> {
+        let result = self.runner.run(&Invocation::new(argv, timeout)).await;
+        self.check(operation, subject, result)
+    }
+
+    pub(crate) async fn run(
+        &self,
+        operation: &str,
+        subject: &str,
+        argv: Vec<String>,
+    ) -> Result<RunOutput, ProviderError> {
+        self.run_for(operation, subject, argv, self.timeouts.command)
+            .await
+    }
+
+    /// Every local VM.
+    pub(crate) async fn list_vms(&self) -> Result<Vec<VmEntry>, ProviderError> {
+        let out = self.run("list", "all", self.argv.list()).await?;
+        json::parse_list(&out.stdout).map_err(|e| ProviderError::Malformed {
+            kind: SandboxKind::Tart,
+            operation: "list".to_owned(),
+            detail: e.0,
+        })
+    }
+
+    /// `vm`'s entry, or NotFound.
+    pub(crate) async fn vm(&self, vm: &str) -> Result<VmEntry, ProviderError> {
+        self.list_vms()
+            .await?
+            .into_iter()
+            .find(|e| e.name == vm)
+            .ok_or_else(|| ProviderError::NotFound {
+                what: "sandbox",
+                name: vm.to_owned(),
+            })
+    }
+
+    /// The stamp of `vm`, refusing VMs corral does not own.
+    pub(crate) async fn owned(&self, vm: &str) -> Result<Stamp, ProviderError> {
+        let Some(stamp) = self.staging.read_stamp(vm).map_err(staging_error)? else {
+            self.vm(vm).await?;
+            return Err(ProviderError::NotOwned {
+                name: vm.to_owned(),
+                reason: format!("no ownership stamp in `{}`", self.staging.dir(vm).display()),
+            });
+        };
+        if stamp.version != STAMP_VERSION || stamp.vm != vm {
+            return Err(ProviderError::NotOwned {
+                name: vm.to_owned(),
+                reason: format!("the stamp names `{}` (version {})", stamp.vm, stamp.version),
+            });
+        }
+        Ok(stamp)
+    }
+
+    /// The Softnet policy stored for `vm` at create.
+    pub(crate) fn policy(&self, vm: &str) -> Result<SoftnetPolicy, ProviderError> {
+        let bytes = self
+            .staging
+            .read_file(vm, POLICY_FILE)
+            .map_err(staging_error)?
+            .ok_or_else(|| ProviderError::NotOwned {
+                name: vm.to_owned(),
+                reason: "its Softnet policy is missing from the staging directory".to_owned(),
+            })?;
+        serde_json::from_slice(&bytes).map_err(|e| ProviderError::Io {
+            context: format!("Softnet policy of `{vm}` is unreadable: {e}"),
+            source: std::io::Error::other(e),
+        })
+    }
+
+    /// Store `policy` for `vm`.
+    pub(crate) fn store_policy(
+        &self,
+        vm: &str,
+        policy: &SoftnetPolicy,
+    ) -> Result<(), ProviderError> {
+        let json = serde_json::to_vec_pretty(policy).map_err(|e| ProviderError::Io {
+            context: format!("cannot encode the Softnet policy of `{vm}`: {e}"),
+            source: std::io::Error::other(e),
+        })?;
+        self.staging
+            .write_file(vm, POLICY_FILE, &json)
+            .map_err(staging_error)?;
+        Ok(())
+    }
+
+    /// Softnet must be on the PATH `tart` runs with; there is no NAT fallback.
+    pub(crate) fn preflight_softnet(&self) -> Result<(), ProviderError> {
+        if self.runner.find_program("softnet").is_some() {
+            return Ok(());
+        }
+        Err(ProviderError::Io {
+            context: ConfigError::SoftnetMissing.to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "softnet"),
+        })
+    }
+
+    /// The pid of `vm`'s `tart run`, as corral recorded it.
+    pub(crate) fn run_pid(&self, vm: &str) -> Result<Option<u32>, ProviderError> {
+        let bytes = self
+            .staging
+            .read_file(vm, PID_FILE)
+            .map_err(staging_error)?;
+        Ok(bytes.and_then(|b| String::from_utf8_lossy(&b).trim().parse().ok()))
+    }
+
+    /// The filter-health signal of `vm`.
+    pub(crate) async fn filter_health(&self, vm: &str) -> FilterHealth {
+        let pid = match self.run_pid(vm) {
+            Ok(Some(pid)) => pid,
+            Ok(None) => {
+                return FilterHealth::Unknown {
+                    reason: format!("corral has no record of starting `{vm}`"),
+                };
+            }
+            Err(e) => {
+                return FilterHealth::Unknown {
+                    reason: e.to_string(),
+                };
+            }
+        };
+        let out = match self
+            .runner
+            .run(&Invocation::new(health::ps_argv(), self.timeouts.command))
+            .await
+        {
+            Ok(out) if out.success() => out,
+            Ok(out) => {
+                return FilterHealth::Unknown {
+                    reason: format!("ps exited {}: {}", out.exit_code, out.message()),
+                };
+            }
+            Err(e) => {
+                return FilterHealth::Unknown {
+                    reason: e.to_string(),
+                };
+            }
+        };
+        match health::parse_ps(&String::from_utf8_lossy(&out.stdout)) {
+            Ok(table) => health::assess(&table, pid, vm),
+            Err(reason) => FilterHealth::Unknown { reason },
+        }
+    }
+
+    pub(crate) fn handle(self: &Arc<Self>, name: SandboxName, vm: String) -> Box<dyn Sandbox> {
+        Box::new(TartSandbox::new(Arc::clone(self), name, vm))
+    }
+
+    pub(crate) fn info_of(&self, name: SandboxName, stamp: &Stamp, entry: &VmEntry) -> SandboxInfo {
+        SandboxInfo {
+            name,
+            kind: SandboxKind::Tart,
+            state: entry.state,
+            instance_type: InstanceType::Vm,
+            profile: stamp.profile.as_deref().and_then(|p| p.parse().ok()),
+            image: Some(stamp.image.clone()),
+            created: None,
+            addresses: Vec::new(),
+        }
+    }
+}
+
+/// Tart on this Mac, every VM under Softnet.
+#[derive(Debug, Clone)]
+pub struct TartProvider {
+    shared: Arc<Shared>,
+}
+
+impl TartProvider {
+    /// A provider on this host; refused unless the platform matrix supports
+    /// Tart here (macOS) and Softnet is installed.
+    pub fn on_this_host(config: TartConfig) -> Result<Self, ConfigError> {
+        let host = HostOs::from_target_os(std::env::consts::OS)
+            .ok_or_else(|| ConfigError::UnknownHost(std::env::consts::OS.to_owned()))?;
+        Self::new(config, Arc::new(ProcessRunner::new()), host)
+    }
+
+    /// A provider that runs `tart` through `runner`, for a host running `host`.
+    pub fn new(
+        config: TartConfig,
+        runner: Arc<dyn Runner>,
+        host: HostOs,
+    ) -> Result<Self, ConfigError> {
+        check_platform(host)?;
+        check_prefix(&config.name_prefix)?;
+        check_extra_run_args(&config.extra_run_args)?;
+        if runner.find_program("softnet").is_none() {
+            return Err(ConfigError::SoftnetMissing);
+        }
+        let staging = Staging::open(&config.staging_root)?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                runner,
+                argv: TartArgv::new(config.program),
+                staging,
+                profiles: config.profiles,
+                extra_run_args: config.extra_run_args,
+                max_allow: config.max_allow,
+                timeouts: config.timeouts,
+                prefix: config.name_prefix,
+            }),
+        })
+    }
+
+    /// The filter-health signal of sandbox `name`: `Alive` only while its
+    /// Softnet process runs; callers must treat anything else as failed.
+    pub async fn filter_health(&self, name: &SandboxName) -> Result<FilterHealth, ProviderError> {
+        let vm = self.shared.vm_name(name)?;
+        self.shared.owned(&vm).await?;
+        Ok(self.shared.filter_health(&vm).await)
+    }
+}
+
+#[async_trait]
+impl SandboxProvider for TartProvider {
+    fn kind(&self) -> SandboxKind {
+        SandboxKind::Tart
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::of(&[
+            Operation::Create,
+            Operation::Start,
+            Operation::Stop,
+            Operation::Restart,
+            Operation::Exec,
+            Operation::Clone,
+            Operation::Delete,
+        ])
+    }
+
+    async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>, ProviderError> {
+        let s = &self.shared;
+        if spec.instance_type != InstanceType::Vm {
+            return Err(ProviderError::InvalidSpec {
+                field: "instance_type",
+                reason: "Tart makes virtual machines only; ask for a vm".to_owned(),
+            });
+        }
+        if let Some(mount) = spec.mounts.first() {
+            return Err(ProviderError::Mount {
+                source_path: mount.source.display().to_string(),
+                reason: "the Tart provider does not share host directories".to_owned(),
+            });
+        }
+        if spec.user_data.is_some() {
+            return Err(ProviderError::InvalidSpec {
+                field: "user_data",
+                reason: "Tart has no cloud-init input; bake setup into the image".to_owned(),
+            });
+        }
+        check_source(&spec.image)?;
+        let vm = s.vm_name(&spec.name)?;
+        let policy = match &spec.network {
+            None => SoftnetPolicy::closed(),
+            Some(att) => {
+                let profile = s.profiles.get(att.profile.as_str()).ok_or_else(|| {
+                    ProviderError::UnknownProfile {
+                        profile: att.profile.to_string(),
+                        configured: s.profiles.names(),
+                    }
+                })?;
+                if profile.gateway_v4() != att.gateway_v4 || profile.subnet_v4 != att.subnet_v4 {
+                    return Err(ProviderError::InvalidSpec {
+                        field: "network",
+                        reason: format!(
+                            "the attachment for `{}` differs from the configured profile; rebuild it from the configuration",
+                            profile.name
+                        ),
+                    });
+                }
+                SoftnetPolicy::for_attachment(att, s.max_allow).map_err(|e| {
+                    ProviderError::InvalidSpec {
+                        field: "network",
+                        reason: e.to_string(),
+                    }
+                })?
+            }
+        };
+        if s.staging.read_stamp(&vm).map_err(staging_error)?.is_some() {
+            return Err(ProviderError::AlreadyExists {
+                what: "sandbox",
+                name: spec.name.to_string(),
+            });
+        }
+        s.staging.create_dir(&vm).map_err(staging_error)?;
+        s.staging
+            .write_stamp(&Stamp {
+                version: STAMP_VERSION,
+                vm: vm.clone(),
+                sandbox: spec.name.to_string(),
+                profile: spec.network.as_ref().map(|n| n.profile.to_string()),
+                image: spec.image.clone(),
+            })
+            .map_err(staging_error)?;
+        s.store_policy(&vm, &policy)?;
+        let cloned = s
+            .run_for(
+                "clone",
+                &vm,
+                s.argv.clone_vm(&spec.image, &vm),
+                s.timeouts.clone,
+            )
+            .await;
+        if let Err(e) = cloned {
+            // After a timeout the clone may exist: keep the stamp so corral can delete it.
+            if !matches!(e, ProviderError::Timeout { .. }) {
+                s.staging.remove(&vm).map_err(staging_error)?;
+            }
+            return Err(e);
+        }
+        if let Some(argv) = s.argv.set(&vm, &spec.resources) {
+            s.run("set", &vm, argv).await?;
+        }
+        Ok(s.handle(spec.name.clone(), vm))
+    }
+
+    async fn open(&self, name: &SandboxName) -> Result<Box<dyn Sandbox>, ProviderError> {
+        let s = &self.shared;
+        let vm = s.vm_name(name)?;
+        s.owned(&vm).await?;
+        s.vm(&vm).await?;
+        Ok(s.handle(name.clone(), vm))
+    }
+
+    async fn list(&self) -> Result<Vec<SandboxInfo>, ProviderError> {
+        let s = &self.shared;
+        let mut found = Vec::new();
+        for entry in s.list_vms().await? {
+            let Some(name) = entry
+                .name
+                .strip_prefix(&s.prefix)
+                .and_then(|rest| SandboxName::new(rest).ok())
+            else {
+                continue;
+            };
+            let Ok(Some(stamp)) = s.staging.read_stamp(&entry.name) else {
+                continue;
+            };
+            if stamp.vm == entry.name {
+                found.push(s.info_of(name, &stamp, &entry));
+            }
+        }
+        Ok(found)
+    }
+}

@@ -1,0 +1,316 @@
+//! Softnet mode: Tart's packet filter on the Mac host, outside the guest.
+//!
+//! corral runs every Tart VM with Softnet, blocking all IPv4 and allowing
+//! only the profile's gateway plus the profile's resolved global-unicast
+//! IPv4 addresses as /32s, bounded in count. There is no fallback: if
+//! Softnet is missing, the VM does not start (never plain NAT). Extra
+//! `tart run` arguments from the configuration are validated so none can
+//! change the network (`--net-*` is refused).
+
+use std::net::Ipv4Addr;
+
+use corral_sandbox_core::sandbox::NetworkAttachment;
+use ipnet::{IpNet, Ipv4Net};
+use serde::{Deserialize, Serialize};
+
+/// Default bound on allowlisted addresses per VM.
+pub const DEFAULT_MAX_ALLOW: usize = 64;
+
+/// Why a Softnet policy or run argument was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SoftnetError {
+    /// An allow entry is wider than one address.
+    #[error(
+        "allow entry {0} is not a single IPv4 address (/32); Softnet mode admits resolved /32s only"
+    )]
+    NotHost(Ipv4Net),
+    /// An allow entry is not a public unicast address.
+    #[error(
+        "allow entry {0} is not a global unicast address; Softnet mode never opens private, reserved or multicast ranges"
+    )]
+    NotGlobal(Ipv4Addr),
+    /// Too many addresses.
+    #[error(
+        "{count} allowlisted addresses exceed the bound of {max}; narrow the profile or raise the bound"
+    )]
+    TooMany {
+        /// Addresses asked for.
+        count: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// A configured extra `tart run` argument is refused.
+    #[error("extra tart run argument `{arg}` is refused: {reason}")]
+    RunArg {
+        /// The argument.
+        arg: String,
+        /// Why.
+        reason: &'static str,
+    },
+}
+
+/// The filter a VM runs under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SoftnetPolicy {
+    /// The gateway (DHCP and the DNS resolver), always allowed when set.
+    pub gateway: Option<Ipv4Addr>,
+    /// Allowed destinations, sorted and without duplicates.
+    pub allow: Vec<Ipv4Addr>,
+    /// IPv6 entries of the profile that Softnet (IPv4 only) cannot express;
+    /// they stay unreachable through Softnet.
+    pub skipped_ipv6: usize,
+}
+
+/// True for an IPv4 address routable on the public internet: not
+/// unspecified, "this network", private, shared (CGNAT), loopback,
+/// link-local, IETF protocol assignments, documentation, benchmarking,
+/// multicast, reserved or broadcast.
+pub fn is_global_unicast(addr: Ipv4Addr) -> bool {
+    const NOT_GLOBAL: &[(u32, u8)] = &[
+        (0x0000_0000, 8),  // 0.0.0.0/8
+        (0x0A00_0000, 8),  // 10.0.0.0/8
+        (0x6440_0000, 10), // 100.64.0.0/10
+        (0x7F00_0000, 8),  // 127.0.0.0/8
+        (0xA9FE_0000, 16), // 169.254.0.0/16
+        (0xAC10_0000, 12), // 172.16.0.0/12
+        (0xC000_0000, 24), // 192.0.0.0/24
+        (0xC000_0200, 24), // 192.0.2.0/24
+        (0xC0A8_0000, 16), // 192.168.0.0/16
+        (0xC612_0000, 15), // 198.18.0.0/15
+        (0xC633_6400, 24), // 198.51.100.0/24
+        (0xCB00_7100, 24), // 203.0.113.0/24
+        (0xE000_0000, 4),  // 224.0.0.0/4 multicast
+        (0xF000_0000, 4),  // 240.0.0.0/4 reserved, and broadcast
+    ];
+    let a = u32::from(addr);
+    !NOT_GLOBAL
+        .iter()
+        .any(|&(net, len)| a >> (32 - u32::from(len)) == net >> (32 - u32::from(len)))
+}
+
+impl SoftnetPolicy {
+    /// Policy from parts (tests and golden argvs).
+    pub fn from_parts(gateway: Ipv4Addr, allow: Vec<Ipv4Addr>) -> Self {
+        Self {
+            gateway: Some(gateway),
+            allow,
+            skipped_ipv6: 0,
+        }
+    }
+
+    /// Block everything: a sandbox without a profile.
+    pub fn closed() -> Self {
+        Self {
+            gateway: None,
+            allow: Vec::new(),
+            skipped_ipv6: 0,
+        }
+    }
+
+    /// The policy for `attachment`, with at most `max` allowed addresses.
+    pub fn for_attachment(
+        attachment: &NetworkAttachment,
+        max: usize,
+    ) -> Result<Self, SoftnetError> {
+        let mut allow = Vec::new();
+        let mut skipped_ipv6 = 0;
+        for net in &attachment.resolved_allow {
+            match net {
+                IpNet::V6(_) => skipped_ipv6 += 1,
+                IpNet::V4(v4) if v4.prefix_len() != 32 => return Err(SoftnetError::NotHost(*v4)),
+                IpNet::V4(v4) if !is_global_unicast(v4.addr()) => {
+                    return Err(SoftnetError::NotGlobal(v4.addr()));
+                }
+                IpNet::V4(v4) => allow.push(v4.addr()),
+            }
+        }
+        allow.sort_unstable();
+        allow.dedup();
+        if allow.len() > max {
+            return Err(SoftnetError::TooMany {
+                count: allow.len(),
+                max,
+            });
+        }
+        Ok(Self {
+            gateway: Some(attachment.gateway_v4),
+            allow,
+            skipped_ipv6,
+        })
+    }
+
+    /// The `tart run` flags: Softnet on, all IPv4 blocked, the gateway and
+    /// the allowlist let through.
+    pub fn flags(&self) -> Vec<String> {
+        let mut flags = vec![
+            "--net-softnet".to_owned(),
+            "--net-softnet-block=0.0.0.0/0".to_owned(),
+        ];
+        let allowed: Vec<String> = self
+            .gateway
+            .iter()
+            .chain(self.allow.iter().filter(|a| Some(**a) != self.gateway))
+            .map(|a| format!("{a}/32"))
+            .collect();
+        if !allowed.is_empty() {
+            flags.push(format!("--net-softnet-allow={}", allowed.join(",")));
+        }
+        flags
+    }
+}
+
+/// Validate extra `tart run` arguments from the configuration: long
+/// options only, written `--name` or `--name=value` (so no value can pose
+/// as another option), and nothing that touches the network.
+pub fn check_extra_run_args(args: &[String]) -> Result<(), SoftnetError> {
+    for arg in args {
+        let refuse = |reason| {
+            Err(SoftnetError::RunArg {
+                arg: arg.clone(),
+                reason,
+            })
+        };
+        let name = arg.split('=').next().unwrap_or("");
+        if !arg.starts_with("--") || name.len() < 3 {
+            return refuse("write each as `--option` or `--option=value`");
+        }
+        if !name[2..]
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
+            return refuse("option names are lower-case letters, digits and `-`");
+        }
+        if name.starts_with("--net") {
+            return refuse(
+                "corral owns the network flags (Softnet); `--net-*` cannot be overridden",
+            );
+        }
+        if arg.contains('\0') || arg.contains('\n') {
+            return refuse("it contains a NUL or newline");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn att(allow: &[&str]) -> NetworkAttachment {
+        NetworkAttachment {
+            profile: "dev".parse().unwrap(),
+            bridge: "cb-dev".parse().unwrap(),
+            subnet_v4: "192.168.64.0/24".parse().unwrap(),
+            gateway_v4: "192.168.64.1".parse().unwrap(),
+            resolved_allow: allow.iter().map(|a| a.parse().unwrap()).collect(),
+        }
+    }
+
+    #[test]
+    fn policy_allows_gateway_and_global_32s() {
+        let p = SoftnetPolicy::for_attachment(
+            &att(&[
+                "93.184.215.14/32",
+                "1.1.1.1/32",
+                "93.184.215.14/32",
+                "2606:4700::1111/128",
+            ]),
+            8,
+        )
+        .unwrap();
+        assert_eq!(p.skipped_ipv6, 1);
+        assert_eq!(
+            p.flags(),
+            [
+                "--net-softnet",
+                "--net-softnet-block=0.0.0.0/0",
+                "--net-softnet-allow=192.168.64.1/32,1.1.1.1/32,93.184.215.14/32"
+            ]
+        );
+    }
+
+    #[test]
+    fn policy_refusals() {
+        assert_eq!(
+            SoftnetPolicy::for_attachment(&att(&["1.1.1.0/24"]), 8),
+            Err(SoftnetError::NotHost("1.1.1.0/24".parse().unwrap()))
+        );
+        for private in [
+            "10.0.0.1/32",
+            "192.168.1.1/32",
+            "169.254.169.254/32",
+            "127.0.0.1/32",
+            "100.64.0.1/32",
+            "224.0.0.1/32",
+            "255.255.255.255/32",
+        ] {
+            assert!(
+                matches!(
+                    SoftnetPolicy::for_attachment(&att(&[private]), 8),
+                    Err(SoftnetError::NotGlobal(_))
+                ),
+                "{private}"
+            );
+        }
+        let many: Vec<String> = (1..=5).map(|i| format!("8.8.8.{i}/32")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(
+            SoftnetPolicy::for_attachment(&att(&many), 4),
+            Err(SoftnetError::TooMany { count: 5, max: 4 })
+        );
+    }
+
+    #[test]
+    fn closed_policy_blocks_everything() {
+        assert_eq!(
+            SoftnetPolicy::closed().flags(),
+            ["--net-softnet", "--net-softnet-block=0.0.0.0/0"]
+        );
+    }
+
+    #[test]
+    fn extra_run_args() {
+        let ok: Vec<String> = ["--root-disk-opts=sync=none", "--no-audio", "--suspendable"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(check_extra_run_args(&ok), Ok(()));
+        for bad in [
+            "--net-bridged=en0",
+            "--net-host",
+            "--net-softnet-allow=0.0.0.0/0",
+            "--net-softnet-expose=22:22",
+            "--netfoo",
+            "-x",
+            "value",
+            "--",
+            "--Net-host",
+            "--a\nb",
+        ] {
+            assert!(check_extra_run_args(&[bad.to_owned()]).is_err(), "{bad:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn global_addresses_are_never_private(a in any::<u32>()) {
+            let addr = Ipv4Addr::from(a);
+            if is_global_unicast(addr) {
+                prop_assert!(!addr.is_private() && !addr.is_loopback() && !addr.is_link_local()
+                    && !addr.is_multicast() && !addr.is_broadcast() && !addr.is_unspecified()
+                    && !addr.is_documentation());
+            }
+        }
+
+        #[test]
+        fn policy_is_bounded_and_global(addrs in proptest::collection::vec(any::<u32>(), 0..80)) {
+            let nets: Vec<String> = addrs.iter().map(|a| format!("{}/32", Ipv4Addr::from(*a))).collect();
+            let nets: Vec<&str> = nets.iter().map(String::as_str).collect();
+            if let Ok(p) = SoftnetPolicy::for_attachment(&att(&nets), DEFAULT_MAX_ALLOW) {
+                prop_assert!(p.allow.len() <= DEFAULT_MAX_ALLOW);
+                prop_assert!(p.allow.iter().all(|a| is_global_unicast(*a)));
+            }
+        }
+    }
+}

@@ -1,0 +1,589 @@
+//! The verification gate: host-owned state that decides whether an opted-in
+//! kind may serve profiled work, judges canary runs, demotes a kind for the
+//! cool-down on any failure, and is the only thing that can vouch for a
+//! sandbox ([`VerifiedSandbox`] has no public constructor).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::canary::{CanaryPlan, CheckResult, Expectation, Observed};
+use super::clock::{Timestamp, millis};
+use super::event::{CheckRecord, EventOutcome, FilterHealth, VerificationEvent};
+use super::options::VerificationOptions;
+use crate::config::VerificationConfig;
+use crate::names::{ProfileName, SandboxName};
+use crate::platform::{Classification, Enforcement, EnforcementSite, SandboxKind};
+
+/// Slack over the per-check bound before a probe counts as overrunning: the
+/// prober's own timer fires at the bound and needs a moment to report.
+pub const OVERRUN_GRACE: Duration = Duration::from_secs(1);
+
+/// Where an opted-in kind stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "status")]
+pub enum KindStatus {
+    /// Not opted in by host config: never verified, never profiled.
+    NotOptedIn,
+    /// Failed recently; refused until `until`.
+    Demoted {
+        /// End of the cool-down.
+        until: Timestamp,
+    },
+    /// The cool-down is over but no canary has passed since the failure; a
+    /// new sandbox may try, and only a passing canary clears this.
+    Probation {
+        /// When the cool-down ended.
+        since: Timestamp,
+    },
+    /// Opted in and in good standing.
+    Eligible,
+}
+
+impl KindStatus {
+    /// True when a new sandbox of the kind may be created and put through
+    /// the canary.
+    pub fn may_try(self) -> bool {
+        matches!(self, KindStatus::Eligible | KindStatus::Probation { .. })
+    }
+}
+
+/// Proof, issued only by the gate, that one sandbox passed its canary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VerifiedSandbox {
+    sandbox: SandboxName,
+    kind: SandboxKind,
+    profile: ProfileName,
+    verified_at: Timestamp,
+}
+
+impl VerifiedSandbox {
+    /// The sandbox.
+    pub fn sandbox(&self) -> &SandboxName {
+        &self.sandbox
+    }
+    /// Its kind.
+    pub fn kind(&self) -> SandboxKind {
+        self.kind
+    }
+    /// The profile it was verified on.
+    pub fn profile(&self) -> &ProfileName {
+        &self.profile
+    }
+    /// When its canary passed.
+    pub fn verified_at(&self) -> Timestamp {
+        self.verified_at
+    }
+
+    /// Its egress classification: verified per sandbox, by a filter on the
+    /// provider host. This is the only way to obtain that rank.
+    pub fn classification(&self) -> Classification {
+        Classification {
+            enforcement: Enforcement::VerifiedPerSandbox,
+            site: Some(EnforcementSite::ProviderHost),
+        }
+    }
+}
+
+/// The outcome of judging a canary run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judgement {
+    /// The event to record.
+    pub event: VerificationEvent,
+    /// The proof, when the run passed. Without it the sandbox must be
+    /// disposed and the work re-placed.
+    pub verified: Option<VerifiedSandbox>,
+}
+
+/// The outcome of a filter-health report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HealthVerdict {
+    /// The filter is alive; the proof stands.
+    StillVerified(VerifiedSandbox),
+    /// The proof is revoked: stop the sandbox's work and re-place it.
+    Revoked(VerificationEvent),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Demotion {
+    until: Timestamp,
+    reason: String,
+}
+
+/// The gate's state. Host-owned: built from host config, changed only by
+/// canary judgements and health reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gate {
+    opted_in: Vec<SandboxKind>,
+    options: VerificationOptions,
+    demotions: BTreeMap<SandboxKind, Demotion>,
+}
+
+impl Gate {
+    /// A gate with no demotions.
+    pub fn new(cfg: &VerificationConfig) -> Self {
+        Self {
+            opted_in: cfg.kinds.clone(),
+            options: cfg.options,
+            demotions: BTreeMap::new(),
+        }
+    }
+
+    /// The gate's bounds.
+    pub fn options(&self) -> &VerificationOptions {
+        &self.options
+    }
+
+    /// Where `kind` stands at `now`.
+    pub fn status(&self, kind: SandboxKind, now: Timestamp) -> KindStatus {
+        if !self.opted_in.contains(&kind) {
+            return KindStatus::NotOptedIn;
+        }
+        match self.demotions.get(&kind) {
+            None => KindStatus::Eligible,
+            Some(d) if now < d.until => KindStatus::Demoted { until: d.until },
+            Some(d) => KindStatus::Probation { since: d.until },
+        }
+    }
+
+    /// Why `kind` was last demoted, while the demotion is on record.
+    pub fn demotion_reason(&self, kind: SandboxKind) -> Option<&str> {
+        self.demotions.get(&kind).map(|d| d.reason.as_str())
+    }
+
+    /// True when a verified sandbox is due for another canary.
+    pub fn reverify_due(&self, v: &VerifiedSandbox, now: Timestamp) -> bool {
+        now.since(v.verified_at) >= self.options.reverify_interval
+    }
+
+    fn demote(&mut self, kind: SandboxKind, now: Timestamp, reason: &str) -> Timestamp {
+        let until = now.plus(self.options.cool_down);
+        self.demotions.insert(
+            kind,
+            Demotion {
+                until,
+                reason: reason.to_owned(),
+            },
+        );
+        until
+    }
+
+    fn bounded(&self, output: &str) -> String {
+        let max = self.options.max_probe_output;
+        if output.len() <= max {
+            return output.to_owned();
+        }
+        let mut cut = max;
+        while !output.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{}…[{} more bytes]", &output[..cut], output.len() - cut)
+    }
+
+    /// Judge `results` of running `plan` in `sandbox`. Any failed, missing
+    /// or overrunning check, or a filter that is not known to be alive,
+    /// fails the run and demotes the kind for the cool-down.
+    pub fn judge(
+        &mut self,
+        sandbox: &SandboxName,
+        kind: SandboxKind,
+        plan: &CanaryPlan,
+        results: &[CheckResult],
+        health: FilterHealth,
+        now: Timestamp,
+    ) -> Judgement {
+        let mut event = VerificationEvent {
+            sandbox: sandbox.clone(),
+            kind,
+            profile: Some(plan.profile.clone()),
+            at: now,
+            outcome: EventOutcome::Refused,
+            checks: Vec::new(),
+            filter_health: Some(health),
+            demoted_until: None,
+            message: String::new(),
+        };
+        match self.status(kind, now) {
+            KindStatus::NotOptedIn => {
+                event.message = format!(
+                    "{kind} is not opted in to verification (host.verification.kinds); profiled work cannot run on it"
+                );
+                return Judgement {
+                    event,
+                    verified: None,
+                };
+            }
+            KindStatus::Demoted { until } => {
+                event.demoted_until = Some(until);
+                event.message = format!(
+                    "{kind} is demoted until {until}; re-place the work on an enforced kind"
+                );
+                return Judgement {
+                    event,
+                    verified: None,
+                };
+            }
+            KindStatus::Probation { .. } | KindStatus::Eligible => {}
+        }
+        let mut failed = Vec::new();
+        for check in &plan.checks {
+            let result = results.iter().find(|r| r.kind == check.kind);
+            let passed = result.is_some_and(|r| {
+                let in_time = r.elapsed <= check.bound + OVERRUN_GRACE;
+                let as_expected = matches!(
+                    (check.expect, &r.observed),
+                    (Expectation::Connects, Observed::Connected)
+                        | (
+                            Expectation::Fails,
+                            Observed::Refused | Observed::TimedOut | Observed::Unreachable,
+                        )
+                        | (Expectation::DoesNotResolve, Observed::Unreachable)
+                );
+                in_time && as_expected
+            });
+            if !passed {
+                failed.push(check.kind.to_string());
+            }
+            event.checks.push(CheckRecord {
+                kind: check.kind,
+                target: check.target.to_string(),
+                expect: check.expect,
+                observed: result.map(|r| r.observed.clone()),
+                elapsed_ms: result.map_or(0, |r| millis(r.elapsed)),
+                bound_ms: millis(check.bound),
+                passed,
+                output: result.map_or_else(String::new, |r| self.bounded(&r.output)),
+            });
+        }
+        if health != FilterHealth::Alive {
+            failed.push(format!("filter health is {health:?}"));
+        }
+        if failed.is_empty() {
+            self.demotions.remove(&kind);
+            event.outcome = EventOutcome::Passed;
+            event.message = format!("all {} checks passed", plan.checks.len());
+            let verified = VerifiedSandbox {
+                sandbox: sandbox.clone(),
+                kind,
+                profile: plan.profile.clone(),
+                verified_at: now,
+            };
+            return Judgement {
+                event,
+                verified: Some(verified),
+            };
+        }
+        let reason = format!("failed: {}", failed.join("; "));
+        let until = self.demote(kind, now, &reason);
+        event.outcome = EventOutcome::Failed;
+        event.demoted_until = Some(until);
+        event.message = format!(
+            "{reason}. Dispose of the sandbox and re-place the work; {kind} is demoted until {until}"
+        );
+        Judgement {
+            event,
+            verified: None,
+        }
+    }
+
+    /// Take a filter-health report for a verified sandbox. Anything but
+    /// `Alive` revokes the sandbox (the returned event says so) and demotes
+    /// the kind.
+    pub fn health(
+        &mut self,
+        verified: VerifiedSandbox,
+        health: FilterHealth,
+        now: Timestamp,
+    ) -> HealthVerdict {
+        if health == FilterHealth::Alive {
+            return HealthVerdict::StillVerified(verified);
+        }
+        let reason = format!("filter health is {health:?}");
+        let until = self.demote(verified.kind, now, &reason);
+        HealthVerdict::Revoked(VerificationEvent {
+            sandbox: verified.sandbox,
+            kind: verified.kind,
+            profile: Some(verified.profile),
+            at: now,
+            outcome: EventOutcome::Failed,
+            checks: Vec::new(),
+            filter_health: Some(health),
+            demoted_until: Some(until),
+            message: format!(
+                "{reason}: the sandbox fails closed; stop its work and re-place it; {} is demoted until {until}",
+                verified.kind
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::verify::canary::{CheckKind, plan};
+    use crate::verify::clock::{Clock, ManualClock};
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    fn setup() -> (Gate, CanaryPlan, SandboxName, ManualClock) {
+        let cfg = VerificationConfig {
+            kinds: vec![SandboxKind::Tart],
+            canary: Some("198.51.100.7:443".parse().unwrap()),
+            canary_v6: Some("[2001:db8::7]:443".parse().unwrap()),
+            unlisted_name: Some("unlisted.example.org".parse().unwrap()),
+            options: VerificationOptions::default(),
+        };
+        let config = Config::builtin_default();
+        let lan: SocketAddr = "192.168.1.10:22".parse().unwrap();
+        let plan = plan(config.profiles.get("allowlist").unwrap(), &cfg, lan).unwrap();
+        (
+            Gate::new(&cfg),
+            plan,
+            "agent-1".parse().unwrap(),
+            ManualClock::new(Timestamp(1_000_000)),
+        )
+    }
+
+    /// Results that pass every check of `plan`.
+    fn passing(plan: &CanaryPlan) -> Vec<CheckResult> {
+        plan.checks
+            .iter()
+            .map(|c| CheckResult {
+                kind: c.kind,
+                observed: match c.expect {
+                    Expectation::Connects => Observed::Connected,
+                    Expectation::Fails => Observed::Refused,
+                    Expectation::DoesNotResolve => Observed::Unreachable,
+                },
+                elapsed: Duration::from_millis(12),
+                output: String::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_passing_run_verifies_and_records_timings() {
+        let (mut gate, plan, sb, clock) = setup();
+        let j = gate.judge(
+            &sb,
+            SandboxKind::Tart,
+            &plan,
+            &passing(&plan),
+            FilterHealth::Alive,
+            clock.now(),
+        );
+        assert_eq!(j.event.outcome, EventOutcome::Passed);
+        assert_eq!(j.event.checks.len(), plan.checks.len());
+        assert!(
+            j.event
+                .checks
+                .iter()
+                .all(|c| c.passed && c.elapsed_ms == 12 && c.bound_ms == 5000)
+        );
+        let v = j.verified.unwrap();
+        assert_eq!(v.kind(), SandboxKind::Tart);
+        assert_eq!(
+            v.classification().enforcement,
+            crate::platform::Enforcement::VerifiedPerSandbox
+        );
+        let json = serde_json::to_value(&j.event).unwrap();
+        assert_eq!(json["checks"][0]["kind"], "allowed-connects");
+        assert!(!gate.reverify_due(&v, clock.now()));
+        clock.advance(Duration::from_secs(3600));
+        assert!(gate.reverify_due(&v, clock.now()));
+    }
+
+    #[test]
+    fn a_failure_demotes_for_the_cool_down_then_only_a_pass_restores() {
+        let (mut gate, plan, sb, clock) = setup();
+        let mut results = passing(&plan);
+        results[1].observed = Observed::Connected; // the canary got through
+        let j = gate.judge(
+            &sb,
+            SandboxKind::Tart,
+            &plan,
+            &results,
+            FilterHealth::Alive,
+            clock.now(),
+        );
+        assert_eq!(j.event.outcome, EventOutcome::Failed);
+        assert!(j.verified.is_none());
+        assert!(
+            j.event
+                .message
+                .starts_with("failed: canary destination blocked."),
+            "{}",
+            j.event.message
+        );
+        let until = clock.now().plus(Duration::from_secs(900));
+        assert_eq!(j.event.demoted_until, Some(until));
+        assert_eq!(
+            gate.status(SandboxKind::Tart, clock.now()),
+            KindStatus::Demoted { until }
+        );
+        // During the cool-down even a passing run is refused.
+        clock.advance(14 * MIN);
+        let j = gate.judge(
+            &sb,
+            SandboxKind::Tart,
+            &plan,
+            &passing(&plan),
+            FilterHealth::Alive,
+            clock.now(),
+        );
+        assert_eq!(j.event.outcome, EventOutcome::Refused);
+        assert!(j.verified.is_none());
+        // After it: probation, not eligible, until a fresh pass.
+        clock.advance(MIN);
+        assert_eq!(
+            gate.status(SandboxKind::Tart, clock.now()),
+            KindStatus::Probation { since: until }
+        );
+        assert!(gate.status(SandboxKind::Tart, clock.now()).may_try());
+        let j = gate.judge(
+            &sb,
+            SandboxKind::Tart,
+            &plan,
+            &passing(&plan),
+            FilterHealth::Alive,
+            clock.now(),
+        );
+        assert!(j.verified.is_some());
+        assert_eq!(
+            gate.status(SandboxKind::Tart, clock.now()),
+            KindStatus::Eligible
+        );
+    }
+
+    #[test]
+    fn unknown_health_missing_checks_probe_errors_and_overruns_fail_closed() {
+        let (gate0, plan, sb, clock) = setup();
+        let cases: Vec<(Vec<CheckResult>, FilterHealth, &str)> = vec![
+            (
+                passing(&plan),
+                FilterHealth::Unknown,
+                "filter health is Unknown",
+            ),
+            (
+                passing(&plan)[1..].to_vec(),
+                FilterHealth::Alive,
+                "allowed destination connects",
+            ),
+            (
+                {
+                    let mut r = passing(&plan);
+                    r[2].observed = Observed::ProbeError("no curl in image".into());
+                    r
+                },
+                FilterHealth::Alive,
+                "global IPv6 blocked",
+            ),
+            (
+                {
+                    let mut r = passing(&plan);
+                    r[3].elapsed = Duration::from_secs(7);
+                    r
+                },
+                FilterHealth::Alive,
+                "host LAN address blocked",
+            ),
+            (
+                {
+                    let mut r = passing(&plan);
+                    r[4].observed = Observed::Resolved(vec!["192.0.2.1".parse().unwrap()]);
+                    r
+                },
+                FilterHealth::Alive,
+                "unlisted name does not resolve",
+            ),
+        ];
+        for (results, health, why) in cases {
+            let mut gate = gate0.clone();
+            let j = gate.judge(&sb, SandboxKind::Tart, &plan, &results, health, clock.now());
+            assert_eq!(j.event.outcome, EventOutcome::Failed, "{why}");
+            assert!(j.event.message.contains(why), "{why}: {}", j.event.message);
+            assert!(
+                gate.demotion_reason(SandboxKind::Tart)
+                    .unwrap()
+                    .contains(why)
+            );
+        }
+    }
+
+    #[test]
+    fn not_opted_in_kinds_are_refused() {
+        let (mut gate, plan, sb, clock) = setup();
+        let j = gate.judge(
+            &sb,
+            SandboxKind::Multipass,
+            &plan,
+            &passing(&plan),
+            FilterHealth::Alive,
+            clock.now(),
+        );
+        assert_eq!(j.event.outcome, EventOutcome::Refused);
+        assert!(j.verified.is_none());
+        assert_eq!(
+            gate.status(SandboxKind::Multipass, clock.now()),
+            KindStatus::NotOptedIn
+        );
+    }
+
+    #[test]
+    fn a_dead_filter_revokes_and_demotes() {
+        let (mut gate, plan, sb, clock) = setup();
+        let v = gate
+            .judge(
+                &sb,
+                SandboxKind::Tart,
+                &plan,
+                &passing(&plan),
+                FilterHealth::Alive,
+                clock.now(),
+            )
+            .verified
+            .unwrap();
+        let v = match gate.health(v, FilterHealth::Alive, clock.now()) {
+            HealthVerdict::StillVerified(v) => v,
+            HealthVerdict::Revoked(e) => panic!("{e:?}"),
+        };
+        match gate.health(v, FilterHealth::Dead, clock.now()) {
+            HealthVerdict::Revoked(e) => {
+                assert_eq!(e.outcome, EventOutcome::Failed);
+                assert!(e.message.contains("fails closed"));
+            }
+            HealthVerdict::StillVerified(_) => panic!("a dead filter must revoke"),
+        }
+        assert!(matches!(
+            gate.status(SandboxKind::Tart, clock.now()),
+            KindStatus::Demoted { .. }
+        ));
+    }
+
+    #[test]
+    fn probe_output_is_bounded() {
+        let (mut gate, plan, sb, clock) = setup();
+        let mut results = passing(&plan);
+        results[0].output = "é".repeat(5000);
+        let j = gate.judge(
+            &sb,
+            SandboxKind::Tart,
+            &plan,
+            &results,
+            FilterHealth::Alive,
+            clock.now(),
+        );
+        let out = &j.event.checks[0].output;
+        assert!(out.len() < 4096 + 40, "{}", out.len());
+        assert!(
+            out.ends_with("…[5904 more bytes]"),
+            "{}",
+            &out[out.len() - 30..]
+        );
+        assert_eq!(j.event.checks[0].kind, CheckKind::AllowedConnects);
+    }
+}
