@@ -12,7 +12,12 @@ pub const DEFAULT_CONFIG: &str = "/etc/corral/corral.toml";
 /// corral: network-isolated sandboxes for AI coding agents, with egress
 /// enforced in the host kernel.
 #[derive(Debug, Parser)]
-#[command(name = "corral", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "corral",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
 pub struct Cli {
     /// Options every command accepts.
     #[command(flatten)]
@@ -271,10 +276,42 @@ mod tests {
         assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
     }
 
+    /// The systemd units run real command lines: each must parse with this
+    /// grammar, so a renamed flag cannot silently break boot-time enforcement.
+    #[test]
+    fn systemd_unit_command_lines_parse() {
+        let units = [
+            include_str!("../../../dist/systemd/corral-host.service"),
+            include_str!("../../../dist/systemd/corral-refresh.service"),
+        ];
+        let mut seen = 0;
+        for unit in units {
+            for line in unit.lines() {
+                let Some(cmd) = line
+                    .strip_prefix("ExecStart=")
+                    .or_else(|| line.strip_prefix("ExecReload="))
+                else {
+                    continue;
+                };
+                let argv: Vec<&str> = cmd.split_whitespace().collect();
+                assert_eq!(argv[0], "/usr/local/bin/corral", "{line}");
+                if let Err(e) = Cli::try_parse_from(&argv) {
+                    panic!("`{line}` does not parse: {e}");
+                }
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, 3, "ExecStart/ExecReload lines found");
+        let host = units[0];
+        assert!(host.contains("Before=network-pre.target"), "boot ordering");
+        assert!(host.contains("Wants=network-pre.target"), "boot ordering");
+        assert!(host.contains("ExecStart=/usr/local/bin/corral --quiet host apply"));
+    }
+
     #[test]
     fn apply_dry_run_parses() {
-        let cli = Cli::try_parse_from(["corral", "host", "apply", "--dry-run", "--netns", "x"])
-            .unwrap();
+        let cli =
+            Cli::try_parse_from(["corral", "host", "apply", "--dry-run", "--netns", "x"]).unwrap();
         match cli.command {
             Command::Host(HostCommand::Apply(a)) => {
                 assert!(a.dry_run);

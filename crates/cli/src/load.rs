@@ -112,7 +112,11 @@ mod tests {
     fn missing_named_file_is_usage_error() {
         let err = load_file(Path::new("/nonexistent/corral.toml"), ConfigFormat::Toml).unwrap_err();
         assert_eq!(err.kind, Kind::Usage);
-        assert!(err.render().contains("/nonexistent/corral.toml"), "{}", err.render());
+        assert!(
+            err.render().contains("/nonexistent/corral.toml"),
+            "{}",
+            err.render()
+        );
     }
 
     #[test]
@@ -122,13 +126,19 @@ mod tests {
         let err = load_file(f.path(), ConfigFormat::Toml).unwrap_err();
         assert_eq!(err.kind, Kind::Usage);
         let text = err.render();
-        assert!(text.contains(&format!("{}:3", f.path().display())), "{text}");
+        assert!(
+            text.contains(&format!("{}:3", f.path().display())),
+            "{text}"
+        );
         assert!(text.contains("bridge"), "{text}");
     }
 
     #[test]
     fn formats_guessed_by_extension() {
-        assert_eq!(guess_format(Path::new("/etc/x/networks.conf")), ConfigFormat::NetworksConf);
+        assert_eq!(
+            guess_format(Path::new("/etc/x/networks.conf")),
+            ConfigFormat::NetworksConf
+        );
         assert_eq!(guess_format(Path::new("corral.toml")), ConfigFormat::Toml);
         assert_eq!(guess_format(Path::new("corral")), ConfigFormat::Toml);
     }

@@ -120,12 +120,11 @@ pub fn require(what: &str, needed: &[Capability]) -> Result<(), MissingCapabilit
 pub fn is_permission_error(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut current = Some(err);
     while let Some(e) = current {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::PermissionDenied
-                || matches!(io.raw_os_error(), Some(1 | 13))
-            {
-                return true;
-            }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && (io.kind() == std::io::ErrorKind::PermissionDenied
+                || matches!(io.raw_os_error(), Some(1 | 13)))
+        {
+            return true;
         }
         current = e.source();
     }
@@ -145,7 +144,13 @@ mod tests {
 
     #[test]
     fn root_lacks_nothing_and_nobody_lacks_everything() {
-        assert!(missing_from(0x1ff_ffff_ffff, &[Capability::NetAdmin, Capability::SysAdmin]).is_empty());
+        assert!(
+            missing_from(
+                0x1ff_ffff_ffff,
+                &[Capability::NetAdmin, Capability::SysAdmin]
+            )
+            .is_empty()
+        );
         assert_eq!(
             missing_from(0, &[Capability::NetAdmin, Capability::NetRaw]),
             [Capability::NetAdmin, Capability::NetRaw]

@@ -1,6 +1,9 @@
 //! The parts of the CLI every command shares: version, help, completions, the
 //! man page, config import, and the privilege message.
 
+// Test helpers panic to report a failure, like the tests themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{corral, corral_in};
@@ -30,7 +33,7 @@ fn man_page_renders() {
     assert!(run.stdout.contains(".TH corral 1"), "{}", run.stdout);
     assert!(run.stdout.contains("corral\\-drill(1)"));
     let dir = tempfile::tempdir().unwrap();
-    let run = corral(&["man", "--out-dir", dir.path().to_str().unwrap()]).expect_code(0);
+    corral(&["man", "--out-dir", dir.path().to_str().unwrap()]).expect_code(0);
     assert!(dir.path().join("corral-host-verify.1").exists());
 }
 
@@ -43,15 +46,36 @@ fn config_import_round_trips_through_check() {
     )
     .unwrap();
     let run = corral_in(Some(dir.path()), &["config", "import", "networks.conf"]).expect_code(0);
-    for needle in ["corral-iso", "mode = \"internet\"", "api.example.com", "203.0.113.5:443/tcp"] {
-        assert!(run.stdout.contains(needle), "import lacks {needle}:\n{}", run.stdout);
+    for needle in [
+        "corral-iso",
+        "mode = \"internet\"",
+        "api.example.com",
+        "203.0.113.5:443/tcp",
+    ] {
+        assert!(
+            run.stdout.contains(needle),
+            "import lacks {needle}:\n{}",
+            run.stdout
+        );
     }
-    let run = corral_in(Some(dir.path()), &["config", "import", "networks.conf", "-o", "corral.toml"]).expect_code(0);
+    corral_in(
+        Some(dir.path()),
+        &["config", "import", "networks.conf", "-o", "corral.toml"],
+    )
+    .expect_code(0);
     let run = corral_in(Some(dir.path()), &["config", "check", "corral.toml"]).expect_code(0);
     assert!(run.stdout.contains("3 profiles"), "{}", run.stdout);
     // Both files list the same profiles.
-    let a = corral_in(Some(dir.path()), &["profiles", "--networks-conf", "networks.conf", "--json"]).json();
-    let b = corral_in(Some(dir.path()), &["profiles", "--config", "corral.toml", "--json"]).json();
+    let a = corral_in(
+        Some(dir.path()),
+        &["profiles", "--networks-conf", "networks.conf", "--json"],
+    )
+    .json();
+    let b = corral_in(
+        Some(dir.path()),
+        &["profiles", "--config", "corral.toml", "--json"],
+    )
+    .json();
     assert_eq!(a["profiles"], b["profiles"]);
 }
 
@@ -84,7 +108,15 @@ fn missing_capability_is_named() {
             .expect("setpriv (util-linux) runs");
         let run = common::Run::from(out);
         assert_eq!(run.code, Some(1), "{args:?}: {}", run.stderr);
-        assert!(run.stderr.contains("CAP_NET_ADMIN"), "{args:?}: {}", run.stderr);
-        assert!(run.stderr.contains("run it as root"), "{args:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("CAP_NET_ADMIN"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains("run it as root"),
+            "{args:?}: {}",
+            run.stderr
+        );
     }
 }

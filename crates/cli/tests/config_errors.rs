@@ -1,6 +1,9 @@
 //! Every bad-configuration case the issue lists: the real binary names the
 //! file, the line, the field and the fix, and exits 2.
 
+// Test helpers panic to report a failure, like the tests themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::Path;
@@ -12,7 +15,12 @@ const CASES: &[(&str, &str, &[&str])] = &[
     (
         "long.toml",
         "[[profile]]\nname = \"dev\"\nbridge = \"corral-way-too-long\"\nsubnet = \"10.50.0.0/24\"\nmode = \"none\"\n",
-        &["long.toml:3", "profile \"dev\"", "bridge:", "limit is 15 bytes"],
+        &[
+            "long.toml:3",
+            "profile \"dev\"",
+            "bridge:",
+            "limit is 15 bytes",
+        ],
     ),
     (
         "charset.toml",
@@ -62,13 +70,14 @@ const CASES: &[(&str, &str, &[&str])] = &[
     (
         "hostname.toml",
         "[[profile]]\nname = \"a\"\nbridge = \"br-a\"\nsubnet = \"10.50.0.0/24\"\nmode = \"allowlist\"\nallow = [\"bad_host.example.com\"]\n",
-        &["hostname.toml:6", "allow:", "'_' is not allowed", "DNS name"],
+        &[
+            "hostname.toml:6",
+            "allow:",
+            "'_' is not allowed",
+            "DNS name",
+        ],
     ),
-    (
-        "syntax.toml",
-        "x = \n",
-        &["syntax.toml:1"],
-    ),
+    ("syntax.toml", "x = \n", &["syntax.toml:1"]),
     (
         "extra.conf",
         "# legacy format\ndev corral-dev 10.60.0.0/24 internet extra\n",
@@ -87,9 +96,17 @@ fn each_bad_config_names_file_line_field_and_fix_and_exits_2() {
         write_case(dir.path(), name, content);
         let run = corral_in(Some(dir.path()), &["config", "check", name]);
         assert_eq!(run.code, Some(2), "{name}: exit code\n{}", run.stderr);
-        assert!(run.stdout.is_empty(), "{name}: stdout should be empty: {}", run.stdout);
+        assert!(
+            run.stdout.is_empty(),
+            "{name}: stdout should be empty: {}",
+            run.stdout
+        );
         for f in *fragments {
-            assert!(run.stderr.contains(f), "{name}: message lacks `{f}`:\n{}", run.stderr);
+            assert!(
+                run.stderr.contains(f),
+                "{name}: message lacks `{f}`:\n{}",
+                run.stderr
+            );
         }
         assert!(run.stderr.starts_with("error: "), "{name}: {}", run.stderr);
     }
@@ -103,7 +120,11 @@ fn host_commands_refuse_a_bad_config_with_exit_2_before_touching_anything() {
     for verb in ["plan", "apply", "verify", "status", "refresh"] {
         let run = corral_in(Some(dir.path()), &["host", verb, "--config", name]);
         assert_eq!(run.code, Some(2), "host {verb}: {}", run.stderr);
-        assert!(run.stderr.contains(fragments[0]), "host {verb}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(fragments[0]),
+            "host {verb}: {}",
+            run.stderr
+        );
     }
     let run = corral_in(Some(dir.path()), &["profiles", "--config", name]);
     assert_eq!(run.code, Some(2), "{}", run.stderr);
@@ -117,19 +138,24 @@ fn every_problem_is_listed_at_once() {
     write_case(
         dir.path(),
         "many.toml",
-        "[[profile]]\nname = \"a\"\nbridge = \"corral-way-too-long\"\nsubnet = \"10.50.0.0/30\"\nmode = \"none\"\n",
+        "[[profile]]\nname = \"a\"\nbridge = \"corral-way-too-long\"\nsubnet = \"10.50.0.0/24\"\nmode = \"none\"\n\n[[profile]]\nname = \"b\"\nbridge = \"br-b\"\nsubnet = \"10.51.0.0/30\"\nmode = \"none\"\n",
     );
     let run = corral_in(Some(dir.path()), &["config", "check", "many.toml"]);
     assert_eq!(run.code, Some(2));
     assert!(run.stderr.contains("many.toml:3"), "{}", run.stderr);
-    assert!(run.stderr.contains("many.toml:4"), "{}", run.stderr);
+    assert!(run.stderr.contains("many.toml:10"), "{}", run.stderr);
+    assert!(run.stderr.contains("nothing was loaded"), "{}", run.stderr);
 }
 
 #[test]
 fn missing_file_is_a_usage_error() {
     let run = common::corral(&["config", "check", "/nonexistent/corral.toml"]);
     assert_eq!(run.code, Some(2));
-    assert!(run.stderr.contains("/nonexistent/corral.toml"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("/nonexistent/corral.toml"),
+        "{}",
+        run.stderr
+    );
     let run = common::corral(&["host", "plan", "--config", "/nonexistent/corral.toml"]);
     assert_eq!(run.code, Some(2), "{}", run.stderr);
 }

@@ -82,7 +82,11 @@ impl Instance {
 
     /// The body of a `PUT /1.0/instances/<name>` that keeps everything but
     /// the local config and devices, which it replaces.
-    pub fn put_body(&self, config: &BTreeMap<String, String>, devices: &BTreeMap<String, Device>) -> Value {
+    pub fn put_body(
+        &self,
+        config: &BTreeMap<String, String>,
+        devices: &BTreeMap<String, Device>,
+    ) -> Value {
         json!({
             "architecture": self.architecture,
             "config": config,
@@ -364,7 +368,10 @@ mod tests {
         assert_eq!(body["type"], "virtual-machine");
         assert_eq!(body["profiles"], json!([]));
         assert_eq!(body["start"], false);
-        assert_eq!(body["source"], json!({"type": "image", "alias": "debian-12"}));
+        assert_eq!(
+            body["source"],
+            json!({"type": "image", "alias": "debian-12"})
+        );
         assert_eq!(body["config"]["limits.cpu"], "2");
         assert_eq!(body["config"]["limits.memory"], "2048MiB");
         assert_eq!(body["config"]["cloud-init.user-data"], "#cloud-config\n");
@@ -388,7 +395,9 @@ mod tests {
         let spec = SandboxSpec::new(name("offline"), "corral-test");
         let body = create_body(&spec, "default", &stamp(), &[]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(body["type"], "container");
-        let devices = body["devices"].as_object().map(|d| d.keys().cloned().collect::<Vec<_>>());
+        let devices = body["devices"]
+            .as_object()
+            .map(|d| d.keys().cloned().collect::<Vec<_>>());
         assert_eq!(devices, Some(vec!["root".to_owned()]));
         assert!(body["config"].get("limits.cpu").is_none());
     }
@@ -416,16 +425,27 @@ mod tests {
         spec.resources.cpus = Some(0);
         assert!(matches!(
             create_body(&spec, "default", &stamp(), &[]),
-            Err(ProviderError::InvalidSpec { field: "resources.cpus", .. })
+            Err(ProviderError::InvalidSpec {
+                field: "resources.cpus",
+                ..
+            })
         ));
     }
 
     #[test]
     fn exec_keeps_argv_intact() {
-        let argv = vec!["sh".to_owned(), "-c".to_owned(), "echo \"$1\"; exit 3".to_owned(), "a b".to_owned()];
+        let argv = vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            "echo \"$1\"; exit 3".to_owned(),
+            "a b".to_owned(),
+        ];
         let body = exec_body(&argv, &BTreeMap::new(), Some((1000, 1001)), Some("/tmp"));
         assert_eq!(body["command"], json!(argv));
-        assert_eq!((body["user"].clone(), body["group"].clone()), (json!(1000), json!(1001)));
+        assert_eq!(
+            (body["user"].clone(), body["group"].clone()),
+            (json!(1000), json!(1001))
+        );
         assert_eq!(body["cwd"], "/tmp");
         assert_eq!(body["record-output"], true);
     }

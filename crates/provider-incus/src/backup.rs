@@ -41,15 +41,29 @@ pub async fn export(sandbox: &IncusSandbox, dest: &Path) -> Result<(), ProviderE
     });
     let timeout = provider.config().operation_timeout;
     client
-        .run(Method::POST, &sandbox.path("/backups"), Some(&body), timeout)
+        .run(
+            Method::POST,
+            &sandbox.path("/backups"),
+            Some(&body),
+            timeout,
+        )
         .await
         .map_err(|e| provider.err(e))?;
     let downloaded = client
-        .download(&sandbox.path(&format!("/backups/{backup}/export")), dest, timeout)
+        .download(
+            &sandbox.path(&format!("/backups/{backup}/export")),
+            dest,
+            timeout,
+        )
         .await;
     // The server-side copy is removed whatever happened to ours.
     let removed = client
-        .run(Method::DELETE, &sandbox.path(&format!("/backups/{backup}")), None, timeout)
+        .run(
+            Method::DELETE,
+            &sandbox.path(&format!("/backups/{backup}")),
+            None,
+            timeout,
+        )
         .await;
     if downloaded.is_err() {
         let _ = std::fs::remove_file(dest);
@@ -59,7 +73,11 @@ pub async fn export(sandbox: &IncusSandbox, dest: &Path) -> Result<(), ProviderE
 }
 
 /// Create sandbox `name` from the backup file `source`.
-pub async fn import(provider: &IncusProvider, source: &Path, name: &SandboxName) -> Result<(), ProviderError> {
+pub async fn import(
+    provider: &IncusProvider,
+    source: &Path,
+    name: &SandboxName,
+) -> Result<(), ProviderError> {
     // Refused before any byte moves.
     provider.ensure_free(name.as_str()).await?;
     if !source.is_file() {
@@ -94,7 +112,11 @@ pub async fn import(provider: &IncusProvider, source: &Path, name: &SandboxName)
     };
     uploaded.map_err(|e| provider.err(e))?;
     let path = format!("/1.0/instances/{name}");
-    let inst: api::Instance = provider.client().get(&path).await.map_err(|e| provider.err(e))?;
+    let inst: api::Instance = provider
+        .client()
+        .get(&path)
+        .await
+        .map_err(|e| provider.err(e))?;
     let old = match Stamp::read(name.as_str(), &inst.config) {
         Ok(s) => s,
         Err(e) => {
@@ -112,7 +134,11 @@ pub async fn import(provider: &IncusProvider, source: &Path, name: &SandboxName)
                 identity::discard(provider, name, &old).await;
                 return Err(ProviderError::UnknownProfile {
                     profile: profile.to_string(),
-                    configured: config.profile_bridges.keys().map(ToString::to_string).collect(),
+                    configured: config
+                        .profile_bridges
+                        .keys()
+                        .map(ToString::to_string)
+                        .collect(),
                 });
             }
         },

@@ -24,7 +24,10 @@ const KILL_SCRIPT: &str = r#"for p in /proc/[0-9]*; do
 done"#;
 
 /// Run `request` in `sandbox` (already checked: owned and running).
-pub async fn run(sandbox: &IncusSandbox, request: &ExecRequest) -> Result<ExecOutput, ProviderError> {
+pub async fn run(
+    sandbox: &IncusSandbox,
+    request: &ExecRequest,
+) -> Result<ExecOutput, ProviderError> {
     if request.argv.is_empty() {
         return Err(ProviderError::InvalidSpec {
             field: "argv",
@@ -58,7 +61,9 @@ pub async fn run(sandbox: &IncusSandbox, request: &ExecRequest) -> Result<ExecOu
         .start_operation(Method::POST, &sandbox.path("/exec"), Some(&body))
         .await
         .map_err(|e| sandbox.provider.err(e))?;
-    let wait = request.timeout.unwrap_or(sandbox.provider.config().operation_timeout);
+    let wait = request
+        .timeout
+        .unwrap_or(sandbox.provider.config().operation_timeout);
     let op = match client.wait(&what, &id, wait).await {
         Ok(op) => op,
         Err(ClientError::Timeout { .. }) => {
@@ -92,12 +97,23 @@ pub async fn run(sandbox: &IncusSandbox, request: &ExecRequest) -> Result<ExecOu
 }
 
 /// Read and delete one recorded stream.
-async fn fetch_log(sandbox: &IncusSandbox, meta: &Value, fd: &str) -> Result<Vec<u8>, ProviderError> {
-    let Some(url) = meta.get("output").and_then(|o| o.get(fd)).and_then(Value::as_str) else {
+async fn fetch_log(
+    sandbox: &IncusSandbox,
+    meta: &Value,
+    fd: &str,
+) -> Result<Vec<u8>, ProviderError> {
+    let Some(url) = meta
+        .get("output")
+        .and_then(|o| o.get(fd))
+        .and_then(Value::as_str)
+    else {
         return Ok(Vec::new());
     };
     let client = sandbox.provider.client();
-    let (_, bytes) = client.get_bytes(url).await.map_err(|e| sandbox.provider.err(e))?;
+    let (_, bytes) = client
+        .get_bytes(url)
+        .await
+        .map_err(|e| sandbox.provider.err(e))?;
     // Logs pile up in the instance's log directory otherwise; losing the
     // race with a concurrent cleanup is harmless.
     if let Err(e) = client.call(Method::DELETE, url, None).await {
@@ -119,10 +135,15 @@ async fn kill_marked(sandbox: &IncusSandbox, marker: &str) {
         .await;
     match started {
         Ok((id, _)) => {
-            if let Err(e) = client.wait("kill timed-out exec", &id, Duration::from_secs(10)).await {
+            if let Err(e) = client
+                .wait("kill timed-out exec", &id, Duration::from_secs(10))
+                .await
+            {
                 tracing::warn!(error = %e, sandbox = %sandbox.name, "could not kill a timed-out command");
             }
         }
-        Err(e) => tracing::warn!(error = %e, sandbox = %sandbox.name, "could not kill a timed-out command"),
+        Err(e) => {
+            tracing::warn!(error = %e, sandbox = %sandbox.name, "could not kill a timed-out command")
+        }
     }
 }

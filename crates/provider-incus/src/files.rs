@@ -19,7 +19,12 @@ fn check_path(path: &str) -> Result<(), ProviderError> {
 }
 
 /// Write `contents` to `path` in the guest, owned by root, with `mode`.
-pub async fn push(sandbox: &IncusSandbox, path: &str, contents: &[u8], mode: u32) -> Result<(), ProviderError> {
+pub async fn push(
+    sandbox: &IncusSandbox,
+    path: &str,
+    contents: &[u8],
+    mode: u32,
+) -> Result<(), ProviderError> {
     check_path(path)?;
     let headers = [
         ("X-Incus-uid", "0".to_owned()),

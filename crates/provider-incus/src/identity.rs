@@ -26,7 +26,10 @@ pub fn is_identity_key(key: &str) -> bool {
 
 /// `config` without identity keys and with `stamp`'s keys in place of any
 /// earlier stamp.
-pub fn renewed_config(config: &BTreeMap<String, String>, stamp: &Stamp) -> BTreeMap<String, String> {
+pub fn renewed_config(
+    config: &BTreeMap<String, String>,
+    stamp: &Stamp,
+) -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = config
         .iter()
         .filter(|(k, _)| !is_identity_key(k) && !k.starts_with(crate::stamp::PREFIX))
@@ -51,7 +54,9 @@ pub async fn clone(
                 .client()
                 .get(&source.path(&format!("/snapshots/{snap}")))
                 .await
-                .map_err(|e| provider.not_found_as(e, "snapshot", &format!("{}/{snap}", source.name)))?;
+                .map_err(|e| {
+                    provider.not_found_as(e, "snapshot", &format!("{}/{snap}", source.name))
+                })?;
             Stamp::read(&format!("{}/{snap}", source.name), &snap_inst.config)?;
             format!("{}/{snap}", source.name)
         }
@@ -94,12 +99,21 @@ pub async fn clone(
 /// Give the (stopped, just copied or imported) instance `name` the stamp
 /// `stamp`, devices rewritten by `devices`, no identity keys, an empty
 /// machine-id, and check the result's topology.
-pub async fn renew<F>(provider: &IncusProvider, name: &SandboxName, stamp: &Stamp, devices: F) -> Result<(), ProviderError>
+pub async fn renew<F>(
+    provider: &IncusProvider,
+    name: &SandboxName,
+    stamp: &Stamp,
+    devices: F,
+) -> Result<(), ProviderError>
 where
     F: FnOnce(BTreeMap<String, Device>) -> Result<BTreeMap<String, Device>, ProviderError>,
 {
     let path = format!("/1.0/instances/{name}");
-    let inst: Instance = provider.client().get(&path).await.map_err(|e| provider.err(e))?;
+    let inst: Instance = provider
+        .client()
+        .get(&path)
+        .await
+        .map_err(|e| provider.err(e))?;
     let config = renewed_config(&inst.config, stamp);
     let devices = devices(inst.devices.clone())?;
     provider
@@ -147,7 +161,12 @@ pub async fn discard(provider: &IncusProvider, name: &SandboxName, stamp: &Stamp
     let path = format!("/1.0/instances/{name}");
     if let Err(e) = provider
         .client()
-        .run(Method::DELETE, &path, None, provider.config().operation_timeout)
+        .run(
+            Method::DELETE,
+            &path,
+            None,
+            provider.config().operation_timeout,
+        )
         .await
     {
         tracing::warn!(error = %e, sandbox = %name, "could not remove a half-made copy");
@@ -170,8 +189,14 @@ mod tests {
         config.insert("limits.cpu".into(), "2".into());
         let new = old.renewed().unwrap_or_else(|e| panic!("{e}"));
         let out = renewed_config(&config, &new);
-        assert!(!out.keys().any(|k| k.ends_with(".hwaddr") || k == "volatile.uuid"));
-        assert_eq!(out.get("volatile.base_image").map(String::as_str), Some("abc"));
+        assert!(
+            !out.keys()
+                .any(|k| k.ends_with(".hwaddr") || k == "volatile.uuid")
+        );
+        assert_eq!(
+            out.get("volatile.base_image").map(String::as_str),
+            Some("abc")
+        );
         assert_eq!(out.get("limits.cpu").map(String::as_str), Some("2"));
         assert_eq!(Stamp::read("x", &out).ok(), Some(new));
     }

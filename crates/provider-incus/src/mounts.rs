@@ -92,7 +92,11 @@ impl MountPolicy {
 
     /// Check `mounts` and turn them into disk devices; read-only ones are
     /// copied under `<staging root>/<stamp id>/`.
-    pub fn prepare(&self, stamp_id: &str, mounts: &[MountSpec]) -> Result<Vec<MountDevice>, ProviderError> {
+    pub fn prepare(
+        &self,
+        stamp_id: &str,
+        mounts: &[MountSpec],
+    ) -> Result<Vec<MountDevice>, ProviderError> {
         if mounts.is_empty() {
             return Ok(Vec::new());
         }
@@ -130,15 +134,23 @@ impl MountPolicy {
     /// `source` with symlinks resolved, if it lies beneath an allowed root.
     pub fn resolve(&self, source: &Path) -> Result<PathBuf, ProviderError> {
         if self.allowed_roots.is_empty() {
-            return Err(refuse(source, "no mount roots are configured, so nothing may be mounted"));
+            return Err(refuse(
+                source,
+                "no mount roots are configured, so nothing may be mounted",
+            ));
         }
         let resolved = fs::canonicalize(source)
             .map_err(|e| refuse(source, format!("cannot resolve it: {e}")))?;
-        let inside = self.allowed_roots.iter().any(|root| {
-            fs::canonicalize(root).is_ok_and(|root| resolved.starts_with(root))
-        });
+        let inside = self
+            .allowed_roots
+            .iter()
+            .any(|root| fs::canonicalize(root).is_ok_and(|root| resolved.starts_with(root)));
         if !inside {
-            let roots: Vec<String> = self.allowed_roots.iter().map(|r| r.display().to_string()).collect();
+            let roots: Vec<String> = self
+                .allowed_roots
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect();
             return Err(refuse(
                 source,
                 format!(
@@ -156,7 +168,12 @@ impl MountPolicy {
         let root = &self.staging_root;
         match fs::symlink_metadata(root) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.create_staging_root()?,
-            Err(e) => return Err(io(format!("cannot inspect staging root {}", root.display()))(e)),
+            Err(e) => {
+                return Err(io(format!(
+                    "cannot inspect staging root {}",
+                    root.display()
+                ))(e));
+            }
             Ok(meta) => self.check_staging_root(&meta)?,
         }
         Ok(root)
@@ -201,24 +218,32 @@ impl MountPolicy {
         let bad = |reason: String| {
             refuse(
                 root,
-                format!("the staging root is not corral's: {reason}; remove it and let corral create it"),
+                format!(
+                    "the staging root is not corral's: {reason}; remove it and let corral create it"
+                ),
             )
         };
         if !meta.file_type().is_dir() {
             return Err(bad("not a directory (or a symlink)".into()));
         }
         if (meta.uid(), meta.gid()) != (uid, gid) {
-            return Err(bad(format!("owned by {}:{}, not {uid}:{gid}", meta.uid(), meta.gid())));
+            return Err(bad(format!(
+                "owned by {}:{}, not {uid}:{gid}",
+                meta.uid(),
+                meta.gid()
+            )));
         }
         if meta.mode() & 0o7777 != 0o700 {
             return Err(bad(format!("mode {:o}, not 700", meta.mode() & 0o7777)));
         }
         let marker = root.join(MARKER_NAME);
-        let mmeta = fs::symlink_metadata(&marker).map_err(|_| bad(format!("no marker {MARKER_NAME}")))?;
+        let mmeta =
+            fs::symlink_metadata(&marker).map_err(|_| bad(format!("no marker {MARKER_NAME}")))?;
         if !mmeta.file_type().is_file() || mmeta.mode() & 0o7777 != 0o600 || mmeta.uid() != uid {
             return Err(bad("the marker is not a 0600 file owned by corral".into()));
         }
-        let content = fs::read_to_string(&marker).map_err(|_| bad("the marker is unreadable".into()))?;
+        let content =
+            fs::read_to_string(&marker).map_err(|_| bad("the marker is unreadable".into()))?;
         if content != MARKER_CONTENT {
             return Err(bad("the marker's content is unexpected".into()));
         }
@@ -257,7 +282,12 @@ impl MountPolicy {
     /// Copy the staged tree of `from_id` to `to_id` (a clone must not share,
     /// nor outlive with, its origin's copies); returns the new source for
     /// each old one beneath the origin's directory.
-    pub fn restage(&self, from_id: &str, to_id: &str, source: &str) -> Result<Option<String>, ProviderError> {
+    pub fn restage(
+        &self,
+        from_id: &str,
+        to_id: &str,
+        source: &str,
+    ) -> Result<Option<String>, ProviderError> {
         let from_dir = self.staging_root.join(from_id);
         let Ok(rest) = Path::new(source).strip_prefix(&from_dir) else {
             return Ok(None);
@@ -275,7 +305,10 @@ fn check_target(mount: &MountSpec) -> Result<(), ProviderError> {
     if !target.is_absolute() {
         return Err(bad("must be an absolute path in the guest"));
     }
-    if target.components().any(|c| matches!(c, Component::ParentDir)) {
+    if target
+        .components()
+        .any(|c| matches!(c, Component::ParentDir))
+    {
         return Err(bad("must not contain `..`"));
     }
     if target == Path::new("/") {
@@ -291,8 +324,10 @@ fn copy_tree(from: &Path, to: &Path, budget: &mut u64, bound: u64) -> Result<(),
     let meta = fs::symlink_metadata(from).map_err(io(format!("cannot read {}", from.display())))?;
     let ft = meta.file_type();
     if ft.is_symlink() {
-        let target = fs::read_link(from).map_err(io(format!("cannot read link {}", from.display())))?;
-        return std::os::unix::fs::symlink(&target, to).map_err(io(format!("cannot create link {}", to.display())));
+        let target =
+            fs::read_link(from).map_err(io(format!("cannot read link {}", from.display())))?;
+        return std::os::unix::fs::symlink(&target, to)
+            .map_err(io(format!("cannot create link {}", to.display())));
     }
     if ft.is_dir() {
         fs::DirBuilder::new()
@@ -352,10 +387,14 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let staged = PathBuf::from(&devices[0].source);
         assert!(staged.starts_with(tmp.path().join("staging/ab12")));
-        assert_eq!(fs::read(staged.join("sub/file")).ok(), Some(b"hello".to_vec()));
+        assert_eq!(
+            fs::read(staged.join("sub/file")).ok(),
+            Some(b"hello".to_vec())
+        );
         let meta = fs::metadata(tmp.path().join("staging")).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(meta.mode() & 0o777, 0o700);
-        let marker = fs::metadata(tmp.path().join("staging").join(MARKER_NAME)).unwrap_or_else(|e| panic!("{e}"));
+        let marker = fs::metadata(tmp.path().join("staging").join(MARKER_NAME))
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(marker.mode() & 0o777, 0o600);
         p.remove_staging("ab12").unwrap_or_else(|e| panic!("{e}"));
         assert!(!tmp.path().join("staging/ab12").exists());
@@ -368,7 +407,8 @@ mod tests {
         let devices = p
             .prepare("ab12", &[mount(tmp.path().join("roots/repo/./sub"), false)])
             .unwrap_or_else(|e| panic!("{e}"));
-        let canonical = fs::canonicalize(tmp.path().join("roots/repo/sub")).unwrap_or_else(|e| panic!("{e}"));
+        let canonical =
+            fs::canonicalize(tmp.path().join("roots/repo/sub")).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(devices[0].source, canonical.display().to_string());
     }
 
@@ -378,10 +418,16 @@ mod tests {
         let p = policy(tmp.path());
         let link = tmp.path().join("roots/escape");
         std::os::unix::fs::symlink("/etc", &link).unwrap_or_else(|e| panic!("{e}"));
-        let err = p.prepare("ab12", &[mount(link, false)]).err().map(|e| e.to_string());
+        let err = p
+            .prepare("ab12", &[mount(link, false)])
+            .err()
+            .map(|e| e.to_string());
         assert!(err.is_some_and(|e| e.contains("outside the allowed roots")));
         let err = p
-            .prepare("ab12", &[mount(tmp.path().join("roots/../roots/../.."), false)])
+            .prepare(
+                "ab12",
+                &[mount(tmp.path().join("roots/../roots/../.."), false)],
+            )
             .err();
         assert!(matches!(err, Some(ProviderError::Mount { .. })));
     }
@@ -393,7 +439,9 @@ mod tests {
             max_copy_bytes: 4,
             ..policy(tmp.path())
         };
-        let err = p.prepare("ab12", &[mount(tmp.path().join("roots/repo"), true)]).err();
+        let err = p
+            .prepare("ab12", &[mount(tmp.path().join("roots/repo"), true)])
+            .err();
         assert!(err.is_some_and(|e| e.to_string().contains("4-byte bound")));
     }
 
@@ -402,10 +450,12 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let p = policy(tmp.path());
         fs::create_dir(&p.staging_root).unwrap_or_else(|e| panic!("{e}"));
-        fs::set_permissions(&p.staging_root, fs::Permissions::from_mode(0o700)).unwrap_or_else(|e| panic!("{e}"));
+        fs::set_permissions(&p.staging_root, fs::Permissions::from_mode(0o700))
+            .unwrap_or_else(|e| panic!("{e}"));
         let err = p.ensure_staging_root().err().map(|e| e.to_string());
         assert!(err.is_some_and(|e| e.contains("no marker")));
-        fs::set_permissions(&p.staging_root, fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("{e}"));
+        fs::set_permissions(&p.staging_root, fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("{e}"));
         let err = p.ensure_staging_root().err().map(|e| e.to_string());
         assert!(err.is_some_and(|e| e.contains("mode 755")));
     }
@@ -417,7 +467,9 @@ mod tests {
             guest_uid: effective_ids().0.wrapping_add(1),
             ..policy(tmp.path())
         };
-        let err = p.prepare("ab12", &[mount(tmp.path().join("roots/repo"), true)]).err();
+        let err = p
+            .prepare("ab12", &[mount(tmp.path().join("roots/repo"), true)])
+            .err();
         assert!(err.is_some_and(|e| e.to_string().contains("configure the guest uid/gid")));
     }
 

@@ -13,7 +13,16 @@ pub fn static_ipv4_commands(address: Ipv4Net, gateway: Ipv4Addr) -> Vec<Vec<Stri
     vec![
         argv(&["ip", "link", "set", "eth0", "up"]),
         argv(&["ip", "addr", "replace", &address.to_string(), "dev", "eth0"]),
-        argv(&["ip", "route", "replace", "default", "via", &gateway.to_string(), "dev", "eth0"]),
+        argv(&[
+            "ip",
+            "route",
+            "replace",
+            "default",
+            "via",
+            &gateway.to_string(),
+            "dev",
+            "eth0",
+        ]),
     ]
 }
 
@@ -46,7 +55,10 @@ mod tests {
     fn commands_name_eth0_and_the_gateway() {
         let net: Ipv4Net = "10.99.2.10/24".parse().unwrap_or_else(|e| panic!("{e}"));
         let cmds = static_ipv4_commands(net, Ipv4Addr::new(10, 99, 2, 1));
-        assert_eq!(cmds[1], ["ip", "addr", "replace", "10.99.2.10/24", "dev", "eth0"]);
-        assert_eq!(cmds[2][4], "10.99.2.1");
+        assert_eq!(
+            cmds[1],
+            ["ip", "addr", "replace", "10.99.2.10/24", "dev", "eth0"]
+        );
+        assert_eq!(cmds[2][5], "10.99.2.1");
     }
 }

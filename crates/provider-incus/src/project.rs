@@ -89,7 +89,11 @@ pub fn desired_config(disk_roots: &[PathBuf]) -> BTreeMap<String, String> {
         ("restricted.backups", "allow"),
         ("restricted.cluster.target", "block"),
     ];
-    config.extend(restricted.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    config.extend(
+        restricted
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
     if disk_roots.is_empty() {
         config.insert("restricted.devices.disk".into(), "managed".into());
     } else {
@@ -117,7 +121,9 @@ pub async fn converge(
                 "description": "corral sandboxes (managed by corral; converged on every start)",
                 "config": desired,
             });
-            client.call(Method::POST, "/1.0/projects", Some(&body)).await?;
+            client
+                .call(Method::POST, "/1.0/projects", Some(&body))
+                .await?;
             return Ok(true);
         }
         Err(e) => return Err(e.into()),
@@ -153,22 +159,32 @@ pub async fn converge(
 }
 
 /// Set `restricted.containers.lowlevel` on `project` to `value`.
-pub async fn set_lowlevel(client: &IncusClient, project: &str, value: &str) -> Result<(), ClientError> {
+pub async fn set_lowlevel(
+    client: &IncusClient,
+    project: &str,
+    value: &str,
+) -> Result<(), ClientError> {
     // A full PUT: Incus 6.0's PATCH resets the `features.*` keys it is not sent.
     let path = format!("/1.0/projects/{project}");
     let mut current: Project = client.get(&path).await?;
-    current
-        .config
-        .insert("restricted.containers.lowlevel".to_owned(), value.to_owned());
+    current.config.insert(
+        "restricted.containers.lowlevel".to_owned(),
+        value.to_owned(),
+    );
     let body = json!({ "config": current.config, "description": current.description });
-    client.call(Method::PUT, &path, Some(&body)).await.map(|_| ())
+    client
+        .call(Method::PUT, &path, Some(&body))
+        .await
+        .map(|_| ())
 }
 
 impl Project {
     /// Incus lists the project's own default profile in `used_by`; that one
     /// does not stop a feature change.
     fn used_by_anything(&self) -> bool {
-        self.used_by.iter().any(|u| !u.starts_with("/1.0/profiles/default"))
+        self.used_by
+            .iter()
+            .any(|u| !u.starts_with("/1.0/profiles/default"))
     }
 }
 
@@ -192,7 +208,10 @@ mod tests {
 
     #[test]
     fn roots_become_the_disk_path_allowlist() {
-        let config = desired_config(&[PathBuf::from("/srv/repos"), PathBuf::from("/var/lib/corral/staging")]);
+        let config = desired_config(&[
+            PathBuf::from("/srv/repos"),
+            PathBuf::from("/var/lib/corral/staging"),
+        ]);
         assert_eq!(config["restricted.devices.disk"], "allow");
         assert_eq!(
             config["restricted.devices.disk.paths"],

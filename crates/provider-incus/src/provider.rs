@@ -39,7 +39,10 @@ impl IncusProvider {
     /// Connect to the daemon and create or converge corral's project.
     pub async fn connect(config: IncusConfig) -> Result<Self, ProviderError> {
         let (connector, kind): (Arc<dyn Connector>, _) = match &config.endpoint {
-            Endpoint::Unix(path) => (Arc::new(UnixConnector::new(path.clone())), SandboxKind::Incus),
+            Endpoint::Unix(path) => (
+                Arc::new(UnixConnector::new(path.clone())),
+                SandboxKind::Incus,
+            ),
             Endpoint::Https {
                 address,
                 credentials,
@@ -119,7 +122,12 @@ impl IncusProvider {
         }
     }
 
-    pub(crate) fn not_found_as(&self, e: ClientError, what: &'static str, name: &str) -> ProviderError {
+    pub(crate) fn not_found_as(
+        &self,
+        e: ClientError,
+        what: &'static str,
+        name: &str,
+    ) -> ProviderError {
         if e.is_not_found() {
             ProviderError::NotFound {
                 what,
@@ -131,7 +139,11 @@ impl IncusProvider {
     }
 
     /// Refuse unless `inst` still has the topology its stamp promises.
-    pub(crate) fn check_topology(&self, inst: &Instance, stamp: &Stamp) -> Result<(), ProviderError> {
+    pub(crate) fn check_topology(
+        &self,
+        inst: &Instance,
+        stamp: &Stamp,
+    ) -> Result<(), ProviderError> {
         let expected = Expected {
             pool: &self.inner.config.storage_pool,
             bridge: stamp.bridge.as_ref(),
@@ -153,7 +165,12 @@ impl IncusProvider {
     }
 
     /// Sandbox info from an instance record.
-    pub(crate) fn info_of(&self, inst: &Instance, stamp: &Stamp, addresses: Vec<std::net::IpAddr>) -> Result<SandboxInfo, ProviderError> {
+    pub(crate) fn info_of(
+        &self,
+        inst: &Instance,
+        stamp: &Stamp,
+        addresses: Vec<std::net::IpAddr>,
+    ) -> Result<SandboxInfo, ProviderError> {
         Ok(SandboxInfo {
             name: SandboxName::new(inst.name.as_str()).map_err(|e| ProviderError::Malformed {
                 kind: self.inner.kind,
@@ -176,7 +193,12 @@ impl IncusProvider {
         let created = self
             .inner
             .client
-            .run(Method::POST, "/1.0/instances", Some(&body), self.inner.config.operation_timeout)
+            .run(
+                Method::POST,
+                "/1.0/instances",
+                Some(&body),
+                self.inner.config.operation_timeout,
+            )
             .await;
         match created {
             Ok(_) => Ok(()),
@@ -188,7 +210,11 @@ impl IncusProvider {
                 {
                     return Err(ProviderError::NotFound {
                         what: "image",
-                        name: format!("{} (in Incus project `{}`)", spec.image, self.inner.client.project()),
+                        name: format!(
+                            "{} (in Incus project `{}`)",
+                            spec.image,
+                            self.inner.client.project()
+                        ),
                     });
                 }
                 // Incus reports a taken name as a database constraint error.
@@ -265,7 +291,11 @@ impl SandboxProvider for IncusProvider {
         Ok(out)
     }
 
-    async fn import(&self, source: &Path, name: &SandboxName) -> Result<Box<dyn Sandbox>, ProviderError> {
+    async fn import(
+        &self,
+        source: &Path,
+        name: &SandboxName,
+    ) -> Result<Box<dyn Sandbox>, ProviderError> {
         crate::backup::import(self, source, name).await?;
         Ok(self.handle(name.clone()))
     }

@@ -68,7 +68,11 @@ impl IncusSandbox {
         Ok(())
     }
 
-    async fn change_state(&self, body: serde_json::Value, wait: Duration) -> Result<(), ProviderError> {
+    async fn change_state(
+        &self,
+        body: serde_json::Value,
+        wait: Duration,
+    ) -> Result<(), ProviderError> {
         self.provider
             .client()
             .run(Method::PUT, &self.path("/state"), Some(&body), wait)
@@ -120,7 +124,11 @@ impl Sandbox for IncusSandbox {
     async fn start(&self) -> Result<(), ProviderError> {
         let (inst, stamp) = self.owned().await?;
         if !inst.state().can_start() {
-            return Err(self.invalid(inst.state(), Operation::Start, "it is already running or busy"));
+            return Err(self.invalid(
+                inst.state(),
+                Operation::Start,
+                "it is already running or busy",
+            ));
         }
         self.provider.check_topology(&inst, &stamp)?;
         self.change_state(api::state_body("start", false, None), self.op_timeout())
@@ -166,14 +174,23 @@ impl Sandbox for IncusSandbox {
         let body = json!({ "name": snapshot, "stateful": false });
         let client = self.provider.client();
         match client
-            .run(Method::POST, &self.path("/snapshots"), Some(&body), self.op_timeout())
+            .run(
+                Method::POST,
+                &self.path("/snapshots"),
+                Some(&body),
+                self.op_timeout(),
+            )
             .await
         {
             Ok(_) => Ok(()),
             // Incus words a taken snapshot name differently across versions;
             // ask rather than parse.
             Err(e) => match client
-                .call(Method::GET, &self.path(&format!("/snapshots/{snapshot}")), None)
+                .call(
+                    Method::GET,
+                    &self.path(&format!("/snapshots/{snapshot}")),
+                    None,
+                )
                 .await
             {
                 Ok(_) => Err(ProviderError::AlreadyExists {
@@ -202,7 +219,7 @@ impl Sandbox for IncusSandbox {
                 self.provider
                     .not_found_as(e, "snapshot", &format!("{}/{snapshot}", self.name))
             })?;
-        let snap_stamp = Stamp::read(&self.name.to_string(), &snap.config)?;
+        let snap_stamp = Stamp::read(self.name.as_str(), &snap.config)?;
         let snap = Instance {
             name: inst.name.clone(),
             ..snap

@@ -59,7 +59,11 @@ impl Stamp {
     /// The same lineage (profile, template) under a new identity: for clones
     /// and imports.
     pub fn renewed(&self) -> Result<Self, ProviderError> {
-        Self::new(self.profile.clone(), self.bridge.clone(), self.template.clone())
+        Self::new(
+            self.profile.clone(),
+            self.bridge.clone(),
+            self.template.clone(),
+        )
     }
 
     /// The config keys to write.
@@ -202,7 +206,10 @@ mod tests {
         let s = stamp();
         let r = s.renewed().unwrap_or_else(|e| panic!("{e}"));
         assert_ne!(r.id, s.id);
-        assert_eq!((r.profile, r.bridge, r.template), (s.profile, s.bridge, s.template));
+        assert_eq!(
+            (r.profile, r.bridge, r.template),
+            (s.profile, s.bridge, s.template)
+        );
     }
 
     #[test]

@@ -69,14 +69,13 @@ pub fn differences(instance: &Instance, expected: &Expected<'_>) -> Vec<String> 
             check_mount(name, device, expected.mount_roots, &mut out);
             continue;
         }
-        out.push(format!(
-            "unexpected device `{name}` ({})",
-            render(device)
-        ));
+        out.push(format!("unexpected device `{name}` ({})", render(device)));
     }
     for (key, value) in config {
         if key.starts_with("raw.") {
-            out.push(format!("`{key}` is set (raw settings bypass corral's checks)"));
+            out.push(format!(
+                "`{key}` is set (raw settings bypass corral's checks)"
+            ));
         }
         if FORBIDDEN_TRUE.contains(&key.as_str()) && is_true(value) {
             out.push(format!("`{key}` is `{value}`"));
@@ -85,7 +84,10 @@ pub fn differences(instance: &Instance, expected: &Expected<'_>) -> Vec<String> 
     out
 }
 
-fn effective<'a, T>(expanded: &'a BTreeMap<String, T>, local: &'a BTreeMap<String, T>) -> &'a BTreeMap<String, T> {
+fn effective<'a, T>(
+    expanded: &'a BTreeMap<String, T>,
+    local: &'a BTreeMap<String, T>,
+) -> &'a BTreeMap<String, T> {
     // Records built by hand (and some older servers) leave `expanded_*`
     // empty; then the local view is all there is.
     if expanded.is_empty() { local } else { expanded }
@@ -98,7 +100,10 @@ fn check_root(root: Option<&Device>, pool: &str, out: &mut Vec<String>) {
     };
     let get = |k: &str| root.get(k).map(String::as_str);
     if get("type") != Some("disk") || get("path") != Some("/") {
-        out.push(format!("`{ROOT_DEVICE}` is {}, expected a disk at /", render(root)));
+        out.push(format!(
+            "`{ROOT_DEVICE}` is {}, expected a disk at /",
+            render(root)
+        ));
     }
     if get("pool") != Some(pool) {
         out.push(format!(
@@ -118,11 +123,16 @@ fn check_mount(name: &str, device: &Device, roots: &[PathBuf], out: &mut Vec<Str
         .filter(|k| !MOUNT_KEYS.contains(k))
         .collect();
     if device.get("type").map(String::as_str) != Some("disk") {
-        out.push(format!("mount device `{name}` is not a disk ({})", render(device)));
+        out.push(format!(
+            "mount device `{name}` is not a disk ({})",
+            render(device)
+        ));
         return;
     }
     if !extra.is_empty() {
-        out.push(format!("mount device `{name}` has unexpected keys {extra:?}"));
+        out.push(format!(
+            "mount device `{name}` has unexpected keys {extra:?}"
+        ));
     }
     match device.get("source") {
         Some(source) if beneath_any(Path::new(source), roots) => {}
@@ -144,7 +154,10 @@ fn beneath_any(path: &Path, roots: &[PathBuf]) -> bool {
 }
 
 fn is_true(value: &str) -> bool {
-    matches!(value.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on")
+    matches!(
+        value.to_ascii_lowercase().as_str(),
+        "true" | "1" | "yes" | "on"
+    )
 }
 
 fn render(device: &Device) -> String {
@@ -199,17 +212,22 @@ mod tests {
     fn an_extra_nic_is_named() {
         let b = bridge();
         let mut inst = built(true);
-        inst.expanded_devices.insert("eth1".into(), nic_device("lxdbr0"));
+        inst.expanded_devices
+            .insert("eth1".into(), nic_device("lxdbr0"));
         let diffs = differences(&inst, &expect(Some(&b), &[]));
         assert_eq!(diffs.len(), 1, "{diffs:?}");
-        assert!(diffs[0].starts_with("unexpected device `eth1`"), "{diffs:?}");
+        assert!(
+            diffs[0].starts_with("unexpected device `eth1`"),
+            "{diffs:?}"
+        );
     }
 
     #[test]
     fn a_nic_on_the_wrong_bridge_or_without_isolation_is_refused() {
         let b = bridge();
         let mut inst = built(true);
-        inst.expanded_devices.insert(NIC_DEVICE.into(), nic_device("incusbr0"));
+        inst.expanded_devices
+            .insert(NIC_DEVICE.into(), nic_device("incusbr0"));
         assert!(!differences(&inst, &expect(Some(&b), &[])).is_empty());
         let mut nic = nic_device("cb-claude");
         nic.remove("security.port_isolation");
@@ -225,13 +243,17 @@ mod tests {
     fn profiles_raw_nesting_and_privilege_are_refused() {
         let mut inst = built(false);
         inst.profiles = vec!["default".into()];
-        inst.expanded_config.insert("raw.lxc".into(), "lxc.apparmor.profile=unconfined".into());
-        inst.expanded_config.insert("security.nesting".into(), "true".into());
-        inst.expanded_config.insert("security.privileged".into(), "TRUE".into());
+        inst.expanded_config
+            .insert("raw.lxc".into(), "lxc.apparmor.profile=unconfined".into());
+        inst.expanded_config
+            .insert("security.nesting".into(), "true".into());
+        inst.expanded_config
+            .insert("security.privileged".into(), "TRUE".into());
         assert_eq!(differences(&inst, &expect(None, &[])).len(), 4);
         inst.profiles.clear();
         inst.expanded_config.clear();
-        inst.expanded_config.insert("security.nesting".into(), "false".into());
+        inst.expanded_config
+            .insert("security.nesting".into(), "false".into());
         assert!(differences(&inst, &expect(None, &[])).is_empty());
     }
 
@@ -244,14 +266,20 @@ mod tests {
             target: "/work".into(),
             read_only: true,
         };
-        inst.expanded_devices.insert("corral-mount-0".into(), mount_device(&ok, InstanceType::Container));
+        inst.expanded_devices.insert(
+            "corral-mount-0".into(),
+            mount_device(&ok, InstanceType::Container),
+        );
         assert!(differences(&inst, &expect(None, &roots)).is_empty());
         for bad in ["/etc", "/srv/repos/../../etc", "/srv/repos-evil"] {
             let mount = MountDevice {
                 source: bad.into(),
                 ..ok.clone()
             };
-            inst.expanded_devices.insert("corral-mount-0".into(), mount_device(&mount, InstanceType::Container));
+            inst.expanded_devices.insert(
+                "corral-mount-0".into(),
+                mount_device(&mount, InstanceType::Container),
+            );
             assert_eq!(differences(&inst, &expect(None, &roots)).len(), 1, "{bad}");
         }
     }
@@ -263,6 +291,9 @@ mod tests {
             root.insert("pool".into(), "other".into());
         }
         let diffs = differences(&inst, &expect(None, &[]));
-        assert_eq!(diffs, vec!["root disk is on pool \"other\", expected `default`".to_owned()]);
+        assert_eq!(
+            diffs,
+            vec!["root disk is on pool \"other\", expected `default`".to_owned()]
+        );
     }
 }

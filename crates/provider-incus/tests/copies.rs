@@ -14,7 +14,10 @@ use corral_sandbox_core::{BridgeName, ProfileName};
 const IMAGE_MACHINE_ID: &[u8] = b"0123456789abcdef0123456789abcdef\n";
 
 async fn raw(p: &corral_provider_incus::IncusProvider, name: &str) -> Instance {
-    ok(p.client().get(&format!("/1.0/instances/{name}")).await, "raw get")
+    ok(
+        p.client().get(&format!("/1.0/instances/{name}")).await,
+        "raw get",
+    )
 }
 
 #[tokio::test]
@@ -31,26 +34,60 @@ async fn clones_get_a_fresh_identity() {
         resolved_allow: Vec::new(),
     });
     let orig = ok(p.create(&s).await, "create");
-    assert_eq!(ok(orig.pull_file("/etc/machine-id").await, "pull"), IMAGE_MACHINE_ID);
+    assert_eq!(
+        ok(orig.pull_file("/etc/machine-id").await, "pull"),
+        IMAGE_MACHINE_ID
+    );
     ok(orig.snapshot("base").await, "snapshot");
 
     let copy = unique("copy");
     let cloned = ok(orig.clone_to(&copy, None).await, "clone");
     let fromsnap = unique("fromsnap");
-    let snapclone = ok(orig.clone_to(&fromsnap, Some("base")).await, "clone from snapshot");
+    let snapclone = ok(
+        orig.clone_to(&fromsnap, Some("base")).await,
+        "clone from snapshot",
+    );
 
-    let (a, b, c) = (raw(&p, name.as_str()).await, raw(&p, copy.as_str()).await, raw(&p, fromsnap.as_str()).await);
+    let (a, b, c) = (
+        raw(&p, name.as_str()).await,
+        raw(&p, copy.as_str()).await,
+        raw(&p, fromsnap.as_str()).await,
+    );
     for other in [&b, &c] {
-        assert_ne!(a.config.get("user.corral.id"), other.config.get("user.corral.id"));
-        assert_eq!(other.config.get("user.corral.profile").map(String::as_str), Some("claude"));
-        let (ma, mo) = (a.config.get("volatile.eth0.hwaddr"), other.config.get("volatile.eth0.hwaddr"));
+        assert_ne!(
+            a.config.get("user.corral.id"),
+            other.config.get("user.corral.id")
+        );
+        assert_eq!(
+            other.config.get("user.corral.profile").map(String::as_str),
+            Some("claude")
+        );
+        let (ma, mo) = (
+            a.config.get("volatile.eth0.hwaddr"),
+            other.config.get("volatile.eth0.hwaddr"),
+        );
         assert!(mo.is_none() || mo != ma, "clone kept the MAC {ma:?}");
-        assert_ne!(a.config.get("volatile.uuid"), other.config.get("volatile.uuid"));
+        assert_ne!(
+            a.config.get("volatile.uuid"),
+            other.config.get("volatile.uuid")
+        );
         assert_eq!(other.devices.get("eth0"), a.devices.get("eth0"));
     }
-    assert_eq!(ok(cloned.pull_file("/etc/machine-id").await, "pull clone"), b"");
-    assert_eq!(ok(snapclone.pull_file("/etc/machine-id").await, "pull snapclone"), b"");
-    assert_eq!(ok(orig.pull_file("/etc/machine-id").await, "pull orig"), IMAGE_MACHINE_ID);
+    assert_eq!(
+        ok(cloned.pull_file("/etc/machine-id").await, "pull clone"),
+        b""
+    );
+    assert_eq!(
+        ok(
+            snapclone.pull_file("/etc/machine-id").await,
+            "pull snapclone"
+        ),
+        b""
+    );
+    assert_eq!(
+        ok(orig.pull_file("/etc/machine-id").await, "pull orig"),
+        IMAGE_MACHINE_ID
+    );
     // Clones carry no snapshots of their origin.
     assert!(ok(cloned.snapshots().await, "snapshots").is_empty());
     assert!(matches!(
@@ -81,32 +118,72 @@ async fn export_rm_import_round_trip() {
     ok(sb.export(&file).await, "export");
     let meta = ok(std::fs::metadata(&file), "stat backup");
     assert!(meta.len() > 0);
-    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777, 0o600);
-    assert!(matches!(sb.export(&file).await, Err(ProviderError::AlreadyExists { .. })));
-    ok(sb.stop(StopOptions { force: true, timeout: None }).await, "stop");
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+        0o600
+    );
+    assert!(matches!(
+        sb.export(&file).await,
+        Err(ProviderError::AlreadyExists { .. })
+    ));
+    ok(
+        sb.stop(StopOptions {
+            force: true,
+            timeout: None,
+        })
+        .await,
+        "stop",
+    );
     ok(sb.delete().await, "delete");
 
     let imported = ok(p.import(&file, &name).await, "import");
     let after = raw(&p, name.as_str()).await;
-    assert_ne!(before.config.get("user.corral.id"), after.config.get("user.corral.id"));
-    assert_eq!(after.config.get("user.corral.template"), before.config.get("user.corral.template"));
+    assert_ne!(
+        before.config.get("user.corral.id"),
+        after.config.get("user.corral.id")
+    );
+    assert_eq!(
+        after.config.get("user.corral.template"),
+        before.config.get("user.corral.template")
+    );
     assert!(after.profiles.is_empty());
-    assert_eq!(ok(imported.pull_file("/root/work").await, "pull"), b"precious");
-    assert_eq!(ok(imported.pull_file("/etc/machine-id").await, "machine-id"), b"");
+    assert_eq!(
+        ok(imported.pull_file("/root/work").await, "pull"),
+        b"precious"
+    );
+    assert_eq!(
+        ok(imported.pull_file("/etc/machine-id").await, "machine-id"),
+        b""
+    );
     let snaps = ok(imported.snapshots().await, "snapshots");
-    assert_eq!(snaps.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["before"]);
+    assert_eq!(
+        snaps.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["before"]
+    );
     ok(imported.start().await, "start imported");
-    assert_eq!(ok(imported.info().await, "info").state, SandboxState::Running);
-    let out = ok(imported.exec(&ExecRequest::new(["cat", "/root/work"])).await, "exec");
+    assert_eq!(
+        ok(imported.info().await, "info").state,
+        SandboxState::Running
+    );
+    let out = ok(
+        imported
+            .exec(&ExecRequest::new(["cat", "/root/work"]))
+            .await,
+        "exec",
+    );
     assert_eq!(out.stdout, b"precious");
 
     // A taken name is refused before any transfer.
     let started = std::time::Instant::now();
     let err = p.import(&file, &name).await.err();
-    assert!(matches!(err, Some(ProviderError::AlreadyExists { .. })), "{err:?}");
+    assert!(
+        matches!(err, Some(ProviderError::AlreadyExists { .. })),
+        "{err:?}"
+    );
     assert!(started.elapsed() < Duration::from_secs(2));
     assert!(matches!(
-        p.import(&tmp.path().join("missing.tar.gz"), &unique("nofile")).await,
+        p.import(&tmp.path().join("missing.tar.gz"), &unique("nofile"))
+            .await,
         Err(ProviderError::NotFound { .. })
     ));
     ok(imported.delete().await, "delete imported");

@@ -16,12 +16,19 @@ async fn full_lifecycle_on_a_real_container() {
     let name = unique("life");
     let sb = ok(p.create(&spec(&name)).await, "create");
     assert_eq!(ok(sb.info().await, "info").state, SandboxState::Stopped);
-    assert!(p.list().await.is_ok_and(|l| l.iter().any(|i| i.name == name)));
+    assert!(
+        p.list()
+            .await
+            .is_ok_and(|l| l.iter().any(|i| i.name == name))
+    );
 
     ok(sb.start().await, "start");
     let info = ok(sb.info().await, "info");
     assert_eq!(info.state, SandboxState::Running);
-    assert_eq!(info.image.as_deref(), Some(corral_provider_incus::TEST_IMAGE_ALIAS));
+    assert_eq!(
+        info.image.as_deref(),
+        Some(corral_provider_incus::TEST_IMAGE_ALIAS)
+    );
 
     // argv intact (spaces, quotes, `$`), env, cwd, user, stdout, stderr, exit code.
     let mut req = ExecRequest::new([
@@ -33,25 +40,49 @@ async fn full_lifecycle_on_a_real_container() {
     ]);
     req.env = BTreeMap::from([("GREETING".to_owned(), "hi there".to_owned())]);
     req.cwd = Some("/tmp".into());
-    req.user = Some(ExecUser { uid: 65534, gid: 65534 });
+    req.user = Some(ExecUser {
+        uid: 65534,
+        gid: 65534,
+    });
     let out = ok(sb.exec(&req).await, "exec");
     assert_eq!(out.exit_code, 7);
-    assert_eq!(out.stdout_text(), "a b 'c' $HOME|hi there|/tmp|65534:65534|");
+    assert_eq!(
+        out.stdout_text(),
+        "a b 'c' $HOME|hi there|/tmp|65534:65534|"
+    );
     assert_eq!(out.stderr_text(), "oops\n");
 
     // A timeout is reported and the command is killed in the guest.
     let started = Instant::now();
     let slow = ExecRequest::new(["sleep", "300"]).with_timeout(Duration::from_secs(1));
     let err = sb.exec(&slow).await.err();
-    assert!(matches!(err, Some(ProviderError::Timeout { .. })), "{err:?}");
+    assert!(
+        matches!(err, Some(ProviderError::Timeout { .. })),
+        "{err:?}"
+    );
     assert!(started.elapsed() < Duration::from_secs(20));
     let ps = ok(sb.exec(&ExecRequest::new(["ps"])).await, "ps");
-    assert!(!ps.stdout_text().contains("sleep 300"), "{}", ps.stdout_text());
+    assert!(
+        !ps.stdout_text().contains("sleep 300"),
+        "{}",
+        ps.stdout_text()
+    );
 
     // Files.
-    ok(sb.push_file("/root/note", b"\x00binary\xffdata", 0o600).await, "push");
-    assert_eq!(ok(sb.pull_file("/root/note").await, "pull"), b"\x00binary\xffdata");
-    let mode = ok(sb.exec(&ExecRequest::new(["stat", "-c", "%a", "/root/note"])).await, "stat");
+    ok(
+        sb.push_file("/root/note", b"\x00binary\xffdata", 0o600)
+            .await,
+        "push",
+    );
+    assert_eq!(
+        ok(sb.pull_file("/root/note").await, "pull"),
+        b"\x00binary\xffdata"
+    );
+    let mode = ok(
+        sb.exec(&ExecRequest::new(["stat", "-c", "%a", "/root/note"]))
+            .await,
+        "stat",
+    );
     assert_eq!(mode.stdout_text().trim(), "600");
     assert!(matches!(
         sb.pull_file("/nonexistent").await,
@@ -64,11 +95,20 @@ async fn full_lifecycle_on_a_real_container() {
         sb.snapshot("s1").await,
         Err(ProviderError::AlreadyExists { .. })
     ));
-    ok(sb.push_file("/root/note", b"changed", 0o600).await, "push 2");
+    ok(
+        sb.push_file("/root/note", b"changed", 0o600).await,
+        "push 2",
+    );
     ok(sb.restore("s1").await, "restore");
-    assert_eq!(ok(sb.pull_file("/root/note").await, "pull 2"), b"\x00binary\xffdata");
+    assert_eq!(
+        ok(sb.pull_file("/root/note").await, "pull 2"),
+        b"\x00binary\xffdata"
+    );
     let snaps = ok(sb.snapshots().await, "snapshots");
-    assert_eq!(snaps.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["s1"]);
+    assert_eq!(
+        snaps.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["s1"]
+    );
     ok(sb.delete_snapshot("s1").await, "delete snapshot");
     assert!(ok(sb.snapshots().await, "snapshots").is_empty());
     assert!(matches!(
@@ -77,10 +117,21 @@ async fn full_lifecycle_on_a_real_container() {
     ));
 
     // Restart keeps it running.
-    if sb.info().await.is_ok_and(|i| i.state != SandboxState::Running) {
+    if sb
+        .info()
+        .await
+        .is_ok_and(|i| i.state != SandboxState::Running)
+    {
         ok(sb.start().await, "start after restore");
     }
-    ok(sb.restart(StopOptions { force: true, timeout: None }).await, "restart");
+    ok(
+        sb.restart(StopOptions {
+            force: true,
+            timeout: None,
+        })
+        .await,
+        "restart",
+    );
     assert_eq!(ok(sb.info().await, "info").state, SandboxState::Running);
 
     // Rename is refused while running, with the reason.
@@ -91,13 +142,26 @@ async fn full_lifecycle_on_a_real_container() {
     };
     assert!(err.to_string().contains("stop it first"), "{err}");
     let sb = ok(p.open(&name).await, "open");
-    ok(sb.stop(StopOptions { force: false, timeout: Some(Duration::from_secs(20)) }).await, "stop");
+    ok(
+        sb.stop(StopOptions {
+            force: false,
+            timeout: Some(Duration::from_secs(20)),
+        })
+        .await,
+        "stop",
+    );
     assert_eq!(ok(sb.info().await, "info").state, SandboxState::Stopped);
     let sb = ok(sb.rename(&to).await, "rename");
     assert_eq!(sb.name(), &to);
-    assert!(matches!(p.open(&name).await, Err(ProviderError::NotFound { .. })));
+    assert!(matches!(
+        p.open(&name).await,
+        Err(ProviderError::NotFound { .. })
+    ));
     ok(sb.delete().await, "delete");
-    assert!(matches!(p.open(&to).await, Err(ProviderError::NotFound { .. })));
+    assert!(matches!(
+        p.open(&to).await,
+        Err(ProviderError::NotFound { .. })
+    ));
 }
 
 #[tokio::test]
@@ -118,6 +182,9 @@ async fn a_taken_name_is_refused() {
     let name = unique("dup");
     let sb = ok(p.create(&spec(&name)).await, "create");
     let err = p.create(&spec(&name)).await.err();
-    assert!(matches!(err, Some(ProviderError::AlreadyExists { .. })), "{err:?}");
+    assert!(
+        matches!(err, Some(ProviderError::AlreadyExists { .. })),
+        "{err:?}"
+    );
     ok(sb.delete().await, "delete");
 }

@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 use common::{ok, provider, spec, unique};
 use corral_provider_incus::api::{Instance, nic_device};
 use corral_sandbox_core::sandbox::{
-    Sandbox,
-    ExecRequest, ProviderError, SandboxProvider, SandboxState, StopOptions,
+    ExecRequest, ProviderError, Sandbox, SandboxProvider, SandboxState, StopOptions,
 };
 use http::Method;
 
@@ -38,7 +37,12 @@ async fn an_unstamped_instance_is_refused_by_every_operation() {
         .collect();
     ok(
         client
-            .run(Method::PUT, &path, Some(&inst.put_body(&config, &inst.devices)), std::time::Duration::from_secs(30))
+            .run(
+                Method::PUT,
+                &path,
+                Some(&inst.put_body(&config, &inst.devices)),
+                std::time::Duration::from_secs(30),
+            )
             .await,
         "strip stamp",
     );
@@ -60,11 +64,10 @@ async fn an_unstamped_instance_is_refused_by_every_operation() {
     not_owned(sb.export(&tmp.path().join("b.tar.gz")).await, "export");
     assert!(!tmp.path().join("b.tar.gz").exists());
     assert!(!ok(p.list().await, "list").iter().any(|i| i.name == name));
-    let sb2 = ok(p.open(&unique("absent")).await.map(|_| ()).or_else(|e| match e {
-        ProviderError::NotFound { .. } => Ok(()),
-        other => Err(other),
-    }), "open absent");
-    let _ = sb2;
+    assert!(matches!(
+        p.open(&unique("absent")).await,
+        Err(ProviderError::NotFound { .. })
+    ));
     // Rename and delete consume the handle; each gets its own.
     let handle = corral_provider_incus::IncusSandbox::for_tests(&p, &name);
     not_owned(handle.rename(&unique("moved")).await.map(|_| ()), "rename");
@@ -73,7 +76,14 @@ async fn an_unstamped_instance_is_refused_by_every_operation() {
 
     // Still there, untouched: remove it the backend's way.
     ok(
-        client.run(Method::DELETE, &path, None, std::time::Duration::from_secs(60)).await,
+        client
+            .run(
+                Method::DELETE,
+                &path,
+                None,
+                std::time::Duration::from_secs(60),
+            )
+            .await,
         "raw delete",
     );
 }
@@ -90,7 +100,12 @@ async fn an_extra_nic_added_behind_corrals_back_refuses_to_start() {
     devices.insert("eth1".into(), nic_device("crl-tamper0"));
     ok(
         client
-            .run(Method::PUT, &path, Some(&inst.put_body(&inst.config, &devices)), std::time::Duration::from_secs(30))
+            .run(
+                Method::PUT,
+                &path,
+                Some(&inst.put_body(&inst.config, &devices)),
+                std::time::Duration::from_secs(30),
+            )
             .await,
         "add NIC",
     );
@@ -98,7 +113,10 @@ async fn an_extra_nic_added_behind_corrals_back_refuses_to_start() {
     let Some(ProviderError::Topology { differences, .. }) = &err else {
         panic!("expected a topology refusal, got {err:?}");
     };
-    assert!(differences.iter().any(|d| d.contains("eth1")), "{differences:?}");
+    assert!(
+        differences.iter().any(|d| d.contains("eth1")),
+        "{differences:?}"
+    );
     assert_eq!(ok(sb.info().await, "info").state, SandboxState::Stopped);
 
     // raw.* and nesting are refused too.
@@ -107,15 +125,27 @@ async fn an_extra_nic_added_behind_corrals_back_refuses_to_start() {
     config.insert("security.nesting".into(), "true".into());
     ok(
         client
-            .run(Method::PUT, &path, Some(&inst.put_body(&config, &inst.devices)), std::time::Duration::from_secs(30))
+            .run(
+                Method::PUT,
+                &path,
+                Some(&inst.put_body(&config, &inst.devices)),
+                std::time::Duration::from_secs(30),
+            )
             .await
             .map(|_| ())
             .or_else(|e| {
                 // The restricted project may refuse nesting outright: also a pass.
-                if e.to_string().contains("nesting") { Ok(()) } else { Err(e) }
+                if e.to_string().contains("nesting") {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
             }),
         "set nesting",
     );
-    assert!(matches!(sb.start().await, Err(ProviderError::Topology { .. })));
+    assert!(matches!(
+        sb.start().await,
+        Err(ProviderError::Topology { .. })
+    ));
     ok(sb.delete().await, "delete");
 }

@@ -16,12 +16,26 @@ use serde_json::{Value, json};
 
 #[tokio::test]
 async fn a_remote_over_https_with_a_client_certificate() {
-    let Some(local) = provider().await else { return };
+    let Some(local) = provider().await else {
+        return;
+    };
     let dir = ok(tempfile::tempdir(), "tempdir");
     let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
     let made = ok(
         Command::new("openssl")
-            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=corral-test"])
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=corral-test",
+            ])
             .arg("-keyout")
             .arg(&key)
             .arg("-out")
@@ -29,31 +43,51 @@ async fn a_remote_over_https_with_a_client_certificate() {
             .output(),
         "openssl",
     );
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
     let cert_pem = ok(std::fs::read_to_string(&cert), "cert");
     let key_pem = ok(std::fs::read_to_string(&key), "key");
 
     let client = local.client();
     let server: Value = ok(client.get("/1.0").await, "GET /1.0");
-    let server_cert = server["environment"]["certificate"].as_str().unwrap_or_default().to_owned();
+    let server_cert = server["environment"]["certificate"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     assert!(server_cert.contains("BEGIN CERTIFICATE"));
     // Incus wants the certificate's base64 DER: the PEM body.
-    let der_b64: String = cert_pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    let der_b64: String = cert_pem
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
     let cert_name = format!("corral-test-{}", std::process::id());
     ok(
         client
-            .call(Method::POST, "/1.0/certificates", Some(&json!({
-                "type": "client", "name": cert_name, "certificate": der_b64,
-                "restricted": false, "projects": [],
-            })))
+            .call(
+                Method::POST,
+                "/1.0/certificates",
+                Some(&json!({
+                    "type": "client", "name": cert_name, "certificate": der_b64,
+                    "restricted": false, "projects": [],
+                })),
+            )
             .await,
         "trust client certificate",
     );
-    let port = ok(TcpListener::bind("127.0.0.1:0"), "free port").local_addr().map_or(0, |a| a.port());
+    let port = ok(TcpListener::bind("127.0.0.1:0"), "free port")
+        .local_addr()
+        .map_or(0, |a| a.port());
     let address = format!("127.0.0.1:{port}");
     ok(
         client
-            .call(Method::PATCH, "/1.0", Some(&json!({"config": {"core.https_address": address}})))
+            .call(
+                Method::PATCH,
+                "/1.0",
+                Some(&json!({"config": {"core.https_address": address}})),
+            )
             .await,
         "listen on loopback",
     );
@@ -64,12 +98,15 @@ async fn a_remote_over_https_with_a_client_certificate() {
         client_key_pem: key_pem.clone(),
     };
     let result = async {
-        let remote = IncusProvider::connect(IncusConfig::remote(address.clone(), creds.clone())).await?;
+        let remote =
+            IncusProvider::connect(IncusConfig::remote(address.clone(), creds.clone())).await?;
         assert_eq!(remote.kind(), SandboxKind::IncusRemote);
         let name = unique("remote");
         let sb = remote.create(&spec(&name)).await?;
         sb.start().await?;
-        let out = sb.exec(&ExecRequest::new(["echo", "over tls"]).with_timeout(Duration::from_secs(30))).await?;
+        let out = sb
+            .exec(&ExecRequest::new(["echo", "over tls"]).with_timeout(Duration::from_secs(30)))
+            .await?;
         assert_eq!(out.stdout_text(), "over tls\n");
         assert!(remote.list().await?.iter().any(|i| i.name == name));
         sb.delete().await?;
@@ -78,20 +115,34 @@ async fn a_remote_over_https_with_a_client_certificate() {
             server_cert_pem: cert_pem.clone(),
             ..creds.clone()
         };
-        let err = IncusProvider::connect(IncusConfig::remote(address.clone(), wrong)).await.err();
-        assert!(err.is_some_and(|e| e.to_string().contains("TLS")), "a wrong server certificate was accepted");
+        let err = IncusProvider::connect(IncusConfig::remote(address.clone(), wrong))
+            .await
+            .err();
+        assert!(
+            err.is_some_and(|e| e.to_string().contains("TLS")),
+            "a wrong server certificate was accepted"
+        );
         Ok::<_, corral_sandbox_core::sandbox::ProviderError>(())
     }
     .await;
 
     // Put the daemon back as it was, whatever happened.
     let _ = client
-        .call(Method::PATCH, "/1.0", Some(&json!({"config": {"core.https_address": ""}})))
+        .call(
+            Method::PATCH,
+            "/1.0",
+            Some(&json!({"config": {"core.https_address": ""}})),
+        )
         .await;
-    let certs: Vec<Value> = client.get("/1.0/certificates?recursion=1").await.unwrap_or_default();
+    let certs: Vec<Value> = client
+        .get("/1.0/certificates?recursion=1")
+        .await
+        .unwrap_or_default();
     for c in certs.iter().filter(|c| c["name"] == cert_name.as_str()) {
         if let Some(fp) = c["fingerprint"].as_str() {
-            let _ = client.call(Method::DELETE, &format!("/1.0/certificates/{fp}"), None).await;
+            let _ = client
+                .call(Method::DELETE, &format!("/1.0/certificates/{fp}"), None)
+                .await;
         }
     }
     ok(result, "remote lifecycle");

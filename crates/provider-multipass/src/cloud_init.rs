@@ -227,19 +227,26 @@ mod tests {
     }
 
     /// Runs the generated script for real, inside an anonymous network
-    /// namespace (two dummy NICs; the first holds the default route).
+    /// namespace: two veth pairs stand in for the VM's NICs, the first
+    /// holding the default route the way Multipass's own NIC does.
     #[test]
     fn script_swaps_the_default_route_in_a_namespace() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("swap.sh");
         std::fs::write(&path, swap("172.20.8.0/22", "172.20.8.1").script()).unwrap();
-        let setup = "ip link add d0 type dummy && ip link set d0 up \
+        let setup = "ip link add d0 type veth peer name e0 \
+            && ip link add d1 type veth peer name e1 \
+            && for l in d0 e0 d1 e1; do ip link set $l up; done \
             && ip addr add 192.168.77.5/24 dev d0 \
             && ip route add default via 192.168.77.1 dev d0 \
-            && ip link add d1 type dummy && ip link set d1 up \
             && ip addr add 172.20.9.5/22 dev d1";
         let probe = std::process::Command::new("unshare")
-            .args(["--net", "/bin/sh", "-c", "ip link add p0 type dummy"])
+            .args([
+                "--net",
+                "/bin/sh",
+                "-c",
+                "ip link add p0 type veth peer name q0",
+            ])
             .output();
         if !probe.as_ref().is_ok_and(|o| o.status.success()) {
             assert_ne!(

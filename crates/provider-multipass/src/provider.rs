@@ -1,5 +1,5 @@
-//! The Multipass [`SandboxProvider`]: configuration, the shared state every
-//! handle uses, and the create / open / list operations.
+//! The Multipass [`SandboxProvider`]: configuration, platform checks, and
+//! the create / open / list operations.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,17 +8,17 @@ use std::time::Duration;
 use async_trait::async_trait;
 use corral_sandbox_core::platform::{self, Cell};
 use corral_sandbox_core::sandbox::{
-    Capabilities, InstanceType, NetworkAttachment, Operation, ProviderError, Sandbox, SandboxInfo,
-    SandboxProvider, SandboxSpec,
+    Capabilities, InstanceType, Operation, ProviderError, Sandbox, SandboxInfo, SandboxProvider,
+    SandboxSpec,
 };
 use corral_sandbox_core::{HostOs, ProfileSet, SandboxKind, SandboxName};
 
 use crate::argv::{CloudInitSource, MultipassArgv, check_image};
-use crate::cloud_init::{self, RouteSwap};
-use crate::json::{self, InstanceInfo};
-use crate::runner::{Invocation, ProcessRunner, RunError, RunOutput, Runner};
-use crate::sandbox::MultipassSandbox;
-use crate::ssh::{SSH_FAILURE_EXIT, SshRunner};
+use crate::cloud_init;
+use crate::json;
+use crate::runner::{Invocation, ProcessRunner, RunError, Runner};
+use crate::shared::{Shared, staging_error};
+use crate::ssh::SshRunner;
 use crate::staging::{CLOUD_INIT_FILE, STAMP_VERSION, Staging, StagingError, Stamp};
 
 /// Time bounds on `multipass` commands.
@@ -133,238 +133,6 @@ fn check_prefix(prefix: &str) -> Result<(), ConfigError> {
         Ok(())
     } else {
         Err(ConfigError::Prefix(prefix.to_owned()))
-    }
-}
-
-/// State shared by the provider and every sandbox handle.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) runner: Arc<dyn Runner>,
-    pub(crate) kind: SandboxKind,
-    pub(crate) argv: MultipassArgv,
-    pub(crate) staging: Staging,
-    pub(crate) profiles: ProfileSet,
-    pub(crate) timeouts: Timeouts,
-    pub(crate) prefix: String,
-}
-
-pub(crate) fn staging_error(e: StagingError) -> ProviderError {
-    ProviderError::Io {
-        context: e.to_string(),
-        source: std::io::Error::other(e),
-    }
-}
-
-impl Shared {
-    pub(crate) fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError> {
-        let vm = format!("{}{name}", self.prefix);
-        if vm.len() > 63 {
-            return Err(ProviderError::InvalidSpec {
-                field: "name",
-                reason: format!(
-                    "`{name}` plus the prefix `{}` is {} characters; Multipass names are limited to 63",
-                    self.prefix,
-                    vm.len()
-                ),
-            });
-        }
-        Ok(vm)
-    }
-
-    /// Map a finished (or failed) run to the provider's error vocabulary.
-    pub(crate) fn check(
-        &self,
-        operation: &str,
-        subject: &str,
-        result: Result<RunOutput, RunError>,
-    ) -> Result<RunOutput, ProviderError> {
-        let output = match result {
-            Ok(output) => output,
-            Err(RunError::Timeout { after, .. }) => {
-                return Err(ProviderError::Timeout {
-                    operation: format!("{} {operation} `{subject}`", self.kind),
-                    after,
-                });
-            }
-            Err(e @ (RunError::Empty | RunError::NulByte { .. })) => {
-                return Err(ProviderError::InvalidSpec {
-                    field: "argv",
-                    reason: e.to_string(),
-                });
-            }
-            Err(e @ (RunError::Spawn { .. } | RunError::Io { .. })) => {
-                return Err(ProviderError::Io {
-                    context: format!("{} {operation} `{subject}`: {e}", self.kind),
-                    source: std::io::Error::other(e),
-                });
-            }
-        };
-        if output.success() {
-            return Ok(output);
-        }
-        let message = output.message();
-        let lower = message.to_lowercase();
-        if self.kind == SandboxKind::MultipassRemote && output.exit_code == SSH_FAILURE_EXIT {
-            return Err(ProviderError::Backend {
-                kind: self.kind,
-                operation: operation.to_owned(),
-                message: format!(
-                    "ssh to {} failed (exit 255): {message}; check the executor is reachable and key authentication works",
-                    self.runner.location()
-                ),
-                code: Some(i64::from(output.exit_code)),
-            });
-        }
-        if lower.contains("does not exist") {
-            let what = if lower.contains("snapshot") {
-                "snapshot"
-            } else {
-                "sandbox"
-            };
-            return Err(ProviderError::NotFound {
-                what,
-                name: subject.to_owned(),
-            });
-        }
-        if lower.contains("already exists") {
-            return Err(ProviderError::AlreadyExists {
-                what: "sandbox",
-                name: subject.to_owned(),
-            });
-        }
-        Err(ProviderError::Backend {
-            kind: self.kind,
-            operation: operation.to_owned(),
-            message,
-            code: Some(i64::from(output.exit_code)),
-        })
-    }
-
-    /// Run `argv` with the lifecycle time bound and check it.
-    pub(crate) async fn run(
-        &self,
-        operation: &str,
-        subject: &str,
-        argv: Vec<String>,
-    ) -> Result<RunOutput, ProviderError> {
-        self.run_for(operation, subject, argv, self.timeouts.command)
-            .await
-    }
-
-    pub(crate) async fn run_for(
-        &self,
-        operation: &str,
-        subject: &str,
-        argv: Vec<String>,
-        timeout: Duration,
-    ) -> Result<RunOutput, ProviderError> {
-        let result = self.runner.run(&Invocation::new(argv, timeout)).await;
-        self.check(operation, subject, result)
-    }
-
-    pub(crate) fn malformed(&self, operation: &str, e: json::ParseError) -> ProviderError {
-        ProviderError::Malformed {
-            kind: self.kind,
-            operation: operation.to_owned(),
-            detail: e.0,
-        }
-    }
-
-    /// Fresh `info` for `vm`.
-    pub(crate) async fn info(&self, vm: &str) -> Result<InstanceInfo, ProviderError> {
-        let out = self.run("info", vm, self.argv.info(vm)).await?;
-        json::parse_info(&out.stdout, vm).map_err(|e| self.malformed("info", e))
-    }
-
-    /// The stamp of `vm`, refusing VMs corral does not own.
-    pub(crate) async fn owned(&self, vm: &str) -> Result<Stamp, ProviderError> {
-        let stamp = self.staging.read_stamp(vm).map_err(staging_error)?;
-        let Some(stamp) = stamp else {
-            // No stamp: say NotFound for a VM that is not there either.
-            self.info(vm).await?;
-            return Err(ProviderError::NotOwned {
-                name: vm.to_owned(),
-                reason: format!("no ownership stamp in `{}`", self.staging.dir(vm).display()),
-            });
-        };
-        let location = self.runner.location();
-        let reason = if stamp.version != STAMP_VERSION {
-            Some(format!(
-                "stamp version {} is not {STAMP_VERSION}",
-                stamp.version
-            ))
-        } else if stamp.vm != vm {
-            Some(format!("the stamp names `{}`", stamp.vm))
-        } else if stamp.location != location {
-            Some(format!(
-                "the stamp was written for {}, this provider runs on {location}",
-                stamp.location
-            ))
-        } else {
-            None
-        };
-        match reason {
-            Some(reason) => Err(ProviderError::NotOwned {
-                name: vm.to_owned(),
-                reason,
-            }),
-            None => Ok(stamp),
-        }
-    }
-
-    /// The profile behind `attachment`, which must match the configuration.
-    fn route_swap(&self, attachment: &NetworkAttachment) -> Result<RouteSwap, ProviderError> {
-        let profile = self
-            .profiles
-            .get(attachment.profile.as_str())
-            .ok_or_else(|| ProviderError::UnknownProfile {
-                profile: attachment.profile.to_string(),
-                configured: self.profiles.names(),
-            })?;
-        if profile.bridge != attachment.bridge
-            || profile.subnet_v4 != attachment.subnet_v4
-            || profile.gateway_v4() != attachment.gateway_v4
-        {
-            return Err(ProviderError::InvalidSpec {
-                field: "network",
-                reason: format!(
-                    "the attachment for profile `{}` (bridge {}, {} via {}) differs from the configured profile (bridge {}, {} via {}); rebuild it from the configuration",
-                    profile.name,
-                    attachment.bridge,
-                    attachment.subnet_v4,
-                    attachment.gateway_v4,
-                    profile.bridge,
-                    profile.subnet_v4,
-                    profile.gateway_v4()
-                ),
-            });
-        }
-        Ok(RouteSwap {
-            subnet: profile.subnet_v4,
-            gateway: profile.gateway_v4(),
-        })
-    }
-
-    pub(crate) fn sandbox_info(
-        &self,
-        name: SandboxName,
-        stamp: &Stamp,
-        info: InstanceInfo,
-    ) -> SandboxInfo {
-        SandboxInfo {
-            name,
-            kind: self.kind,
-            state: info.state,
-            instance_type: InstanceType::Vm,
-            profile: stamp.profile.as_deref().and_then(|p| p.parse().ok()),
-            image: Some(stamp.image.clone()),
-            created: None,
-            addresses: info.addresses,
-        }
-    }
-
-    pub(crate) fn handle(self: &Arc<Self>, name: SandboxName, vm: String) -> Box<dyn Sandbox> {
-        Box::new(MultipassSandbox::new(Arc::clone(self), name, vm))
     }
 }
 
@@ -565,10 +333,12 @@ impl SandboxProvider for MultipassProvider {
                 continue;
             };
             // Unstamped or foreign-stamped VMs are not corral's: leave them out.
-            let Ok(stamp) = s.owned(&info.name).await else {
+            let Ok(Some(stamp)) = s.staging.read_stamp(&info.name) else {
                 continue;
             };
-            found.push(s.sandbox_info(name, &stamp, info));
+            if s.stamp_mismatch(&info.name, &stamp).is_none() {
+                found.push(s.sandbox_info(name, &stamp, info));
+            }
         }
         Ok(found)
     }

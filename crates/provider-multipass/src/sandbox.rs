@@ -12,8 +12,8 @@ use corral_sandbox_core::{SandboxKind, SandboxName};
 
 use crate::argv::check_snapshot_name;
 use crate::json;
-use crate::provider::{Shared, staging_error};
 use crate::runner::Invocation;
+use crate::shared::{Shared, staging_error};
 use crate::ssh::SSH_FAILURE_EXIT;
 use crate::staging::{STAMP_VERSION, Stamp};
 
@@ -109,22 +109,16 @@ impl Sandbox for MultipassSandbox {
         if let Some(stdin) = &request.stdin {
             invocation = invocation.with_stdin(stdin.clone());
         }
-        let result = s.runner.run(&invocation).await;
         // A non-zero exit is the command's own answer, not a provider error;
         // only failures to run at all (and ssh's own 255) are errors.
-        let output = match result {
-            Ok(out)
-                if !(s.kind == SandboxKind::MultipassRemote
-                    && out.exit_code == SSH_FAILURE_EXIT) =>
-            {
-                out
-            }
-            other => {
-                return s
-                    .check("exec", &self.vm, other)
-                    .map(|_| ExecOutput::default());
-            }
-        };
+        let output = s
+            .runner
+            .run(&invocation)
+            .await
+            .map_err(|e| s.run_error("exec", &self.vm, e))?;
+        if s.kind == SandboxKind::MultipassRemote && output.exit_code == SSH_FAILURE_EXIT {
+            return Err(s.ssh_failure("exec", &output));
+        }
         Ok(ExecOutput {
             exit_code: output.exit_code,
             stdout: output.stdout,

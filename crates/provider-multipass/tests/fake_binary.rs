@@ -520,16 +520,26 @@ async fn a_stamp_for_another_location_does_not_count() {
 async fn ssh_failure_is_reported_as_such() {
     let fake = Fake::new();
     let provider = remote(&fake);
+    let sandbox = provider.create(&spec("a")).await.unwrap();
     fake.ssh_fails();
     let err = provider.list().await.unwrap_err();
     match &err {
         ProviderError::Backend { message, code, .. } => {
-            assert!(
-                message.contains("ssh to ssh:ops@exec-1 failed"),
-                "{message}"
-            );
+            assert!(message.contains("ssh to ops@exec-1 failed"), "{message}");
             assert_eq!(*code, Some(255));
         }
         other => panic!("unexpected {other}"),
     }
+    // exec over ssh: 255 is ssh's failure, not the command's exit code.
+    let err = sandbox.exec(&ExecRequest::new(["true"])).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProviderError::Backend {
+                code: Some(255),
+                ..
+            }
+        ),
+        "{err}"
+    );
 }

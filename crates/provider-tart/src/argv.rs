@@ -70,6 +70,11 @@ impl TartArgv {
         argv
     }
 
+    /// `tart rename VM NEW`.
+    pub fn rename(&self, vm: &str, new: &str) -> Vec<String> {
+        self.cmd(&["rename", vm, new])
+    }
+
     /// `tart delete VM`.
     pub fn delete(&self, vm: &str) -> Vec<String> {
         self.cmd(&["delete", vm])
@@ -243,6 +248,10 @@ mod tests {
             ["tart", "stop", "corral-a", "--timeout", "20"]
         );
         assert_eq!(t.delete("corral-a"), ["tart", "delete", "corral-a"]);
+        assert_eq!(
+            t.rename("corral-a", "corral-b"),
+            ["tart", "rename", "corral-a", "corral-b"]
+        );
         assert_eq!(
             t.list(),
             ["tart", "list", "--source", "local", "--format", "json"]

@@ -20,6 +20,7 @@ pub mod json;
 pub mod provider;
 pub mod runner;
 pub mod sandbox;
+mod shared;
 pub mod softnet;
 pub mod staging;
 

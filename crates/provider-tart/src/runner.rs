@@ -247,9 +247,11 @@ impl Runner for ProcessRunner {
             program: program.clone(),
             source,
         };
+        use std::os::unix::fs::OpenOptionsExt;
         let out = File::options()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(log)
             .map_err(log_err)?;
         let err = out.try_clone().map_err(log_err)?;

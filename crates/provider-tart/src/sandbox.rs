@@ -13,8 +13,8 @@ use corral_sandbox_core::sandbox::{
 use corral_sandbox_core::{SandboxKind, SandboxName};
 
 use crate::health::{self, FilterHealth};
-use crate::provider::{Shared, staging_error};
 use crate::runner::{Invocation, kill_group, process_exists};
+use crate::shared::{Shared, staging_error};
 use crate::staging::{LOG_FILE, PID_FILE, STAMP_VERSION, Stamp};
 
 /// One Tart sandbox.
@@ -256,6 +256,44 @@ impl Sandbox for TartSandbox {
         }
         s.run("delete", &self.vm, s.argv.delete(&self.vm)).await?;
         s.staging.remove(&self.vm).map_err(staging_error)
+    }
+
+    async fn rename(self: Box<Self>, to: &SandboxName) -> Result<Box<dyn Sandbox>, ProviderError> {
+        let s = &self.shared;
+        let stamp = s.owned(&self.vm).await?;
+        let new_vm = s.vm_name(to)?;
+        if s.staging
+            .read_stamp(&new_vm)
+            .map_err(staging_error)?
+            .is_some()
+        {
+            return Err(ProviderError::AlreadyExists {
+                what: "sandbox",
+                name: to.to_string(),
+            });
+        }
+        let state = self.state().await?;
+        if !state.can_rename() {
+            return Err(ProviderError::InvalidState {
+                name: self.name.to_string(),
+                state,
+                operation: Operation::Rename,
+                hint: "stop it first".to_owned(),
+            });
+        }
+        s.run("rename", &self.vm, s.argv.rename(&self.vm, &new_vm))
+            .await?;
+        // The VM has its new name now; its stamp must follow, or corral
+        // would lose track of a VM it owns.
+        s.staging.rename(&self.vm, &new_vm).map_err(staging_error)?;
+        s.staging
+            .write_stamp(&Stamp {
+                vm: new_vm.clone(),
+                sandbox: to.to_string(),
+                ..stamp
+            })
+            .map_err(staging_error)?;
+        Ok(s.handle(to.clone(), new_vm))
     }
 
     async fn clone_to(

@@ -231,6 +231,18 @@ impl Staging {
             })
     }
 
+    /// Move `from`'s directory to `to` (which must not exist yet).
+    pub fn rename(&self, from: &str, to: &str) -> Result<(), StagingError> {
+        let target = self.dir(to);
+        if fs::symlink_metadata(&target).is_ok() {
+            return Err(StagingError::Unsafe {
+                path: target,
+                reason: "it already exists".to_owned(),
+            });
+        }
+        fs::rename(self.dir(from), &target).map_err(io_err("rename", &target))
+    }
+
     /// Remove `vm`'s directory with everything in it (a missing one is fine).
     pub fn remove(&self, vm: &str) -> Result<(), StagingError> {
         let dir = self.dir(vm);

@@ -119,6 +119,9 @@ async fn create_start_exec_stop_delete_under_softnet() {
             "--net-softnet-allow=192.168.64.1/32,93.184.215.14/32",
         ])
     );
+    for file in ["run.log", "run.pid", "softnet.json"] {
+        assert_eq!(mode(&dir.join(file)), 0o600, "{file}");
+    }
     let name: SandboxName = "agent-1".parse().unwrap();
     assert_eq!(
         provider.filter_health(&name).await.unwrap(),
@@ -423,4 +426,24 @@ async fn clone_copies_stamp_and_policy() {
     let policy =
         std::fs::read_to_string(fake.root.join("staging/corral-dst/softnet.json")).unwrap();
     assert!(policy.contains("1.1.1.1"), "{policy}");
+}
+
+#[tokio::test]
+async fn rename_moves_the_stamp_with_the_vm() {
+    let fake = Fake::new();
+    let provider = provider(&fake);
+    let sandbox = provider.create(&spec("old", &[])).await.unwrap();
+    let renamed = sandbox.rename(&"new".parse().unwrap()).await.unwrap();
+    assert_eq!(
+        fake.calls().last().unwrap(),
+        &sv(&["rename", "corral-old", "corral-new"])
+    );
+    assert_eq!(renamed.name().as_str(), "new");
+    assert!(!fake.root.join("staging/corral-old").exists());
+    let stamp =
+        std::fs::read_to_string(fake.root.join("staging/corral-new/corral-stamp.json")).unwrap();
+    assert!(stamp.contains("\"vm\": \"corral-new\""), "{stamp}");
+    assert_eq!(renamed.info().await.unwrap().state, SandboxState::Stopped);
+    let err = provider.open(&"old".parse().unwrap()).await.unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err}");
 }

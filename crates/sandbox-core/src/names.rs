@@ -224,7 +224,8 @@ string_newtype!(
     check_sandbox
 );
 
-const HOST_EXPECTED: &str = "a DNS name of dot-separated labels of [A-Za-z0-9-] (1 to 63 each, no leading or trailing `-`), at most 253 characters";
+const HOST_EXPECTED: &str = "a DNS name of dot-separated labels of [A-Za-z0-9-] (1 to 63 each, no \
+    leading or trailing `-`), at most 253 characters";
 
 fn check_host(value: &str) -> Result<(), NameError> {
     const WHAT: &str = "host name";

@@ -155,11 +155,16 @@ proptest! {
 
 /// Demote tart by judging a canary run with no results (fail closed).
 fn demote(gate: &mut Gate) {
-    use corral_sandbox_core::verify::{CanaryPlan, FilterHealth};
-    let plan = CanaryPlan {
-        profile: "p".parse().unwrap(),
-        checks: Vec::new(),
+    use corral_sandbox_core::verify::{FilterHealth, plan};
+    let cfg = VerificationConfig {
+        canary: Some("198.51.100.7:443".parse().unwrap()),
+        canary_v6: Some("[2001:db8::7]:443".parse().unwrap()),
+        unlisted_name: Some("unlisted.example.org".parse().unwrap()),
+        ..VerificationConfig::default()
     };
+    let builtin = Config::builtin_default();
+    let isolated = builtin.profiles.get("isolated").unwrap();
+    let plan = plan(isolated, &cfg, "192.168.1.10:22".parse().unwrap()).unwrap();
     let j = gate.judge(
         &"s".parse().unwrap(),
         SandboxKind::Tart,

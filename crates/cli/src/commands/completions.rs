@@ -18,7 +18,13 @@ mod tests {
 
     #[test]
     fn every_shell_gets_a_script_naming_the_subcommands() {
-        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish, Shell::Elvish, Shell::PowerShell] {
+        for shell in [
+            Shell::Bash,
+            Shell::Zsh,
+            Shell::Fish,
+            Shell::Elvish,
+            Shell::PowerShell,
+        ] {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "corral", &mut buf);
             let text = String::from_utf8(buf).unwrap();

@@ -62,7 +62,9 @@ fn format_name(format: ConfigFormat) -> &'static str {
 }
 
 fn check(args: &ConfigCheckArgs, out: Output) -> CmdResult {
-    let format = args.format.unwrap_or_else(|| load::guess_format(&args.file));
+    let format = args
+        .format
+        .unwrap_or_else(|| load::guess_format(&args.file));
     let text = load::read(&args.file)?;
     let name = args.file.display().to_string();
     let parsed = match format {
@@ -75,7 +77,10 @@ fn check(args: &ConfigCheckArgs, out: Output) -> CmdResult {
             file: name,
             format: format_name(format),
             valid: parsed.is_ok(),
-            profiles: parsed.as_ref().map(|c| c.profiles.names()).unwrap_or_default(),
+            profiles: parsed
+                .as_ref()
+                .map(|c| c.profiles.names())
+                .unwrap_or_default(),
             errors: parsed
                 .as_ref()
                 .err()
@@ -128,7 +133,8 @@ fn import(args: &ConfigImportArgs, out: Output) -> CmdResult {
     match &args.output {
         None => out.data(&toml),
         Some(path) => {
-            std::fs::write(path, &toml).with_context(|| format!("cannot write {}", path.display()))?;
+            std::fs::write(path, &toml)
+                .with_context(|| format!("cannot write {}", path.display()))?;
             out.info(&format!(
                 "wrote {} ({} profiles) from {}",
                 path.display(),

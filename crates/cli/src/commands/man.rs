@@ -37,23 +37,43 @@ mod tests {
     #[test]
     fn main_page_renders_and_lists_commands() {
         let page = render_main().unwrap();
-        assert!(page.contains(".TH corral 1"), "{}", &page[..page.len().min(300)]);
-        for needle in ["corral\\-host(1)", "corral\\-drill(1)", "corral\\-completions(1)"] {
+        assert!(
+            page.contains(".TH corral 1"),
+            "{}",
+            &page[..page.len().min(300)]
+        );
+        for needle in [
+            "corral\\-host(1)",
+            "corral\\-drill(1)",
+            "corral\\-completions(1)",
+        ] {
             assert!(page.contains(needle), "main page lacks {needle}:\n{page}");
         }
-        assert!(!page.contains("corral\\-man"), "the hidden man command leaked into the page");
+        assert!(
+            !page.contains("corral\\-man"),
+            "the hidden man command leaked into the page"
+        );
     }
 
     #[test]
     fn one_page_per_command() {
         let dir = tempfile::tempdir().unwrap();
         clap_mangen::generate_to(Cli::command(), dir.path()).unwrap();
-        for name in ["corral.1", "corral-host-apply.1", "corral-host-verify.1", "corral-drill.1", "corral-config-import.1"] {
+        for name in [
+            "corral.1",
+            "corral-host-apply.1",
+            "corral-host-verify.1",
+            "corral-drill.1",
+            "corral-config-import.1",
+        ] {
             let page = std::fs::read_to_string(dir.path().join(name))
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(page.contains(".SH NAME"), "{name}");
         }
         let apply = std::fs::read_to_string(dir.path().join("corral-host-apply.1")).unwrap();
-        assert!(apply.contains("\\-\\-dry\\-run") && apply.contains("\\-\\-netns"), "{apply}");
+        assert!(
+            apply.contains("\\-\\-dry\\-run") && apply.contains("\\-\\-netns"),
+            "{apply}"
+        );
     }
 }

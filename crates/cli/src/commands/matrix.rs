@@ -88,10 +88,20 @@ pub fn run(args: &MatrixArgs, out: Output) -> CmdResult {
                     "  {} on {}: {}; use {}",
                     row.kind, row.host_os, r.reason, r.use_instead
                 ));
-                (out.paint(Style::Bad, "refused"), "-".to_owned(), "-".to_owned())
+                (
+                    out.paint(Style::Bad, "refused"),
+                    "-".to_owned(),
+                    "-".to_owned(),
+                )
             }
         };
-        table.row([row.host_os.to_string(), row.kind.to_string(), support, isolation, egress]);
+        table.row([
+            row.host_os.to_string(),
+            row.kind.to_string(),
+            support,
+            isolation,
+            egress,
+        ]);
     }
     out.table(&table, true);
     if !refusals.is_empty() {
@@ -100,7 +110,10 @@ pub fn run(args: &MatrixArgs, out: Output) -> CmdResult {
             out.info(&line);
         }
     }
-    if rows.iter().any(|r| matches!(r.cell, Cell::Supported(s) if s.caution)) {
+    if rows
+        .iter()
+        .any(|r| matches!(r.cell, Cell::Supported(s) if s.caution))
+    {
         out.info(
             "\n\"caution\" kinds run but have no egress enforcement: never describe them as isolated.",
         );

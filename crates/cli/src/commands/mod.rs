@@ -3,6 +3,7 @@
 
 mod completions;
 mod config;
+mod drill;
 mod host;
 mod man;
 mod matrix;
@@ -19,7 +20,7 @@ pub fn run(command: Command, out: Output) -> CmdResult {
         Command::Config(cmd) => config::run(cmd, out),
         Command::Matrix(args) => matrix::run(&args, out),
         Command::Profiles(args) => profiles::run(&args, out),
-        Command::Drill(_) => Ok(Outcome::Failed),
+        Command::Drill(args) => drill::run(&args, out),
         Command::Completions(args) => {
             completions::run(&args);
             Ok(Outcome::Ok)

@@ -82,7 +82,9 @@ pub fn run(args: &ProfilesArgs, out: Output) -> CmdResult {
         return Ok(Outcome::Ok);
     }
     out.info(&format!("profiles from {}", loaded.origin.describe()));
-    let mut table = Table::new(["profile", "bridge", "subnet", "ipv6", "mode", "allow", "block", "phases"]);
+    let mut table = Table::new([
+        "profile", "bridge", "subnet", "ipv6", "mode", "allow", "block", "phases",
+    ]);
     for v in &views {
         table.row([
             v.name.clone(),
@@ -90,7 +92,11 @@ pub fn run(args: &ProfilesArgs, out: Output) -> CmdResult {
             v.subnet.clone(),
             v.subnet_v6.clone().unwrap_or_else(|| "-".to_owned()),
             mode_name(v.mode).to_owned(),
-            if v.allow.is_empty() { "-".to_owned() } else { v.allow.join(", ") },
+            if v.allow.is_empty() {
+                "-".to_owned()
+            } else {
+                v.allow.join(", ")
+            },
             format!("{:?}", v.block).to_lowercase(),
             if v.phases.is_empty() {
                 "-".to_owned()

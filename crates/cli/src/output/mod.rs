@@ -45,6 +45,14 @@ impl Output {
         write_stdout(&text);
     }
 
+    /// A line that belongs to the human report even with `--quiet`, unless
+    /// stdout carries JSON.
+    pub fn data_unless_json(&self, json_on_stdout: bool, text: &str) {
+        if !json_on_stdout {
+            self.data(text);
+        }
+    }
+
     /// A table; suppressed by `--quiet` unless `essential`.
     pub fn table(&self, table: &Table, essential: bool) {
         if essential || !self.quiet {

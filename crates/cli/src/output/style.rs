@@ -15,8 +15,6 @@ pub enum Style {
     Warn,
     /// Headers and labels.
     Bold,
-    /// Secondary detail.
-    Dim,
 }
 
 impl Style {
@@ -26,7 +24,6 @@ impl Style {
             Style::Bad => "31",
             Style::Warn => "33",
             Style::Bold => "1",
-            Style::Dim => "2",
         }
     }
 }

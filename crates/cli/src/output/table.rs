@@ -32,16 +32,6 @@ impl Table {
         self.rows.push(cells.into_iter().map(Into::into).collect());
     }
 
-    /// Number of data rows.
-    pub fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    /// True when there are no data rows.
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
     /// Render with a trailing newline after each line.
     pub fn render(&self, color: bool) -> String {
         let columns = self
@@ -114,7 +104,11 @@ mod tests {
         let plain: Vec<String> = t
             .render(true)
             .lines()
-            .map(|l| l.replace("\x1b[32m", "").replace("\x1b[1m", "").replace("\x1b[0m", ""))
+            .map(|l| {
+                l.replace("\x1b[32m", "")
+                    .replace("\x1b[1m", "")
+                    .replace("\x1b[0m", "")
+            })
             .collect();
         assert_eq!(plain, ["a       b", "pass    x", "longer  y"]);
     }

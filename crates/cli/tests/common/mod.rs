@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod netns;
+pub mod schema;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -48,7 +49,10 @@ impl Run {
     /// Parse stdout as JSON.
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
-            panic!("stdout is not JSON ({e}):\n{}\n--- stderr\n{}", self.stdout, self.stderr)
+            panic!(
+                "stdout is not JSON ({e}):\n{}\n--- stderr\n{}",
+                self.stdout, self.stderr
+            )
         })
     }
 }
@@ -76,7 +80,10 @@ pub fn assert_fields(value: &serde_json::Value, fields: &[&str], what: &str) {
         .as_object()
         .unwrap_or_else(|| panic!("{what} is not an object: {value}"));
     for f in fields {
-        assert!(obj.contains_key(*f), "{what} lacks documented field `{f}`: {value}");
+        assert!(
+            obj.contains_key(*f),
+            "{what} lacks documented field `{f}`: {value}"
+        );
     }
 }
 

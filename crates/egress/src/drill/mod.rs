@@ -8,6 +8,7 @@
 //! resolved through DNS: each one gets a documentation address (see
 //! [`drill_resolution`]) unless the caller passes a resolution.
 
+mod dns;
 mod probes;
 mod report;
 
@@ -92,6 +93,7 @@ pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, Dr
         })
         .collect();
     rows.push(verify_row(&lab));
+    rows.extend(dns::rows(&lab, opts.timeout));
     for s in setup_rows {
         rows.push(DrillRow {
             probe: "listener setup".to_owned(),

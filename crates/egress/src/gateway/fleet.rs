@@ -85,12 +85,8 @@ mod tests {
     #[test]
     fn a_bad_spec_touches_no_daemon() {
         let dir = tempfile::tempdir().unwrap();
-        let set = ProfileSet::new(vec![profile(
-            EgressMode::Internet,
-            &[],
-            "10.99.5.0/24",
-        )])
-        .unwrap();
+        let set =
+            ProfileSet::new(vec![profile(EgressMode::Internet, &[], "10.99.5.0/24")]).unwrap();
         // Internet mode without upstreams is refused before anything runs.
         let err = start_all(dir.path(), &set, &[], DnsTiming::default(), None).unwrap_err();
         assert!(matches!(err, GatewayError::NoUpstreams { .. }), "{err}");

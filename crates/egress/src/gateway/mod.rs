@@ -18,7 +18,12 @@
 //! created with **`flags timeout` and a default `timeout` equal to
 //! [`DnsTiming::set_timeout`]** (600 s by default): dnsmasq 2.90 runs
 //! `add element inet corral <set> { <addr> }` with no timeout of its own, so
-//! the set default is the only timeout an element gets.
+//! the set default is the only timeout an element gets. Without it, an
+//! address learned by DNS stays allowed until the next apply.
+//! Requested of the plan (not there yet): `PlanSettings::dns_set_timeout`
+//! (default `DnsTiming::default().set_timeout`), carried by dynamic
+//! `SetPlan`s and sent as `NFTNL_SET_TIMEOUT` (milliseconds); the apply and
+//! the gateway must use the same [`DnsTiming`].
 //!
 //! # The TTL rule (measured on dnsmasq 2.90, kernel 6.18)
 //!

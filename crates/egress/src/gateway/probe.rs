@@ -1,9 +1,10 @@
-//! A one-shot DNS client for probes: send one query over UDP, wait for the
-//! matching answer. Call it from inside the namespace whose view you want
+//! A one-shot DNS client for probes: send one query over UDP (or TCP), wait
+//! for the matching answer. Call it from inside the namespace whose view you want
 //! (e.g. through [`crate::netns::Netns::run`]).
 
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use super::wire::{self, Response, WireError};
@@ -78,10 +79,49 @@ pub fn query(
                     return Ok(resp);
                 }
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
             Err(e) => return Err(io_err(e)),
         }
     }
+}
+
+/// Like [`query`], over TCP (length-prefixed messages, RFC 1035 4.2.2).
+pub fn query_tcp(
+    server: SocketAddr,
+    name: &str,
+    qtype: u16,
+    timeout: Duration,
+) -> Result<Response, ProbeError> {
+    let io_err = |source: io::Error| match source.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ProbeError::Timeout {
+            name: name.to_owned(),
+            server,
+            timeout,
+        },
+        _ => ProbeError::Io {
+            name: name.to_owned(),
+            server,
+            source,
+        },
+    };
+    let mut stream = TcpStream::connect_timeout(&server, timeout).map_err(io_err)?;
+    stream.set_read_timeout(Some(timeout)).map_err(io_err)?;
+    stream.set_write_timeout(Some(timeout)).map_err(io_err)?;
+    let id = query_id();
+    let msg = wire::encode_query(id, name, qtype)?;
+    // A query is at most ~270 bytes, far below the 64 KiB length prefix.
+    let len = u16::try_from(msg.len()).unwrap_or(u16::MAX);
+    stream.write_all(&len.to_be_bytes()).map_err(io_err)?;
+    stream.write_all(&msg).map_err(io_err)?;
+    let mut len = [0u8; 2];
+    stream.read_exact(&mut len).map_err(io_err)?;
+    let mut buf = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    stream.read_exact(&mut buf).map_err(io_err)?;
+    Ok(wire::parse_response(&buf, id)?)
 }
 
 /// A query id that differs between calls (no need for crypto: probes only
@@ -111,7 +151,9 @@ mod tests {
         assert_eq!(r.answers[0].ttl, 30);
         let r = query(up.addr(), "b.test", TYPE_A, Duration::from_secs(2)).unwrap();
         assert_eq!(r.rcode, RCODE_NXDOMAIN);
-        assert_eq!(up.queried_names(), vec!["a.test", "b.test"]);
+        let r = query_tcp(up.addr(), "a.test", TYPE_A, Duration::from_secs(2)).unwrap();
+        assert_eq!(r.answers.len(), 1);
+        assert_eq!(up.queried_names(), vec!["a.test", "b.test", "a.test"]);
 
         // A bound socket that never answers.
         let silent = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -277,7 +277,7 @@ fn is_ours(pid: u32, conf: &Path) -> Result<(), String> {
         .and_then(|a| Path::new(a).file_name())
         .is_some_and(|n| n == "dnsmasq");
     let wanted = conf_arg(conf);
-    if is_dnsmasq && args.iter().any(|a| *a == wanted) {
+    if is_dnsmasq && args.contains(&wanted) {
         Ok(())
     } else {
         Err(format!(

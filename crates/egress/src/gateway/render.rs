@@ -25,11 +25,18 @@ pub fn render(spec: &GatewaySpec, paths: &GatewayPaths) -> String {
         "corral gateway for profile `{}` on bridge `{}`; generated on every apply, do not edit",
         spec.profile, spec.bridge
     ));
-    c.comment("never read the host's /etc/hosts or /etc/resolv.conf; listen only on the gateway address");
+    c.comment(
+        "never read the host's /etc/hosts or /etc/resolv.conf; listen only on the gateway address",
+    );
     c.line("no-hosts");
     c.line("no-resolv");
     c.line("bind-interfaces");
     c.kv("listen-address", spec.gateway_v4);
+    if let (Some(gw6), false) = (spec.gateway_v6, spec.dns == DnsService::Off) {
+        // The bridge's v6 gateway address is added without DAD, so it can be
+        // bound at once.
+        c.kv("listen-address", gw6);
+    }
     c.kv("user", RUN_AS_USER);
     c.kv("group", RUN_AS_GROUP);
     c.kv("pid-file", paths.pidfile().display());
@@ -56,7 +63,10 @@ pub fn render(spec: &GatewaySpec, paths: &GatewayPaths) -> String {
         }
         DnsService::Forward { upstreams } => {
             c.comment("internet profile: forward everything to the host's upstreams");
-            c.kv("dhcp-option", format!("option:dns-server,{}", spec.gateway_v4));
+            c.kv(
+                "dhcp-option",
+                format!("option:dns-server,{}", spec.gateway_v4),
+            );
             common_dns(&mut c);
             c.line("bogus-priv");
             for up in upstreams {
@@ -69,9 +79,14 @@ pub fn render(spec: &GatewaySpec, paths: &GatewayPaths) -> String {
             timing,
         } => {
             c.comment("allowlist profile: answer only admitted names; NXDOMAIN for all else, never forwarded");
-            c.kv("dhcp-option", format!("option:dns-server,{}", spec.gateway_v4));
+            c.kv(
+                "dhcp-option",
+                format!("option:dns-server,{}", spec.gateway_v4),
+            );
             common_dns(&mut c);
-            c.comment("no cache: dnsmasq adds to nft sets only for forwarded answers, never cache hits");
+            c.comment(
+                "no cache: dnsmasq adds to nft sets only for forwarded answers, never cache hits",
+            );
             c.kv("cache-size", 0);
             c.kv("max-ttl", timing.client_ttl_cap.as_secs());
             c.line("address=/#/");
@@ -144,11 +159,17 @@ mod tests {
     use std::path::Path;
 
     fn paths() -> GatewayPaths {
-        GatewayPaths::new(Path::new("/var/lib/corral"), &BridgeName::new("cb-claude").unwrap())
+        GatewayPaths::new(
+            Path::new("/var/lib/corral"),
+            &BridgeName::new("cb-claude").unwrap(),
+        )
     }
 
     fn ups() -> Vec<SocketAddr> {
-        vec!["198.18.0.53:53".parse().unwrap(), "[2001:db8::53]:5353".parse().unwrap()]
+        vec![
+            "198.18.0.53:53".parse().unwrap(),
+            "[2001:db8::53]:5353".parse().unwrap(),
+        ]
     }
 
     fn directives(text: &str) -> Vec<&str> {
@@ -171,6 +192,7 @@ mod tests {
             "no-resolv",
             "bind-interfaces",
             "listen-address=10.99.2.1",
+            "listen-address=fd00:99:2::1",
             "pid-file=/var/lib/corral/gateway/cb-claude/dnsmasq.pid",
             "dhcp-range=10.99.2.2,10.99.2.254,255.255.255.0,3600s",
             "dhcp-option=option:router,10.99.2.1",
@@ -189,7 +211,11 @@ mod tests {
             assert!(d.contains(&want), "missing `{want}` in:\n{text}");
         }
         // Every forwarding line names a domain: nothing unlisted is forwarded.
-        assert!(d.iter().filter(|l| l.starts_with("server=")).all(|l| l.starts_with("server=/")));
+        assert!(
+            d.iter()
+                .filter(|l| l.starts_with("server="))
+                .all(|l| l.starts_with("server=/"))
+        );
         assert!(!text.contains("port=0"));
     }
 
@@ -198,13 +224,19 @@ mod tests {
         let p = profile(EgressMode::Internet, &[], "10.99.5.0/24");
         let spec = GatewaySpec::from_profile(&p, &ups(), DnsTiming::default()).unwrap();
         let d = render(&spec, &paths());
-        assert!(d.contains("\nserver=198.18.0.53\n") && d.contains("\nbogus-priv\n"), "{d}");
+        assert!(
+            d.contains("\nserver=198.18.0.53\n") && d.contains("\nbogus-priv\n"),
+            "{d}"
+        );
         assert!(!d.contains("nftset") && !d.contains("address=/#/"), "{d}");
 
         let p = profile(EgressMode::None, &[], "10.99.1.0/24");
         let spec = GatewaySpec::from_profile(&p, &[], DnsTiming::default()).unwrap();
         let d = render(&spec, &paths());
-        assert!(d.contains("\nport=0\n") && d.contains("\ndhcp-option=option:dns-server\n"), "{d}");
+        assert!(
+            d.contains("\nport=0\n") && d.contains("\ndhcp-option=option:dns-server\n"),
+            "{d}"
+        );
         assert!(!d.contains("server="), "{d}");
     }
 
@@ -213,6 +245,9 @@ mod tests {
         let p = profile(EgressMode::Allowlist, &["192.0.2.7"], "10.99.3.0/24");
         let spec = GatewaySpec::from_profile(&p, &[], DnsTiming::default()).unwrap();
         let d = render(&spec, &paths());
-        assert!(d.contains("\naddress=/#/\n") && !d.contains("server=") && !d.contains("nftset"), "{d}");
+        assert!(
+            d.contains("\naddress=/#/\n") && !d.contains("server=") && !d.contains("nftset"),
+            "{d}"
+        );
     }
 }

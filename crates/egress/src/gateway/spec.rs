@@ -2,7 +2,7 @@
 //! range and the DNS service (none, a forwarder, or a filtered resolver that
 //! feeds the profile's nft sets).
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use corral_sandbox_core::{BridgeName, DnsPolicy, EgressMode, Profile, ProfileName};
@@ -86,8 +86,9 @@ pub struct GatewaySpec {
     pub subnet_v4: Ipv4Net,
     /// The gateway address (the subnet's first host); dnsmasq listens only here.
     pub gateway_v4: Ipv4Addr,
-    /// Whether the profile has IPv6, so AAAA answers also feed `<profile>-dns6`.
-    pub ipv6: bool,
+    /// The IPv6 gateway address when the profile has IPv6: the resolver
+    /// listens there too, and AAAA answers also feed `<profile>-dns6`.
+    pub gateway_v6: Option<Ipv6Addr>,
     /// DHCP lease time.
     pub lease_time: Duration,
     /// The DNS service.
@@ -135,7 +136,7 @@ impl GatewaySpec {
             bridge: profile.bridge.clone(),
             subnet_v4: profile.subnet_v4,
             gateway_v4: profile.gateway_v4(),
-            ipv6: profile.subnet_v6.is_some(),
+            gateway_v6: profile.gateway_v6(),
             lease_time: DEFAULT_LEASE_TIME,
             dns,
         };
@@ -166,7 +167,7 @@ impl GatewaySpec {
     pub fn set_names(&self) -> (String, Option<String>) {
         (
             format!("{}-dns4", self.profile),
-            self.ipv6.then(|| format!("{}-dns6", self.profile)),
+            self.gateway_v6.map(|_| format!("{}-dns6", self.profile)),
         )
     }
 }
@@ -197,11 +198,15 @@ pub(crate) mod tests {
     #[test]
     fn modes_map_to_services() {
         let t = DnsTiming::default();
-        let none = GatewaySpec::from_profile(&profile(EgressMode::None, &[], "10.99.1.0/24"), &[], t);
+        let none =
+            GatewaySpec::from_profile(&profile(EgressMode::None, &[], "10.99.1.0/24"), &[], t);
         assert_eq!(none.unwrap().dns, DnsService::Off);
-        let inet =
-            GatewaySpec::from_profile(&profile(EgressMode::Internet, &[], "10.99.1.0/24"), &up(), t)
-                .unwrap();
+        let inet = GatewaySpec::from_profile(
+            &profile(EgressMode::Internet, &[], "10.99.1.0/24"),
+            &up(),
+            t,
+        )
+        .unwrap();
         assert!(matches!(inet.dns, DnsService::Forward { .. }));
         let allow = profile(EgressMode::Allowlist, &["api.example.com"], "10.99.1.0/24");
         let spec = GatewaySpec::from_profile(&allow, &up(), t).unwrap();
@@ -209,7 +214,10 @@ pub(crate) mod tests {
         assert_eq!(spec.set_names(), ("claude-dns4".to_owned(), None));
         let mut off = allow.clone();
         off.dns = DnsPolicy::Off;
-        assert_eq!(GatewaySpec::from_profile(&off, &up(), t).unwrap().dns, DnsService::Off);
+        assert_eq!(
+            GatewaySpec::from_profile(&off, &up(), t).unwrap().dns,
+            DnsService::Off
+        );
     }
 
     #[test]
@@ -252,7 +260,13 @@ pub(crate) mod tests {
             set_timeout: Duration::from_secs(1),
             ..ok
         };
-        assert!(short.validate().unwrap_err().to_string().contains("raise the timeout"));
+        assert!(
+            short
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("raise the timeout")
+        );
         let frac = DnsTiming {
             client_ttl_cap: Duration::from_millis(1500),
             ..ok

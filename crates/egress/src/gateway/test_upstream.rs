@@ -1,7 +1,7 @@
 //! A tiny authoritative-looking DNS server for tests and the drill: it
 //! answers configured names with A/AAAA records and a TTL, NXDOMAIN for
-//! everything else, and logs every query it receives — the log is the proof
-//! that a query did (or did not) leave the host.
+//! everything else, over UDP and TCP, and logs every query it receives —
+//! the log is the proof that a query did (or did not) leave the host.
 //!
 //! Bind it inside the "internet" namespace (e.g. via
 //! [`crate::netns::Netns::run`]); the socket keeps its namespace, so the
@@ -9,7 +9,8 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -29,30 +30,38 @@ pub struct TestUpstream {
     addr: SocketAddr,
     state: Arc<Mutex<State>>,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl TestUpstream {
-    /// Binds UDP `addr` in the calling thread's namespace and starts serving.
+    /// Binds UDP and TCP `addr` in the calling thread's namespace and starts
+    /// serving (a port of 0 picks one free for both).
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
         let sock = UdpSocket::bind(addr)?;
-        // Short reads let the thread notice `stop` promptly.
+        // Short reads let the threads notice `stop` promptly.
         sock.set_read_timeout(Some(Duration::from_millis(50)))?;
         let addr = sock.local_addr()?;
+        let listener = TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
         let state = Arc::new(Mutex::new(State::default()));
         let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let state = Arc::clone(&state);
-            let stop = Arc::clone(&stop);
+        let udp = {
+            let (state, stop) = (Arc::clone(&state), Arc::clone(&stop));
             std::thread::Builder::new()
-                .name("test-upstream".into())
-                .spawn(move || serve(&sock, &state, &stop))?
+                .name("test-upstream-udp".into())
+                .spawn(move || serve_udp(&sock, &state, &stop))?
+        };
+        let tcp = {
+            let (state, stop) = (Arc::clone(&state), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("test-upstream-tcp".into())
+                .spawn(move || serve_tcp(&listener, &state, &stop))?
         };
         Ok(Self {
             addr,
             state,
             stop,
-            thread: Some(thread),
+            threads: vec![udp, tcp],
         })
     }
 
@@ -95,36 +104,71 @@ impl TestUpstream {
 impl Drop for TestUpstream {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
 }
 
-fn serve(sock: &UdpSocket, state: &Mutex<State>, stop: &AtomicBool) {
+fn serve_udp(sock: &UdpSocket, state: &Mutex<State>, stop: &AtomicBool) {
     let mut buf = [0u8; 4096];
     while !stop.load(Ordering::Relaxed) {
-        let (n, peer) = match sock.recv_from(&mut buf) {
-            Ok(x) => x,
-            Err(_) => continue,
-        };
-        let msg = &buf[..n];
-        let Ok(q) = wire::parse_query(msg) else {
+        let Ok((n, peer)) = sock.recv_from(&mut buf) else {
             continue;
         };
-        let answer = {
-            let mut st = state.lock().unwrap_or_else(PoisonError::into_inner);
-            st.log.push(q.clone());
-            st.records.get(&q.name).cloned()
-        };
-        let reply = match answer {
-            Some((addrs, ttl)) => wire::encode_response(msg, RCODE_NOERROR, &addrs, ttl),
-            None => wire::encode_response(msg, RCODE_NXDOMAIN, &[], 0),
-        };
-        if let Ok(reply) = reply {
+        if let Some(reply) = answer(&buf[..n], state) {
             let _ = sock.send_to(&reply, peer);
         }
     }
+}
+
+fn serve_tcp(listener: &TcpListener, state: &Arc<Mutex<State>>, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                // One thread per connection: a client may keep its connection
+                // open (dnsmasq does) while opening another. The thread ends
+                // when the peer closes or goes quiet for 2 s.
+                let state = Arc::clone(state);
+                let _ = std::thread::Builder::new()
+                    .name("test-upstream-conn".into())
+                    .spawn(move || serve_stream(stream, &state));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+/// One TCP connection: length-prefixed queries until the peer closes.
+fn serve_stream(mut stream: TcpStream, state: &Mutex<State>) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    loop {
+        let mut len = [0u8; 2];
+        stream.read_exact(&mut len)?;
+        let mut msg = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        stream.read_exact(&mut msg)?;
+        if let Some(reply) = answer(&msg, state) {
+            let n = u16::try_from(reply.len()).map_err(io::Error::other)?;
+            stream.write_all(&n.to_be_bytes())?;
+            stream.write_all(&reply)?;
+        }
+    }
+}
+
+/// Logs the query and builds its answer (`None` for garbage).
+fn answer(msg: &[u8], state: &Mutex<State>) -> Option<Vec<u8>> {
+    let q = wire::parse_query(msg).ok()?;
+    let records = {
+        let mut st = state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.log.push(q.clone());
+        st.records.get(&q.name).cloned()
+    };
+    let reply = match records {
+        Some((addrs, ttl)) => wire::encode_response(msg, RCODE_NOERROR, &addrs, ttl),
+        None => wire::encode_response(msg, RCODE_NXDOMAIN, &[], 0),
+    };
+    reply.ok()
 }
 
 fn normalize(name: &str) -> String {

@@ -190,7 +190,9 @@ pub fn parse_response(msg: &[u8], expected_id: u16) -> Result<Response, WireErro
                 len: msg.len(),
             })?;
         let addr = match (rtype, data.len()) {
-            (TYPE_A, 4) => Some(IpAddr::V4(Ipv4Addr::new(data[0], data[1], data[2], data[3]))),
+            (TYPE_A, 4) => Some(IpAddr::V4(Ipv4Addr::new(
+                data[0], data[1], data[2], data[3],
+            ))),
             (TYPE_AAAA, 16) => {
                 let mut octets = [0u8; 16];
                 octets.copy_from_slice(data);
@@ -296,7 +298,10 @@ mod tests {
                 qtype: TYPE_A
             }
         );
-        let addrs: Vec<IpAddr> = vec!["198.18.0.1".parse().unwrap(), "2001:db8::1".parse().unwrap()];
+        let addrs: Vec<IpAddr> = vec![
+            "198.18.0.1".parse().unwrap(),
+            "2001:db8::1".parse().unwrap(),
+        ];
         let r = encode_response(&q, RCODE_NOERROR, &addrs, 42).unwrap();
         let parsed = parse_response(&r, 0xbeef).unwrap();
         assert_eq!(parsed.rcode, RCODE_NOERROR);

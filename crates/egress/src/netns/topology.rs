@@ -91,6 +91,14 @@ pub enum TopologyError {
     /// A link, address or route could not be set up.
     #[error("netns topology: {0}")]
     Link(#[from] LinkError),
+    /// A sandbox did not become reachable from the host in time.
+    #[error("netns topology: sandbox address {addr} not reachable from the host after attach (last probe: {last})")]
+    NotReady {
+        /// The sandbox address.
+        addr: IpAddr,
+        /// What the last readiness probe saw.
+        last: String,
+    },
     /// A sysctl in one of the namespaces could not be written.
     #[error("netns topology: {0}")]
     Sysctl(#[from] crate::sysctl::SysctlError),
@@ -280,6 +288,24 @@ impl Topology {
             lan_listeners.add(SocketAddr::new(IpAddr::V4(LAN_HOST_V4), LAN_PORT), t)?;
         }
 
+        // Prime neighbour caches on the uplink and LAN from the far side.
+        // The host, a router, otherwise loses its first IPv6 neighbour
+        // solicitation on the uplink and the first forwarded packet waits
+        // a full retransmit second (measured: ~1010 ms once, 0 ms after).
+        for (ns, ip) in [
+            (&internet, IpAddr::V4(HOST_UPLINK_V4)),
+            (&internet, IpAddr::V6(HOST_UPLINK_V6)),
+            (&lan, IpAddr::V4(HOST_LAN_V4)),
+        ] {
+            let r = probe_from(ns, &Probe::Icmp { to: ip }, Duration::from_secs(2));
+            if !r.observed.reached() {
+                return Err(TopologyError::NotReady {
+                    addr: ip,
+                    last: format!("{:?}", r.observed),
+                });
+            }
+        }
+
         Ok(Self {
             host,
             internet,
@@ -334,6 +360,37 @@ impl Topology {
             }
             Ok::<_, LinkError>(())
         })??;
+        self.wait_ready(Duration::from_secs(5))
+    }
+
+    /// Waits until the host reaches every sandbox address (IPv4 and IPv6)
+    /// with an ICMP echo. A freshly attached port needs a moment (carrier,
+    /// IPv6 prefix route, neighbour discovery); probing before that would
+    /// make a control fail for reasons that have nothing to do with rules.
+    /// Host → sandbox echo is allowed by corral's rules (replies are
+    /// established), so this works before and after apply.
+    pub fn wait_ready(&self, limit: Duration) -> Result<(), TopologyError> {
+        let deadline = std::time::Instant::now() + limit;
+        let targets: Vec<IpAddr> = self
+            .sandboxes
+            .iter()
+            .flat_map(|s| std::iter::once(IpAddr::V4(s.v4)).chain(s.v6.map(IpAddr::V6)))
+            .collect();
+        for ip in targets {
+            loop {
+                let r = probe_from(&self.host, &Probe::Icmp { to: ip }, Duration::from_millis(200));
+                if r.observed.reached() {
+                    break;
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(TopologyError::NotReady {
+                        addr: ip,
+                        last: format!("{:?}", r.observed),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         Ok(())
     }
 

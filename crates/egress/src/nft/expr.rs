@@ -121,7 +121,7 @@ fn l3_check(family: TableFamily, f: AddrFamily) -> Result<[Expr; 2], NftError> {
 fn net_match(family: TableFamily, net: ipnet::IpNet, dest: bool) -> Result<Vec<Expr>, NftError> {
     let f = AddrFamily::of(net.addr());
     let (off, len) = addr_field(f, dest);
-    let mut v = l3_check(family, f)?.to_vec();
+    let mut v = Vec::from(l3_check(family, f)?);
     v.push(payload(NETWORK, off, len)?);
     if net.prefix_len() < net.max_prefix_len() {
         v.push(bitwise(&addr_bytes(net.netmask()))?);
@@ -187,7 +187,7 @@ fn match_exprs(m: &Match, family: TableFamily) -> Result<Vec<Expr>, NftError> {
         Match::SaddrIn(net) => net_match(family, *net, false)?,
         Match::DaddrIn(net) => net_match(family, *net, true)?,
         Match::ArpTargetIn(net) => {
-            let mut v = ethertype(ETH_P_ARP)?.to_vec();
+            let mut v = Vec::from(ethertype(ETH_P_ARP)?);
             // Target protocol address of an Ethernet/IPv4 ARP packet.
             v.push(payload(NETWORK, 24, 4)?);
             let net = ipnet::IpNet::V4(*net);

@@ -454,7 +454,11 @@ mod tests {
             r("1.2.3.4", "1.2.3.4").as_net(),
             Some("1.2.3.4/32".parse().unwrap())
         );
-        assert_eq!(r("1.2.3.4", "1.2.3.5").as_net(), None);
+        assert_eq!(
+            r("1.2.3.4", "1.2.3.5").as_net(),
+            Some("1.2.3.4/31".parse().unwrap())
+        );
+        assert_eq!(r("1.2.3.5", "1.2.3.6").as_net(), None);
         assert_eq!(r("1.2.3.1", "1.2.3.2").as_net(), None);
         assert_eq!(
             r("0.0.0.0", "255.255.255.255").as_net(),

@@ -182,7 +182,8 @@ fn rendering_contains_the_replace_preamble_and_ranges() {
     let text = sample_plan().render_nft();
     assert!(text.starts_with("table inet corral\ndelete table inet corral\ntable bridge corral\ndelete table bridge corral\n"));
     assert!(text.contains("elements = { 0.0.0.0/8, 10.0.0.0/8,"), "{text}");
-    assert!(text.contains("224.0.0.0-255.255.255.255"), "{text}");
+    assert!(text.contains(", 224.0.0.0/3 }"), "{text}");
+    assert!(text.contains("198.51.100.7"), "{text}");
 }
 
 fn arb_profile(i: usize) -> impl Strategy<Value = corral_sandbox_core::Profile> {

@@ -11,7 +11,9 @@ use corral_sandbox_core::sandbox::ProviderError;
 #[non_exhaustive]
 pub enum ClientError {
     /// The daemon could not be reached at all.
-    #[error("cannot reach Incus at {endpoint}: is incusd running (scripts/incus-setup.sh starts it)?")]
+    #[error(
+        "cannot reach Incus at {endpoint}: is incusd running (scripts/incus-setup.sh starts it)?"
+    )]
     Connect {
         /// The socket path or address.
         endpoint: String,
@@ -20,7 +22,9 @@ pub enum ClientError {
         source: std::io::Error,
     },
     /// The TLS session to a remote Incus could not be set up.
-    #[error("TLS with Incus at {endpoint} failed; check the pinned server certificate and that the client certificate is trusted")]
+    #[error(
+        "TLS with Incus at {endpoint} failed; check the pinned server certificate and that the client certificate is trusted"
+    )]
     Tls {
         /// The address.
         endpoint: String,

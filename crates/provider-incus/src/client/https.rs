@@ -102,12 +102,13 @@ fn host_of(address: &str) -> &str {
 #[async_trait]
 impl Connector for HttpsConnector {
     async fn connect(&self) -> Result<BoxStream, ClientError> {
-        let tcp = TcpStream::connect(&self.address)
-            .await
-            .map_err(|source| ClientError::Connect {
-                endpoint: self.endpoint(),
-                source,
-            })?;
+        let tcp =
+            TcpStream::connect(&self.address)
+                .await
+                .map_err(|source| ClientError::Connect {
+                    endpoint: self.endpoint(),
+                    source,
+                })?;
         // Requests are small and latency-bound.
         let _ = tcp.set_nodelay(true);
         let tls = self

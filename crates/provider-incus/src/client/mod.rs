@@ -40,7 +40,11 @@ pub struct IncusClient {
 impl IncusClient {
     /// A client for `project` on the daemon `connector` reaches; plain
     /// requests give up after `timeout`.
-    pub fn new(connector: Arc<dyn Connector>, project: impl Into<String>, timeout: Duration) -> Self {
+    pub fn new(
+        connector: Arc<dyn Connector>,
+        project: impl Into<String>,
+        timeout: Duration,
+    ) -> Self {
         Self {
             connector,
             project: project.into(),
@@ -115,7 +119,11 @@ impl IncusClient {
     }
 
     /// Turn a raw answer into an envelope, or into Incus's error.
-    fn envelope(what: &str, status: http::StatusCode, body: &[u8]) -> Result<Envelope, ClientError> {
+    fn envelope(
+        what: &str,
+        status: http::StatusCode,
+        body: &[u8],
+    ) -> Result<Envelope, ClientError> {
         let parsed: Result<Envelope, _> = serde_json::from_slice(body);
         match parsed {
             Ok(env) if env.kind == "error" || !status.is_success() => Err(ClientError::Api {
@@ -190,7 +198,12 @@ impl IncusClient {
         self.finish(&what, env, wait).await
     }
 
-    async fn finish(&self, what: &str, env: Envelope, wait: Duration) -> Result<Operation, ClientError> {
+    async fn finish(
+        &self,
+        what: &str,
+        env: Envelope,
+        wait: Duration,
+    ) -> Result<Operation, ClientError> {
         if env.kind != "async" {
             return Ok(Operation {
                 id: String::new(),
@@ -202,13 +215,21 @@ impl IncusClient {
         }
         let id = operation_id(&env.operation).ok_or_else(|| ClientError::Malformed {
             what: what.to_owned(),
-            detail: format!("async answer without an operation URL ({:?})", env.operation),
+            detail: format!(
+                "async answer without an operation URL ({:?})",
+                env.operation
+            ),
         })?;
         self.wait(what, id, wait).await
     }
 
     /// Wait for operation `id` to finish, at most `wait`.
-    pub async fn wait(&self, what: &str, id: &str, wait: Duration) -> Result<Operation, ClientError> {
+    pub async fn wait(
+        &self,
+        what: &str,
+        id: &str,
+        wait: Duration,
+    ) -> Result<Operation, ClientError> {
         // Incus's own wait bound is in whole seconds; ours adds a margin for
         // the answer to arrive.
         let secs = wait.as_secs().max(1);
@@ -235,10 +256,11 @@ impl IncusClient {
             }
             Err(e) => return Err(e),
         };
-        let op: Operation = serde_json::from_value(env.metadata).map_err(|e| ClientError::Malformed {
-            what: path.clone(),
-            detail: e.to_string(),
-        })?;
+        let op: Operation =
+            serde_json::from_value(env.metadata).map_err(|e| ClientError::Malformed {
+                what: path.clone(),
+                detail: e.to_string(),
+            })?;
         match op.state() {
             OperationState::Succeeded => Ok(op),
             OperationState::Failed => Err(ClientError::Operation {
@@ -279,11 +301,13 @@ impl IncusClient {
             .await?;
         let (status, headers, body) = Self::read_body(response, &what, self.timeout).await?;
         if !status.is_success() {
-            return Err(Self::envelope(&what, status, &body).err().unwrap_or(ClientError::Api {
-                what,
-                status: status.as_u16(),
-                message: status.to_string(),
-            }));
+            return Err(Self::envelope(&what, status, &body)
+                .err()
+                .unwrap_or(ClientError::Api {
+                    what,
+                    status: status.as_u16(),
+                    message: status.to_string(),
+                }));
         }
         Ok((headers, body))
     }
@@ -306,7 +330,12 @@ impl IncusClient {
 
     /// Stream the body of GET `path` into `dest` (created, mode 0600: a
     /// backup holds the whole disk, credentials included).
-    pub async fn download(&self, path: &str, dest: &Path, timeout: Duration) -> Result<u64, ClientError> {
+    pub async fn download(
+        &self,
+        path: &str,
+        dest: &Path,
+        timeout: Duration,
+    ) -> Result<u64, ClientError> {
         let what = format!("GET {path}");
         let io = |context: String| move |source| ClientError::Io { context, source };
         let transfer = async {
@@ -315,11 +344,13 @@ impl IncusClient {
                 .await?;
             if !response.status().is_success() {
                 let (status, _, body) = Self::read_body(response, &what, self.timeout).await?;
-                return Err(Self::envelope(&what, status, &body).err().unwrap_or(ClientError::Api {
-                    what: what.clone(),
-                    status: status.as_u16(),
-                    message: status.to_string(),
-                }));
+                return Err(Self::envelope(&what, status, &body).err().unwrap_or(
+                    ClientError::Api {
+                        what: what.clone(),
+                        status: status.as_u16(),
+                        message: status.to_string(),
+                    },
+                ));
             }
             let mut file = tokio::fs::OpenOptions::new()
                 .write(true)
@@ -400,7 +431,9 @@ impl IncusClient {
             .await?;
         let (status, _, bytes) = Self::read_body(response, &what, timeout).await?;
         let env = Self::envelope(&what, status, &bytes)?;
-        let left = timeout.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
+        let left = timeout
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_secs(1));
         self.finish(&what, env, left).await
     }
 }
@@ -422,7 +455,6 @@ pub fn encode_query(value: &str) -> String {
     }
     out
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -455,9 +487,13 @@ mod tests {
 
     #[test]
     fn error_envelopes_carry_the_server_message() {
-        let body = br#"{"type":"error","error":"Instance not found","error_code":404,"metadata":null}"#;
+        let body =
+            br#"{"type":"error","error":"Instance not found","error_code":404,"metadata":null}"#;
         let err = IncusClient::envelope("GET /x", http::StatusCode::NOT_FOUND, body).err();
-        let Some(ClientError::Api { status, message, .. }) = err else {
+        let Some(ClientError::Api {
+            status, message, ..
+        }) = err
+        else {
             panic!("expected an API error, got {err:?}");
         };
         assert_eq!((status, message.as_str()), (404, "Instance not found"));
@@ -465,8 +501,13 @@ mod tests {
 
     #[test]
     fn non_json_errors_keep_their_text() {
-        let err = IncusClient::envelope("GET /x", http::StatusCode::BAD_GATEWAY, b"upstream gone\n").err();
-        let Some(ClientError::Api { status, message, .. }) = err else {
+        let err =
+            IncusClient::envelope("GET /x", http::StatusCode::BAD_GATEWAY, b"upstream gone\n")
+                .err();
+        let Some(ClientError::Api {
+            status, message, ..
+        }) = err
+        else {
             panic!("expected an API error, got {err:?}");
         };
         assert_eq!((status, message.as_str()), (502, "upstream gone"));

@@ -27,12 +27,13 @@ impl UnixConnector {
 #[async_trait]
 impl Connector for UnixConnector {
     async fn connect(&self) -> Result<BoxStream, ClientError> {
-        let stream = UnixStream::connect(&self.path)
-            .await
-            .map_err(|source| ClientError::Connect {
-                endpoint: self.endpoint(),
-                source,
-            })?;
+        let stream =
+            UnixStream::connect(&self.path)
+                .await
+                .map_err(|source| ClientError::Connect {
+                    endpoint: self.endpoint(),
+                    source,
+                })?;
         Ok(Box::pin(stream))
     }
 

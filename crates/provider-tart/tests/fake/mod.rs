@@ -46,6 +46,9 @@ case "$1" in
     [ -e "$d/vms/$2" ] || { echo "the specified VM \"$2\" does not exist" >&2; exit 1; } ;;
   delete)
     rm -f "$d/vms/$2" ;;
+  rename)
+    [ -e "$d/vms/$2" ] || { echo "the specified VM \"$2\" does not exist" >&2; exit 1; }
+    mv "$d/vms/$2" "$d/vms/$3" ;;
   list)
     sep=''
     printf '['

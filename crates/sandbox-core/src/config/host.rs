@@ -76,7 +76,8 @@ pub(crate) fn convert(
                 Some(HOST),
                 Some("dns_upstreams"),
                 format!(
-                    "`{}` is not an IP address; list resolver addresses such as \"192.0.2.53\" (names cannot be resolved before a resolver is known)",
+                    "`{}` is not an IP address; list resolver addresses such as \
+                        \"192.0.2.53\" (names cannot be resolved before a resolver is known)",
                     ip.get_ref()
                 ),
             ),
@@ -89,7 +90,8 @@ pub(crate) fn convert(
                 Some(HOST),
                 Some("attested_executors"),
                 format!(
-                    "{k} runs on this host, not on an executor; only incus-remote, multipass-remote and sprites can be attested"
+                    "{k} runs on this host, not on an executor; only incus-remote, \
+                        multipass-remote and sprites can be attested"
                 ),
             ),
             Ok(k) => push_unique(&mut host.attested_executors, k),
@@ -117,7 +119,8 @@ fn verification(raw: RawVerification, c: &mut Collector<'_>) -> VerificationConf
                 Some(VERIFY),
                 Some("kinds"),
                 format!(
-                    "{k} has no provider-host filter to verify; only tart can be opted in to per-sandbox verification"
+                    "{k} has no provider-host filter to verify; only tart can be opted in to \
+                        per-sandbox verification"
                 ),
             ),
             Ok(k) => push_unique(&mut out.kinds, k),
@@ -131,16 +134,29 @@ fn verification(raw: RawVerification, c: &mut Collector<'_>) -> VerificationConf
                     start(s),
                     Some(VERIFY),
                     Some("canary"),
-                    format!("{} is {why}: it would fail even without a filter, so it proves nothing; use a public address you control", addr.ip()),
+                    format!(
+                        "{} is {why}: it would fail even without a filter, so it proves nothing; \
+                        use a public address you control",
+                        addr.ip()
+                    ),
                 ),
-                None if addr.port() == 0 => c.at(start(s), Some(VERIFY), Some("canary"), "port 0 cannot be connected to; use the port the canary listens on"),
+                None if addr.port() == 0 => c.at(
+                    start(s),
+                    Some(VERIFY),
+                    Some("canary"),
+                    "port 0 cannot be connected to; use the port the canary listens on",
+                ),
                 None => out.canary = Some(addr),
             },
             Err(_) => c.at(
                 start(s),
                 Some(VERIFY),
                 Some("canary"),
-                format!("`{}` is not an address and port; write \"198.51.100.7:443\" or \"[2001:db8::7]:443\"", s.get_ref()),
+                format!(
+                    "`{}` is not an address and port; write \"198.51.100.7:443\" or \
+                    \"[2001:db8::7]:443\"",
+                    s.get_ref()
+                ),
             ),
         }
     }
@@ -213,7 +229,10 @@ fn verification(raw: RawVerification, c: &mut Collector<'_>) -> VerificationConf
                     start(first),
                     Some(VERIFY),
                     Some(key),
-                    format!("kinds opts in to verification, so `{key}` is required: the canary cannot run without it"),
+                    format!(
+                        "kinds opts in to verification, so `{key}` is required: the canary cannot \
+                        run without it"
+                    ),
                 );
             }
         }

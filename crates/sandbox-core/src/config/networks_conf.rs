@@ -66,19 +66,34 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
         }
         if toks.len() > COLUMNS.len() {
             let extra = toks[COLUMNS.len()];
-            c.at_line(n, Some(extra.column), Some(&format!("profile \"{}\"", toks[0].text)), None, format!(
-                "extra column `{}`: a line has exactly 4 columns (name bridge subnet allowed-hosts); write an allowlist as one comma-separated column without spaces, or start a comment with #",
-                extra.text
-            ));
+            c.at_line(
+                n,
+                Some(extra.column),
+                Some(&format!("profile \"{}\"", toks[0].text)),
+                None,
+                format!(
+                    "extra column `{}`: a line has exactly 4 columns (name bridge subnet \
+                    allowed-hosts); write an allowlist as one comma-separated column without \
+                    spaces, or start a comment with #",
+                    extra.text
+                ),
+            );
             bad_lines = true;
             continue;
         }
         if toks.len() < COLUMNS.len() {
             let missing = COLUMNS[toks.len()..].join(" ");
-            c.at_line(n, None, Some(&format!("profile \"{}\"", toks[0].text)), None, format!(
-                "{} of 4 columns; add the missing {missing} (allowed-hosts is `-`, `internet` or a comma-separated list)",
-                toks.len()
-            ));
+            c.at_line(
+                n,
+                None,
+                Some(&format!("profile \"{}\"", toks[0].text)),
+                None,
+                format!(
+                    "{} of 4 columns; add the missing {missing} (allowed-hosts is `-`, \
+                    `internet` or a comma-separated list)",
+                    toks.len()
+                ),
+            );
             bad_lines = true;
             continue;
         }
@@ -122,10 +137,17 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
     };
     for (n, cols, p) in &parsed {
         if p.bridge == host.multipass_bridge {
-            c.at_line(*n, Some(cols[1].column), Some(&format!("profile \"{}\"", p.name)), Some("bridge"), format!(
-                "bridge \"{}\" is Multipass's control bridge, whose forwarding corral blocks; choose another bridge name",
-                p.bridge
-            ));
+            c.at_line(
+                *n,
+                Some(cols[1].column),
+                Some(&format!("profile \"{}\"", p.name)),
+                Some("bridge"),
+                format!(
+                    "bridge \"{}\" is Multipass's control bridge, whose forwarding corral \
+                    blocks; choose another bridge name",
+                    p.bridge
+                ),
+            );
         }
     }
     match set {
@@ -172,7 +194,8 @@ fn line_profile(n: usize, cols: &[Token<'_>; 4], c: &mut Collector<'_>) -> Optio
             for item in list.split(',') {
                 if item.is_empty() {
                     c.at_line(n, Some(cols[3].column), ctx, Some("allowed-hosts"), format!(
-                        "`{list}` has an empty entry; separate entries with single commas and no trailing comma"
+                        "`{list}` has an empty entry; separate entries with single commas and no \
+                            trailing comma"
                     ));
                     continue;
                 }
@@ -248,7 +271,10 @@ mod tests {
         assert_eq!(
             errs("dev  br-dev  10.0.0.0/24  a.example.com, b.example.com\n"),
             [
-                "networks.conf:1:42: profile \"dev\": extra column `b.example.com`: a line has exactly 4 columns (name bridge subnet allowed-hosts); write an allowlist as one comma-separated column without spaces, or start a comment with #"
+                "networks.conf:1:42: profile \"dev\": extra column `b.example.com`: a \
+                    line has exactly 4 columns (name bridge subnet allowed-hosts); write an \
+                    allowlist as one comma-separated column without spaces, or start a \
+                    comment with #"
             ]
         );
     }
@@ -258,7 +284,9 @@ mod tests {
         assert_eq!(
             errs("\n# c\ndev br-dev 10.0.0.0/24\n"),
             [
-                "networks.conf:3: profile \"dev\": 3 of 4 columns; add the missing allowed-hosts (allowed-hosts is `-`, `internet` or a comma-separated list)"
+                "networks.conf:3: profile \"dev\": 3 of 4 columns; add the missing \
+                    allowed-hosts (allowed-hosts is `-`, `internet` or a comma-separated \
+                    list)"
             ]
         );
     }
@@ -270,9 +298,15 @@ mod tests {
                 "a  br-a  10.0.1.0/24  -\nb  corral-way-too-long  10.0.2.0/24  x.example.com,,bad_host\n"
             ),
             [
-                "networks.conf:2:4: profile \"b\": bridge: bridge name `corral-way-too-long` is 19 bytes long; the limit is 15 bytes",
-                "networks.conf:2:38: profile \"b\": allowed-hosts: `x.example.com,,bad_host` has an empty entry; separate entries with single commas and no trailing comma",
-                "networks.conf:2:38: profile \"b\": allowed-hosts: allow entry `bad_host` is invalid: host name `bad_host` is invalid: character '_' is not allowed; expected a DNS name of dot-separated labels of [A-Za-z0-9-] (1 to 63 each, no leading or trailing `-`), at most 253 characters",
+                "networks.conf:2:4: profile \"b\": bridge: bridge name \
+                    `corral-way-too-long` is 19 bytes long; the limit is 15 bytes",
+                "networks.conf:2:38: profile \"b\": allowed-hosts: \
+                    `x.example.com,,bad_host` has an empty entry; separate entries with \
+                    single commas and no trailing comma",
+                "networks.conf:2:38: profile \"b\": allowed-hosts: allow entry `bad_host` \
+                    is invalid: host name `bad_host` is invalid: character '_' is not \
+                    allowed; expected a DNS name of dot-separated labels of [A-Za-z0-9-] (1 \
+                    to 63 each, no leading or trailing `-`), at most 253 characters",
             ]
         );
     }
@@ -284,9 +318,13 @@ mod tests {
                 "a  br-a  10.0.0.0/16  -\nb  br-a  10.0.3.0/24  internet\nmp mpqemubr0 10.1.0.0/24 -\n"
             ),
             [
-                "networks.conf:2:4: profile \"b\": bridge: bridge \"br-a\" is already used by profile \"a\"; each profile needs its own bridge",
-                "networks.conf:2:10: profile \"b\": subnet: 10.0.3.0/24 overlaps 10.0.0.0/16 of profile \"a\"; give each profile a separate subnet",
-                "networks.conf:3:4: profile \"mp\": bridge: bridge \"mpqemubr0\" is Multipass's control bridge, whose forwarding corral blocks; choose another bridge name",
+                "networks.conf:2:4: profile \"b\": bridge: bridge \"br-a\" is already \
+                    used by profile \"a\"; each profile needs its own bridge",
+                "networks.conf:2:10: profile \"b\": subnet: 10.0.3.0/24 overlaps \
+                    10.0.0.0/16 of profile \"a\"; give each profile a separate subnet",
+                "networks.conf:3:4: profile \"mp\": bridge: bridge \"mpqemubr0\" is \
+                    Multipass's control bridge, whose forwarding corral blocks; choose \
+                    another bridge name",
             ]
         );
     }

@@ -57,7 +57,11 @@ pub(crate) fn from_toml_str(text: &str, file: &str) -> Result<Config, ConfigErro
                 match value.into_inner() {
                     DeValue::Array(items) => {
                         for (i, item) in items.into_iter().enumerate() {
-                            let ctx = match item.get_ref().get("name").and_then(|n| n.get_ref().as_str()) {
+                            let ctx = match item
+                                .get_ref()
+                                .get("name")
+                                .and_then(|n| n.get_ref().as_str())
+                            {
                                 Some(name) => format!("profile \"{name}\""),
                                 None => format!("profile #{}", i + 1),
                             };
@@ -69,7 +73,8 @@ pub(crate) fn from_toml_str(text: &str, file: &str) -> Result<Config, ConfigErro
                         None,
                         Some("profile"),
                         format!(
-                            "expected [[profile]] tables, found a {}; write each profile as a [[profile]] section",
+                            "expected [[profile]] tables, found a {}; write each profile as a \
+                                [[profile]] section",
                             other.type_str()
                         ),
                     ),
@@ -311,10 +316,16 @@ fn cross_check(
     for (p, r) in set.iter().zip(raw.iter().flatten()) {
         let ctx = format!("profile \"{}\"", p.name);
         if p.bridge == host.multipass_bridge {
-            c.at(start(&r.bridge), Some(&ctx), Some("bridge"), format!(
-                "bridge \"{}\" is Multipass's control bridge (host.multipass_bridge), whose forwarding corral blocks; choose another bridge name",
-                p.bridge
-            ));
+            c.at(
+                start(&r.bridge),
+                Some(&ctx),
+                Some("bridge"),
+                format!(
+                    "bridge \"{}\" is Multipass's control bridge (host.multipass_bridge), \
+                    whose forwarding corral blocks; choose another bridge name",
+                    p.bridge
+                ),
+            );
         }
         if host
             .uplink

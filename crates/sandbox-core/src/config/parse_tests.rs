@@ -31,13 +31,18 @@ fn none(name: &str, bridge: &str, subnet: &str) -> String {
 #[test]
 fn a_good_file_loads() {
     let text = format!(
-        "[host]\nuplink = \"eth0\"\ndns_upstreams = [\"192.0.2.53\"]\nattested_executors = [\"incus-remote\"]\n\n{}{}[phases]\nwork = \"dev\"\n",
+        "[host]\nuplink = \"eth0\"\ndns_upstreams = \
+            [\"192.0.2.53\"]\nattested_executors = \
+            [\"incus-remote\"]\n\n{}{}[phases]\nwork = \"dev\"\n",
         none("iso", "br-iso", "10.9.1.0/24"),
         prof(
             "dev",
             "br-dev",
             "10.9.2.0/24",
-            "subnet_v6 = \"fd00:9:2::/64\"\nmode = \"allowlist\"\nallow = [\"api.example.com:443\", \"*.example.net\", \"[2001:db8::1]:22/tcp\"]\nblock = \"drop\"\ndns = \"off\"\nallow_unresolved = true"
+            "subnet_v6 = \"fd00:9:2::/64\"\nmode = \"allowlist\"\nallow = \
+                [\"api.example.com:443\", \"*.example.net\", \
+                \"[2001:db8::1]:22/tcp\"]\nblock = \"drop\"\ndns = \
+                \"off\"\nallow_unresolved = true"
         ),
     );
     let cfg = Config::from_toml_str(&text, "corral.toml").unwrap();
@@ -53,7 +58,8 @@ fn a_good_file_loads() {
 fn bridge_too_long() {
     assert_eq!(
         one(&none("dev", "corral-way-too-long", "10.0.0.0/24")),
-        "corral.toml:3:10: profile \"dev\": bridge: bridge name `corral-way-too-long` is 19 bytes long; the limit is 15 bytes"
+        "corral.toml:3:10: profile \"dev\": bridge: bridge name \
+            `corral-way-too-long` is 19 bytes long; the limit is 15 bytes"
     );
 }
 
@@ -61,7 +67,9 @@ fn bridge_too_long() {
 fn bridge_bad_character() {
     assert_eq!(
         one(&none("dev", "br/0", "10.0.0.0/24")),
-        "corral.toml:3:10: profile \"dev\": bridge: bridge name `br/0` is invalid: character '/' is not allowed; expected 1 to 15 bytes of [A-Za-z0-9_.-], not `.` or `..`"
+        "corral.toml:3:10: profile \"dev\": bridge: bridge name `br/0` is \
+            invalid: character '/' is not allowed; expected 1 to 15 bytes of \
+            [A-Za-z0-9_.-], not `.` or `..`"
     );
 }
 
@@ -70,7 +78,8 @@ fn duplicate_names() {
     let text = none("dev", "br-a", "10.0.1.0/24") + &none("dev", "br-b", "10.0.2.0/24");
     assert_eq!(
         one(&text),
-        "corral.toml:7:8: profile \"dev\": name: profile name \"dev\" is used twice; give each profile its own name"
+        "corral.toml:7:8: profile \"dev\": name: profile name \"dev\" is used \
+            twice; give each profile its own name"
     );
 }
 
@@ -79,7 +88,8 @@ fn duplicate_bridges() {
     let text = none("a", "br-a", "10.0.1.0/24") + &none("b", "br-a", "10.0.2.0/24");
     assert_eq!(
         one(&text),
-        "corral.toml:8:10: profile \"b\": bridge: bridge \"br-a\" is already used by profile \"a\"; each profile needs its own bridge"
+        "corral.toml:8:10: profile \"b\": bridge: bridge \"br-a\" is already used \
+            by profile \"a\"; each profile needs its own bridge"
     );
 }
 
@@ -88,7 +98,8 @@ fn overlapping_v4() {
     let text = none("a", "br-a", "10.0.0.0/16") + &none("b", "br-b", "10.0.7.0/24");
     assert_eq!(
         one(&text),
-        "corral.toml:9:10: profile \"b\": subnet: 10.0.7.0/24 overlaps 10.0.0.0/16 of profile \"a\"; give each profile a separate subnet"
+        "corral.toml:9:10: profile \"b\": subnet: 10.0.7.0/24 overlaps \
+            10.0.0.0/16 of profile \"a\"; give each profile a separate subnet"
     );
 }
 
@@ -108,7 +119,8 @@ fn overlapping_v6_is_checked_separately() {
     );
     assert_eq!(
         one(&(a + &b)),
-        "corral.toml:11:13: profile \"b\": subnet_v6: fd00:1:0:5::/64 overlaps fd00:1::/48 of profile \"a\"; give each profile a separate subnet"
+        "corral.toml:11:13: profile \"b\": subnet_v6: fd00:1:0:5::/64 overlaps \
+            fd00:1::/48 of profile \"a\"; give each profile a separate subnet"
     );
 }
 
@@ -135,7 +147,9 @@ fn unknown_keys_name_the_key_and_the_valid_ones() {
     let text = "[[profile]]\nname = \"dev\"\nbrige = \"x\"\n";
     assert_eq!(
         one(text),
-        "corral.toml:3:1: profile \"dev\": unknown field `brige`, expected one of `name`, `bridge`, `subnet`, `subnet_v6`, `mode`, `allow`, `block`, `dns`, `allow_unresolved`"
+        "corral.toml:3:1: profile \"dev\": unknown field `brige`, expected one of \
+            `name`, `bridge`, `subnet`, `subnet_v6`, `mode`, `allow`, `block`, \
+            `dns`, `allow_unresolved`"
     );
     let text = format!(
         "[host]\nstate_dirr = \"/x\"\n{}",
@@ -143,7 +157,9 @@ fn unknown_keys_name_the_key_and_the_valid_ones() {
     );
     assert_eq!(
         one(&text),
-        "corral.toml:2:1: host: unknown field `state_dirr`, expected one of `state_dir`, `uplink`, `multipass_bridge`, `dns_upstreams`, `attested_executors`, `verification`"
+        "corral.toml:2:1: host: unknown field `state_dirr`, expected one of \
+            `state_dir`, `uplink`, `multipass_bridge`, `dns_upstreams`, \
+            `attested_executors`, `verification`"
     );
     let text = format!(
         "[host]\nuplink = \"eth0\"\n[host.verification]\ncanari = \"x\"\n{}",
@@ -151,7 +167,10 @@ fn unknown_keys_name_the_key_and_the_valid_ones() {
     );
     assert_eq!(
         one(&text),
-        "corral.toml:4:1: host.verification: unknown field `canari`, expected one of `kinds`, `canary`, `canary_v6`, `unlisted_name`, `check_timeout_secs`, `cool_down_secs`, `reverify_interval_secs`, `max_probe_output_bytes`"
+        "corral.toml:4:1: host.verification: unknown field `canari`, expected one \
+            of `kinds`, `canary`, `canary_v6`, `unlisted_name`, \
+            `check_timeout_secs`, `cool_down_secs`, `reverify_interval_secs`, \
+            `max_probe_output_bytes`"
     );
     let text = format!("colour = 1\n{}", none("a", "br-a", "10.0.0.0/24"));
     assert_eq!(
@@ -170,7 +189,11 @@ fn invalid_host_names() {
     );
     assert_eq!(
         one(&text),
-        "corral.toml:6:29: profile \"a\": allow: allow entry `bad_name.example.com` is invalid: host name `bad_name.example.com` is invalid: character '_' is not allowed; expected a DNS name of dot-separated labels of [A-Za-z0-9-] (1 to 63 each, no leading or trailing `-`), at most 253 characters"
+        "corral.toml:6:29: profile \"a\": allow: allow entry \
+            `bad_name.example.com` is invalid: host name `bad_name.example.com` is \
+            invalid: character '_' is not allowed; expected a DNS name of \
+            dot-separated labels of [A-Za-z0-9-] (1 to 63 each, no leading or \
+            trailing `-`), at most 253 characters"
     );
 }
 
@@ -185,9 +208,12 @@ fn bad_ports_and_ranges() {
     assert_eq!(
         errs(&text),
         [
-            "corral.toml:7:3: profile \"a\": allow: allow entry `x.example.com:0` is invalid: port 0 is not a destination port; use 1 to 65535",
-            "corral.toml:8:3: profile \"a\": allow: allow entry `x.example.com:90-80` is invalid: port range 90-80 is backwards; write the lower port first",
-            "corral.toml:9:3: profile \"a\": allow: allow entry `x.example.com:70000` is invalid: port `70000` is not a number from 1 to 65535",
+            "corral.toml:7:3: profile \"a\": allow: allow entry `x.example.com:0` is \
+                invalid: port 0 is not a destination port; use 1 to 65535",
+            "corral.toml:8:3: profile \"a\": allow: allow entry `x.example.com:90-80` \
+                is invalid: port range 90-80 is backwards; write the lower port first",
+            "corral.toml:9:3: profile \"a\": allow: allow entry `x.example.com:70000` \
+                is invalid: port `70000` is not a number from 1 to 65535",
         ]
     );
 }
@@ -196,7 +222,8 @@ fn bad_ports_and_ranges() {
 fn empty_allowlist() {
     assert_eq!(
         one(&prof("a", "br-a", "10.0.0.0/24", "mode = \"allowlist\"")),
-        "corral.toml:5:8: profile \"a\": allow: mode is allowlist but the allowlist is empty; add entries, or use mode \"none\" for no egress"
+        "corral.toml:5:8: profile \"a\": allow: mode is allowlist but the \
+            allowlist is empty; add entries, or use mode \"none\" for no egress"
     );
 }
 
@@ -210,7 +237,8 @@ fn allow_entries_outside_allowlist_mode() {
     );
     assert_eq!(
         one(&text),
-        "corral.toml:6:10: profile \"a\": allow: allow entries have no effect in mode \"none\"; remove them, or set mode = \"allowlist\""
+        "corral.toml:6:10: profile \"a\": allow: allow entries have no effect in \
+            mode \"none\"; remove them, or set mode = \"allowlist\""
     );
     let text = prof(
         "a",
@@ -229,7 +257,9 @@ fn multipass_bridge_collision() {
     let text = none("a", "mpqemubr0", "10.0.0.0/24");
     assert_eq!(
         one(&text),
-        "corral.toml:3:10: profile \"a\": bridge: bridge \"mpqemubr0\" is Multipass's control bridge (host.multipass_bridge), whose forwarding corral blocks; choose another bridge name"
+        "corral.toml:3:10: profile \"a\": bridge: bridge \"mpqemubr0\" is \
+            Multipass's control bridge (host.multipass_bridge), whose forwarding \
+            corral blocks; choose another bridge name"
     );
     let text = format!(
         "[host]\nmultipass_bridge = \"br-a\"\n{}",
@@ -261,11 +291,16 @@ fn bad_values_of_each_kind() {
     assert_eq!(
         errs(&text),
         [
-            "corral.toml:4:10: profile \"a\": subnet: `10.0.0.0/33` is not an IPv4 subnet; write a CIDR such as \"10.231.1.0/24\"",
-            "corral.toml:5:13: profile \"a\": subnet_v6: `fd00::` is not an IPv6 subnet; write a CIDR such as \"fd00:c0a1:1::/64\"",
-            "corral.toml:6:8: profile \"a\": mode: unknown mode `open`; expected one of none, internet, allowlist",
-            "corral.toml:7:9: profile \"a\": block: unknown block action `ignore`; expected reject or drop",
-            "corral.toml:8:7: profile \"a\": dns: unknown dns policy `google`; expected gateway or off",
+            "corral.toml:4:10: profile \"a\": subnet: `10.0.0.0/33` is not an IPv4 \
+                subnet; write a CIDR such as \"10.231.1.0/24\"",
+            "corral.toml:5:13: profile \"a\": subnet_v6: `fd00::` is not an IPv6 \
+                subnet; write a CIDR such as \"fd00:c0a1:1::/64\"",
+            "corral.toml:6:8: profile \"a\": mode: unknown mode `open`; expected one \
+                of none, internet, allowlist",
+            "corral.toml:7:9: profile \"a\": block: unknown block action `ignore`; \
+                expected reject or drop",
+            "corral.toml:8:7: profile \"a\": dns: unknown dns policy `google`; \
+                expected gateway or off",
         ]
     );
 }
@@ -273,17 +308,27 @@ fn bad_values_of_each_kind() {
 #[test]
 fn host_settings_are_checked() {
     let text = format!(
-        "[host]\nstate_dir = \"var/corral\"\nuplink = \"eth 0\"\ndns_upstreams = [\"dns.example\"]\nattested_executors = [\"incus\", \"cloud\"]\n{}",
+        "[host]\nstate_dir = \"var/corral\"\nuplink = \"eth 0\"\ndns_upstreams = \
+            [\"dns.example\"]\nattested_executors = [\"incus\", \"cloud\"]\n{}",
         none("a", "br-a", "10.0.0.0/24")
     );
     assert_eq!(
         errs(&text),
         [
-            "corral.toml:2:13: host: state_dir: `var/corral` is not an absolute path; write it from the root, e.g. /var/lib/corral",
-            "corral.toml:3:10: host: uplink: interface name `eth 0` is invalid: character ' ' is not allowed; expected 1 to 15 bytes of [A-Za-z0-9_.-], not `.` or `..`",
-            "corral.toml:4:18: host: dns_upstreams: `dns.example` is not an IP address; list resolver addresses such as \"192.0.2.53\" (names cannot be resolved before a resolver is known)",
-            "corral.toml:5:23: host: attested_executors: incus runs on this host, not on an executor; only incus-remote, multipass-remote and sprites can be attested",
-            "corral.toml:5:32: host: attested_executors: unknown sandbox kind `cloud`; expected one of incus, incus-remote, multipass, multipass-remote, tart, sprites, bubblewrap, process",
+            "corral.toml:2:13: host: state_dir: `var/corral` is not an absolute path; \
+                write it from the root, e.g. /var/lib/corral",
+            "corral.toml:3:10: host: uplink: interface name `eth 0` is invalid: \
+                character ' ' is not allowed; expected 1 to 15 bytes of [A-Za-z0-9_.-], \
+                not `.` or `..`",
+            "corral.toml:4:18: host: dns_upstreams: `dns.example` is not an IP \
+                address; list resolver addresses such as \"192.0.2.53\" (names cannot be \
+                resolved before a resolver is known)",
+            "corral.toml:5:23: host: attested_executors: incus runs on this host, not \
+                on an executor; only incus-remote, multipass-remote and sprites can be \
+                attested",
+            "corral.toml:5:32: host: attested_executors: unknown sandbox kind \
+                `cloud`; expected one of incus, incus-remote, multipass, \
+                multipass-remote, tart, sprites, bubblewrap, process",
         ]
     );
 }
@@ -291,18 +336,28 @@ fn host_settings_are_checked() {
 #[test]
 fn verification_settings_are_checked() {
     let text = format!(
-        "[host.verification]\nkinds = [\"tart\", \"incus\"]\ncanary = \"10.1.2.3:443\"\ncheck_timeout_secs = 60\ncool_down_secs = 0\n{}",
+        "[host.verification]\nkinds = [\"tart\", \"incus\"]\ncanary = \
+            \"10.1.2.3:443\"\ncheck_timeout_secs = 60\ncool_down_secs = 0\n{}",
         none("a", "br-a", "10.0.0.0/24")
     );
     assert_eq!(
         errs(&text),
         [
-            "corral.toml:2:10: host.verification: canary_v6: kinds opts in to verification, so `canary_v6` is required: the canary cannot run without it",
-            "corral.toml:2:10: host.verification: unlisted_name: kinds opts in to verification, so `unlisted_name` is required: the canary cannot run without it",
-            "corral.toml:2:18: host.verification: kinds: incus has no provider-host filter to verify; only tart can be opted in to per-sandbox verification",
-            "corral.toml:3:10: host.verification: canary: 10.1.2.3 is a private address: it would fail even without a filter, so it proves nothing; use a public address you control",
-            "corral.toml:4:22: host.verification: check_timeout_secs: 60 s is out of range; use 1 to 30 seconds (default 5)",
-            "corral.toml:5:18: host.verification: cool_down_secs: 0 would re-admit a failed kind at once; use a positive number of seconds (default 900)",
+            "corral.toml:2:10: host.verification: canary_v6: kinds opts in to \
+                verification, so `canary_v6` is required: the canary cannot run without \
+                it",
+            "corral.toml:2:10: host.verification: unlisted_name: kinds opts in to \
+                verification, so `unlisted_name` is required: the canary cannot run \
+                without it",
+            "corral.toml:2:18: host.verification: kinds: incus has no provider-host \
+                filter to verify; only tart can be opted in to per-sandbox verification",
+            "corral.toml:3:10: host.verification: canary: 10.1.2.3 is a private \
+                address: it would fail even without a filter, so it proves nothing; use \
+                a public address you control",
+            "corral.toml:4:22: host.verification: check_timeout_secs: 60 s is out of \
+                range; use 1 to 30 seconds (default 5)",
+            "corral.toml:5:18: host.verification: cool_down_secs: 0 would re-admit a \
+                failed kind at once; use a positive number of seconds (default 900)",
         ]
     );
 }

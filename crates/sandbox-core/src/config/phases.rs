@@ -72,7 +72,8 @@ pub struct PhaseProfiles {
 pub enum PhaseError {
     /// Nothing is configured for the phase.
     #[error(
-        "phase {phase} has no profile; set `{phase} = \"<profile>\"` under [phases] (configured profiles: {})",
+        "phase {phase} has no profile; set `{phase} = \"<profile>\"` under \
+            [phases] (configured profiles: {})",
         configured.join(", ")
     )]
     Unset {
@@ -83,7 +84,8 @@ pub enum PhaseError {
     },
     /// The phase names a profile that does not exist.
     #[error(
-        "phase {phase} names profile \"{profile}\", which is not configured; configured profiles: {}",
+        "phase {phase} names profile \"{profile}\", which is not configured; \
+            configured profiles: {}",
         configured.join(", ")
     )]
     UnknownProfile {
@@ -168,12 +170,14 @@ mod tests {
         let err = phases.resolve(Phase::Merge, &cfg.profiles).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "phase merge names profile \"nope\", which is not configured; configured profiles: isolated, internet, allowlist"
+            "phase merge names profile \"nope\", which is not configured; configured \
+                profiles: isolated, internet, allowlist"
         );
         let err = phases.resolve(Phase::Work, &cfg.profiles).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "phase work has no profile; set `work = \"<profile>\"` under [phases] (configured profiles: isolated, internet, allowlist)"
+            "phase work has no profile; set `work = \"<profile>\"` under [phases] \
+                (configured profiles: isolated, internet, allowlist)"
         );
     }
 }

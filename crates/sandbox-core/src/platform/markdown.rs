@@ -11,10 +11,12 @@ fn egress_text(egress: EgressClass) -> &'static str {
     match egress {
         EgressClass::HostKernel => "enforced on this host",
         EgressClass::Executor => {
-            "enforced on the executor when attested (`host.attested_executors`); otherwise not enforced"
+            "enforced on the executor when attested (`host.attested_executors`); \
+                otherwise not enforced"
         }
         EgressClass::ProviderHost => {
-            "not enforced; one sandbox at a time may be verified when the kind is opted in (`host.verification.kinds`) and its canary passes"
+            "not enforced; one sandbox at a time may be verified when the kind is \
+                opted in (`host.verification.kinds`) and its canary passes"
         }
         EgressClass::Unenforced => "not enforced",
     }

@@ -155,15 +155,21 @@ pub fn cell(os: HostOs, kind: SandboxKind) -> Cell {
             "incus or multipass on Linux; incus-remote or multipass-remote elsewhere",
         ),
         (Macos | Windows, K::Incus) => refused(
-            "Incus runs only on Linux, and this host's kernel has no per-sandbox bridge corral can enforce egress on",
+            "Incus runs only on Linux, and this host's kernel has no per-sandbox \
+                bridge corral can enforce egress on",
             USE_REMOTE,
         ),
         (Macos, K::Multipass) => refused(
-            "Multipass on macOS uses the hypervisor framework's own NAT network: there is no per-VM bridge in the host kernel where an unbypassable drop path can be installed",
-            "multipass-remote or incus-remote against a Linux executor, or tart with per-sandbox verification",
+            "Multipass on macOS uses the hypervisor framework's own NAT network: \
+                there is no per-VM bridge in the host kernel where an unbypassable drop \
+                path can be installed",
+            "multipass-remote or incus-remote against a Linux executor, or tart with \
+                per-sandbox verification",
         ),
         (Windows, K::Multipass) => refused(
-            "Multipass on Windows uses a Hyper-V switch the provider owns: per-VM enforcement would need a signed filter driver, and NAT networks give no stable per-VM hook",
+            "Multipass on Windows uses a Hyper-V switch the provider owns: per-VM \
+                enforcement would need a signed filter driver, and NAT networks give no \
+                stable per-VM hook",
             USE_REMOTE,
         ),
         (Macos | Windows, K::Bubblewrap) => {

@@ -76,13 +76,17 @@ pub fn select_provider(
     if profiled && classification.enforcement == Enforcement::NotEnforced && !verifiable {
         let fix = match support.egress {
             EgressClass::Executor => format!(
-                "once the executor runs corral's host enforcement, list {kind} in host.attested_executors"
+                "once the executor runs corral's host enforcement, list {kind} in \
+                    host.attested_executors"
             ),
             EgressClass::ProviderHost => format!(
-                "opt {kind} in to per-sandbox verification (host.verification.kinds) so each sandbox must pass a canary first"
+                "opt {kind} in to per-sandbox verification (host.verification.kinds) so \
+                    each sandbox must pass a canary first"
             ),
             EgressClass::HostKernel | EgressClass::Unenforced => {
-                "use a kind that enforces egress (incus or multipass on Linux, or an attested remote kind)".to_owned()
+                "use a kind that enforces egress (incus or multipass on Linux, or an \
+                    attested remote kind)"
+                    .to_owned()
             }
         };
         return Err(SelectError::NotEnforced { host_os, kind, fix });
@@ -112,7 +116,9 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "tart is not supported on windows: Tart runs only on macOS (Apple Silicon); use incus or multipass on Linux; incus-remote or multipass-remote elsewhere instead"
+            "tart is not supported on windows: Tart runs only on macOS (Apple \
+                Silicon); use incus or multipass on Linux; incus-remote or \
+                multipass-remote elsewhere instead"
         );
     }
 

@@ -140,7 +140,24 @@ fn check_single(p: &Profile, push: &mut impl FnMut(ProfileField, String)) {
             ),
         );
     }
+    if let Some(why) = unusable_v4(p.subnet_v4) {
+        push(
+            ProfileField::Subnet,
+            format!(
+                "{} is {why}, which cannot hold a bridge; use a private range such as 10.231.0.0/16",
+                p.subnet_v4
+            ),
+        );
+    }
     if let Some(v6) = p.subnet_v6 {
+        if let Some(why) = unusable_v6(v6) {
+            push(
+                ProfileField::SubnetV6,
+                format!(
+                    "{v6} is {why}, which cannot hold a bridge; use a unique-local range such as fd00:c0a1::/48"
+                ),
+            );
+        }
         if v6.trunc() != v6 {
             push(
                 ProfileField::SubnetV6,
@@ -162,7 +179,9 @@ fn check_single(p: &Profile, push: &mut impl FnMut(ProfileField, String)) {
     match p.mode {
         EgressMode::Allowlist if p.allow.is_empty() => push(
             ProfileField::Allow,
-            "mode is allowlist but the allowlist is empty; add entries, or use mode \"none\" for no egress".to_owned(),
+            "mode is allowlist but the allowlist is empty; add entries, or use mode \
+                \"none\" for no egress"
+                .to_owned(),
         ),
         EgressMode::None | EgressMode::Internet if !p.allow.is_empty() => {
             let mode = if p.mode == EgressMode::None {
@@ -173,7 +192,8 @@ fn check_single(p: &Profile, push: &mut impl FnMut(ProfileField, String)) {
             push(
                 ProfileField::Allow,
                 format!(
-                    "allow entries have no effect in mode \"{mode}\"; remove them, or set mode = \"allowlist\""
+                    "allow entries have no effect in mode \"{mode}\"; remove them, or set \
+                        mode = \"allowlist\""
                 ),
             );
         }
@@ -195,7 +215,8 @@ fn check_pair(earlier: &Profile, p: &Profile, push: &mut impl FnMut(ProfileField
         push(
             ProfileField::Bridge,
             format!(
-                "bridge \"{}\" is already used by profile \"{}\"; each profile needs its own bridge",
+                "bridge \"{}\" is already used by profile \"{}\"; each profile needs its \
+                    own bridge",
                 p.bridge, earlier.name
             ),
         );
@@ -220,6 +241,37 @@ fn check_pair(earlier: &Profile, p: &Profile, push: &mut impl FnMut(ProfileField
             ),
         );
     }
+}
+
+/// Why an IPv4 subnet cannot be a bridge subnet, if it cannot: it touches
+/// "this network", loopback, link-local, multicast or reserved space.
+fn unusable_v4(net: Ipv4Net) -> Option<&'static str> {
+    let special: [(&str, &str); 5] = [
+        ("0.0.0.0/8", "in \"this network\" (0.0.0.0/8)"),
+        ("127.0.0.0/8", "in loopback space (127.0.0.0/8)"),
+        ("169.254.0.0/16", "in link-local space (169.254.0.0/16)"),
+        ("224.0.0.0/4", "in multicast space (224.0.0.0/4)"),
+        ("240.0.0.0/4", "in reserved space (240.0.0.0/4)"),
+    ];
+    special.into_iter().find_map(|(range, why)| {
+        // Invariant: the literals above are valid CIDRs (tested).
+        let range: Ipv4Net = range.parse().ok()?;
+        overlaps_v4(range, net).then_some(why)
+    })
+}
+
+/// IPv6 counterpart of [`unusable_v4`]: loopback, link-local, multicast.
+fn unusable_v6(net: Ipv6Net) -> Option<&'static str> {
+    let special: [(&str, &str); 4] = [
+        ("::/128", "the unspecified address"),
+        ("::1/128", "the loopback address"),
+        ("fe80::/10", "in link-local space (fe80::/10)"),
+        ("ff00::/8", "in multicast space (ff00::/8)"),
+    ];
+    special.into_iter().find_map(|(range, why)| {
+        let range: Ipv6Net = range.parse().ok()?;
+        overlaps_v6(range, net).then_some(why)
+    })
 }
 
 /// Two prefixes overlap exactly when one contains the other's network address.
@@ -281,9 +333,12 @@ mod tests {
         assert_eq!(
             got,
             [
-                "profile \"a\": name: profile name \"a\" is used twice; give each profile its own name",
-                "profile \"a\": bridge: bridge \"br-a\" is already used by profile \"a\"; each profile needs its own bridge",
-                "profile \"a\": subnet: 10.0.5.0/24 overlaps 10.0.0.0/16 of profile \"a\"; give each profile a separate subnet",
+                "profile \"a\": name: profile name \"a\" is used twice; give each profile \
+                    its own name",
+                "profile \"a\": bridge: bridge \"br-a\" is already used by profile \"a\"; \
+                    each profile needs its own bridge",
+                "profile \"a\": subnet: 10.0.5.0/24 overlaps 10.0.0.0/16 of profile \
+                    \"a\"; give each profile a separate subnet",
             ]
         );
     }
@@ -306,6 +361,27 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert!(got[0].contains("write the network address, 10.0.0.4/30"));
         assert!(got[1].contains("IPv4 prefix must be /29 or shorter"));
+    }
+
+    #[test]
+    fn special_ranges_are_refused() {
+        let got = problems(vec![profile("a", "br-a", "127.1.0.0/16")]);
+        assert_eq!(
+            got,
+            [
+                "profile \"a\": subnet: 127.1.0.0/16 is in loopback space (127.0.0.0/8), which cannot hold a bridge; use a private range such as 10.231.0.0/16"
+            ]
+        );
+        for bad in ["0.0.0.0/0", "169.254.0.0/24", "224.1.0.0/16", "250.0.0.0/8"] {
+            assert_eq!(problems(vec![profile("a", "br-a", bad)]).len(), 1, "{bad}");
+        }
+        let mut v6 = profile("a", "br-a", "10.0.0.0/24");
+        v6.subnet_v6 = Some("fe80::/64".parse().unwrap());
+        let got = problems(vec![v6]);
+        assert!(got[0].contains("link-local space (fe80::/10)"), "{got:?}");
+        let mut ok = profile("a", "br-a", "100.64.0.0/24");
+        ok.subnet_v6 = Some("2001:db8::/64".parse().unwrap());
+        assert!(ProfileSet::new(vec![ok]).is_ok());
     }
 
     #[test]

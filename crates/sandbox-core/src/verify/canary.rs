@@ -96,13 +96,24 @@ pub struct CanaryCheck {
     pub bound: Duration,
 }
 
-/// Every check for one sandbox on one profile.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Every check for one sandbox on one profile. Only [`plan`] builds one, so
+/// nobody can hand the gate a plan with the hard checks left out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CanaryPlan {
+    profile: ProfileName,
+    checks: Vec<CanaryCheck>,
+}
+
+impl CanaryPlan {
     /// The profile the sandbox is on.
-    pub profile: ProfileName,
+    pub fn profile(&self) -> &ProfileName {
+        &self.profile
+    }
+
     /// The checks, in the order to run them.
-    pub checks: Vec<CanaryCheck>,
+    pub fn checks(&self) -> &[CanaryCheck] {
+        &self.checks
+    }
 }
 
 /// What the prober saw for one check.
@@ -115,8 +126,10 @@ pub enum Observed {
     Refused,
     /// No answer within the bound.
     TimedOut,
-    /// No route, or the name did not resolve.
+    /// No route to the destination.
     Unreachable,
+    /// The name did not resolve (NXDOMAIN, refused or empty answer).
+    NotResolved,
     /// The name resolved (to these addresses).
     Resolved(Vec<IpAddr>),
     /// The probe could not run; never a pass.
@@ -148,7 +161,8 @@ pub enum PlanError {
     },
     /// The allowlist has nothing a TCP probe can reach.
     #[error(
-        "profile \"{profile}\" has no allow entry the canary can connect to; add a host name or single address with a TCP port"
+        "profile \"{profile}\" has no allow entry the canary can connect to; add \
+            a host name or single address with a TCP port"
     )]
     NoProbeableEntry {
         /// The profile.
@@ -156,7 +170,9 @@ pub enum PlanError {
     },
     /// A must-fail destination is allowed by the profile, so the check would prove nothing.
     #[error(
-        "profile \"{profile}\" allows {target}, which the canary expects to be blocked; choose a host.verification.{key} outside the profile's allowlist"
+        "profile \"{profile}\" allows {target}, which the canary expects to be \
+            blocked; choose a host.verification.{key} outside the profile's \
+            allowlist"
     )]
     Allowlisted {
         /// The profile.
@@ -364,7 +380,9 @@ mod tests {
         let err = plan(config.profiles.get("allowlist").unwrap(), &c, lan()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "profile \"allowlist\" allows 203.0.113.5, which the canary expects to be blocked; choose a host.verification.canary outside the profile's allowlist"
+            "profile \"allowlist\" allows 203.0.113.5, which the canary expects to be \
+                blocked; choose a host.verification.canary outside the profile's \
+                allowlist"
         );
         let err = plan(
             config.profiles.get("allowlist").unwrap(),

@@ -196,7 +196,7 @@ impl Gate {
         let mut event = VerificationEvent {
             sandbox: sandbox.clone(),
             kind,
-            profile: Some(plan.profile.clone()),
+            profile: Some(plan.profile().clone()),
             at: now,
             outcome: EventOutcome::Refused,
             checks: Vec::new(),
@@ -207,7 +207,8 @@ impl Gate {
         match self.status(kind, now) {
             KindStatus::NotOptedIn => {
                 event.message = format!(
-                    "{kind} is not opted in to verification (host.verification.kinds); profiled work cannot run on it"
+                    "{kind} is not opted in to verification (host.verification.kinds); \
+                        profiled work cannot run on it"
                 );
                 return Judgement {
                     event,
@@ -227,7 +228,7 @@ impl Gate {
             KindStatus::Probation { .. } | KindStatus::Eligible => {}
         }
         let mut failed = Vec::new();
-        for check in &plan.checks {
+        for check in plan.checks() {
             let result = results.iter().find(|r| r.kind == check.kind);
             let passed = result.is_some_and(|r| {
                 let in_time = r.elapsed <= check.bound + OVERRUN_GRACE;
@@ -238,7 +239,7 @@ impl Gate {
                             Expectation::Fails,
                             Observed::Refused | Observed::TimedOut | Observed::Unreachable,
                         )
-                        | (Expectation::DoesNotResolve, Observed::Unreachable)
+                        | (Expectation::DoesNotResolve, Observed::NotResolved)
                 );
                 in_time && as_expected
             });
@@ -262,11 +263,11 @@ impl Gate {
         if failed.is_empty() {
             self.demotions.remove(&kind);
             event.outcome = EventOutcome::Passed;
-            event.message = format!("all {} checks passed", plan.checks.len());
+            event.message = format!("all {} checks passed", plan.checks().len());
             let verified = VerifiedSandbox {
                 sandbox: sandbox.clone(),
                 kind,
-                profile: plan.profile.clone(),
+                profile: plan.profile().clone(),
                 verified_at: now,
             };
             return Judgement {
@@ -279,7 +280,8 @@ impl Gate {
         event.outcome = EventOutcome::Failed;
         event.demoted_until = Some(until);
         event.message = format!(
-            "{reason}. Dispose of the sandbox and re-place the work; {kind} is demoted until {until}"
+            "{reason}. Dispose of the sandbox and re-place the work; {kind} is \
+                demoted until {until}"
         );
         Judgement {
             event,
@@ -311,7 +313,8 @@ impl Gate {
             filter_health: Some(health),
             demoted_until: Some(until),
             message: format!(
-                "{reason}: the sandbox fails closed; stop its work and re-place it; {} is demoted until {until}",
+                "{reason}: the sandbox fails closed; stop its work and re-place it; {} is \
+                    demoted until {until}",
                 verified.kind
             ),
         })
@@ -350,14 +353,14 @@ mod tests {
 
     /// Results that pass every check of `plan`.
     fn passing(plan: &CanaryPlan) -> Vec<CheckResult> {
-        plan.checks
+        plan.checks()
             .iter()
             .map(|c| CheckResult {
                 kind: c.kind,
                 observed: match c.expect {
                     Expectation::Connects => Observed::Connected,
                     Expectation::Fails => Observed::Refused,
-                    Expectation::DoesNotResolve => Observed::Unreachable,
+                    Expectation::DoesNotResolve => Observed::NotResolved,
                 },
                 elapsed: Duration::from_millis(12),
                 output: String::new(),
@@ -377,7 +380,7 @@ mod tests {
             clock.now(),
         );
         assert_eq!(j.event.outcome, EventOutcome::Passed);
-        assert_eq!(j.event.checks.len(), plan.checks.len());
+        assert_eq!(j.event.checks.len(), plan.checks().len());
         assert!(
             j.event
                 .checks

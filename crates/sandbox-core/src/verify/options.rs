@@ -76,7 +76,8 @@ impl VerificationOptions {
             out.push(OptionsError {
                 key: "cool_down_secs",
                 problem: format!(
-                    "0 would re-admit a failed kind at once; use a positive number of seconds (default {})",
+                    "0 would re-admit a failed kind at once; use a positive number of seconds \
+                        (default {})",
                     DEFAULT_COOL_DOWN.as_secs()
                 ),
             });
@@ -97,7 +98,8 @@ impl VerificationOptions {
             out.push(OptionsError {
                 key: "max_probe_output_bytes",
                 problem: format!(
-                    "{} is out of range; use {lo} to {hi} bytes (default {DEFAULT_MAX_PROBE_OUTPUT})",
+                    "{} is out of range; use {lo} to {hi} bytes (default \
+                        {DEFAULT_MAX_PROBE_OUTPUT})",
                     self.max_probe_output
                 ),
             });
@@ -128,9 +130,11 @@ mod tests {
             got,
             [
                 "check_timeout_secs: 31 s is out of range; use 1 to 30 seconds (default 5)",
-                "cool_down_secs: 0 would re-admit a failed kind at once; use a positive number of seconds (default 900)",
+                "cool_down_secs: 0 would re-admit a failed kind at once; use a positive \
+                    number of seconds (default 900)",
                 "reverify_interval_secs: 59 s is too often; use at least 60 seconds (default 3600)",
-                "max_probe_output_bytes: 10 is out of range; use 256 to 1048576 bytes (default 4096)",
+                "max_probe_output_bytes: 10 is out of range; use 256 to 1048576 bytes \
+                    (default 4096)",
             ]
         );
         let low = VerificationOptions {

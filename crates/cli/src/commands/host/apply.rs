@@ -49,11 +49,16 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
     let (config, origin) = context::load_config(&args.source)?;
     let planned: Planned = context::plan_config(config, origin)?;
     let target = context::target("apply", args.netns.as_deref())?;
-    let store = context::state_store(args.state_dir.as_ref(), &planned.config, args.netns.as_deref());
+    let store = context::state_store(
+        args.state_dir.as_ref(),
+        &planned.config,
+        args.netns.as_deref(),
+    );
     let progress = out.progress(&format!("applying to {}", target.describe()));
     let result = target.host.apply(&planned.plan);
     drop(progress);
-    let report = result.map_err(|e| host_failure(&out, &format!("applying to {}", target.describe()), e))?;
+    let report =
+        result.map_err(|e| host_failure(&out, &format!("applying to {}", target.describe()), e))?;
     store.save(&planned.inputs()).map_err(|e| {
         CliError::failure(anyhow::Error::new(e).context(
             "the ruleset is applied, but recording it failed; status, verify and refresh will not know it",
@@ -124,7 +129,9 @@ pub fn refresh(args: &HostArgs, out: Output) -> CmdResult {
         .refresh(&old, &new.plan)
         .map_err(|e| host_failure(&out, &format!("refreshing {}", target.describe()), e))?;
     store.save(&new.inputs()).map_err(|e| {
-        CliError::failure(anyhow::Error::new(e).context("the sets are refreshed, but recording it failed"))
+        CliError::failure(
+            anyhow::Error::new(e).context("the sets are refreshed, but recording it failed"),
+        )
     })?;
     if args.json {
         print_json(&RefreshJson {
@@ -139,7 +146,10 @@ pub fn refresh(args: &HostArgs, out: Output) -> CmdResult {
         return Ok(Outcome::Ok);
     }
     if report.batch.is_none() {
-        out.info(&format!("{}: every allowlisted name resolves as before", target.describe()));
+        out.info(&format!(
+            "{}: every allowlisted name resolves as before",
+            target.describe()
+        ));
     } else {
         out.info(&format!(
             "{} {}: {} added, {} removed in {} ({})",

@@ -47,7 +47,9 @@ pub fn target(verb: &str, netns: Option<&str>) -> Result<Target, CliError> {
     .map_err(CliError::failure)?;
     let host = match netns {
         None => Host::current().map_err(|e| {
-            CliError::failure(anyhow::Error::new(e).context("cannot open this host's network namespace"))
+            CliError::failure(
+                anyhow::Error::new(e).context("cannot open this host's network namespace"),
+            )
         })?,
         Some(name) => Host::in_netns(Netns::open(name).map_err(|e| {
             CliError::usage(anyhow::Error::new(e).context(format!(
@@ -64,7 +66,11 @@ pub fn target(verb: &str, netns: Option<&str>) -> Result<Target, CliError> {
 /// Where applied inputs are kept: `--state-dir`, else the config's
 /// `state_dir`, with a sub-directory per `--netns` target so acting on a
 /// namespace never overwrites what was applied to the host.
-pub fn state_store(state_dir: Option<&PathBuf>, config: &Config, netns: Option<&str>) -> StateStore {
+pub fn state_store(
+    state_dir: Option<&PathBuf>,
+    config: &Config,
+    netns: Option<&str>,
+) -> StateStore {
     if let Some(dir) = state_dir {
         return StateStore::new(dir);
     }
@@ -74,7 +80,13 @@ pub fn state_store(state_dir: Option<&PathBuf>, config: &Config, netns: Option<&
         Some(name) => {
             let safe: String = name
                 .chars()
-                .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
                 .collect();
             StateStore::new(base.join("netns").join(safe))
         }
@@ -107,7 +119,9 @@ pub fn plan_config(config: Config, origin: String) -> Result<Planned, CliError> 
         CliError::failure(anyhow::Error::new(e).context("resolving allowlisted host names"))
     })?;
     let plan = HostPlan::build(&config.profiles, &plan_settings(&config.host), &resolution)
-        .map_err(|e| CliError::usage(anyhow::Error::new(e).context("the configuration cannot be planned")))?;
+        .map_err(|e| {
+            CliError::usage(anyhow::Error::new(e).context("the configuration cannot be planned"))
+        })?;
     Ok(Planned {
         config,
         origin,
@@ -135,7 +149,12 @@ pub fn load_config(source: &ConfigSource) -> Result<(Config, String), CliError> 
 /// The plan to check the live state against (`status`, `verify`): an
 /// explicitly named file wins; otherwise what was last applied (so names
 /// are not re-resolved), else the default configuration.
-pub fn plan_to_check(args: &HostArgs, config: Config, origin: String, store: &StateStore) -> Result<Planned, CliError> {
+pub fn plan_to_check(
+    args: &HostArgs,
+    config: Config,
+    origin: String,
+    store: &StateStore,
+) -> Result<Planned, CliError> {
     if !explicit(&args.source) {
         let stored = store
             .load()
@@ -147,8 +166,14 @@ pub fn plan_to_check(args: &HostArgs, config: Config, origin: String, store: &St
                     store.path().display()
                 ))
             })?;
-            let plan = HostPlan::build(&config.profiles, &plan_settings(&config.host), &inputs.resolution)
-                .map_err(|e| CliError::failure(anyhow::Error::new(e).context("rebuilding the applied plan")))?;
+            let plan = HostPlan::build(
+                &config.profiles,
+                &plan_settings(&config.host),
+                &inputs.resolution,
+            )
+            .map_err(|e| {
+                CliError::failure(anyhow::Error::new(e).context("rebuilding the applied plan"))
+            })?;
             return Ok(Planned {
                 config,
                 origin: format!("what was applied ({})", store.path().display()),

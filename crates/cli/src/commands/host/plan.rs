@@ -31,7 +31,9 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
     let planned = context::plan_config(config, origin)?;
     let target = context::target("plan", args.netns.as_deref())?;
     let drift = target.host.plan_diff(&planned.plan).map_err(|e| {
-        CliError::failure(anyhow::Error::new(e).context("reading the live state to compare with the plan"))
+        CliError::failure(
+            anyhow::Error::new(e).context("reading the live state to compare with the plan"),
+        )
     })?;
     let plan = &planned.plan;
     if args.json {
@@ -59,7 +61,10 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
     ));
     out.data(&plan.render_nft());
     if drift.is_empty() {
-        out.info(&format!("# live state: {}", out.paint(Style::Good, "matches this plan")));
+        out.info(&format!(
+            "# live state: {}",
+            out.paint(Style::Good, "matches this plan")
+        ));
     } else {
         out.info(&format!(
             "# live state: {} from this plan; `corral host apply` makes it match:",

@@ -49,7 +49,11 @@ impl From<&HostDrift> for DriftView {
             },
             HostDrift::Bridge { name, problem } => Self {
                 area: "bridge",
-                kind: if problem == "missing" { "missing" } else { "changed" },
+                kind: if problem == "missing" {
+                    "missing"
+                } else {
+                    "changed"
+                },
                 object: "bridge".to_owned(),
                 location: name.clone(),
                 detail: problem.clone(),
@@ -57,7 +61,11 @@ impl From<&HostDrift> for DriftView {
             },
             HostDrift::Sysctl(s) => Self {
                 area: "sysctl",
-                kind: if s.live.is_none() { "missing" } else { "changed" },
+                kind: if s.live.is_none() {
+                    "missing"
+                } else {
+                    "changed"
+                },
                 object: "sysctl".to_owned(),
                 location: s.key.clone(),
                 detail: format!(
@@ -80,7 +88,12 @@ pub fn drift_views(drift: &[HostDrift]) -> Vec<DriftView> {
 pub fn drift_table(out: &Output, drift: &[HostDrift]) -> Table {
     let mut table = Table::new(["drift", "object", "where", "what"]);
     for v in drift_views(drift) {
-        table.row([out.paint(Style::Bad, v.kind), v.object, v.location, v.detail]);
+        table.row([
+            out.paint(Style::Bad, v.kind),
+            v.object,
+            v.location,
+            v.detail,
+        ]);
     }
     table
 }

@@ -34,7 +34,9 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
     let store = context::state_store(args.state_dir.as_ref(), &config, args.netns.as_deref());
     let planned = context::plan_to_check(args, config, origin, &store)?;
     let status = target.host.status(&planned.plan).map_err(|e| {
-        CliError::failure(anyhow::Error::new(e).context(format!("reading the status of {}", target.describe())))
+        CliError::failure(
+            anyhow::Error::new(e).context(format!("reading the status of {}", target.describe())),
+        )
     })?;
     if args.json {
         print_json(&StatusJson {
@@ -45,9 +47,20 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
         })?;
         return Ok(Outcome::Ok);
     }
-    out.info(&format!("{} (plan from {})", target.describe(), planned.origin));
+    out.info(&format!(
+        "{} (plan from {})",
+        target.describe(),
+        planned.origin
+    ));
     let mut profiles = Table::new([
-        "profile", "bridge", "present", "up", "owner", "addresses", "accepted", "blocked",
+        "profile",
+        "bridge",
+        "present",
+        "up",
+        "owner",
+        "addresses",
+        "accepted",
+        "blocked",
     ]);
     for b in &status.bridges {
         let counters = status.counters.iter().find(|c| c.profile == b.profile);
@@ -63,7 +76,11 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
             } else {
                 "adopted".to_owned()
             },
-            if b.addresses.is_empty() { "-".to_owned() } else { b.addresses.join(" ") },
+            if b.addresses.is_empty() {
+                "-".to_owned()
+            } else {
+                b.addresses.join(" ")
+            },
             counters.map_or("-".to_owned(), |c| {
                 format!("{} pkts / {} B", c.accepted_packets, c.accepted_bytes)
             }),
@@ -91,7 +108,10 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
     }
     out.info("");
     if status.drift == 0 {
-        out.info(&format!("{}: live state matches the plan", out.paint(Style::Good, "in sync")));
+        out.info(&format!(
+            "{}: live state matches the plan",
+            out.paint(Style::Good, "in sync")
+        ));
     } else {
         out.info(&format!(
             "{}: {} from the plan; `corral host verify` lists them",

@@ -37,12 +37,14 @@ pub fn run(args: &TeardownArgs, out: Output) -> CmdResult {
     let target = context::target("teardown", args.netns.as_deref())?;
     let store = context::state_store(args.state_dir.as_ref(), &config, args.netns.as_deref());
     let mut report = target.host.teardown().map_err(|e| {
-        CliError::failure(anyhow::Error::new(e).context(format!("tearing down {}", target.describe())))
+        CliError::failure(
+            anyhow::Error::new(e).context(format!("tearing down {}", target.describe())),
+        )
     })?;
-    if report.is_clean() {
-        if let Err(e) = store.clear() {
-            report.errors.push(e.to_string());
-        }
+    if report.is_clean()
+        && let Err(e) = store.clear()
+    {
+        report.errors.push(e.to_string());
     }
     if args.json {
         print_json(&TeardownJson {

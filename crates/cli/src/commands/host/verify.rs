@@ -28,7 +28,11 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
     let drift = target.host.verify(&planned.plan).map_err(|e| {
         CliError::failure(anyhow::Error::new(e).context(format!("verifying {}", target.describe())))
     })?;
-    let outcome = if drift.is_empty() { Outcome::Ok } else { Outcome::Failed };
+    let outcome = if drift.is_empty() {
+        Outcome::Ok
+    } else {
+        Outcome::Failed
+    };
     if args.json {
         print_json(&VerifyReport {
             schema: "corral.host-verify.v1",

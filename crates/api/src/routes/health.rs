@@ -1,0 +1,30 @@
+//! `GET /v1/health`.
+
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+
+use crate::state::AppState;
+
+/// The health answer.
+#[derive(Debug, Serialize)]
+pub struct Health {
+    /// Always `ok` when the server answers.
+    pub status: &'static str,
+    /// corrald's version.
+    pub version: &'static str,
+    /// Where the profiles came from.
+    pub source: String,
+    /// The target network namespace, `null` for the host.
+    pub netns: Option<String>,
+}
+
+/// Liveness.
+pub async fn get(State(state): State<AppState>) -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+        source: state.settings().source.clone(),
+        netns: state.settings().netns.clone(),
+    })
+}

@@ -1,0 +1,97 @@
+//! `GET /v1/host/plan`, `/v1/host/status`, `/v1/host/verify`: the egress
+//! facade's answers. Its calls block (netlink on a namespace thread), so
+//! they run on tokio's blocking pool.
+
+use axum::Json;
+use axum::extract::State;
+use corral_egress::host::{HostDrift, Status};
+use corral_egress::plan::HostPlan;
+use serde::Serialize;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// `GET /v1/host/plan`.
+#[derive(Debug, Serialize)]
+pub struct PlanAnswer {
+    /// The plan in `nft -f` syntax.
+    pub nft: String,
+    /// The plan as data.
+    pub plan: HostPlan,
+    /// The live state equals the plan.
+    pub in_sync: bool,
+    /// Every difference.
+    pub drift: Vec<HostDrift>,
+}
+
+/// `GET /v1/host/verify`.
+#[derive(Debug, Serialize)]
+pub struct VerifyAnswer {
+    /// `applied` (what was last applied) or `configuration`.
+    pub basis: &'static str,
+    /// No drift.
+    pub in_sync: bool,
+    /// Every difference.
+    pub drift: Vec<HostDrift>,
+}
+
+/// `GET /v1/host/status`.
+#[derive(Debug, Serialize)]
+pub struct StatusAnswer {
+    /// `applied` or `configuration`.
+    pub basis: &'static str,
+    /// The facade's status.
+    #[serde(flatten)]
+    pub status: Status,
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(anyhow::anyhow!("the request's worker failed: {e}")))?
+        .map_err(ApiError::internal)
+}
+
+/// The configured plan and how the live state differs from it.
+pub async fn plan(State(state): State<AppState>) -> Result<Json<PlanAnswer>, ApiError> {
+    blocking(move || {
+        let planned = state.configured_plan()?;
+        let drift = state.host()?.plan_diff(&planned.plan)?;
+        Ok(Json(PlanAnswer {
+            nft: planned.plan.render_nft(),
+            in_sync: drift.is_empty(),
+            plan: planned.plan,
+            drift,
+        }))
+    })
+    .await
+}
+
+/// Bridges, counters, sets and the drift count.
+pub async fn status(State(state): State<AppState>) -> Result<Json<StatusAnswer>, ApiError> {
+    blocking(move || {
+        let planned = state.plan_to_check()?;
+        let status = state.host()?.status(&planned.plan)?;
+        Ok(Json(StatusAnswer {
+            basis: planned.basis,
+            status,
+        }))
+    })
+    .await
+}
+
+/// Every difference between the plan and the live state.
+pub async fn verify(State(state): State<AppState>) -> Result<Json<VerifyAnswer>, ApiError> {
+    blocking(move || {
+        let planned = state.plan_to_check()?;
+        let drift = state.host()?.verify(&planned.plan)?;
+        Ok(Json(VerifyAnswer {
+            basis: planned.basis,
+            in_sync: drift.is_empty(),
+            drift,
+        }))
+    })
+    .await
+}

@@ -1,0 +1,216 @@
+//! `corral drill`: run the egress crate's isolation drill and render it. The
+//! drill (topology, probes, expectations, judgement) is the library's; this
+//! module prints its first line, one row per probe and its verdict line.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use corral_egress::drill::{self, DrillOptions, DrillReport, DrillRow, Expect, Verdict};
+use corral_egress::netns::Observed;
+use serde::Serialize;
+
+use crate::args::DrillArgs;
+use crate::error::{CliError, CmdResult, Outcome};
+use crate::load;
+use crate::output::{Output, Style, Table};
+use crate::privilege::{self, Capability};
+
+/// `corral drill --json` (schema in docs/json-schema.md).
+#[derive(Debug, Serialize)]
+struct DrillJson<'a> {
+    schema: &'static str,
+    claim: &'a str,
+    source: String,
+    profiles: Vec<String>,
+    verdict: &'static str,
+    probes: usize,
+    passed: usize,
+    failed: usize,
+    not_run: usize,
+    errors: usize,
+    ms: u64,
+    rows: Vec<RowJson<'a>>,
+}
+
+/// One probe in JSON.
+#[derive(Debug, Serialize)]
+struct RowJson<'a> {
+    probe: &'a str,
+    from: &'a str,
+    to: &'a str,
+    expected: Expect,
+    observed: &'static str,
+    observed_detail: Option<&'a str>,
+    control: &'static str,
+    verdict: Verdict,
+    ms: u64,
+}
+
+fn observed_parts(o: &Observed) -> (&'static str, Option<&str>) {
+    match o {
+        Observed::Connected => ("connected", None),
+        Observed::Rejected(d) => ("rejected", Some(d)),
+        Observed::TimedOut => ("timed_out", None),
+        Observed::Error(d) => ("error", Some(d)),
+    }
+}
+
+fn observed_text(o: &Observed) -> String {
+    match o {
+        Observed::Connected => "connected".to_owned(),
+        Observed::Rejected(d) if d.is_empty() => "rejected".to_owned(),
+        Observed::Rejected(d) => format!("rejected ({d})"),
+        Observed::TimedOut => "timed out".to_owned(),
+        Observed::Error(d) => format!("error: {d}"),
+    }
+}
+
+fn expected_text(e: Expect) -> &'static str {
+    match e {
+        Expect::Reach => "reach",
+        Expect::Block => "block",
+    }
+}
+
+fn verdict_cell(out: &Output, v: Verdict) -> String {
+    match v {
+        Verdict::Pass => out.paint(Style::Good, "pass"),
+        Verdict::Fail => out.paint(Style::Bad, "FAIL"),
+        Verdict::NotRun => out.paint(Style::Warn, "not run"),
+        Verdict::Error => out.paint(Style::Bad, "error"),
+    }
+}
+
+fn table(out: &Output, rows: &[&DrillRow]) -> Table {
+    let mut t = Table::new([
+        "probe", "from", "to", "expected", "observed", "verdict", "ms",
+    ]);
+    for r in rows {
+        let mut observed = observed_text(&r.observed);
+        if r.verdict == Verdict::NotRun {
+            observed = format!("{observed}; control: {}", observed_text(&r.control));
+        }
+        t.row([
+            r.probe.clone(),
+            r.from.clone(),
+            r.to.clone(),
+            expected_text(r.expected).to_owned(),
+            observed,
+            verdict_cell(out, r.verdict),
+            r.ms.to_string(),
+        ]);
+    }
+    t
+}
+
+fn to_json<'a>(report: &'a DrillReport, source: String, profiles: Vec<String>) -> DrillJson<'a> {
+    DrillJson {
+        schema: "corral.drill.v1",
+        claim: &report.claim,
+        source,
+        profiles,
+        verdict: if report.ok() { "pass" } else { "fail" },
+        probes: report.rows.len(),
+        passed: report.passed,
+        failed: report.failed,
+        not_run: report.not_run,
+        errors: report.errors,
+        ms: report.ms,
+        rows: report
+            .rows
+            .iter()
+            .map(|r| {
+                let (observed, observed_detail) = observed_parts(&r.observed);
+                RowJson {
+                    probe: &r.probe,
+                    from: &r.from,
+                    to: &r.to,
+                    expected: r.expected,
+                    observed,
+                    observed_detail,
+                    control: observed_parts(&r.control).0,
+                    verdict: r.verdict,
+                    ms: r.ms,
+                }
+            })
+            .collect(),
+    }
+}
+
+fn write_json(path: &Path, json: &DrillJson<'_>) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(json)? + "\n";
+    if path == Path::new("-") {
+        crate::output::Output {
+            color: false,
+            quiet: false,
+        }
+        .data(&text);
+        Ok(())
+    } else {
+        std::fs::write(path, text)
+            .with_context(|| format!("cannot write the drill record to {}", path.display()))
+    }
+}
+
+/// Run the drill and render it.
+pub fn run(args: &DrillArgs, out: Output) -> CmdResult {
+    let loaded = load::load(&args.source)?;
+    privilege::require(
+        "`corral drill`",
+        &[
+            Capability::NetAdmin,
+            Capability::SysAdmin,
+            Capability::NetRaw,
+        ],
+    )
+    .map_err(CliError::failure)?;
+    let json_only = args.json.as_deref() == Some(Path::new("-"));
+    // With JSON on stdout, human output would corrupt it.
+    let human = Output {
+        quiet: out.quiet || json_only,
+        ..out
+    };
+    human.data_unless_json(json_only, drill::CLAIM);
+    let names = loaded.config.profiles.names();
+    human.info(&format!(
+        "profiles from {}: {}",
+        loaded.origin.describe(),
+        loaded
+            .config
+            .profiles
+            .iter()
+            .map(|p| format!("{} ({})", p.name, format!("{:?}", p.mode).to_lowercase()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let progress = human.progress("running the drill in throwaway network namespaces");
+    let result = drill::run(&loaded.config.profiles, &DrillOptions::default());
+    drop(progress);
+    let report = result.map_err(|e| CliError::failure(anyhow::Error::new(e)))?;
+
+    if let Some(path) = &args.json {
+        write_json(path, &to_json(&report, loaded.origin.describe(), names))
+            .map_err(CliError::failure)?;
+    }
+    if !json_only {
+        let rows: Vec<&DrillRow> = if human.quiet {
+            report
+                .rows
+                .iter()
+                .filter(|r| r.verdict != Verdict::Pass)
+                .collect()
+        } else {
+            report.rows.iter().collect()
+        };
+        if !rows.is_empty() {
+            human.table(&table(&human, &rows), true);
+        }
+        let style = if report.ok() { Style::Good } else { Style::Bad };
+        human.data(&human.paint(style, &report.summary()));
+    }
+    Ok(if report.ok() {
+        Outcome::Ok
+    } else {
+        Outcome::Failed
+    })
+}

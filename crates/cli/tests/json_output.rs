@@ -1,0 +1,93 @@
+//! JSON of the commands that need no privileges parses and matches
+//! docs/json-schema.md (the host and drill JSON is checked in their own
+//! root tests).
+
+// Test helpers panic to report a failure, like the tests themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{corral, corral_in, schema};
+
+#[test]
+fn matrix_json() {
+    let all = corral(&["matrix", "--json"]).expect_code(0).json();
+    schema::check(&all);
+    assert_eq!(all["entries"].as_array().unwrap().len(), 3 * 8);
+    assert!(all["host_os"].is_null());
+    let mac = corral(&["matrix", "--host", "macos", "--json"])
+        .expect_code(0)
+        .json();
+    schema::check(&mac);
+    let entries = mac["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 8);
+    assert!(entries.iter().all(|e| e["host_os"] == "macos"));
+    assert!(entries.iter().any(|e| e["status"] == "refused"));
+    assert!(entries.iter().any(|e| e["status"] == "supported"));
+}
+
+#[test]
+fn profiles_json() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("n.conf"),
+        "a corral-a 10.72.1.0/24 -\nb corral-b 10.72.2.0/24 203.0.113.9:443/tcp\n",
+    )
+    .unwrap();
+    let v = corral_in(
+        Some(dir.path()),
+        &["profiles", "--networks-conf", "n.conf", "--json"],
+    )
+    .expect_code(0)
+    .json();
+    schema::check(&v);
+    assert_eq!(v["profiles"][1]["allow"][0], "203.0.113.9:443/tcp");
+    assert_eq!(v["profiles"][1]["mode"], "allowlist");
+}
+
+#[test]
+fn builtin_profiles_json() {
+    // The built-in profiles, whichever way they are reached, document their
+    // JSON the same way.
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(common::CORRAL)
+        .args(["profiles", "--json"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    schema::check(&v);
+}
+
+#[test]
+fn config_check_json_valid_and_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("ok.conf"),
+        "a corral-a 10.73.1.0/24 internet\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("bad.conf"),
+        "a corral-a 10.73.1.0/24 internet extra\n",
+    )
+    .unwrap();
+    let ok = corral_in(Some(dir.path()), &["config", "check", "ok.conf", "--json"])
+        .expect_code(0)
+        .json();
+    schema::check(&ok);
+    assert_eq!(ok["valid"], true);
+    assert_eq!(ok["format"], "networks-conf");
+    let bad =
+        corral_in(Some(dir.path()), &["config", "check", "bad.conf", "--json"]).expect_code(2);
+    let bad = bad.json();
+    schema::check(&bad);
+    assert_eq!(bad["valid"], false);
+    assert_eq!(bad["errors"][0]["line"], 1);
+    assert!(
+        bad["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("bad.conf:1")
+    );
+}

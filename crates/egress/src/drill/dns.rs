@@ -1,0 +1,466 @@
+//! The drill's DNS probes: the gateway resolver of every profile, run for
+//! real (one dnsmasq per bridge inside the simulated host, a test upstream
+//! in the "internet" namespace whose query log shows what left the host).
+//!
+//! Per profile with a gateway resolver:
+//! - `allowlist`: an address the upstream now gives for an allowlisted name
+//!   (a CDN rotation after apply) is blocked before the sandbox looks the name
+//!   up, the gateway resolves it, and it is reachable afterwards without a
+//!   re-apply; an unlisted name gets NXDOMAIN and never reaches the upstream;
+//!   a tunnel (many random labels under an unlisted domain) never reaches it.
+//! - `internet`: the gateway forwards any name.
+//! - `none` / `dns = "off"`: there is no resolver on the gateway.
+//!
+//! Controls run after apply from the simulated host itself (which corral
+//! does not filter): the address answers, the upstream answers the name.
+//! A blocked or NXDOMAIN result is thus the rules' or the filter's doing.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use corral_sandbox_core::{AllowTarget, DnsPolicy, EgressMode, Profile, Protocol};
+
+use super::report::{DrillRow, Expect, judge};
+use crate::gateway::probe::{ProbeError, query};
+use crate::gateway::test_upstream::TestUpstream;
+use crate::gateway::wire::{RCODE_NXDOMAIN, Response, TYPE_A, TYPE_TXT};
+use crate::gateway::{DnsTiming, NameRules, start_all, stop_all};
+use crate::netns::topology::SandboxNs;
+use crate::netns::{Lab, Netns, Observed, Probe, Transport, probe_from};
+
+/// The drill's upstream resolver. Answers are in 198.18.0.0/15: dnsmasq's
+/// `stop-dns-rebind` strips private and documentation-range answers.
+const UPSTREAM: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
+/// Random-label queries of the tunnel probe.
+const TUNNEL_QUERIES: usize = 50;
+
+/// Stops the drill's daemons and removes their files, even on a panic: a
+/// dnsmasq left running would keep the simulated host alive.
+struct Daemons(PathBuf);
+
+impl Drop for Daemons {
+    fn drop(&mut self) {
+        let _ = stop_all(&self.0);
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs the DNS probes against `lab` (rules already applied).
+pub(crate) fn rows(lab: &Lab, timeout: Duration) -> Vec<DrillRow> {
+    let state = std::env::temp_dir().join(format!(
+        "corral-drill-gateway-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    let _daemons = Daemons(state.clone());
+    let upstream = match start(lab, &state) {
+        Ok(u) => u,
+        Err(e) => return vec![setup_error(e)],
+    };
+    let mut out = Vec::new();
+    for (pi, p) in lab.profiles.iter().enumerate() {
+        let Some(sb) = lab
+            .topo
+            .sandboxes
+            .iter()
+            .find(|s| s.profile == p.name.as_str())
+        else {
+            continue;
+        };
+        let d = Drill {
+            lab,
+            upstream: &upstream,
+            sb,
+            timeout,
+        };
+        match (p.dns, p.mode) {
+            (DnsPolicy::Off, _) | (_, EgressMode::None) => out.push(d.no_resolver()),
+            (DnsPolicy::Gateway, EgressMode::Internet) => out.push(d.forwards(pi)),
+            (DnsPolicy::Gateway, EgressMode::Allowlist) => out.extend(d.filtered(p, pi)),
+        }
+    }
+    out
+}
+
+/// The upstream in the internet namespace, and every gateway started.
+fn start(lab: &Lab, state: &std::path::Path) -> Result<TestUpstream, String> {
+    let up = SocketAddr::new(UPSTREAM.into(), 53);
+    lab.topo
+        .add_internet_listener(UPSTREAM.into(), 53, Transport::Tcp)
+        .map_err(|e| e.to_string())?;
+    let upstream = lab
+        .topo
+        .internet
+        .run(|| TestUpstream::bind(up))
+        .and_then(|r| r)
+        .map_err(|e| format!("cannot start the test upstream at {up}: {e}"))?;
+    start_all(
+        state,
+        &lab.profiles,
+        &[up],
+        DnsTiming::default(),
+        Some(&lab.topo.host),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(upstream)
+}
+
+struct Drill<'a> {
+    lab: &'a Lab,
+    upstream: &'a TestUpstream,
+    sb: &'a SandboxNs,
+    timeout: Duration,
+}
+
+impl Drill<'_> {
+    fn gateway(&self) -> SocketAddr {
+        SocketAddr::new(self.sb.gateway_v4.into(), 53)
+    }
+
+    /// The upstream answers `name` when asked straight from the host.
+    fn upstream_control(&self, name: &str) -> Observed {
+        let up = SocketAddr::new(UPSTREAM.into(), 53);
+        match ask(&self.lab.topo.host, up, name, TYPE_A, self.timeout).0 {
+            Ok(_) => Observed::Connected,
+            Err(e) => e,
+        }
+    }
+
+    fn row(
+        &self,
+        probe: &str,
+        to: String,
+        expected: Expect,
+        control: Observed,
+        observed: Observed,
+        ms: u64,
+    ) -> DrillRow {
+        DrillRow {
+            probe: probe.to_owned(),
+            from: self.sb.name.clone(),
+            to,
+            expected,
+            verdict: judge(expected, &control, &observed),
+            observed,
+            control,
+            ms,
+            packet: None,
+        }
+    }
+
+    fn no_unlisted_name(&self, probe: &str) -> DrillRow {
+        let why = Observed::Error("the profile's wildcards admit every drill domain".to_owned());
+        self.row(probe, "-".to_owned(), Expect::Block, why.clone(), why, 0)
+    }
+
+    fn no_resolver(&self) -> DrillRow {
+        let name = "www.corral-drill.test";
+        self.upstream
+            .set(name, &[IpAddr::V4(Ipv4Addr::new(198, 18, 9, 1))], 60);
+        let control = self.upstream_control(name);
+        let (r, ms) = ask(&self.sb.ns, self.gateway(), name, TYPE_A, self.timeout);
+        // An answer means a resolver is there; a timeout or refusal is the goal.
+        let observed = r.map_or_else(|e| e, |_| Observed::Connected);
+        self.row(
+            "no resolver on the gateway",
+            format!("udp {} {name}", self.gateway()),
+            Expect::Block,
+            control,
+            observed,
+            ms,
+        )
+    }
+
+    fn forwards(&self, pi: usize) -> DrillRow {
+        let name = format!("www{pi}.corral-drill.test");
+        let want = IpAddr::V4(Ipv4Addr::new(198, 18, 8, host_octet(pi)));
+        self.upstream.set(&name, &[want], 60);
+        let control = self.upstream_control(&name);
+        let (r, ms) = ask(&self.sb.ns, self.gateway(), &name, TYPE_A, self.timeout);
+        let observed = r.map_or_else(|e| e, |resp| resolved_to(&resp, want));
+        self.row(
+            "gateway forwards any name to the upstreams",
+            format!("udp {} {name}", self.gateway()),
+            Expect::Reach,
+            control,
+            observed,
+            ms,
+        )
+    }
+
+    fn filtered(&self, p: &Profile, pi: usize) -> Vec<DrillRow> {
+        let mut out = Vec::new();
+        let rules = NameRules::from_allow(&p.allow);
+        if let Some((name, port, transport)) = allowed_name(p) {
+            out.extend(self.rotation(&name, port, transport, pi));
+        }
+        out.push(self.unlisted(&rules, pi));
+        out.push(self.tunnel(&rules, pi));
+        out
+    }
+
+    /// A rotation after apply: blocked before the lookup, resolved by the
+    /// gateway, reachable after it.
+    fn rotation(&self, name: &str, port: u16, t: Transport, pi: usize) -> Vec<DrillRow> {
+        let fresh = IpAddr::V4(Ipv4Addr::new(198, 18, 16, host_octet(pi)));
+        if let Err(e) = self.lab.topo.add_internet_listener(fresh, port, t) {
+            return vec![self.row(
+                "rotated address listener",
+                fresh.to_string(),
+                Expect::Reach,
+                Observed::Error(e.to_string()),
+                Observed::Error(e.to_string()),
+                0,
+            )];
+        }
+        self.upstream.set(name, &[fresh], 3600);
+        let probe = Probe::l4(t, SocketAddr::new(fresh, port));
+        let control = probe_from(&self.lab.topo.host, &probe, self.timeout).observed;
+        let before = probe_from(&self.sb.ns, &probe, self.timeout);
+        let name_control = self.upstream_control(name);
+        let (r, ms) = ask(&self.sb.ns, self.gateway(), name, TYPE_A, self.timeout);
+        let resolved = r.map_or_else(|e| e, |resp| resolved_to(&resp, fresh));
+        let after = probe_from(&self.sb.ns, &probe, self.timeout);
+        vec![
+            self.row(
+                "address rotated after apply blocked before lookup",
+                probe.to_string(),
+                Expect::Block,
+                control.clone(),
+                before.observed,
+                before.ms,
+            ),
+            self.row(
+                "allowlisted name resolved by the gateway",
+                format!("udp {} {name}", self.gateway()),
+                Expect::Reach,
+                name_control,
+                resolved,
+                ms,
+            ),
+            self.row(
+                "rotated address reachable after lookup, no re-apply",
+                probe.to_string(),
+                Expect::Reach,
+                control,
+                after.observed,
+                after.ms,
+            ),
+        ]
+    }
+
+    fn unlisted(&self, rules: &NameRules, pi: usize) -> DrillRow {
+        let Some(name) = unlisted_name(rules, &format!("exfil{pi}")) else {
+            return self.no_unlisted_name("unlisted name NXDOMAIN, never forwarded");
+        };
+        self.upstream
+            .set(&name, &[IpAddr::V4(Ipv4Addr::new(198, 18, 9, 2))], 60);
+        let control = self.upstream_control(&name);
+        let before = self.upstream.queries().len();
+        let (r, ms) = ask(&self.sb.ns, self.gateway(), &name, TYPE_A, self.timeout);
+        let leaked = self.upstream.queries()[before..]
+            .iter()
+            .any(|q| q.name == name);
+        let observed = match r {
+            Ok(resp) => nxdomain_kept(&resp, leaked),
+            Err(e) => e,
+        };
+        self.row(
+            "unlisted name NXDOMAIN, never forwarded",
+            format!("udp {} {name}", self.gateway()),
+            Expect::Block,
+            control,
+            observed,
+            ms,
+        )
+    }
+
+    fn tunnel(&self, rules: &NameRules, pi: usize) -> DrillRow {
+        let Some(domain) = unlisted_name(rules, &format!("c2-{pi}")) else {
+            return self.no_unlisted_name("DNS tunnel (random labels) never reaches the upstream");
+        };
+        let control = self.upstream_control(&format!("control.{domain}"));
+        let start = Instant::now();
+        let before = self.upstream.queries().len();
+        let mut nx = 0;
+        let mut failure = None;
+        let mut seed = 0x9e37_79b9_u32 ^ u32::try_from(pi).unwrap_or(0);
+        for i in 0..TUNNEL_QUERIES {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            let name = format!("{seed:08x}{i:03x}.{domain}");
+            let qtype = if i % 2 == 0 { TYPE_A } else { TYPE_TXT };
+            match ask(&self.sb.ns, self.gateway(), &name, qtype, self.timeout).0 {
+                Ok(resp) if resp.rcode == RCODE_NXDOMAIN => nx += 1,
+                Ok(resp) => failure = Some(format!("{name}: rcode {}", resp.rcode)),
+                Err(e) => failure = Some(format!("{name}: {e:?}")),
+            }
+        }
+        let forwarded = self.upstream.queries()[before..]
+            .iter()
+            .filter(|q| q.name.ends_with(&domain))
+            .count();
+        let observed = match (forwarded, failure) {
+            (0, None) => {
+                Observed::Rejected(format!("{nx}/{TUNNEL_QUERIES} NXDOMAIN, none forwarded"))
+            }
+            (0, Some(f)) => Observed::Error(f),
+            (n, _) => {
+                tracing::warn!(forwarded = n, "drill: tunnel queries reached the upstream");
+                Observed::Connected
+            }
+        };
+        let ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.row(
+            "DNS tunnel (random labels) never reaches the upstream",
+            format!("udp {} *.{domain} x{TUNNEL_QUERIES}", self.gateway()),
+            Expect::Block,
+            control,
+            observed,
+            ms,
+        )
+    }
+}
+
+/// Asks `server` from inside `ns`; maps failures onto probe outcomes.
+fn ask(
+    ns: &Netns,
+    server: SocketAddr,
+    name: &str,
+    qtype: u16,
+    timeout: Duration,
+) -> (Result<Response, Observed>, u64) {
+    let start = Instant::now();
+    let r = match ns.run(|| query(server, name, qtype, timeout)) {
+        Ok(Ok(resp)) => Ok(resp),
+        Ok(Err(ProbeError::Timeout { .. })) => Err(Observed::TimedOut),
+        Ok(Err(ProbeError::Io { source, .. }))
+            if source.kind() == io::ErrorKind::ConnectionRefused =>
+        {
+            Err(Observed::Rejected("port unreachable".to_owned()))
+        }
+        Ok(Err(e)) => Err(Observed::Error(e.to_string())),
+        Err(e) => Err(Observed::Error(format!("cannot enter the namespace: {e}"))),
+    };
+    (
+        r,
+        u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+    )
+}
+
+fn resolved_to(resp: &Response, want: IpAddr) -> Observed {
+    if resp.answers.iter().any(|a| a.addr == want) {
+        Observed::Connected
+    } else {
+        Observed::Rejected(format!("rcode {}, answers {:?}", resp.rcode, resp.answers))
+    }
+}
+
+fn nxdomain_kept(resp: &Response, leaked: bool) -> Observed {
+    match (resp.rcode, leaked) {
+        (RCODE_NXDOMAIN, false) => Observed::Rejected("NXDOMAIN, not forwarded".to_owned()),
+        // Answered, or forwarded at all: the name got out.
+        _ => Observed::Connected,
+    }
+}
+
+/// The first name the profile allows, with the port and transport its
+/// entry allows: a host entry as is, a wildcard as `drill.<suffix>`.
+fn allowed_name(p: &Profile) -> Option<(String, u16, Transport)> {
+    p.allow.iter().find_map(|e| {
+        let name = match &e.target {
+            AllowTarget::Host(h) => h.normalized(),
+            AllowTarget::Wildcard(w) => format!("drill.{}", w.normalized()),
+            AllowTarget::Net(_) => return None,
+        };
+        let t = match e.protocol {
+            Some(Protocol::Udp) => Transport::Udp,
+            _ => Transport::Tcp,
+        };
+        Some((name, e.ports.map_or(443, |r| r.start()), t))
+    })
+}
+
+/// A name that `rules` does not admit, under one of 64 drill domains (a
+/// profile would need a wildcard over each to admit them all).
+fn unlisted_name(rules: &NameRules, label: &str) -> Option<String> {
+    (0..64)
+        .map(|k| format!("{label}.corral-drill-{k}.test"))
+        .find(|name| !rules.admits(name) && !rules.admits(&format!("x.{name}")))
+}
+
+fn host_octet(i: usize) -> u8 {
+    u8::try_from(i % 250 + 1).unwrap_or(1)
+}
+
+fn setup_error(e: String) -> DrillRow {
+    DrillRow {
+        probe: "gateway resolvers (DNS probes)".to_owned(),
+        from: "drill".to_owned(),
+        to: "dnsmasq per bridge, test upstream".to_owned(),
+        expected: Expect::Reach,
+        observed: Observed::Error(e.clone()),
+        control: Observed::Error(e),
+        verdict: super::report::Verdict::Error,
+        ms: 0,
+        packet: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(allow: &[&str]) -> Profile {
+        Profile {
+            name: "p".parse().unwrap(),
+            bridge: "cb-p".parse().unwrap(),
+            subnet_v4: "10.9.0.0/24".parse().unwrap(),
+            subnet_v6: None,
+            mode: EgressMode::Allowlist,
+            allow: allow.iter().map(|a| a.parse().unwrap()).collect(),
+            block: corral_sandbox_core::BlockAction::Reject,
+            dns: DnsPolicy::Gateway,
+            allow_unresolved: false,
+        }
+    }
+
+    #[test]
+    fn picks_a_listed_name_and_an_unlisted_one() {
+        let p = profile(&["192.0.2.1", "*.cdn.test:8443/udp", "api.test"]);
+        assert_eq!(
+            allowed_name(&p),
+            Some(("drill.cdn.test".to_owned(), 8443, Transport::Udp))
+        );
+        let rules = NameRules::from_allow(&p.allow);
+        let n = unlisted_name(&rules, "x").unwrap();
+        assert!(!rules.admits(&n) && !rules.admits(&format!("a.{n}")));
+        // A wildcard over the first drill domain moves the probe to the next.
+        let p = profile(&["*.corral-drill-0.test", "x.corral-drill-1.test"]);
+        let rules = NameRules::from_allow(&p.allow);
+        assert_eq!(unlisted_name(&rules, "x").unwrap(), "x.corral-drill-2.test");
+    }
+
+    #[test]
+    fn nxdomain_counts_only_when_nothing_left() {
+        let nx = Response {
+            id: 1,
+            rcode: RCODE_NXDOMAIN,
+            answers: vec![],
+        };
+        assert!(nxdomain_kept(&nx, false).blocked());
+        assert!(nxdomain_kept(&nx, true).reached());
+        let ok = Response {
+            id: 1,
+            rcode: 0,
+            answers: vec![],
+        };
+        assert!(nxdomain_kept(&ok, false).reached());
+    }
+}

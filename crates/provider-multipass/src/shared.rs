@@ -1,0 +1,268 @@
+//! State every Multipass handle shares: the runner, the argv builder, the
+//! staging directory, and the mapping of tool answers to `ProviderError`s,
+//! ownership checks and profile checks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_sandbox_core::sandbox::{
+    InstanceType, NetworkAttachment, ProviderError, Sandbox, SandboxInfo,
+};
+use corral_sandbox_core::{ProfileSet, SandboxKind, SandboxName};
+
+use crate::argv::MultipassArgv;
+use crate::cloud_init::RouteSwap;
+use crate::json::{self, InstanceInfo};
+use crate::provider::Timeouts;
+use crate::runner::{Invocation, RunError, RunOutput, Runner};
+use crate::sandbox::MultipassSandbox;
+use crate::ssh::SSH_FAILURE_EXIT;
+use crate::staging::{STAMP_VERSION, Staging, StagingError, Stamp};
+
+/// State shared by the provider and every sandbox handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) runner: Arc<dyn Runner>,
+    pub(crate) kind: SandboxKind,
+    pub(crate) argv: MultipassArgv,
+    pub(crate) staging: Staging,
+    pub(crate) profiles: ProfileSet,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) prefix: String,
+}
+
+pub(crate) fn staging_error(e: StagingError) -> ProviderError {
+    ProviderError::Io {
+        context: e.to_string(),
+        source: std::io::Error::other(e),
+    }
+}
+
+impl Shared {
+    pub(crate) fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError> {
+        let vm = format!("{}{name}", self.prefix);
+        if vm.len() > 63 {
+            return Err(ProviderError::InvalidSpec {
+                field: "name",
+                reason: format!(
+                    "`{name}` plus the prefix `{}` is {} characters; Multipass names are limited to 63",
+                    self.prefix,
+                    vm.len()
+                ),
+            });
+        }
+        Ok(vm)
+    }
+
+    /// Map a failure to run at all to the provider's error vocabulary.
+    pub(crate) fn run_error(
+        &self,
+        operation: &str,
+        subject: &str,
+        error: RunError,
+    ) -> ProviderError {
+        match error {
+            RunError::Timeout { after, .. } => ProviderError::Timeout {
+                operation: format!("{} {operation} `{subject}`", self.kind),
+                after,
+            },
+            e @ (RunError::Empty | RunError::NulByte { .. }) => ProviderError::InvalidSpec {
+                field: "argv",
+                reason: e.to_string(),
+            },
+            e @ (RunError::Spawn { .. } | RunError::Io { .. }) => ProviderError::Io {
+                context: format!("{} {operation} `{subject}`: {e}", self.kind),
+                source: std::io::Error::other(e),
+            },
+        }
+    }
+
+    /// ssh itself failed (exit 255): unreachable executor or refused key.
+    pub(crate) fn ssh_failure(&self, operation: &str, output: &RunOutput) -> ProviderError {
+        ProviderError::Backend {
+            kind: self.kind,
+            operation: operation.to_owned(),
+            message: format!(
+                "ssh to {} failed (exit 255): {}; check the executor is reachable and key authentication works",
+                self.runner.location().trim_start_matches("ssh:"),
+                output.message()
+            ),
+            code: Some(i64::from(output.exit_code)),
+        }
+    }
+
+    /// Map a finished (or failed) run to the provider's error vocabulary.
+    pub(crate) fn check(
+        &self,
+        operation: &str,
+        subject: &str,
+        result: Result<RunOutput, RunError>,
+    ) -> Result<RunOutput, ProviderError> {
+        let output = result.map_err(|e| self.run_error(operation, subject, e))?;
+        if output.success() {
+            return Ok(output);
+        }
+        let message = output.message();
+        let lower = message.to_lowercase();
+        if self.kind == SandboxKind::MultipassRemote && output.exit_code == SSH_FAILURE_EXIT {
+            return Err(self.ssh_failure(operation, &output));
+        }
+        if lower.contains("does not exist") {
+            let what = if lower.contains("snapshot") {
+                "snapshot"
+            } else {
+                "sandbox"
+            };
+            return Err(ProviderError::NotFound {
+                what,
+                name: subject.to_owned(),
+            });
+        }
+        if lower.contains("already exists") {
+            return Err(ProviderError::AlreadyExists {
+                what: "sandbox",
+                name: subject.to_owned(),
+            });
+        }
+        Err(ProviderError::Backend {
+            kind: self.kind,
+            operation: operation.to_owned(),
+            message,
+            code: Some(i64::from(output.exit_code)),
+        })
+    }
+
+    /// Run `argv` with the lifecycle time bound and check it.
+    pub(crate) async fn run(
+        &self,
+        operation: &str,
+        subject: &str,
+        argv: Vec<String>,
+    ) -> Result<RunOutput, ProviderError> {
+        self.run_for(operation, subject, argv, self.timeouts.command)
+            .await
+    }
+
+    pub(crate) async fn run_for(
+        &self,
+        operation: &str,
+        subject: &str,
+        argv: Vec<String>,
+        timeout: Duration,
+    ) -> Result<RunOutput, ProviderError> {
+        let result = self.runner.run(&Invocation::new(argv, timeout)).await;
+        self.check(operation, subject, result)
+    }
+
+    pub(crate) fn malformed(&self, operation: &str, e: json::ParseError) -> ProviderError {
+        ProviderError::Malformed {
+            kind: self.kind,
+            operation: operation.to_owned(),
+            detail: e.0,
+        }
+    }
+
+    /// Fresh `info` for `vm`.
+    pub(crate) async fn info(&self, vm: &str) -> Result<InstanceInfo, ProviderError> {
+        let out = self.run("info", vm, self.argv.info(vm)).await?;
+        json::parse_info(&out.stdout, vm).map_err(|e| self.malformed("info", e))
+    }
+
+    /// The stamp of `vm`, refusing VMs corral does not own.
+    pub(crate) async fn owned(&self, vm: &str) -> Result<Stamp, ProviderError> {
+        let stamp = self.staging.read_stamp(vm).map_err(staging_error)?;
+        let Some(stamp) = stamp else {
+            // No stamp: say NotFound for a VM that is not there either.
+            self.info(vm).await?;
+            return Err(ProviderError::NotOwned {
+                name: vm.to_owned(),
+                reason: format!("no ownership stamp in `{}`", self.staging.dir(vm).display()),
+            });
+        };
+        match self.stamp_mismatch(vm, &stamp) {
+            Some(reason) => Err(ProviderError::NotOwned {
+                name: vm.to_owned(),
+                reason,
+            }),
+            None => Ok(stamp),
+        }
+    }
+
+    /// Why `stamp` does not make `vm` corral's here, if it does not.
+    pub(crate) fn stamp_mismatch(&self, vm: &str, stamp: &Stamp) -> Option<String> {
+        let location = self.runner.location();
+        if stamp.version != STAMP_VERSION {
+            Some(format!(
+                "stamp version {} is not {STAMP_VERSION}",
+                stamp.version
+            ))
+        } else if stamp.vm != vm {
+            Some(format!("the stamp names `{}`", stamp.vm))
+        } else if stamp.location != location {
+            Some(format!(
+                "the stamp was written for {}, this provider runs on {location}",
+                stamp.location
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// The profile behind `attachment`, which must match the configuration.
+    pub(crate) fn route_swap(
+        &self,
+        attachment: &NetworkAttachment,
+    ) -> Result<RouteSwap, ProviderError> {
+        let profile = self
+            .profiles
+            .get(attachment.profile.as_str())
+            .ok_or_else(|| ProviderError::UnknownProfile {
+                profile: attachment.profile.to_string(),
+                configured: self.profiles.names(),
+            })?;
+        if profile.bridge != attachment.bridge
+            || profile.subnet_v4 != attachment.subnet_v4
+            || profile.gateway_v4() != attachment.gateway_v4
+        {
+            return Err(ProviderError::InvalidSpec {
+                field: "network",
+                reason: format!(
+                    "the attachment for profile `{}` (bridge {}, {} via {}) differs from the configured profile (bridge {}, {} via {}); rebuild it from the configuration",
+                    profile.name,
+                    attachment.bridge,
+                    attachment.subnet_v4,
+                    attachment.gateway_v4,
+                    profile.bridge,
+                    profile.subnet_v4,
+                    profile.gateway_v4()
+                ),
+            });
+        }
+        Ok(RouteSwap {
+            subnet: profile.subnet_v4,
+            gateway: profile.gateway_v4(),
+        })
+    }
+
+    pub(crate) fn sandbox_info(
+        &self,
+        name: SandboxName,
+        stamp: &Stamp,
+        info: InstanceInfo,
+    ) -> SandboxInfo {
+        SandboxInfo {
+            name,
+            kind: self.kind,
+            state: info.state,
+            instance_type: InstanceType::Vm,
+            profile: stamp.profile.as_deref().and_then(|p| p.parse().ok()),
+            image: Some(stamp.image.clone()),
+            created: None,
+            addresses: info.addresses,
+        }
+    }
+
+    pub(crate) fn handle(self: &Arc<Self>, name: SandboxName, vm: String) -> Box<dyn Sandbox> {
+        Box::new(MultipassSandbox::new(Arc::clone(self), name, vm))
+    }
+}

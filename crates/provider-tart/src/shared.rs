@@ -1,0 +1,270 @@
+//! State every Tart handle shares: the runner, the argv builder, the
+//! staging directory, the mapping of tool answers to `ProviderError`s,
+//! ownership checks, the stored Softnet policy and the filter-health probe.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_sandbox_core::sandbox::{InstanceType, ProviderError, Sandbox, SandboxInfo};
+use corral_sandbox_core::{ProfileSet, SandboxKind, SandboxName};
+
+use crate::argv::{TartArgv, check_vm_name};
+use crate::health::{self, FilterHealth};
+use crate::json::{self, VmEntry};
+use crate::provider::{ConfigError, Timeouts};
+use crate::runner::{Invocation, RunError, RunOutput, Runner};
+use crate::sandbox::TartSandbox;
+use crate::softnet::SoftnetPolicy;
+use crate::staging::{PID_FILE, POLICY_FILE, STAMP_VERSION, Staging, StagingError, Stamp};
+
+/// State shared by the provider and every sandbox handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) runner: Arc<dyn Runner>,
+    pub(crate) argv: TartArgv,
+    pub(crate) staging: Staging,
+    pub(crate) profiles: ProfileSet,
+    pub(crate) extra_run_args: Vec<String>,
+    pub(crate) max_allow: usize,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) prefix: String,
+}
+
+pub(crate) fn staging_error(e: StagingError) -> ProviderError {
+    ProviderError::Io {
+        context: e.to_string(),
+        source: std::io::Error::other(e),
+    }
+}
+
+impl Shared {
+    pub(crate) fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError> {
+        let vm = format!("{}{name}", self.prefix);
+        check_vm_name(&vm)?;
+        Ok(vm)
+    }
+
+    /// Map a failure to run at all to the provider's error vocabulary.
+    pub(crate) fn run_error(
+        &self,
+        operation: &str,
+        subject: &str,
+        error: RunError,
+    ) -> ProviderError {
+        match error {
+            RunError::Timeout { after, .. } => ProviderError::Timeout {
+                operation: format!("tart {operation} `{subject}`"),
+                after,
+            },
+            e @ (RunError::Empty | RunError::NulByte { .. }) => ProviderError::InvalidSpec {
+                field: "argv",
+                reason: e.to_string(),
+            },
+            e @ (RunError::Spawn { .. } | RunError::Io { .. }) => ProviderError::Io {
+                context: format!("tart {operation} `{subject}`: {e}"),
+                source: std::io::Error::other(e),
+            },
+        }
+    }
+
+    /// Map a finished (or failed) run to the provider's error vocabulary.
+    pub(crate) fn check(
+        &self,
+        operation: &str,
+        subject: &str,
+        result: Result<RunOutput, RunError>,
+    ) -> Result<RunOutput, ProviderError> {
+        let output = result.map_err(|e| self.run_error(operation, subject, e))?;
+        if output.success() {
+            return Ok(output);
+        }
+        let message = output.message();
+        let lower = message.to_lowercase();
+        if lower.contains("does not exist") || lower.contains("not found") {
+            return Err(ProviderError::NotFound {
+                what: "sandbox",
+                name: subject.to_owned(),
+            });
+        }
+        if lower.contains("already exists") {
+            return Err(ProviderError::AlreadyExists {
+                what: "sandbox",
+                name: subject.to_owned(),
+            });
+        }
+        Err(ProviderError::Backend {
+            kind: SandboxKind::Tart,
+            operation: operation.to_owned(),
+            message,
+            code: Some(i64::from(output.exit_code)),
+        })
+    }
+
+    pub(crate) async fn run_for(
+        &self,
+        operation: &str,
+        subject: &str,
+        argv: Vec<String>,
+        timeout: Duration,
+    ) -> Result<RunOutput, ProviderError> {
+        let result = self.runner.run(&Invocation::new(argv, timeout)).await;
+        self.check(operation, subject, result)
+    }
+
+    pub(crate) async fn run(
+        &self,
+        operation: &str,
+        subject: &str,
+        argv: Vec<String>,
+    ) -> Result<RunOutput, ProviderError> {
+        self.run_for(operation, subject, argv, self.timeouts.command)
+            .await
+    }
+
+    /// Every local VM.
+    pub(crate) async fn list_vms(&self) -> Result<Vec<VmEntry>, ProviderError> {
+        let out = self.run("list", "all", self.argv.list()).await?;
+        json::parse_list(&out.stdout).map_err(|e| ProviderError::Malformed {
+            kind: SandboxKind::Tart,
+            operation: "list".to_owned(),
+            detail: e.0,
+        })
+    }
+
+    /// `vm`'s entry, or NotFound.
+    pub(crate) async fn vm(&self, vm: &str) -> Result<VmEntry, ProviderError> {
+        self.list_vms()
+            .await?
+            .into_iter()
+            .find(|e| e.name == vm)
+            .ok_or_else(|| ProviderError::NotFound {
+                what: "sandbox",
+                name: vm.to_owned(),
+            })
+    }
+
+    /// The stamp of `vm`, refusing VMs corral does not own.
+    pub(crate) async fn owned(&self, vm: &str) -> Result<Stamp, ProviderError> {
+        let Some(stamp) = self.staging.read_stamp(vm).map_err(staging_error)? else {
+            self.vm(vm).await?;
+            return Err(ProviderError::NotOwned {
+                name: vm.to_owned(),
+                reason: format!("no ownership stamp in `{}`", self.staging.dir(vm).display()),
+            });
+        };
+        if stamp.version != STAMP_VERSION || stamp.vm != vm {
+            return Err(ProviderError::NotOwned {
+                name: vm.to_owned(),
+                reason: format!("the stamp names `{}` (version {})", stamp.vm, stamp.version),
+            });
+        }
+        Ok(stamp)
+    }
+
+    /// The Softnet policy stored for `vm` at create.
+    pub(crate) fn policy(&self, vm: &str) -> Result<SoftnetPolicy, ProviderError> {
+        let bytes = self
+            .staging
+            .read_file(vm, POLICY_FILE)
+            .map_err(staging_error)?
+            .ok_or_else(|| ProviderError::NotOwned {
+                name: vm.to_owned(),
+                reason: "its Softnet policy is missing from the staging directory".to_owned(),
+            })?;
+        serde_json::from_slice(&bytes).map_err(|e| ProviderError::Io {
+            context: format!("Softnet policy of `{vm}` is unreadable: {e}"),
+            source: std::io::Error::other(e),
+        })
+    }
+
+    /// Store `policy` for `vm`.
+    pub(crate) fn store_policy(
+        &self,
+        vm: &str,
+        policy: &SoftnetPolicy,
+    ) -> Result<(), ProviderError> {
+        let json = serde_json::to_vec_pretty(policy).map_err(|e| ProviderError::Io {
+            context: format!("cannot encode the Softnet policy of `{vm}`: {e}"),
+            source: std::io::Error::other(e),
+        })?;
+        self.staging
+            .write_file(vm, POLICY_FILE, &json)
+            .map_err(staging_error)?;
+        Ok(())
+    }
+
+    /// Softnet must be on the PATH `tart` runs with; there is no NAT fallback.
+    pub(crate) fn preflight_softnet(&self) -> Result<(), ProviderError> {
+        if self.runner.find_program("softnet").is_some() {
+            return Ok(());
+        }
+        Err(ProviderError::Io {
+            context: ConfigError::SoftnetMissing.to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "softnet"),
+        })
+    }
+
+    /// The pid of `vm`'s `tart run`, as corral recorded it.
+    pub(crate) fn run_pid(&self, vm: &str) -> Result<Option<u32>, ProviderError> {
+        let bytes = self
+            .staging
+            .read_file(vm, PID_FILE)
+            .map_err(staging_error)?;
+        Ok(bytes.and_then(|b| String::from_utf8_lossy(&b).trim().parse().ok()))
+    }
+
+    /// The filter-health signal of `vm`.
+    pub(crate) async fn filter_health(&self, vm: &str) -> FilterHealth {
+        let pid = match self.run_pid(vm) {
+            Ok(Some(pid)) => pid,
+            Ok(None) => {
+                return FilterHealth::Unknown {
+                    reason: format!("corral has no record of starting `{vm}`"),
+                };
+            }
+            Err(e) => {
+                return FilterHealth::Unknown {
+                    reason: e.to_string(),
+                };
+            }
+        };
+        let out = match self
+            .runner
+            .run(&Invocation::new(health::ps_argv(), self.timeouts.command))
+            .await
+        {
+            Ok(out) if out.success() => out,
+            Ok(out) => {
+                return FilterHealth::Unknown {
+                    reason: format!("ps exited {}: {}", out.exit_code, out.message()),
+                };
+            }
+            Err(e) => {
+                return FilterHealth::Unknown {
+                    reason: e.to_string(),
+                };
+            }
+        };
+        match health::parse_ps(&String::from_utf8_lossy(&out.stdout)) {
+            Ok(table) => health::assess(&table, pid, vm),
+            Err(reason) => FilterHealth::Unknown { reason },
+        }
+    }
+
+    pub(crate) fn handle(self: &Arc<Self>, name: SandboxName, vm: String) -> Box<dyn Sandbox> {
+        Box::new(TartSandbox::new(Arc::clone(self), name, vm))
+    }
+
+    pub(crate) fn info_of(&self, name: SandboxName, stamp: &Stamp, entry: &VmEntry) -> SandboxInfo {
+        SandboxInfo {
+            name,
+            kind: SandboxKind::Tart,
+            state: entry.state,
+            instance_type: InstanceType::Vm,
+            profile: stamp.profile.as_deref().and_then(|p| p.parse().ok()),
+            image: Some(stamp.image.clone()),
+            created: None,
+            addresses: Vec::new(),
+        }
+    }
+}
