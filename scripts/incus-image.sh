@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the tiny busybox container image corral's Incus tests use, and import
-# it under the alias `corral-test` into the `corral` project (and `default`,
-# for the CLI baseline of the benchmark). No image server is needed: the
+# it under the alias `corral-test` into the `corral` project, `default` (for
+# the CLI baseline of the benchmark) and `corral-mounts` (the mount tests'
+# project, whose disk-path allowlist differs from `corral`'s). No image server is needed: the
 # rootfs is Debian's static busybox plus a few files.
 #
 # Idempotent: an alias that already exists is left alone (< 1 s).
@@ -21,6 +22,7 @@ command -v incus >/dev/null || die "incus is not installed; run scripts/incus-se
 
 ALIAS=${CORRAL_IMAGE_ALIAS:-corral-test}
 PROJECT=${CORRAL_INCUS_PROJECT:-corral}
+MOUNT_TEST_PROJECT=corral-mounts
 
 # The static build: the rootfs has no libc for a dynamic one to load.
 if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'; then
@@ -85,7 +87,7 @@ EOF
     tar -C "$work" -czf "$tarball" metadata.yaml rootfs
 }
 
-for project in "$PROJECT" default; do
+for project in "$PROJECT" "$MOUNT_TEST_PROJECT" default; do
     ensure_project "$project"
     if has_alias "$project"; then
         continue
@@ -94,4 +96,4 @@ for project in "$PROJECT" default; do
     log "importing $ALIAS into project $project"
     incus image import "$tarball" --alias "$ALIAS" --project "$project" >/dev/null
 done
-log "ready: image $ALIAS in projects $PROJECT and default"
+log "ready: image $ALIAS in projects $PROJECT, $MOUNT_TEST_PROJECT and default"

@@ -70,9 +70,8 @@ impl CliError {
             .any(|e| e.downcast_ref::<privilege::MissingCapability>().is_some());
         if !already_explained && privilege::is_permission_error(root) {
             out.push_str(
-                "  hint: the kernel refused for lack of privilege; corral's host commands need \
-                 CAP_NET_ADMIN (and CAP_SYS_ADMIN for --netns and the drill): run as root \
-                 (`sudo corral …`)\n",
+                "  hint: the kernel refused for lack of privilege; corral's host commands and the \
+                 drill need CAP_NET_ADMIN and CAP_SYS_ADMIN: run as root (`sudo corral …`)\n",
             );
         }
         out

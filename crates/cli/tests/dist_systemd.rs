@@ -24,9 +24,14 @@ fn units_pass_systemd_analyze_verify() {
         "corral-host.service",
         "corral-refresh.service",
         "corral-refresh.timer",
+        "corrald.service",
     ] {
         let text = std::fs::read_to_string(dist.join(name)).unwrap();
-        let text = text.replace("/usr/local/bin/corral", common::CORRAL);
+        // corrald is another package's binary: any existing executable
+        // serves for verify; corral is the binary under test.
+        let text = text
+            .replace("/usr/local/bin/corrald", "/bin/true")
+            .replace("/usr/local/bin/corral", common::CORRAL);
         let path = dir.path().join(name);
         std::fs::write(&path, text).unwrap();
         units.push(path);

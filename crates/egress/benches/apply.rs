@@ -90,11 +90,12 @@ fn run() {
         let mut theirs = Vec::new();
         let mut stats = nft::BatchStats::default();
         for _ in 0..iters {
-            // Alternate, so both replace an equally large live table.
+            // Alternate, so both replace an equally large live table;
+            // corral goes last so the read-back below checks its result.
+            theirs.push(nft_f(&path));
             let t = Instant::now();
             stats = nft::apply(&plan).expect("apply");
             ours.push(t.elapsed());
-            theirs.push(nft_f(&path));
         }
         let live = nft::read_live().expect("read back");
         assert!(corral_egress::drift::diff(&plan, &live).is_empty(), "drift at {n}");

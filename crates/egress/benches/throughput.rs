@@ -34,7 +34,9 @@ fn filler(i: usize) -> Ipv4Addr {
 }
 
 fn config() -> Config {
-    let mut allow: Vec<String> = (0..ENTRIES - 1).map(|i| format!("\"{}:443/tcp\"", filler(i))).collect();
+    let mut allow: Vec<String> = (0..ENTRIES - 1)
+        .map(|i| format!("\"{}:443/tcp\"", filler(i)))
+        .collect();
     // The destination comes last: the worst case for a linear chain.
     allow.push(format!("\"{TARGET}:{PORT}/tcp\""));
     let text = format!(
@@ -50,25 +52,43 @@ fn config() -> Config {
 /// The reference design's shape: per-bridge chain, established first, one
 /// `ip daddr … accept` rule per allowed address, then drop.
 fn linear_ruleset() -> String {
-    let mut s = String::from("table inet refbench {\n chain fwd {\n  type filter hook forward priority 0; policy accept;\n");
-    s.push_str(&format!("  iifname \"{BRIDGE}\" jump cb-bench\n }}\n chain cb-bench {{\n"));
+    let mut s = String::from(
+        "table inet refbench {\n chain fwd {\n  type filter hook forward priority 0; policy accept;\n",
+    );
+    s.push_str(&format!(
+        "  iifname \"{BRIDGE}\" jump cb-bench\n }}\n chain cb-bench {{\n"
+    ));
     s.push_str("  ct state established,related accept\n");
     for i in 0..ENTRIES - 1 {
         s.push_str(&format!("  ip daddr {} tcp dport 443 accept\n", filler(i)));
     }
-    s.push_str(&format!("  ip daddr {TARGET} tcp dport {PORT} accept\n  counter drop\n }}\n}}\n"));
+    s.push_str(&format!(
+        "  ip daddr {TARGET} tcp dport {PORT} accept\n  counter drop\n }}\n}}\n"
+    ));
     s
 }
 
 fn nft_f(ns: &Netns, script: &str) {
     let mut cmd = Command::new("nft");
-    cmd.args(["-f", "-"]).stdin(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = ns.spawn(cmd).unwrap_or_else(|e| panic!("cannot run nft: {e}"));
+    cmd.args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = ns
+        .spawn(cmd)
+        .unwrap_or_else(|e| panic!("cannot run nft: {e}"));
     if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(script.as_bytes()).unwrap_or_else(|e| panic!("nft stdin: {e}"));
+        stdin
+            .write_all(script.as_bytes())
+            .unwrap_or_else(|e| panic!("nft stdin: {e}"));
     }
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("nft: {e}"));
-    assert!(out.status.success(), "nft -f failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("nft: {e}"));
+    assert!(
+        out.status.success(),
+        "nft -f failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A sink that accepts and discards, forever (the process exits at the end).
@@ -132,7 +152,10 @@ fn connects(ns: &Netns) -> f64 {
 
 fn set_linger_zero(s: &TcpStream) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let l = libc::linger { l_onoff: 1, l_linger: 0 };
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
     // SAFETY: setsockopt reads `l` for its size.
     let rc = unsafe {
         libc::setsockopt(
@@ -175,7 +198,10 @@ fn main() {
     let none = measure("no firewall", sb);
 
     let report = lab.apply().unwrap_or_else(|e| panic!("apply: {e}"));
-    println!("  (corral applied {} rules, {} set elements)", report.rules, report.set_elements);
+    println!(
+        "  (corral applied {} rules, {} set elements)",
+        report.rules, report.set_elements
+    );
     let corral = measure("corral (sets)", sb);
 
     lab.topo
@@ -189,7 +215,15 @@ fn main() {
     println!();
     println!("| setup | bulk TCP Gbit/s | ratio | new conn/s | ratio |");
     println!("|---|---:|---:|---:|---:|");
-    for (name, (g, c)) in [("no firewall", none), ("corral, 10k-entry sets", corral), ("one rule per address (10k rules)", linear)] {
-        println!("| {name} | {g:.2} | {:.2} | {c:.0} | {:.2} |", g / none.0, c / none.1);
+    for (name, (g, c)) in [
+        ("no firewall", none),
+        ("corral, 10k-entry sets", corral),
+        ("one rule per address (10k rules)", linear),
+    ] {
+        println!(
+            "| {name} | {g:.2} | {:.2} | {c:.0} | {:.2} |",
+            g / none.0,
+            c / none.1
+        );
     }
 }

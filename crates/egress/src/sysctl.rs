@@ -31,7 +31,9 @@ pub enum SysctlError {
         key: String,
     },
     /// The key does not exist on this kernel.
-    #[error("{key} does not exist ({path}); the kernel lacks the feature or the module is not loaded")]
+    #[error(
+        "{key} does not exist ({path}); the kernel lacks the feature or the module is not loaded"
+    )]
     Missing {
         /// Dotted key.
         key: String,
@@ -110,7 +112,9 @@ impl Sysctls {
         {
             return Err(SysctlError::BadKey(key.to_owned()));
         }
-        Ok(key.split('.').fold(self.root.clone(), |p, part| p.join(part)))
+        Ok(key
+            .split('.')
+            .fold(self.root.clone(), |p, part| p.join(part)))
     }
 
     /// Reads a key (trimmed); `None` when it does not exist.
@@ -192,7 +196,10 @@ pub struct SysctlDrift {
 /// regular file (matters for the temp-dir root only; /proc refuses anyway).
 fn write_existing(path: &Path, value: &str) -> io::Result<()> {
     use std::io::Write;
-    let mut f = std::fs::OpenOptions::new().write(true).truncate(true).open(path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)?;
     f.write_all(value.as_bytes())
 }
 
@@ -237,22 +244,39 @@ mod tests {
 
     #[test]
     fn writes_changes_and_skips_equal_values() {
-        let dir = root_with(&[("net.ipv4.ip_forward", "0"), ("net.ipv6.conf.all.forwarding", "1")]);
+        let dir = root_with(&[
+            ("net.ipv4.ip_forward", "0"),
+            ("net.ipv6.conf.all.forwarding", "1"),
+        ]);
         let s = Sysctls::with_root(dir.path());
         let r = s
-            .apply(&[plan("net.ipv4.ip_forward", "1"), plan("net.ipv6.conf.all.forwarding", "1")])
+            .apply(&[
+                plan("net.ipv4.ip_forward", "1"),
+                plan("net.ipv6.conf.all.forwarding", "1"),
+            ])
             .unwrap();
-        assert_eq!(r[0].outcome, SysctlOutcome::Written { previous: "0".into() });
+        assert_eq!(
+            r[0].outcome,
+            SysctlOutcome::Written {
+                previous: "0".into()
+            }
+        );
         assert_eq!(r[1].outcome, SysctlOutcome::Unchanged);
         assert_eq!(s.read("net.ipv4.ip_forward").unwrap().as_deref(), Some("1"));
-        assert!(s.diff(&[plan("net.ipv4.ip_forward", "1")]).unwrap().is_empty());
+        assert!(
+            s.diff(&[plan("net.ipv4.ip_forward", "1")])
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
     fn absent_bridge_keys_are_recorded_not_fatal() {
         let dir = root_with(&[]);
         let s = Sysctls::with_root(dir.path());
-        let r = s.apply_one(&plan("net.bridge.bridge-nf-call-iptables", "1")).unwrap();
+        let r = s
+            .apply_one(&plan("net.bridge.bridge-nf-call-iptables", "1"))
+            .unwrap();
         assert_eq!(r.outcome, SysctlOutcome::Absent);
         // Nothing was created in its place.
         assert_eq!(s.read("net.bridge.bridge-nf-call-iptables").unwrap(), None);
@@ -264,7 +288,10 @@ mod tests {
         let s = Sysctls::with_root(dir.path());
         let err = s.apply_one(&plan("net.ipv4.ip_forward", "1")).unwrap_err();
         assert!(matches!(err, SysctlError::Missing { .. }), "{err}");
-        assert_eq!(s.diff(&[plan("net.ipv4.ip_forward", "1")]).unwrap().len(), 1);
+        assert_eq!(
+            s.diff(&[plan("net.ipv4.ip_forward", "1")]).unwrap().len(),
+            1
+        );
     }
 
     #[test]
@@ -294,6 +321,9 @@ mod tests {
             })
             .unwrap();
         assert_eq!(inside.as_deref(), Some("1"));
-        assert_eq!(Sysctls::default().read("net.ipv4.ip_forward").unwrap(), host_before);
+        assert_eq!(
+            Sysctls::default().read("net.ipv4.ip_forward").unwrap(),
+            host_before
+        );
     }
 }

@@ -54,7 +54,9 @@ fn same_address_other_port_and_other_addresses_are_blocked_fast() {
         udp(PUBLIC_V4[2], 443),
         tcp(PUBLIC_V4[0], 443),
         tcp(PUBLIC_V4[3], 443),
-        Probe::Icmp { to: PUBLIC_V4[0].into() },
+        Probe::Icmp {
+            to: PUBLIC_V4[0].into(),
+        },
     ];
     for (p, r) in probes.iter().zip(control_then_apply(&lab, &probes)) {
         assert!(matches!(r.observed, Observed::Rejected(_)), "{p}: {r:?}");

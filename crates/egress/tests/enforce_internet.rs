@@ -43,10 +43,16 @@ fn public_addresses_are_reachable_v4_and_v6() {
     let probes = [
         tcp(PUBLIC_V4[0], 443),
         tcp(PUBLIC_V4[3], 80),
-        Probe::Udp { to: (IpAddr::from(PUBLIC_V4[1]), 4500).into() },
-        Probe::Icmp { to: PUBLIC_V4[1].into() },
+        Probe::Udp {
+            to: (IpAddr::from(PUBLIC_V4[1]), 4500).into(),
+        },
+        Probe::Icmp {
+            to: PUBLIC_V4[1].into(),
+        },
         tcp(PUBLIC_V6[0], 443),
-        Probe::Icmp { to: PUBLIC_V6[1].into() },
+        Probe::Icmp {
+            to: PUBLIC_V6[1].into(),
+        },
     ];
     for (p, r) in probes.iter().zip(run(&lab, &probes)) {
         assert_eq!(r.observed, Observed::Connected, "{p}: {r:?}");

@@ -26,7 +26,12 @@ fn lab() -> Lab {
 fn control_apply_blocked(lab: &Lab, cases: &[(&SandboxNs, Probe)]) {
     for (sb, p) in cases {
         let r = lab.probe(sb, p, T);
-        assert_eq!(r.observed, Observed::Connected, "control {} {p}: {r:?}", sb.name);
+        assert_eq!(
+            r.observed,
+            Observed::Connected,
+            "control {} {p}: {r:?}",
+            sb.name
+        );
     }
     lab.apply().unwrap();
     for (sb, p) in cases {
@@ -102,13 +107,22 @@ fn port_isolation_and_rules_together_block_same_bridge() {
     let cfg = Config::builtin_default();
     let lab = Lab::new(&cfg.profiles, &Resolution::new()).unwrap();
     let report = lab.apply().unwrap();
-    assert!(report.bridges.iter().all(|b| b.outcome == corral_egress::link::BridgeOutcome::Created));
+    assert!(
+        report
+            .bridges
+            .iter()
+            .all(|b| b.outcome == corral_egress::link::BridgeOutcome::Created)
+    );
     lab.topo.attach_sandboxes(true).unwrap();
     let mut inet = lab.topo.sandboxes_of("internet");
     let (a, b) = (inet.next().unwrap(), inet.next().unwrap());
     let r = lab.probe(a, &tcp(b.v4, SANDBOX_PORT), Duration::from_millis(700));
     assert!(r.observed.blocked(), "{r:?}");
     // Egress still works through the non-isolated bridge port.
-    let r = lab.probe(a, &tcp(corral_egress::netns::topology::PUBLIC_V4[0], 443), T);
+    let r = lab.probe(
+        a,
+        &tcp(corral_egress::netns::topology::PUBLIC_V4[0], 443),
+        T,
+    );
     assert_eq!(r.observed, Observed::Connected, "{r:?}");
 }

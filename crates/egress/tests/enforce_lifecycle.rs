@@ -29,7 +29,11 @@ fn nft_in(ns: &Netns, args: &[&str]) -> String {
     let mut cmd = Command::new("nft");
     cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
     let out = ns.spawn(cmd).unwrap().wait_with_output().unwrap();
-    assert!(out.status.success(), "nft {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "nft {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -39,16 +43,34 @@ fn apply_then_verify_is_empty_and_apply_is_idempotent() {
         return;
     }
     let lab = Lab::new(&builtin(), &Resolution::new()).unwrap();
-    assert!(!lab.host.verify(&lab.plan).unwrap().is_empty(), "nothing applied yet");
+    assert!(
+        !lab.host.verify(&lab.plan).unwrap().is_empty(),
+        "nothing applied yet"
+    );
     let first = lab.apply().unwrap();
-    assert!(first.bridges.iter().all(|b| b.outcome == BridgeOutcome::Created));
+    assert!(
+        first
+            .bridges
+            .iter()
+            .all(|b| b.outcome == BridgeOutcome::Created)
+    );
     assert_eq!(lab.host.verify(&lab.plan).unwrap(), Vec::<HostDrift>::new());
     let second = lab.apply().unwrap();
-    assert!(second.bridges.iter().all(|b| b.outcome == BridgeOutcome::Managed));
+    assert!(
+        second
+            .bridges
+            .iter()
+            .all(|b| b.outcome == BridgeOutcome::Managed)
+    );
     assert_eq!(lab.host.verify(&lab.plan).unwrap(), Vec::<HostDrift>::new());
     let status = lab.host.status(&lab.plan).unwrap();
     assert_eq!(status.drift, 0);
-    assert!(status.bridges.iter().all(|b| b.present && b.up && b.managed));
+    assert!(
+        status
+            .bridges
+            .iter()
+            .all(|b| b.present && b.up && b.managed)
+    );
 }
 
 #[test]
@@ -71,10 +93,23 @@ fn a_rule_deleted_behind_corrals_back_is_reported() {
         .and_then(|c| c.rules.last())
         .map(|r| r.handle)
         .unwrap();
-    nft_in(&lab.topo.host, &["delete", "rule", "inet", "corral", chain, "handle", &handle.to_string()]);
+    nft_in(
+        &lab.topo.host,
+        &[
+            "delete",
+            "rule",
+            "inet",
+            "corral",
+            chain,
+            "handle",
+            &handle.to_string(),
+        ],
+    );
     let drift = lab.host.verify(&lab.plan).unwrap();
     assert!(
-        drift.iter().any(|d| matches!(d, HostDrift::Nft(n) if n.location.contains(chain))),
+        drift
+            .iter()
+            .any(|d| matches!(d, HostDrift::Nft(n) if n.location.contains(chain))),
         "{drift:#?}"
     );
     // Setting a bridge down is drift too.
@@ -83,7 +118,9 @@ fn a_rule_deleted_behind_corrals_back_is_reported() {
         .run_async(|| async {
             let links = Links::connect().unwrap();
             let br = links.require("corral-net").await.unwrap();
-            let msg = rtnetlink::LinkUnspec::new_with_index(br.index).down().build();
+            let msg = rtnetlink::LinkUnspec::new_with_index(br.index)
+                .down()
+                .build();
             links.handle().link().set(msg).execute().await.unwrap();
         })
         .unwrap();
@@ -112,18 +149,28 @@ fn teardown_removes_only_corrals_state() {
         })
         .unwrap();
     nft_in(&lab.topo.host, &["add", "table", "inet", "operator"]);
-    nft_in(&lab.topo.host, &["add", "chain", "inet", "operator", "keep"]);
+    nft_in(
+        &lab.topo.host,
+        &["add", "chain", "inet", "operator", "keep"],
+    );
 
     let report = lab.apply().unwrap();
     assert_eq!(report.bridges[0].outcome, BridgeOutcome::Adopted);
-    assert!(report.bridges[1..].iter().all(|b| b.outcome == BridgeOutcome::Created));
+    assert!(
+        report.bridges[1..]
+            .iter()
+            .all(|b| b.outcome == BridgeOutcome::Created)
+    );
 
     let down = lab.host.teardown().unwrap();
     assert!(down.is_clean(), "{down:?}");
     assert!(down.tables_deleted);
     let mut deleted = down.bridges_deleted.clone();
     deleted.sort();
-    let mut want: Vec<String> = lab.plan.bridges[1..].iter().map(|b| b.name.to_string()).collect();
+    let mut want: Vec<String> = lab.plan.bridges[1..]
+        .iter()
+        .map(|b| b.name.to_string())
+        .collect();
     want.sort();
     assert_eq!(deleted, want);
 
@@ -141,13 +188,20 @@ fn teardown_removes_only_corrals_state() {
         .unwrap();
     assert!(live.is_empty(), "corral tables remain: {live:?}");
     let adopted_link = adopted_still_there.expect("the adopted bridge was deleted");
-    assert_ne!(adopted_link.alias.as_deref(), Some(STAMP), "an adopted bridge must not be stamped");
+    assert_ne!(
+        adopted_link.alias.as_deref(),
+        Some(STAMP),
+        "an adopted bridge must not be stamped"
+    );
     assert!(stamped_left.is_empty(), "{stamped_left:?}");
     let listing = nft_in(&lab.topo.host, &["list", "table", "inet", "operator"]);
     assert!(listing.contains("chain keep"), "{listing}");
     // A second teardown finds nothing and still succeeds.
     let again = lab.host.teardown().unwrap();
-    assert!(again.is_clean() && again.bridges_deleted.is_empty(), "{again:?}");
+    assert!(
+        again.is_clean() && again.bridges_deleted.is_empty(),
+        "{again:?}"
+    );
 }
 
 #[test]
@@ -160,7 +214,11 @@ fn an_established_allowed_flow_survives_a_new_plan() {
     lab.topo.attach_sandboxes(true).unwrap();
     let sb = lab.sandbox("allowlist");
     let to = SocketAddr::new(PUBLIC_V4[2].into(), 443);
-    let mut stream: TcpStream = sb.ns.run(|| TcpStream::connect_timeout(&to, T)).unwrap().unwrap();
+    let mut stream: TcpStream = sb
+        .ns
+        .run(|| TcpStream::connect_timeout(&to, T))
+        .unwrap()
+        .unwrap();
     stream.set_read_timeout(Some(T)).unwrap();
     let echo = |s: &mut TcpStream, msg: &[u8]| {
         s.write_all(msg).unwrap();
@@ -175,7 +233,8 @@ fn an_established_allowed_flow_survives_a_new_plan() {
     let mut profiles: Vec<_> = builtin().iter().cloned().collect();
     for p in &mut profiles {
         if p.name.as_str() == "allowlist" {
-            p.allow.push("198.51.100.20:8443/tcp".parse::<AllowEntry>().unwrap());
+            p.allow
+                .push("198.51.100.20:8443/tcp".parse::<AllowEntry>().unwrap());
         }
     }
     let set = ProfileSet::new(profiles).unwrap();
@@ -195,10 +254,11 @@ fn bridges_come_up_only_with_their_gateway_addresses() {
         return;
     }
     let ns = Netns::new().unwrap();
-    let plan: BridgePlan = HostPlan::build(&builtin(), &PlanSettings::default(), &Resolution::new())
-        .unwrap()
-        .bridges
-        .remove(1);
+    let plan: BridgePlan =
+        HostPlan::build(&builtin(), &PlanSettings::default(), &Resolution::new())
+            .unwrap()
+            .bridges
+            .remove(1);
     let (outcome, state, addrs) = ns
         .run_async(|| async {
             let links = Links::connect().unwrap();
@@ -212,6 +272,12 @@ fn bridges_come_up_only_with_their_gateway_addresses() {
         .unwrap();
     assert_eq!(outcome, BridgeOutcome::Created);
     assert!(state.up && state.is_stamped_bridge(), "{state:?}");
-    assert!(addrs.contains(&ipnet::IpNet::V4(plan.gateway_v4)), "{addrs:?}");
-    assert!(addrs.contains(&ipnet::IpNet::V6(plan.gateway_v6.unwrap())), "{addrs:?}");
+    assert!(
+        addrs.contains(&ipnet::IpNet::V4(plan.gateway_v4)),
+        "{addrs:?}"
+    );
+    assert!(
+        addrs.contains(&ipnet::IpNet::V6(plan.gateway_v6.unwrap())),
+        "{addrs:?}"
+    );
 }

@@ -27,7 +27,9 @@ fn none_reaches_nothing() {
         tcp(PUBLIC_V4[0], 443),
         tcp(PUBLIC_V4[2], 443),
         udp(PUBLIC_V4[1], 443),
-        Probe::Icmp { to: PUBLIC_V4[0].into() },
+        Probe::Icmp {
+            to: PUBLIC_V4[0].into(),
+        },
         tcp(PRIVATE[0], 443),
         tcp(PRIVATE[4], 80),
         udp(PUBLIC_RESOLVER_V4, 53),

@@ -21,32 +21,86 @@ fn every_probe_succeeds_without_corral_rules() {
         return;
     }
     let cfg = Config::builtin_default();
-    let plan = HostPlan::build(&cfg.profiles, &PlanSettings::default(), &Resolution::new()).unwrap();
+    let plan =
+        HostPlan::build(&cfg.profiles, &PlanSettings::default(), &Resolution::new()).unwrap();
 
     let start = Instant::now();
     let topo = Topology::build(&cfg.profiles).unwrap();
     let built = start.elapsed();
     topo.ensure_bridges(&plan.bridges).unwrap();
     topo.attach_sandboxes(false).unwrap();
-    eprintln!("topology with {} sandboxes built in {built:?}", topo.sandboxes.len());
+    eprintln!(
+        "topology with {} sandboxes built in {built:?}",
+        topo.sandboxes.len()
+    );
 
     let inet = topo.sandbox("internet").unwrap();
     let other = topo.sandboxes_of("internet").nth(1).unwrap();
     let iso = topo.sandbox("isolated").unwrap();
     let mut probes: Vec<(&str, Probe)> = Vec::new();
     for ip in topology::internet_addresses() {
-        probes.push(("internet addr tcp", Probe::Tcp { to: SocketAddr::new(ip, 443) }));
-        probes.push(("internet addr udp", Probe::Udp { to: SocketAddr::new(ip, 443) }));
+        probes.push((
+            "internet addr tcp",
+            Probe::Tcp {
+                to: SocketAddr::new(ip, 443),
+            },
+        ));
+        probes.push((
+            "internet addr udp",
+            Probe::Udp {
+                to: SocketAddr::new(ip, 443),
+            },
+        ));
         probes.push(("internet addr icmp", Probe::Icmp { to: ip }));
     }
-    probes.push(("resolver", Probe::Udp { to: SocketAddr::new(PUBLIC_RESOLVER_V4.into(), 53) }));
-    probes.push(("lan host", Probe::Tcp { to: SocketAddr::new(LAN_HOST_V4.into(), LAN_PORT) }));
-    probes.push(("lan host udp", Probe::Udp { to: SocketAddr::new(LAN_HOST_V4.into(), LAN_PORT) }));
-    probes.push(("host uplink service", Probe::Tcp { to: SocketAddr::new(HOST_UPLINK_V4.into(), HOST_SERVICE_PORT) }));
-    probes.push(("host gateway service", Probe::Tcp { to: SocketAddr::new(inet.gateway_v4.into(), HOST_SERVICE_PORT) }));
-    probes.push(("same-bridge sandbox", Probe::Tcp { to: SocketAddr::new(other.v4.into(), SANDBOX_PORT) }));
-    probes.push(("same-bridge sandbox v6", Probe::Tcp { to: SocketAddr::new(IpAddr::V6(other.v6.unwrap()), SANDBOX_PORT) }));
-    probes.push(("cross-bridge sandbox", Probe::Tcp { to: SocketAddr::new(iso.v4.into(), SANDBOX_PORT) }));
+    probes.push((
+        "resolver",
+        Probe::Udp {
+            to: SocketAddr::new(PUBLIC_RESOLVER_V4.into(), 53),
+        },
+    ));
+    probes.push((
+        "lan host",
+        Probe::Tcp {
+            to: SocketAddr::new(LAN_HOST_V4.into(), LAN_PORT),
+        },
+    ));
+    probes.push((
+        "lan host udp",
+        Probe::Udp {
+            to: SocketAddr::new(LAN_HOST_V4.into(), LAN_PORT),
+        },
+    ));
+    probes.push((
+        "host uplink service",
+        Probe::Tcp {
+            to: SocketAddr::new(HOST_UPLINK_V4.into(), HOST_SERVICE_PORT),
+        },
+    ));
+    probes.push((
+        "host gateway service",
+        Probe::Tcp {
+            to: SocketAddr::new(inet.gateway_v4.into(), HOST_SERVICE_PORT),
+        },
+    ));
+    probes.push((
+        "same-bridge sandbox",
+        Probe::Tcp {
+            to: SocketAddr::new(other.v4.into(), SANDBOX_PORT),
+        },
+    ));
+    probes.push((
+        "same-bridge sandbox v6",
+        Probe::Tcp {
+            to: SocketAddr::new(IpAddr::V6(other.v6.unwrap()), SANDBOX_PORT),
+        },
+    ));
+    probes.push((
+        "cross-bridge sandbox",
+        Probe::Tcp {
+            to: SocketAddr::new(iso.v4.into(), SANDBOX_PORT),
+        },
+    ));
 
     let mut failures = Vec::new();
     for (what, p) in &probes {
@@ -56,11 +110,21 @@ fn every_probe_succeeds_without_corral_rules() {
         }
     }
     // And back the other way across bridges.
-    let r = probe_from(&iso.ns, &Probe::Tcp { to: SocketAddr::new(inet.v4.into(), SANDBOX_PORT) }, T);
+    let r = probe_from(
+        &iso.ns,
+        &Probe::Tcp {
+            to: SocketAddr::new(inet.v4.into(), SANDBOX_PORT),
+        },
+        T,
+    );
     if r.observed != Observed::Connected {
         failures.push(format!("isolated -> internet sandbox: {:?}", r.observed));
     }
-    assert!(failures.is_empty(), "control probes failed:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "control probes failed:\n{}",
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -69,12 +133,19 @@ fn a_port_without_a_listener_is_rejected_fast() {
         return;
     }
     let cfg = Config::builtin_default();
-    let plan = HostPlan::build(&cfg.profiles, &PlanSettings::default(), &Resolution::new()).unwrap();
+    let plan =
+        HostPlan::build(&cfg.profiles, &PlanSettings::default(), &Resolution::new()).unwrap();
     let topo = Topology::build(&cfg.profiles).unwrap();
     topo.ensure_bridges(&plan.bridges).unwrap();
     topo.attach_sandboxes(false).unwrap();
     let sb = topo.sandbox("internet").unwrap();
-    let r = probe_from(&sb.ns, &Probe::Tcp { to: SocketAddr::new(topology::PUBLIC_V4[0].into(), 9) }, T);
+    let r = probe_from(
+        &sb.ns,
+        &Probe::Tcp {
+            to: SocketAddr::new(topology::PUBLIC_V4[0].into(), 9),
+        },
+        T,
+    );
     assert!(matches!(r.observed, Observed::Rejected(_)), "{r:?}");
     assert!(r.ms < 500, "{r:?}");
 }
@@ -85,15 +156,28 @@ fn port_isolation_blocks_same_bridge_traffic_only() {
         return;
     }
     let cfg = Config::builtin_default();
-    let plan = HostPlan::build(&cfg.profiles, &PlanSettings::default(), &Resolution::new()).unwrap();
+    let plan =
+        HostPlan::build(&cfg.profiles, &PlanSettings::default(), &Resolution::new()).unwrap();
     let topo = Topology::build(&cfg.profiles).unwrap();
     topo.ensure_bridges(&plan.bridges).unwrap();
     topo.attach_sandboxes(true).unwrap();
     let mut sbs = topo.sandboxes_of("internet");
     let (a, b) = (sbs.next().unwrap(), sbs.next().unwrap());
-    let r = probe_from(&a.ns, &Probe::Tcp { to: SocketAddr::new(b.v4.into(), SANDBOX_PORT) }, Duration::from_millis(500));
+    let r = probe_from(
+        &a.ns,
+        &Probe::Tcp {
+            to: SocketAddr::new(b.v4.into(), SANDBOX_PORT),
+        },
+        Duration::from_millis(500),
+    );
     assert!(r.observed.blocked(), "{r:?}");
     // The gateway (a non-isolated port: the bridge itself) still answers.
-    let r = probe_from(&a.ns, &Probe::Tcp { to: SocketAddr::new(a.gateway_v4.into(), HOST_SERVICE_PORT) }, T);
+    let r = probe_from(
+        &a.ns,
+        &Probe::Tcp {
+            to: SocketAddr::new(a.gateway_v4.into(), HOST_SERVICE_PORT),
+        },
+        T,
+    );
     assert_eq!(r.observed, Observed::Connected);
 }

@@ -27,19 +27,35 @@ fn incus(args: &[&str]) -> Result<(), String> {
 }
 
 fn cli_cycle(name: &str, project: &str) -> Result<(), String> {
-    incus(&["init", TEST_IMAGE_ALIAS, name, "--no-profiles", "-s", "default", "--project", project])?;
+    incus(&[
+        "init",
+        TEST_IMAGE_ALIAS,
+        name,
+        "--no-profiles",
+        "-s",
+        "default",
+        "--project",
+        project,
+    ])?;
     incus(&["start", name, "--project", project])?;
     incus(&["exec", name, "--project", project, "--", "true"])?;
     incus(&["delete", "-f", name, "--project", project])
 }
 
-async fn corral_cycle(p: &IncusProvider, name: &str) -> Result<(), String> {
+/// One corral cycle; returns the time of each phase
+/// (create, start, exec, delete).
+async fn corral_cycle(p: &IncusProvider, name: &str) -> Result<[Duration; 4], String> {
     let name = SandboxName::new(name).map_err(|e| e.to_string())?;
+    let t = Instant::now();
     let sb = p
         .create(&SandboxSpec::new(name, TEST_IMAGE_ALIAS))
         .await
         .map_err(|e| e.to_string())?;
+    let created = t.elapsed();
+    let t = Instant::now();
     sb.start().await.map_err(|e| e.to_string())?;
+    let started = t.elapsed();
+    let t = Instant::now();
     let out = sb
         .exec(&ExecRequest::new(["true"]))
         .await
@@ -47,7 +63,10 @@ async fn corral_cycle(p: &IncusProvider, name: &str) -> Result<(), String> {
     if !out.success() {
         return Err(format!("exec exited {}", out.exit_code));
     }
-    sb.delete().await.map_err(|e| e.to_string())
+    let execed = t.elapsed();
+    let t = Instant::now();
+    sb.delete().await.map_err(|e| e.to_string())?;
+    Ok([created, started, execed, t.elapsed()])
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -66,12 +85,16 @@ async fn main() -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let project = p.config().project.clone();
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let mut phases: [Vec<Duration>; 4] = Default::default();
     // Interleaved, so drift in the daemon's state hits both alike.
     for i in 0..n {
         let name = format!("bench-corral-{}-{i}", std::process::id());
         let t = Instant::now();
-        corral_cycle(&p, &name).await?;
+        let parts = corral_cycle(&p, &name).await?;
         ours.push(t.elapsed());
+        for (all, part) in phases.iter_mut().zip(parts) {
+            all.push(part);
+        }
         let name = format!("bench-cli-{}-{i}", std::process::id());
         let t = Instant::now();
         cli_cycle(&name, &project)?;
@@ -90,6 +113,13 @@ async fn main() -> Result<(), String> {
         m_theirs.as_secs_f64() * 1e3,
         total(&theirs).as_secs_f64() * 1e3
     );
+    let names = ["create", "start", "exec", "delete"];
+    let parts: Vec<String> = names
+        .iter()
+        .zip(phases)
+        .map(|(n, v)| format!("{n} {:.1} ms", median(v).as_secs_f64() * 1e3))
+        .collect();
+    println!("corral phases (median): {}", parts.join(", "));
     println!(
         "ratio corral/cli (median): {:.2}",
         m_ours.as_secs_f64() / m_theirs.as_secs_f64()

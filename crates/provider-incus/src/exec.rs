@@ -1,6 +1,11 @@
 //! Running a command in an instance: Incus records stdout and stderr
 //! server-side (no websockets), corral fetches and then deletes the logs.
 //!
+//! Recorded-output exec takes no standard input, so stdin is pushed to a
+//! private file in the guest (owned by the exec user, mode 0600) and the
+//! command is started as `sh -c 'exec "$@" < "$0"' <file> <argv…>`: the
+//! shell replaces itself with the program, whose argv arrives intact.
+//!
 //! Incus cannot cancel such an exec, so a timeout is enforced by tagging the
 //! command's environment with a one-off marker and, when time runs out,
 //! killing every process in the guest that carries it (via `/proc`, with the
@@ -34,12 +39,44 @@ pub async fn run(
             reason: "empty; expected a program and its arguments".into(),
         });
     }
-    if request.stdin.is_some() {
-        return Err(ProviderError::InvalidSpec {
-            field: "stdin",
-            reason: "the Incus provider records output server-side and cannot feed standard input; push a file and redirect from it instead".into(),
-        });
+    let owner = request.user.map_or((0, 0), |u| (u.uid, u.gid));
+    let stdin_file = match &request.stdin {
+        Some(bytes) => {
+            let id = crate::stamp::Stamp::new(None, None, "stdin")?.id;
+            let path = format!("/tmp/.corral-stdin-{id}");
+            crate::files::push_owned(sandbox, &path, bytes, 0o600, owner).await?;
+            Some(path)
+        }
+        None => None,
+    };
+    let result = run_inner(sandbox, request, stdin_file.as_deref()).await;
+    if let Some(path) = &stdin_file
+        && let Err(e) = crate::files::remove(sandbox, path).await
+    {
+        tracing::debug!(error = %e, path, "could not remove an exec stdin file");
     }
+    result
+}
+
+/// `argv`, reading standard input from `stdin_file` when there is one.
+pub fn wrapped_argv(argv: &[String], stdin_file: Option<&str>) -> Vec<String> {
+    match stdin_file {
+        None => argv.to_vec(),
+        Some(file) => ["/bin/sh", "-c", STDIN_WRAPPER, file]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(argv.iter().cloned())
+            .collect(),
+    }
+}
+
+const STDIN_WRAPPER: &str = r#"exec "$@" < "$0""#;
+
+async fn run_inner(
+    sandbox: &IncusSandbox,
+    request: &ExecRequest,
+    stdin_file: Option<&str>,
+) -> Result<ExecOutput, ProviderError> {
     let client = sandbox.provider.client();
     let mut env = request.env.clone();
     let marker = match request.timeout {
@@ -51,7 +88,7 @@ pub async fn run(
         None => None,
     };
     let body = api::exec_body(
-        &request.argv,
+        &wrapped_argv(&request.argv, stdin_file),
         &env,
         request.user.map(|u| (u.uid, u.gid)),
         request.cwd.as_deref(),
@@ -94,6 +131,32 @@ pub async fn run(
         stdout,
         stderr,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stdin_wrapping_keeps_argv_as_separate_arguments() {
+        let argv = vec![
+            "grep".to_owned(),
+            "-c".to_owned(),
+            "a b; rm -rf /".to_owned(),
+        ];
+        assert_eq!(wrapped_argv(&argv, None), argv);
+        let wrapped = wrapped_argv(&argv, Some("/tmp/.corral-stdin-ab"));
+        assert_eq!(
+            wrapped[..4],
+            [
+                "/bin/sh",
+                "-c",
+                r#"exec "$@" < "$0""#,
+                "/tmp/.corral-stdin-ab"
+            ]
+        );
+        assert_eq!(wrapped[4..], argv[..]);
+    }
 }
 
 /// Read and delete one recorded stream.

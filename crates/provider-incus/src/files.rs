@@ -25,10 +25,21 @@ pub async fn push(
     contents: &[u8],
     mode: u32,
 ) -> Result<(), ProviderError> {
+    push_owned(sandbox, path, contents, mode, (0, 0)).await
+}
+
+/// Write `contents` to `path` in the guest, owned by `owner` (guest uid, gid).
+pub async fn push_owned(
+    sandbox: &IncusSandbox,
+    path: &str,
+    contents: &[u8],
+    mode: u32,
+    owner: (u32, u32),
+) -> Result<(), ProviderError> {
     check_path(path)?;
     let headers = [
-        ("X-Incus-uid", "0".to_owned()),
-        ("X-Incus-gid", "0".to_owned()),
+        ("X-Incus-uid", owner.0.to_string()),
+        ("X-Incus-gid", owner.1.to_string()),
         ("X-Incus-mode", format!("{:04o}", mode & 0o7777)),
         ("X-Incus-type", "file".to_owned()),
         ("X-Incus-write", "overwrite".to_owned()),
@@ -80,6 +91,22 @@ pub async fn pull_any(sandbox: &IncusSandbox, path: &str) -> Result<Pulled, Prov
     } else {
         Pulled::Other(kind)
     })
+}
+
+/// Remove the file at `path` in the guest.
+pub async fn remove(sandbox: &IncusSandbox, path: &str) -> Result<(), ProviderError> {
+    check_path(path)?;
+    sandbox
+        .provider
+        .client()
+        .call(
+            Method::DELETE,
+            &sandbox.path(&format!("/files?path={}", encode_query(path))),
+            None,
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| sandbox.provider.err(e))
 }
 
 /// Read the regular file at `path` in the guest.

@@ -52,6 +52,29 @@ async fn full_lifecycle_on_a_real_container() {
     );
     assert_eq!(out.stderr_text(), "oops\n");
 
+    // Standard input, with an argv that a shell would mangle.
+    let mut req = ExecRequest::new(["grep", "-c", "a b; $x"]);
+    req.stdin = Some(b"a b; $x\nnope\na b; $x\n".to_vec());
+    req.user = Some(ExecUser {
+        uid: 65534,
+        gid: 65534,
+    });
+    let out = ok(sb.exec(&req).await, "exec with stdin");
+    assert_eq!(
+        (out.exit_code, out.stdout_text().as_str()),
+        (0, "2\n"),
+        "{}",
+        out.stderr_text()
+    );
+    let tmp = ok(
+        sb.exec(&ExecRequest::new(["ls", "-A", "/tmp"])).await,
+        "ls /tmp",
+    );
+    assert!(
+        !tmp.stdout_text().contains("corral-stdin"),
+        "stdin file left behind"
+    );
+
     // A timeout is reported and the command is killed in the guest.
     let started = Instant::now();
     let slow = ExecRequest::new(["sleep", "300"]).with_timeout(Duration::from_secs(1));
@@ -187,4 +210,38 @@ async fn a_taken_name_is_refused() {
         "{err:?}"
     );
     ok(sb.delete().await, "delete");
+}
+
+#[tokio::test]
+async fn resources_and_user_data_reach_the_instance() {
+    let Some(p) = provider().await else { return };
+    let name = unique("res");
+    let mut s = spec(&name);
+    s.resources.cpus = Some(1);
+    s.resources.memory_mib = Some(256);
+    s.user_data = Some("#cloud-config\nhostname: agent\n".into());
+    let sb = ok(p.create(&s).await, "create");
+    let inst: corral_provider_incus::api::Instance = ok(
+        p.client().get(&format!("/1.0/instances/{name}")).await,
+        "raw get",
+    );
+    assert!(inst.profiles.is_empty());
+    assert_eq!(inst.expanded_devices.keys().collect::<Vec<_>>(), ["root"]);
+    assert_eq!(inst.config.get("limits.cpu").map(String::as_str), Some("1"));
+    assert_eq!(
+        inst.config.get("limits.memory").map(String::as_str),
+        Some("256MiB")
+    );
+    assert_eq!(
+        inst.config.get("cloud-init.user-data").map(String::as_str),
+        Some("#cloud-config\nhostname: agent\n")
+    );
+    ok(sb.start().await, "start with limits");
+    let out = ok(
+        sb.exec(&ExecRequest::new(["cat", "/sys/fs/cgroup/memory.max"]))
+            .await,
+        "memory.max",
+    );
+    assert_eq!(out.stdout_text().trim(), (256u64 << 20).to_string());
+    ok(sb.delete().await, "delete running");
 }

@@ -9,6 +9,10 @@
 //! - [`staging`]: the 0700 staging directory and ownership stamps.
 //! - [`provider`] / [`sandbox`]: the `SandboxProvider` / `Sandbox` impls.
 //!
+//! The runner, the staging directory and the error mapping are shared
+//! with the other CLI-driven providers through `corral-provider-support`
+//! (re-exported here where they are part of this crate's API).
+//!
 //! Multipass cannot run on corral's build machines: everything here is
 //! tested through exact argvs and a recording fake `multipass` binary,
 //! never against the real tool (see `docs/multipass.md`).

@@ -13,11 +13,13 @@ use corral_sandbox_core::sandbox::{
 };
 use corral_sandbox_core::{HostOs, ProfileSet, SandboxKind, SandboxName};
 
+use corral_provider_support::{staging_error, valid_name_prefix};
+
 use crate::argv::{CloudInitSource, MultipassArgv, check_image};
 use crate::cloud_init;
 use crate::json;
 use crate::runner::{Invocation, ProcessRunner, RunError, Runner};
-use crate::shared::{Shared, staging_error};
+use crate::shared::Shared;
 use crate::ssh::SshRunner;
 use crate::staging::{CLOUD_INIT_FILE, STAMP_VERSION, Staging, StagingError, Stamp};
 
@@ -123,13 +125,7 @@ fn this_host() -> Result<HostOs, ConfigError> {
 }
 
 fn check_prefix(prefix: &str) -> Result<(), ConfigError> {
-    let ok = (2..=20).contains(&prefix.len())
-        && prefix.starts_with(|c: char| c.is_ascii_lowercase())
-        && prefix.ends_with('-')
-        && prefix
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if ok {
+    if valid_name_prefix(prefix) {
         Ok(())
     } else {
         Err(ConfigError::Prefix(prefix.to_owned()))
@@ -293,10 +289,7 @@ impl SandboxProvider for MultipassProvider {
             Invocation::new(argv, s.timeouts.launch)
         };
         let result = s.runner.run(&invocation).await;
-        let nothing_ran = matches!(
-            result,
-            Err(RunError::Spawn { .. } | RunError::Empty | RunError::NulByte { .. })
-        );
+        let nothing_ran = result.as_ref().is_err_and(RunError::nothing_ran);
         match s.check("launch", &vm, result) {
             Ok(_) => {}
             Err(e) => {

@@ -10,10 +10,12 @@ use corral_sandbox_core::sandbox::{
 };
 use corral_sandbox_core::{SandboxKind, SandboxName};
 
+use corral_provider_support::{exec_output, staging_error};
+
 use crate::argv::check_snapshot_name;
 use crate::json;
 use crate::runner::Invocation;
-use crate::shared::{Shared, staging_error};
+use crate::shared::Shared;
 use crate::ssh::SSH_FAILURE_EXIT;
 use crate::staging::{STAMP_VERSION, Stamp};
 
@@ -119,11 +121,7 @@ impl Sandbox for MultipassSandbox {
         if s.kind == SandboxKind::MultipassRemote && output.exit_code == SSH_FAILURE_EXIT {
             return Err(s.ssh_failure("exec", &output));
         }
-        Ok(ExecOutput {
-            exit_code: output.exit_code,
-            stdout: output.stdout,
-            stderr: output.stderr,
-        })
+        Ok(exec_output(output))
     }
 
     async fn delete(self: Box<Self>) -> Result<(), ProviderError> {
@@ -200,16 +198,8 @@ impl Sandbox for MultipassSandbox {
         let s = &self.shared;
         let stamp = s.owned(&self.vm).await?;
         let target_vm = s.vm_name(target)?;
-        if s.staging
-            .read_stamp(&target_vm)
-            .map_err(staging_error)?
-            .is_some()
-        {
-            return Err(ProviderError::AlreadyExists {
-                what: "sandbox",
-                name: target.to_string(),
-            });
-        }
+        s.staging
+            .ensure_unclaimed(&target_vm, target.as_str())?;
         self.require_stopped(Operation::Clone).await?;
         s.staging.create_dir(&target_vm).map_err(staging_error)?;
         s.staging
@@ -226,12 +216,7 @@ impl Sandbox for MultipassSandbox {
         let cloned = s
             .run("clone", &target_vm, s.argv.clone_vm(&self.vm, &target_vm))
             .await;
-        if let Err(e) = cloned {
-            if !matches!(e, ProviderError::Timeout { .. }) {
-                s.staging.remove(&target_vm).map_err(staging_error)?;
-            }
-            return Err(e);
-        }
+        s.staging.discard_unless_timeout(&target_vm, cloned)?;
         Ok(s.handle(target.clone(), target_vm))
     }
 }

@@ -10,6 +10,8 @@ use corral_sandbox_core::sandbox::{
 };
 use corral_sandbox_core::{ProfileSet, SandboxKind, SandboxName};
 
+use corral_provider_support::ToolErrors;
+
 use crate::argv::MultipassArgv;
 use crate::cloud_init::RouteSwap;
 use crate::json::{self, InstanceInfo};
@@ -17,7 +19,7 @@ use crate::provider::Timeouts;
 use crate::runner::{Invocation, RunError, RunOutput, Runner};
 use crate::sandbox::MultipassSandbox;
 use crate::ssh::SSH_FAILURE_EXIT;
-use crate::staging::{STAMP_VERSION, Staging, StagingError, Stamp};
+use crate::staging::{STAMP_VERSION, Staging, Stamp};
 
 /// State shared by the provider and every sandbox handle.
 #[derive(Debug)]
@@ -31,10 +33,13 @@ pub(crate) struct Shared {
     pub(crate) prefix: String,
 }
 
-pub(crate) fn staging_error(e: StagingError) -> ProviderError {
-    ProviderError::Io {
-        context: e.to_string(),
-        source: std::io::Error::other(e),
+/// How `multipass` failures read: "does not exist" names the instance, or
+/// the snapshot when the message mentions one.
+pub(crate) fn tool_errors(kind: SandboxKind) -> ToolErrors {
+    ToolErrors {
+        kind,
+        not_found: &["does not exist"],
+        snapshots: true,
     }
 }
 
@@ -61,20 +66,7 @@ impl Shared {
         subject: &str,
         error: RunError,
     ) -> ProviderError {
-        match error {
-            RunError::Timeout { after, .. } => ProviderError::Timeout {
-                operation: format!("{} {operation} `{subject}`", self.kind),
-                after,
-            },
-            e @ (RunError::Empty | RunError::NulByte { .. }) => ProviderError::InvalidSpec {
-                field: "argv",
-                reason: e.to_string(),
-            },
-            e @ (RunError::Spawn { .. } | RunError::Io { .. }) => ProviderError::Io {
-                context: format!("{} {operation} `{subject}`: {e}", self.kind),
-                source: std::io::Error::other(e),
-            },
-        }
+        tool_errors(self.kind).run_error(operation, subject, error)
     }
 
     /// ssh itself failed (exit 255): unreachable executor or refused key.
@@ -102,34 +94,10 @@ impl Shared {
         if output.success() {
             return Ok(output);
         }
-        let message = output.message();
-        let lower = message.to_lowercase();
         if self.kind == SandboxKind::MultipassRemote && output.exit_code == SSH_FAILURE_EXIT {
             return Err(self.ssh_failure(operation, &output));
         }
-        if lower.contains("does not exist") {
-            let what = if lower.contains("snapshot") {
-                "snapshot"
-            } else {
-                "sandbox"
-            };
-            return Err(ProviderError::NotFound {
-                what,
-                name: subject.to_owned(),
-            });
-        }
-        if lower.contains("already exists") {
-            return Err(ProviderError::AlreadyExists {
-                what: "sandbox",
-                name: subject.to_owned(),
-            });
-        }
-        Err(ProviderError::Backend {
-            kind: self.kind,
-            operation: operation.to_owned(),
-            message,
-            code: Some(i64::from(output.exit_code)),
-        })
+        Err(tool_errors(self.kind).failure(operation, subject, &output))
     }
 
     /// Run `argv` with the lifecycle time bound and check it.
@@ -170,15 +138,8 @@ impl Shared {
 
     /// The stamp of `vm`, refusing VMs corral does not own.
     pub(crate) async fn owned(&self, vm: &str) -> Result<Stamp, ProviderError> {
-        let stamp = self.staging.read_stamp(vm).map_err(staging_error)?;
-        let Some(stamp) = stamp else {
-            // No stamp: say NotFound for a VM that is not there either.
-            self.info(vm).await?;
-            return Err(ProviderError::NotOwned {
-                name: vm.to_owned(),
-                reason: format!("no ownership stamp in `{}`", self.staging.dir(vm).display()),
-            });
-        };
+        // No stamp: say NotFound for a VM that is not there either.
+        let stamp = self.staging.stamp_or_refuse(vm, self.info(vm)).await?;
         match self.stamp_mismatch(vm, &stamp) {
             Some(reason) => Err(ProviderError::NotOwned {
                 name: vm.to_owned(),

@@ -8,8 +8,9 @@
 use std::fmt;
 
 use async_trait::async_trait;
+use corral_provider_support::check_argv;
 
-use crate::runner::{Invocation, ProcessRunner, RunError, RunOutput, Runner, check_argv};
+use crate::runner::{Invocation, ProcessRunner, RunError, RunOutput, Runner};
 
 /// Why an SSH target was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -7,7 +7,6 @@
 
 mod fake;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +14,7 @@ use std::time::Duration;
 use corral_provider_multipass::{
     MultipassConfig, MultipassProvider, ProcessRunner, SshRunner, SshTarget, Timeouts,
 };
-use corral_sandbox_core::profile::{BlockAction, DnsPolicy, EgressMode, Profile};
+use corral_provider_support::testing::{dev_profiles, mode, sv};
 use corral_sandbox_core::sandbox::{
     ExecRequest, InstanceType, NetworkAttachment, ProviderError, SandboxProvider, SandboxSpec,
     SandboxState, StopOptions,
@@ -24,18 +23,7 @@ use corral_sandbox_core::{ProfileSet, SandboxKind, SandboxName};
 use fake::Fake;
 
 fn profiles() -> ProfileSet {
-    ProfileSet::new(vec![Profile {
-        name: "dev".parse().unwrap(),
-        bridge: "cb-dev".parse().unwrap(),
-        subnet_v4: "172.20.8.0/22".parse().unwrap(),
-        subnet_v6: None,
-        mode: EgressMode::Internet,
-        allow: vec![],
-        block: BlockAction::Reject,
-        dns: DnsPolicy::Gateway,
-        allow_unresolved: false,
-    }])
-    .unwrap()
+    dev_profiles("172.20.8.0/22")
 }
 
 fn config(fake: &Fake) -> MultipassConfig {
@@ -66,14 +54,6 @@ fn spec(name: &str) -> SandboxSpec {
     s.resources.memory_mib = Some(2048);
     s.resources.disk_gib = Some(10);
     s
-}
-
-fn mode(p: &Path) -> u32 {
-    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
-}
-
-fn sv(words: &[&str]) -> Vec<String> {
-    words.iter().map(|w| (*w).to_owned()).collect()
 }
 
 #[tokio::test]

@@ -9,6 +9,10 @@
 //! - [`staging`]: the 0700 staging directory and ownership stamps.
 //! - [`provider`] / [`sandbox`]: the `SandboxProvider` / `Sandbox` impls.
 //!
+//! The runner, the staging directory and the error mapping are shared
+//! with the other CLI-driven providers through `corral-provider-support`
+//! (re-exported here where they are part of this crate's API).
+//!
 //! Tart runs only on macOS, and corral's build machines run Linux: this
 //! crate is tested through exact argvs and a recording fake `tart`, never
 //! against the real tool or a real Softnet (see `docs/tart.md`).

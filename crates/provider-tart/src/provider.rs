@@ -13,10 +13,12 @@ use corral_sandbox_core::sandbox::{
 };
 use corral_sandbox_core::{HostOs, ProfileSet, SandboxKind, SandboxName};
 
+use corral_provider_support::{staging_error, valid_name_prefix};
+
 use crate::argv::{TartArgv, check_source};
 use crate::health::FilterHealth;
 use crate::runner::{ProcessRunner, Runner};
-use crate::shared::{Shared, staging_error};
+use crate::shared::Shared;
 use crate::softnet::{DEFAULT_MAX_ALLOW, SoftnetError, SoftnetPolicy, check_extra_run_args};
 use crate::staging::{STAMP_VERSION, Staging, StagingError, Stamp};
 
@@ -128,13 +130,7 @@ pub fn check_platform(host: HostOs) -> Result<(), ConfigError> {
 }
 
 fn check_prefix(prefix: &str) -> Result<(), ConfigError> {
-    let ok = (2..=20).contains(&prefix.len())
-        && prefix.starts_with(|c: char| c.is_ascii_lowercase())
-        && prefix.ends_with('-')
-        && prefix
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if ok {
+    if valid_name_prefix(prefix) {
         Ok(())
     } else {
         Err(ConfigError::Prefix(prefix.to_owned()))
@@ -259,12 +255,7 @@ impl SandboxProvider for TartProvider {
                 })?
             }
         };
-        if s.staging.read_stamp(&vm).map_err(staging_error)?.is_some() {
-            return Err(ProviderError::AlreadyExists {
-                what: "sandbox",
-                name: spec.name.to_string(),
-            });
-        }
+        s.staging.ensure_unclaimed(&vm, spec.name.as_str())?;
         s.staging.create_dir(&vm).map_err(staging_error)?;
         s.staging
             .write_stamp(&Stamp {
@@ -284,13 +275,8 @@ impl SandboxProvider for TartProvider {
                 s.timeouts.clone,
             )
             .await;
-        if let Err(e) = cloned {
-            // After a timeout the clone may exist: keep the stamp so corral can delete it.
-            if !matches!(e, ProviderError::Timeout { .. }) {
-                s.staging.remove(&vm).map_err(staging_error)?;
-            }
-            return Err(e);
-        }
+        // After a timeout the clone may exist: its stamp stays so corral can delete it.
+        s.staging.discard_unless_timeout(&vm, cloned)?;
         if let Some(argv) = s.argv.set(&vm, &spec.resources) {
             s.run("set", &vm, argv).await?;
         }

@@ -12,9 +12,11 @@ use corral_sandbox_core::sandbox::{
 };
 use corral_sandbox_core::{SandboxKind, SandboxName};
 
+use corral_provider_support::{exec_output, staging_error};
+
 use crate::health::{self, FilterHealth};
 use crate::runner::{Invocation, kill_group, process_exists};
-use crate::shared::{Shared, staging_error};
+use crate::shared::Shared;
 use crate::staging::{LOG_FILE, PID_FILE, STAMP_VERSION, Stamp};
 
 /// One Tart sandbox.
@@ -228,17 +230,13 @@ impl Sandbox for TartSandbox {
         if let Some(stdin) = &request.stdin {
             invocation = invocation.with_stdin(stdin.clone());
         }
-        let result = s.runner.run(&invocation).await;
         // A non-zero exit is the command's own answer, not a provider error.
-        let output = match result {
-            Ok(out) => out,
-            Err(e) => return Err(s.run_error("exec", &self.vm, e)),
-        };
-        Ok(ExecOutput {
-            exit_code: output.exit_code,
-            stdout: output.stdout,
-            stderr: output.stderr,
-        })
+        let output = s
+            .runner
+            .run(&invocation)
+            .await
+            .map_err(|e| s.run_error("exec", &self.vm, e))?;
+        Ok(exec_output(output))
     }
 
     async fn delete(self: Box<Self>) -> Result<(), ProviderError> {
@@ -262,16 +260,7 @@ impl Sandbox for TartSandbox {
         let s = &self.shared;
         let stamp = s.owned(&self.vm).await?;
         let new_vm = s.vm_name(to)?;
-        if s.staging
-            .read_stamp(&new_vm)
-            .map_err(staging_error)?
-            .is_some()
-        {
-            return Err(ProviderError::AlreadyExists {
-                what: "sandbox",
-                name: to.to_string(),
-            });
-        }
+        s.staging.ensure_unclaimed(&new_vm, to.as_str())?;
         let state = self.state().await?;
         if !state.can_rename() {
             return Err(ProviderError::InvalidState {
@@ -310,16 +299,7 @@ impl Sandbox for TartSandbox {
         let s = &self.shared;
         let stamp = s.owned(&self.vm).await?;
         let target_vm = s.vm_name(target)?;
-        if s.staging
-            .read_stamp(&target_vm)
-            .map_err(staging_error)?
-            .is_some()
-        {
-            return Err(ProviderError::AlreadyExists {
-                what: "sandbox",
-                name: target.to_string(),
-            });
-        }
+        s.staging.ensure_unclaimed(&target_vm, target.as_str())?;
         let state = self.state().await?;
         if state != SandboxState::Stopped {
             return Err(ProviderError::InvalidState {
@@ -349,12 +329,7 @@ impl Sandbox for TartSandbox {
                 s.timeouts.clone,
             )
             .await;
-        if let Err(e) = cloned {
-            if !matches!(e, ProviderError::Timeout { .. }) {
-                s.staging.remove(&target_vm).map_err(staging_error)?;
-            }
-            return Err(e);
-        }
+        s.staging.discard_unless_timeout(&target_vm, cloned)?;
         Ok(s.handle(target.clone(), target_vm))
     }
 }

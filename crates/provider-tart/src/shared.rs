@@ -8,6 +8,8 @@ use std::time::Duration;
 use corral_sandbox_core::sandbox::{InstanceType, ProviderError, Sandbox, SandboxInfo};
 use corral_sandbox_core::{ProfileSet, SandboxKind, SandboxName};
 
+use corral_provider_support::{ToolErrors, staging_error};
+
 use crate::argv::{TartArgv, check_vm_name};
 use crate::health::{self, FilterHealth};
 use crate::json::{self, VmEntry};
@@ -15,7 +17,7 @@ use crate::provider::{ConfigError, Timeouts};
 use crate::runner::{Invocation, RunError, RunOutput, Runner};
 use crate::sandbox::TartSandbox;
 use crate::softnet::SoftnetPolicy;
-use crate::staging::{PID_FILE, POLICY_FILE, STAMP_VERSION, Staging, StagingError, Stamp};
+use crate::staging::{PID_FILE, POLICY_FILE, STAMP_VERSION, Staging, Stamp};
 
 /// State shared by the provider and every sandbox handle.
 #[derive(Debug)]
@@ -30,12 +32,12 @@ pub(crate) struct Shared {
     pub(crate) prefix: String,
 }
 
-pub(crate) fn staging_error(e: StagingError) -> ProviderError {
-    ProviderError::Io {
-        context: e.to_string(),
-        source: std::io::Error::other(e),
-    }
-}
+/// How `tart` failures read: "does not exist" or "not found" names the VM.
+pub(crate) const TOOL_ERRORS: ToolErrors = ToolErrors {
+    kind: SandboxKind::Tart,
+    not_found: &["does not exist", "not found"],
+    snapshots: false,
+};
 
 impl Shared {
     pub(crate) fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError> {
@@ -51,53 +53,7 @@ impl Shared {
         subject: &str,
         error: RunError,
     ) -> ProviderError {
-        match error {
-            RunError::Timeout { after, .. } => ProviderError::Timeout {
-                operation: format!("tart {operation} `{subject}`"),
-                after,
-            },
-            e @ (RunError::Empty | RunError::NulByte { .. }) => ProviderError::InvalidSpec {
-                field: "argv",
-                reason: e.to_string(),
-            },
-            e @ (RunError::Spawn { .. } | RunError::Io { .. }) => ProviderError::Io {
-                context: format!("tart {operation} `{subject}`: {e}"),
-                source: std::io::Error::other(e),
-            },
-        }
-    }
-
-    /// Map a finished (or failed) run to the provider's error vocabulary.
-    pub(crate) fn check(
-        &self,
-        operation: &str,
-        subject: &str,
-        result: Result<RunOutput, RunError>,
-    ) -> Result<RunOutput, ProviderError> {
-        let output = result.map_err(|e| self.run_error(operation, subject, e))?;
-        if output.success() {
-            return Ok(output);
-        }
-        let message = output.message();
-        let lower = message.to_lowercase();
-        if lower.contains("does not exist") || lower.contains("not found") {
-            return Err(ProviderError::NotFound {
-                what: "sandbox",
-                name: subject.to_owned(),
-            });
-        }
-        if lower.contains("already exists") {
-            return Err(ProviderError::AlreadyExists {
-                what: "sandbox",
-                name: subject.to_owned(),
-            });
-        }
-        Err(ProviderError::Backend {
-            kind: SandboxKind::Tart,
-            operation: operation.to_owned(),
-            message,
-            code: Some(i64::from(output.exit_code)),
-        })
+        TOOL_ERRORS.run_error(operation, subject, error)
     }
 
     pub(crate) async fn run_for(
@@ -108,7 +64,7 @@ impl Shared {
         timeout: Duration,
     ) -> Result<RunOutput, ProviderError> {
         let result = self.runner.run(&Invocation::new(argv, timeout)).await;
-        self.check(operation, subject, result)
+        TOOL_ERRORS.check(operation, subject, result)
     }
 
     pub(crate) async fn run(
@@ -145,13 +101,7 @@ impl Shared {
 
     /// The stamp of `vm`, refusing VMs corral does not own.
     pub(crate) async fn owned(&self, vm: &str) -> Result<Stamp, ProviderError> {
-        let Some(stamp) = self.staging.read_stamp(vm).map_err(staging_error)? else {
-            self.vm(vm).await?;
-            return Err(ProviderError::NotOwned {
-                name: vm.to_owned(),
-                reason: format!("no ownership stamp in `{}`", self.staging.dir(vm).display()),
-            });
-        };
+        let stamp = self.staging.stamp_or_refuse(vm, self.vm(vm)).await?;
         if stamp.version != STAMP_VERSION || stamp.vm != vm {
             return Err(ProviderError::NotOwned {
                 name: vm.to_owned(),

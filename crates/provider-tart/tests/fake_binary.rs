@@ -7,15 +7,13 @@
 
 mod fake;
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use corral_provider_tart::{
     ConfigError, FilterHealth, TartConfig, TartProvider, Timeouts, check_platform,
 };
-use corral_sandbox_core::profile::{BlockAction, DnsPolicy, EgressMode, Profile};
+use corral_provider_support::testing::{dev_profiles, mode, sv};
 use corral_sandbox_core::sandbox::{
     ExecRequest, InstanceType, NetworkAttachment, Operation, ProviderError, SandboxProvider,
     SandboxSpec, SandboxState, StopOptions,
@@ -24,18 +22,7 @@ use corral_sandbox_core::{HostOs, ProfileSet, SandboxKind, SandboxName};
 use fake::Fake;
 
 fn profiles() -> ProfileSet {
-    ProfileSet::new(vec![Profile {
-        name: "dev".parse().unwrap(),
-        bridge: "cb-dev".parse().unwrap(),
-        subnet_v4: "192.168.64.0/24".parse().unwrap(),
-        subnet_v6: None,
-        mode: EgressMode::Internet,
-        allow: vec![],
-        block: BlockAction::Reject,
-        dns: DnsPolicy::Gateway,
-        allow_unresolved: false,
-    }])
-    .unwrap()
+    dev_profiles("192.168.64.0/24")
 }
 
 fn config(fake: &Fake) -> TartConfig {
@@ -67,14 +54,6 @@ fn spec(name: &str, allow: &[&str]) -> SandboxSpec {
     s.resources.cpus = Some(2);
     s.resources.memory_mib = Some(4096);
     s
-}
-
-fn sv(words: &[&str]) -> Vec<String> {
-    words.iter().map(|w| (*w).to_owned()).collect()
-}
-
-fn mode(p: &Path) -> u32 {
-    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
 }
 
 #[tokio::test]

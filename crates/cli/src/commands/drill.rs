@@ -214,3 +214,63 @@ pub fn run(args: &DrillArgs, out: Output) -> CmdResult {
         Outcome::Failed
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(verdict: Verdict, observed: Observed, control: Observed) -> DrillRow {
+        DrillRow {
+            probe: "allowlisted address:port reachable".to_owned(),
+            from: "allowlist-1".to_owned(),
+            to: "tcp 203.0.113.10:443".to_owned(),
+            expected: Expect::Reach,
+            observed,
+            control,
+            verdict,
+            ms: 3,
+            packet: None,
+        }
+    }
+
+    #[test]
+    fn a_row_that_did_not_run_shows_its_control() {
+        let out = Output {
+            color: false,
+            quiet: false,
+        };
+        let r = row(
+            Verdict::NotRun,
+            Observed::TimedOut,
+            Observed::Error("no route".into()),
+        );
+        let text = table(&out, &[&r]).render(false);
+        assert!(text.contains("not run"), "{text}");
+        assert!(text.contains("control: error: no route"), "{text}");
+        let r = row(Verdict::Pass, Observed::Connected, Observed::Connected);
+        let text = table(&out, &[&r]).render(false);
+        assert!(!text.contains("control"), "{text}");
+    }
+
+    #[test]
+    fn json_counts_and_verdict_follow_the_report() {
+        let report = DrillReport::new(
+            "claim".to_owned(),
+            vec![
+                row(Verdict::Pass, Observed::Connected, Observed::Connected),
+                row(Verdict::NotRun, Observed::TimedOut, Observed::TimedOut),
+            ],
+            7,
+        );
+        let json = to_json(
+            &report,
+            "built-in defaults".to_owned(),
+            vec!["allowlist".to_owned()],
+        );
+        assert_eq!(json.verdict, "fail");
+        assert_eq!((json.probes, json.passed, json.not_run), (2, 1, 1));
+        assert_eq!(json.rows[1].observed, "timed_out");
+        let v = serde_json::to_value(&json).unwrap();
+        assert_eq!(v["rows"][1]["verdict"], "not_run");
+    }
+}

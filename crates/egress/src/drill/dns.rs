@@ -36,6 +36,25 @@ const UPSTREAM: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
 /// Random-label queries of the tunnel probe.
 const TUNNEL_QUERIES: usize = 50;
 
+/// The probe labels of the DNS rows.
+#[cfg(test)]
+pub(crate) const PROBES: [&str; 7] = [
+    ROTATED_BLOCKED,
+    NAME_RESOLVED,
+    ROTATED_REACHABLE,
+    UNLISTED,
+    TUNNEL,
+    FORWARDS,
+    NO_RESOLVER,
+];
+const ROTATED_BLOCKED: &str = "address rotated after apply blocked before lookup";
+const NAME_RESOLVED: &str = "allowlisted name resolved by the gateway";
+const ROTATED_REACHABLE: &str = "rotated address reachable after lookup, no re-apply";
+const UNLISTED: &str = "unlisted name NXDOMAIN, never forwarded";
+const TUNNEL: &str = "DNS tunnel (random labels) never reaches the upstream";
+const FORWARDS: &str = "gateway forwards any name to the upstreams";
+const NO_RESOLVER: &str = "no resolver on the gateway";
+
 /// Stops the drill's daemons and removes their files, even on a panic: a
 /// dnsmasq left running would keep the simulated host alive.
 struct Daemons(PathBuf);
@@ -91,7 +110,8 @@ pub(crate) fn rows(lab: &Lab, timeout: Duration) -> Vec<DrillRow> {
 fn start(lab: &Lab, state: &std::path::Path) -> Result<TestUpstream, String> {
     let up = SocketAddr::new(UPSTREAM.into(), 53);
     lab.topo
-        .add_internet_listener(UPSTREAM.into(), 53, Transport::Tcp)
+        // Makes the address exist (the echo port is unused; 53 is ours).
+        .add_internet_listener(UPSTREAM.into(), 443, Transport::Tcp)
         .map_err(|e| e.to_string())?;
     let upstream = lab
         .topo
@@ -167,7 +187,7 @@ impl Drill<'_> {
         // An answer means a resolver is there; a timeout or refusal is the goal.
         let observed = r.map_or_else(|e| e, |_| Observed::Connected);
         self.row(
-            "no resolver on the gateway",
+            NO_RESOLVER,
             format!("udp {} {name}", self.gateway()),
             Expect::Block,
             control,
@@ -184,7 +204,7 @@ impl Drill<'_> {
         let (r, ms) = ask(&self.sb.ns, self.gateway(), &name, TYPE_A, self.timeout);
         let observed = r.map_or_else(|e| e, |resp| resolved_to(&resp, want));
         self.row(
-            "gateway forwards any name to the upstreams",
+            FORWARDS,
             format!("udp {} {name}", self.gateway()),
             Expect::Reach,
             control,
@@ -228,7 +248,7 @@ impl Drill<'_> {
         let after = probe_from(&self.sb.ns, &probe, self.timeout);
         vec![
             self.row(
-                "address rotated after apply blocked before lookup",
+                ROTATED_BLOCKED,
                 probe.to_string(),
                 Expect::Block,
                 control.clone(),
@@ -236,7 +256,7 @@ impl Drill<'_> {
                 before.ms,
             ),
             self.row(
-                "allowlisted name resolved by the gateway",
+                NAME_RESOLVED,
                 format!("udp {} {name}", self.gateway()),
                 Expect::Reach,
                 name_control,
@@ -244,7 +264,7 @@ impl Drill<'_> {
                 ms,
             ),
             self.row(
-                "rotated address reachable after lookup, no re-apply",
+                ROTATED_REACHABLE,
                 probe.to_string(),
                 Expect::Reach,
                 control,
@@ -256,7 +276,7 @@ impl Drill<'_> {
 
     fn unlisted(&self, rules: &NameRules, pi: usize) -> DrillRow {
         let Some(name) = unlisted_name(rules, &format!("exfil{pi}")) else {
-            return self.no_unlisted_name("unlisted name NXDOMAIN, never forwarded");
+            return self.no_unlisted_name(UNLISTED);
         };
         self.upstream
             .set(&name, &[IpAddr::V4(Ipv4Addr::new(198, 18, 9, 2))], 60);
@@ -271,7 +291,7 @@ impl Drill<'_> {
             Err(e) => e,
         };
         self.row(
-            "unlisted name NXDOMAIN, never forwarded",
+            UNLISTED,
             format!("udp {} {name}", self.gateway()),
             Expect::Block,
             control,
@@ -282,7 +302,7 @@ impl Drill<'_> {
 
     fn tunnel(&self, rules: &NameRules, pi: usize) -> DrillRow {
         let Some(domain) = unlisted_name(rules, &format!("c2-{pi}")) else {
-            return self.no_unlisted_name("DNS tunnel (random labels) never reaches the upstream");
+            return self.no_unlisted_name(TUNNEL);
         };
         let control = self.upstream_control(&format!("control.{domain}"));
         let start = Instant::now();
@@ -318,7 +338,7 @@ impl Drill<'_> {
         };
         let ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.row(
-            "DNS tunnel (random labels) never reaches the upstream",
+            TUNNEL,
             format!("udp {} *.{domain} x{TUNNEL_QUERIES}", self.gateway()),
             Expect::Block,
             control,
@@ -462,5 +482,54 @@ mod tests {
             answers: vec![],
         };
         assert!(nxdomain_kept(&ok, false).reached());
+    }
+
+    #[test]
+    fn dns_rows_pass_for_every_kind_of_profile() {
+        if !crate::netns::require_root("dns_rows_pass_for_every_kind_of_profile") {
+            return;
+        }
+        let text = r#"
+[[profile]]
+name = "dev"
+bridge = "cb-dev"
+subnet = "10.9.0.0/24"
+subnet_v6 = "fd00:9::/64"
+mode = "allowlist"
+allow = ["api.example.com:443/tcp", "*.cdn.example.com"]
+
+[[profile]]
+name = "web"
+bridge = "cb-web"
+subnet = "10.9.1.0/24"
+mode = "internet"
+
+[[profile]]
+name = "off"
+bridge = "cb-off"
+subnet = "10.9.2.0/24"
+mode = "none"
+"#;
+        let cfg = corral_sandbox_core::config::Config::from_toml_str(text, "t").unwrap();
+        let report =
+            super::super::run(&cfg.profiles, &super::super::DrillOptions::default()).unwrap();
+        let dns: Vec<&DrillRow> = report
+            .rows
+            .iter()
+            .filter(|r| PROBES.contains(&r.probe.as_str()))
+            .collect();
+        for r in &dns {
+            eprintln!(
+                "{:?} {} {} -> {:?} (control {:?})",
+                r.verdict, r.from, r.probe, r.observed, r.control
+            );
+        }
+        // dev: rotation (3 rows), unlisted, tunnel; web: forwards; off: no resolver.
+        assert_eq!(dns.len(), 7, "{dns:#?}");
+        assert!(
+            dns.iter().all(|r| r.verdict == super::super::Verdict::Pass),
+            "{dns:#?}"
+        );
+        assert!(report.ok(), "{}", report.summary());
     }
 }

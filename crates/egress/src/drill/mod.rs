@@ -57,7 +57,10 @@ pub enum DrillError {
 /// Runs the drill for `profiles`.
 pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, DrillError> {
     let start = Instant::now();
-    let resolution = opts.resolution.clone().unwrap_or_else(|| drill_resolution(profiles));
+    let resolution = opts
+        .resolution
+        .clone()
+        .unwrap_or_else(|| drill_resolution(profiles));
     let lab = Lab::new(profiles, &resolution)?;
     let planned = derive(profiles, &resolution, &lab.topo);
     let mut setup_rows = Vec::new();
@@ -191,13 +194,22 @@ mod tests {
         }
         let cfg = Config::builtin_default();
         let report = run(&cfg.profiles, &DrillOptions::default()).unwrap();
-        let bad: Vec<_> = report.rows.iter().filter(|r| r.verdict != Verdict::Pass).collect();
+        let bad: Vec<_> = report
+            .rows
+            .iter()
+            .filter(|r| r.verdict != Verdict::Pass)
+            .collect();
         assert!(bad.is_empty(), "{bad:#?}");
         assert!(report.ok(), "{}", report.summary());
         assert!(report.rows.len() > 30, "{} rows", report.rows.len());
         // Every profile is covered.
         for p in cfg.profiles.iter() {
-            assert!(report.rows.iter().any(|r| r.from.starts_with(p.name.as_str())));
+            assert!(
+                report
+                    .rows
+                    .iter()
+                    .any(|r| r.from.starts_with(p.name.as_str()))
+            );
         }
         eprintln!("{}", report.summary());
     }
@@ -216,6 +228,9 @@ allow = ["api.example.com:443/tcp", "cdn.example.com", "api.example.com:80/tcp"]
         let r = drill_resolution(&cfg.profiles);
         assert_eq!(r.len(), 2);
         let h = corral_sandbox_core::HostName::new("cdn.example.com").unwrap();
-        assert_eq!(r.get(&h).unwrap()[0], IpAddr::V4(Ipv4Addr::new(203, 0, 113, 201)));
+        assert_eq!(
+            r.get(&h).unwrap()[0],
+            IpAddr::V4(Ipv4Addr::new(203, 0, 113, 201))
+        );
     }
 }

@@ -35,17 +35,34 @@ pub struct PlannedProbe {
 }
 
 /// Whether `profile` allows `ip:port` over `t`, by its allow entries.
-pub fn allows(profile: &Profile, resolution: &Resolution, ip: IpAddr, port: u16, t: Transport) -> bool {
-    profile.allow.iter().any(|e| entry_allows(e, resolution, ip, port, t))
+pub fn allows(
+    profile: &Profile,
+    resolution: &Resolution,
+    ip: IpAddr,
+    port: u16,
+    t: Transport,
+) -> bool {
+    profile
+        .allow
+        .iter()
+        .any(|e| entry_allows(e, resolution, ip, port, t))
 }
 
-fn entry_allows(e: &AllowEntry, resolution: &Resolution, ip: IpAddr, port: u16, t: Transport) -> bool {
+fn entry_allows(
+    e: &AllowEntry,
+    resolution: &Resolution,
+    ip: IpAddr,
+    port: u16,
+    t: Transport,
+) -> bool {
     let addr_ok = match &e.target {
         AllowTarget::Net(n) => n.contains(&ip),
         AllowTarget::Host(h) => resolution.get(h).is_some_and(|a| a.contains(&ip)),
         AllowTarget::Wildcard(_) => false,
     };
-    let port_ok = e.ports.is_none_or(|r| (r.start()..=r.end()).contains(&port));
+    let port_ok = e
+        .ports
+        .is_none_or(|r| (r.start()..=r.end()).contains(&port));
     let proto_ok = match (e.protocol, t) {
         (None, _) => true,
         (Some(Protocol::Tcp), Transport::Tcp) | (Some(Protocol::Udp), Transport::Udp) => true,
@@ -55,7 +72,11 @@ fn entry_allows(e: &AllowEntry, resolution: &Resolution, ip: IpAddr, port: u16, 
 }
 
 /// Every probe for `profiles` in `topo`.
-pub fn derive(profiles: &ProfileSet, resolution: &Resolution, topo: &Topology) -> Vec<PlannedProbe> {
+pub fn derive(
+    profiles: &ProfileSet,
+    resolution: &Resolution,
+    topo: &Topology,
+) -> Vec<PlannedProbe> {
     let mut out = Vec::new();
     let index_of = |profile: &str, nth: usize| {
         topo.sandboxes
@@ -85,10 +106,17 @@ pub fn derive(profiles: &ProfileSet, resolution: &Resolution, topo: &Topology) -
         match p.mode {
             EgressMode::Allowlist => {
                 let single = ProfileSet::new(vec![p.clone()]).ok();
-                let eps = single.map(|s| allowlisted_endpoints(&s, resolution)).unwrap_or_default();
+                let eps = single
+                    .map(|s| allowlisted_endpoints(&s, resolution))
+                    .unwrap_or_default();
                 for (ip, port, t) in eps.into_iter().filter(|(ip, _, _)| family_ok(ip)) {
                     let to = SocketAddr::new(ip, port);
-                    push("allowlisted address:port reachable", Probe::l4(t, to), Expect::Reach, Some((ip, port, t)));
+                    push(
+                        "allowlisted address:port reachable",
+                        Probe::l4(t, to),
+                        Expect::Reach,
+                        Some((ip, port, t)),
+                    );
                     if let Some(other) = TCP_PORTS
                         .iter()
                         .chain(&[22, 8080])
@@ -97,7 +125,9 @@ pub fn derive(profiles: &ProfileSet, resolution: &Resolution, topo: &Topology) -
                     {
                         push(
                             "same address, other port blocked",
-                            Probe::Tcp { to: SocketAddr::new(ip, other) },
+                            Probe::Tcp {
+                                to: SocketAddr::new(ip, other),
+                            },
                             Expect::Block,
                             Some((ip, other, Transport::Tcp)),
                         );
@@ -109,49 +139,182 @@ pub fn derive(profiles: &ProfileSet, resolution: &Resolution, topo: &Topology) -
                     .chain(PUBLIC_V6.iter().map(|a| IpAddr::V6(*a)).filter(|_| has_v6))
                     .filter(|ip| !allows(p, resolution, *ip, 443, Transport::Tcp));
                 for ip in unlisted.take(2) {
-                    push("unlisted public address blocked", Probe::Tcp { to: SocketAddr::new(ip, 443) }, Expect::Block, None);
+                    push(
+                        "unlisted public address blocked",
+                        Probe::Tcp {
+                            to: SocketAddr::new(ip, 443),
+                        },
+                        Expect::Block,
+                        None,
+                    );
                 }
-                push("metadata address blocked", Probe::Tcp { to: SocketAddr::new(PRIVATE[4], 80) }, Expect::Block, None);
+                push(
+                    "metadata address blocked",
+                    Probe::Tcp {
+                        to: SocketAddr::new(PRIVATE[4], 80),
+                    },
+                    Expect::Block,
+                    None,
+                );
             }
             EgressMode::Internet => {
-                push("public address reachable (tcp)", Probe::Tcp { to: SocketAddr::new(PUBLIC_V4[0].into(), 443) }, Expect::Reach, None);
-                push("public address reachable (udp)", Probe::Udp { to: SocketAddr::new(PUBLIC_V4[1].into(), 4500) }, Expect::Reach, None);
-                push("public address reachable (icmp)", Probe::Icmp { to: PUBLIC_V4[2].into() }, Expect::Reach, None);
+                push(
+                    "public address reachable (tcp)",
+                    Probe::Tcp {
+                        to: SocketAddr::new(PUBLIC_V4[0].into(), 443),
+                    },
+                    Expect::Reach,
+                    None,
+                );
+                push(
+                    "public address reachable (udp)",
+                    Probe::Udp {
+                        to: SocketAddr::new(PUBLIC_V4[1].into(), 4500),
+                    },
+                    Expect::Reach,
+                    None,
+                );
+                push(
+                    "public address reachable (icmp)",
+                    Probe::Icmp {
+                        to: PUBLIC_V4[2].into(),
+                    },
+                    Expect::Reach,
+                    None,
+                );
                 if has_v6 {
-                    push("public IPv6 address reachable", Probe::Tcp { to: SocketAddr::new(PUBLIC_V6[0].into(), 443) }, Expect::Reach, None);
+                    push(
+                        "public IPv6 address reachable",
+                        Probe::Tcp {
+                            to: SocketAddr::new(PUBLIC_V6[0].into(), 443),
+                        },
+                        Expect::Reach,
+                        None,
+                    );
                 }
                 for ip in PRIVATE.iter().filter(|ip| family_ok(ip)) {
-                    push(private_label(ip), Probe::Tcp { to: SocketAddr::new(*ip, 443) }, Expect::Block, None);
+                    push(
+                        private_label(ip),
+                        Probe::Tcp {
+                            to: SocketAddr::new(*ip, 443),
+                        },
+                        Expect::Block,
+                        None,
+                    );
                 }
-                push("LAN host blocked", Probe::Tcp { to: SocketAddr::new(LAN_HOST_V4.into(), LAN_PORT) }, Expect::Block, None);
+                push(
+                    "LAN host blocked",
+                    Probe::Tcp {
+                        to: SocketAddr::new(LAN_HOST_V4.into(), LAN_PORT),
+                    },
+                    Expect::Block,
+                    None,
+                );
             }
             EgressMode::None => {
-                push("public address blocked (tcp)", Probe::Tcp { to: SocketAddr::new(PUBLIC_V4[0].into(), 443) }, Expect::Block, None);
-                push("public address blocked (icmp)", Probe::Icmp { to: PUBLIC_V4[0].into() }, Expect::Block, None);
-                push("private address blocked", Probe::Tcp { to: SocketAddr::new(PRIVATE[0], 443) }, Expect::Block, None);
-                push("LAN host blocked", Probe::Tcp { to: SocketAddr::new(LAN_HOST_V4.into(), LAN_PORT) }, Expect::Block, None);
+                push(
+                    "public address blocked (tcp)",
+                    Probe::Tcp {
+                        to: SocketAddr::new(PUBLIC_V4[0].into(), 443),
+                    },
+                    Expect::Block,
+                    None,
+                );
+                push(
+                    "public address blocked (icmp)",
+                    Probe::Icmp {
+                        to: PUBLIC_V4[0].into(),
+                    },
+                    Expect::Block,
+                    None,
+                );
+                push(
+                    "private address blocked",
+                    Probe::Tcp {
+                        to: SocketAddr::new(PRIVATE[0], 443),
+                    },
+                    Expect::Block,
+                    None,
+                );
+                push(
+                    "LAN host blocked",
+                    Probe::Tcp {
+                        to: SocketAddr::new(LAN_HOST_V4.into(), LAN_PORT),
+                    },
+                    Expect::Block,
+                    None,
+                );
                 if has_v6 {
-                    push("public IPv6 address blocked", Probe::Tcp { to: SocketAddr::new(PUBLIC_V6[0].into(), 443) }, Expect::Block, None);
+                    push(
+                        "public IPv6 address blocked",
+                        Probe::Tcp {
+                            to: SocketAddr::new(PUBLIC_V6[0].into(), 443),
+                        },
+                        Expect::Block,
+                        None,
+                    );
                 }
             }
         }
         // Everywhere: the host and its services, DNS, other sandboxes.
-        push("host uplink address blocked", Probe::Tcp { to: SocketAddr::new(HOST_UPLINK_V4.into(), HOST_SERVICE_PORT) }, Expect::Block, None);
-        push("host service on the gateway blocked", Probe::Tcp { to: SocketAddr::new(sb.gateway_v4.into(), HOST_SERVICE_PORT) }, Expect::Block, None);
-        push("DNS to a non-gateway server blocked", Probe::Udp { to: SocketAddr::new(PUBLIC_RESOLVER_V4.into(), 53) }, Expect::Block, None);
+        push(
+            "host uplink address blocked",
+            Probe::Tcp {
+                to: SocketAddr::new(HOST_UPLINK_V4.into(), HOST_SERVICE_PORT),
+            },
+            Expect::Block,
+            None,
+        );
+        push(
+            "host service on the gateway blocked",
+            Probe::Tcp {
+                to: SocketAddr::new(sb.gateway_v4.into(), HOST_SERVICE_PORT),
+            },
+            Expect::Block,
+            None,
+        );
+        push(
+            "DNS to a non-gateway server blocked",
+            Probe::Udp {
+                to: SocketAddr::new(PUBLIC_RESOLVER_V4.into(), 53),
+            },
+            Expect::Block,
+            None,
+        );
         if has_v6 {
-            push("DNS over IPv6 to a non-gateway server blocked", Probe::Udp { to: SocketAddr::new(PUBLIC_RESOLVER_V6.into(), 53) }, Expect::Block, None);
+            push(
+                "DNS over IPv6 to a non-gateway server blocked",
+                Probe::Udp {
+                    to: SocketAddr::new(PUBLIC_RESOLVER_V6.into(), 53),
+                },
+                Expect::Block,
+                None,
+            );
         }
         if let Some(b) = index_of(p.name.as_str(), 1) {
             let peer = &topo.sandboxes[b];
-            push("sandbox to sandbox, same bridge, blocked", Probe::Tcp { to: SocketAddr::new(peer.v4.into(), SANDBOX_PORT) }, Expect::Block, None);
+            push(
+                "sandbox to sandbox, same bridge, blocked",
+                Probe::Tcp {
+                    to: SocketAddr::new(peer.v4.into(), SANDBOX_PORT),
+                },
+                Expect::Block,
+                None,
+            );
         }
         let next = names[(pi + 1) % names.len()];
         if next != p.name.as_str()
             && let Some(c) = index_of(next, 0)
         {
             let other = &topo.sandboxes[c];
-            push("sandbox to sandbox, across bridges, blocked", Probe::Tcp { to: SocketAddr::new(other.v4.into(), SANDBOX_PORT) }, Expect::Block, None);
+            push(
+                "sandbox to sandbox, across bridges, blocked",
+                Probe::Tcp {
+                    to: SocketAddr::new(other.v4.into(), SANDBOX_PORT),
+                },
+                Expect::Block,
+                None,
+            );
         }
     }
     // The second sandbox of each profile probes back, so both directions
@@ -161,7 +324,9 @@ pub fn derive(profiles: &ProfileSet, resolution: &Resolution, topo: &Topology) -
             out.push(PlannedProbe {
                 what: "sandbox to sandbox, same bridge (reverse), blocked".to_owned(),
                 from: b,
-                probe: Probe::Tcp { to: SocketAddr::new(topo.sandboxes[a].v4.into(), SANDBOX_PORT) },
+                probe: Probe::Tcp {
+                    to: SocketAddr::new(topo.sandboxes[a].v4.into(), SANDBOX_PORT),
+                },
                 expect: Expect::Block,
                 needs: None,
             });
@@ -195,6 +360,12 @@ mod tests {
         assert!(!allows(p, &r, ip, 80, Transport::Tcp));
         // 203.0.113.0/28 allows 8000-8100 for .10 too.
         assert!(allows(p, &r, ip, 8080, Transport::Tcp));
-        assert!(!allows(p, &r, "198.51.100.10".parse().unwrap(), 443, Transport::Tcp));
+        assert!(!allows(
+            p,
+            &r,
+            "198.51.100.10".parse().unwrap(),
+            443,
+            Transport::Tcp
+        ));
     }
 }

@@ -157,10 +157,17 @@ mod tests {
             ms: 1,
             packet: None,
         };
-        let r = DrillReport::new("c".into(), vec![row(Verdict::Pass), row(Verdict::NotRun)], 5);
+        let r = DrillReport::new(
+            "c".into(),
+            vec![row(Verdict::Pass), row(Verdict::NotRun)],
+            5,
+        );
         assert!(!r.ok());
         assert_eq!((r.passed, r.not_run), (1, 1));
-        assert!(r.summary().starts_with("FAIL: 1 passed, 0 failed, 1 not run"));
+        assert!(
+            r.summary()
+                .starts_with("FAIL: 1 passed, 0 failed, 1 not run")
+        );
         assert!(!DrillReport::new("c".into(), vec![], 0).ok());
     }
 }

@@ -71,7 +71,8 @@ pub fn stop_all(state_dir: &Path) -> Vec<GatewayError> {
         .collect()
 }
 
-/// The status of every gateway corral has files for.
+/// The status of every gateway corral has files for, by bridge (for `corral
+/// host status`, which needs no profiles to report it).
 pub fn status_all(state_dir: &Path) -> Vec<(BridgeName, GatewayStatus)> {
     list(state_dir)
 }

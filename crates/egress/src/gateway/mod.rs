@@ -23,7 +23,8 @@
 //! Requested of the plan (not there yet): `PlanSettings::dns_set_timeout`
 //! (default `DnsTiming::default().set_timeout`), carried by dynamic
 //! `SetPlan`s and sent as `NFTNL_SET_TIMEOUT` (milliseconds); the apply and
-//! the gateway must use the same [`DnsTiming`].
+//! the gateway must use the same [`DnsTiming`]. `tests/gateway_set_timeout.rs`
+//! creates such a set by hand and proves the gateway side of the rule.
 //!
 //! # The TTL rule (measured on dnsmasq 2.90, kernel 6.18)
 //!
@@ -60,6 +61,6 @@ pub use error::GatewayError;
 pub use fleet::{Started, start_all, status_all, stop_all, upstreams};
 pub use names::{DomainRule, NamePattern, NameRules};
 pub use paths::GatewayPaths;
-pub use process::{DEFAULT_DNSMASQ, Gateway, GatewayStatus, list};
+pub use process::{DEFAULT_DNSMASQ, Gateway, GatewayStatus};
 pub use render::{NFT_TABLE, render};
 pub use spec::{DEFAULT_LEASE_TIME, DnsService, DnsTiming, GatewaySpec};

@@ -11,10 +11,12 @@ pub struct GatewayPaths {
 }
 
 impl GatewayPaths {
-    /// The files of `bridge`'s gateway under the host state directory.
+    /// The files of `bridge`'s gateway under the host state directory,
+    /// made absolute (the daemon changes its directory to `/`).
     pub fn new(state_dir: &Path, bridge: &BridgeName) -> Self {
+        let base = std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_owned());
         Self {
-            dir: gateway_root(state_dir).join(bridge.as_str()),
+            dir: gateway_root(&base).join(bridge.as_str()),
         }
     }
 
@@ -59,5 +61,7 @@ mod tests {
         assert_eq!(p.conf(), Path::new("/s/gateway/cb-x/dnsmasq.conf"));
         assert_eq!(p.pidfile(), Path::new("/s/gateway/cb-x/dnsmasq.pid"));
         assert_eq!(p.leases(), Path::new("/s/gateway/cb-x/leases"));
+        let rel = GatewayPaths::new(Path::new("state"), &BridgeName::new("cb-x").unwrap());
+        assert!(rel.conf().is_absolute(), "{}", rel.conf().display());
     }
 }

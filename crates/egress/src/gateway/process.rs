@@ -50,6 +50,16 @@ pub enum GatewayStatus {
     },
 }
 
+impl std::fmt::Display for GatewayStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GatewayStatus::Running { pid } => write!(f, "running (pid {pid})"),
+            GatewayStatus::Stopped => f.write_str("stopped"),
+            GatewayStatus::Stale { pid, reason } => write!(f, "stale pid file ({pid}): {reason}"),
+        }
+    }
+}
+
 /// The gateway (dnsmasq) of one bridge.
 #[derive(Debug, Clone)]
 pub struct Gateway {
@@ -235,9 +245,8 @@ impl Gateway {
     }
 }
 
-/// Every gateway with files under `state_dir`, with its status (for
-/// `corral host status`, which may not have the profiles at hand).
-pub fn list(state_dir: &Path) -> Vec<(BridgeName, GatewayStatus)> {
+/// Every gateway with files under `state_dir`, with its status.
+pub(crate) fn list(state_dir: &Path) -> Vec<(BridgeName, GatewayStatus)> {
     let Ok(entries) = fs::read_dir(gateway_root(state_dir)) else {
         return Vec::new();
     };
@@ -364,6 +373,7 @@ mod tests {
         assert_eq!(gw.stop().unwrap(), None);
         assert!(!gw.paths().pidfile().exists());
         assert_eq!(gw.status(), GatewayStatus::Stopped);
+        assert_eq!(gw.status().to_string(), "stopped");
         let listed = list(dir.path());
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].1, GatewayStatus::Stopped);

@@ -250,4 +250,38 @@ mod tests {
             "{d}"
         );
     }
+
+    proptest::proptest! {
+        /// Law: a filtered resolver never has a catch-all upstream, always
+        /// refuses by default, and forwards only names the allowlist admits.
+        #[test]
+        fn filtered_configs_forward_only_admitted_domains(
+            hosts in proptest::collection::vec("[a-c]{1,2}(\\.[a-c]{1,2}){0,2}\\.test", 0..4),
+            wilds in proptest::collection::vec("[a-c]{1,2}(\\.[a-c]{1,2}){0,1}\\.test", 0..3),
+        ) {
+            let mut allow: Vec<String> = hosts.clone();
+            allow.extend(wilds.iter().map(|w| format!("*.{w}")));
+            allow.push("192.0.2.1".to_owned());
+            let refs: Vec<&str> = allow.iter().map(String::as_str).collect();
+            let p = profile(EgressMode::Allowlist, &refs, "10.99.2.0/24");
+            let spec = GatewaySpec::from_profile(&p, &ups(), DnsTiming::default()).unwrap();
+            let DnsService::Filtered { names, .. } = &spec.dns else {
+                panic!("allowlist profile without a filtered resolver");
+            };
+            let text = render(&spec, &paths());
+            let d = directives(&text);
+            proptest::prop_assert!(d.contains(&"address=/#/"));
+            for line in d.iter().filter(|l| l.starts_with("server=")) {
+                let domain = line
+                    .strip_prefix("server=/")
+                    .and_then(|r| r.split('/').next())
+                    .unwrap_or_else(|| panic!("catch-all upstream: {line}"));
+                let probe = match domain.strip_prefix("*.") {
+                    Some(w) => format!("x.{w}"),
+                    None => domain.to_owned(),
+                };
+                proptest::prop_assert!(names.admits(&probe), "{line} forwards {probe}");
+            }
+        }
+    }
 }

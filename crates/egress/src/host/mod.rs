@@ -20,7 +20,9 @@ use crate::nft::{self, NftError};
 use crate::plan::HostPlan;
 use crate::sysctl::{SysctlError, Sysctls};
 
-pub use report::{ApplyReport, BridgeReport, BridgeStatus, HostDrift, SetStatus, Status, TeardownReport};
+pub use report::{
+    ApplyReport, BridgeReport, BridgeStatus, HostDrift, SetStatus, Status, TeardownReport,
+};
 pub use state::{AppliedInputs, StateError, StateStore, plan_settings};
 
 /// A host operation failed.
@@ -182,7 +184,9 @@ impl Host {
             let mut report = TeardownReport::default();
             match nft::delete_tables() {
                 Ok(_) => report.tables_deleted = true,
-                Err(e) => report.errors.push(format!("delete corral's nftables tables: {e}")),
+                Err(e) => report
+                    .errors
+                    .push(format!("delete corral's nftables tables: {e}")),
             }
             let links = match Links::connect() {
                 Ok(l) => l,

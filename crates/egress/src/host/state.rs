@@ -21,7 +21,9 @@ const FILE: &str = "applied.json";
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     /// The state file could not be read or written.
-    #[error("cannot {op} {path}: {source}; check that the state dir exists and is writable (run as root)")]
+    #[error(
+        "cannot {op} {path}: {source}; check that the state dir exists and is writable (run as root)"
+    )]
     Io {
         /// read, write, remove.
         op: &'static str,
@@ -149,7 +151,11 @@ impl StateStore {
             path: self.path(),
             message,
         })?;
-        let plan = HostPlan::build(&config.profiles, &plan_settings(&config.host), &inputs.resolution)?;
+        let plan = HostPlan::build(
+            &config.profiles,
+            &plan_settings(&config.host),
+            &inputs.resolution,
+        )?;
         Ok(Some((config, plan)))
     }
 
@@ -196,8 +202,12 @@ mod tests {
         assert_eq!(store.load().unwrap(), Some(inputs));
         let (back, plan) = store.load_plan().unwrap().unwrap();
         assert_eq!(back, config);
-        let direct =
-            HostPlan::build(&config.profiles, &plan_settings(&config.host), &Resolution::new()).unwrap();
+        let direct = HostPlan::build(
+            &config.profiles,
+            &plan_settings(&config.host),
+            &Resolution::new(),
+        )
+        .unwrap();
         assert_eq!(plan, direct);
         store.clear().unwrap();
         assert_eq!(store.load().unwrap(), None);

@@ -73,7 +73,10 @@ impl Links {
         match req.execute().await {
             Ok(()) => Ok(()),
             Err(e) if errno(&e) == Some(libc::EEXIST) => Ok(()),
-            Err(e) => Err(LinkError::netlink(format!("add address {addr} to `{name}`"), e)),
+            Err(e) => Err(LinkError::netlink(
+                format!("add address {addr} to `{name}`"),
+                e,
+            )),
         }
     }
 
@@ -81,14 +84,18 @@ impl Links {
     /// is not an error).
     pub async fn add_route(&self, dest: IpNet, via: IpAddr) -> Result<(), LinkError> {
         let msg = match (dest, via) {
-            (IpNet::V4(d), IpAddr::V4(g)) => rtnetlink::RouteMessageBuilder::<std::net::Ipv4Addr>::new()
-                .destination_prefix(d.addr(), d.prefix_len())
-                .gateway(g)
-                .build(),
-            (IpNet::V6(d), IpAddr::V6(g)) => rtnetlink::RouteMessageBuilder::<std::net::Ipv6Addr>::new()
-                .destination_prefix(d.addr(), d.prefix_len())
-                .gateway(g)
-                .build(),
+            (IpNet::V4(d), IpAddr::V4(g)) => {
+                rtnetlink::RouteMessageBuilder::<std::net::Ipv4Addr>::new()
+                    .destination_prefix(d.addr(), d.prefix_len())
+                    .gateway(g)
+                    .build()
+            }
+            (IpNet::V6(d), IpAddr::V6(g)) => {
+                rtnetlink::RouteMessageBuilder::<std::net::Ipv6Addr>::new()
+                    .destination_prefix(d.addr(), d.prefix_len())
+                    .gateway(g)
+                    .build()
+            }
             _ => {
                 return Err(LinkError::MixedFamilies { dest, via });
             }

@@ -38,7 +38,8 @@ impl Links {
                 BridgeOutcome::Created
             }
         };
-        self.ensure_address(name, IpNet::V4(plan.gateway_v4)).await?;
+        self.ensure_address(name, IpNet::V4(plan.gateway_v4))
+            .await?;
         if let Some(v6) = plan.gateway_v6 {
             self.ensure_address(name, IpNet::V6(v6)).await?;
         }

@@ -122,9 +122,8 @@ impl LinkState {
                                 netlink_packet_route::link::InfoPortData::BridgePort(opts),
                             ) => {
                                 for o in opts {
-                                    if let netlink_packet_route::link::InfoBridgePort::Isolated(
-                                        v,
-                                    ) = o
+                                    if let netlink_packet_route::link::InfoBridgePort::Isolated(v) =
+                                        o
                                     {
                                         state.isolated = Some(*v);
                                     }
@@ -176,7 +175,12 @@ impl Links {
 
     /// Looks a link up by name; `None` when it does not exist.
     pub async fn get(&self, name: &str) -> Result<Option<LinkState>, LinkError> {
-        let mut stream = self.handle.link().get().match_name(name.to_owned()).execute();
+        let mut stream = self
+            .handle
+            .link()
+            .get()
+            .match_name(name.to_owned())
+            .execute();
         match stream.try_next().await {
             Ok(Some(msg)) => Ok(Some(LinkState::from_message(&msg))),
             Ok(None) => Ok(None),
@@ -207,7 +211,9 @@ impl Links {
     /// Sets a link up.
     pub async fn set_up(&self, name: &str) -> Result<(), LinkError> {
         let link = self.require(name).await?;
-        let msg = rtnetlink::LinkUnspec::new_with_index(link.index).up().build();
+        let msg = rtnetlink::LinkUnspec::new_with_index(link.index)
+            .up()
+            .build();
         self.handle
             .link()
             .set(msg)
@@ -238,7 +244,10 @@ mod tests {
         msg.code = std::num::NonZeroI32::new(-libc::EPERM);
         let err = LinkError::netlink("create bridge `x`", rtnetlink::Error::NetlinkError(msg));
         let text = err.to_string();
-        assert!(text.contains("CAP_NET_ADMIN") && text.contains("root"), "{text}");
+        assert!(
+            text.contains("CAP_NET_ADMIN") && text.contains("root"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -22,9 +22,9 @@ const V6_ECHO_REPLY: u8 = 129;
 pub(crate) fn echo(to: IpAddr, timeout: Duration) -> Observed {
     match echo_inner(to, timeout) {
         Ok(o) => o,
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-            Observed::Error(format!("raw ICMP socket refused ({e}); CAP_NET_RAW is missing, run as root"))
-        }
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Observed::Error(format!(
+            "raw ICMP socket refused ({e}); CAP_NET_RAW is missing, run as root"
+        )),
         Err(e) => super::probe::classify(&e),
     }
 }
@@ -91,7 +91,10 @@ fn echo_inner(to: IpAddr, timeout: Duration) -> io::Result<Observed> {
         };
         if n < 0 {
             let e = io::Error::last_os_error();
-            if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) {
                 return Ok(Observed::TimedOut);
             }
             return Err(e);
@@ -235,7 +238,10 @@ mod tests {
         inner.resize(20, 0);
         pkt.extend_from_slice(&inner);
         pkt.extend_from_slice(&[V4_ECHO_REQUEST, 0, 0, 0, 0x12, 0x34, 0, 1]);
-        assert!(matches!(parse_v4(&pkt, 0x1234), Some(Observed::Rejected(_))));
+        assert!(matches!(
+            parse_v4(&pkt, 0x1234),
+            Some(Observed::Rejected(_))
+        ));
         assert_eq!(parse_v4(&pkt, 0x9999), None);
     }
 

@@ -116,7 +116,10 @@ pub fn allowlisted_endpoints(
             };
             let ips: Vec<IpAddr> = match &e.target {
                 AllowTarget::Net(net) => vec![first_host(*net)],
-                AllowTarget::Host(h) => resolution.get(h).map(<[IpAddr]>::to_vec).unwrap_or_default(),
+                AllowTarget::Host(h) => resolution
+                    .get(h)
+                    .map(<[IpAddr]>::to_vec)
+                    .unwrap_or_default(),
                 AllowTarget::Wildcard(_) => Vec::new(),
             };
             for ip in ips {

@@ -26,7 +26,11 @@ pub enum Transport {
     Udp,
 }
 
-type Command = (SocketAddr, Transport, oneshot::Sender<io::Result<SocketAddr>>);
+type Command = (
+    SocketAddr,
+    Transport,
+    oneshot::Sender<io::Result<SocketAddr>>,
+);
 
 /// Echo services inside one namespace.
 #[derive(Debug)]
@@ -90,7 +94,12 @@ impl Listeners {
         reply_rx
             .blocking_recv()
             .map_err(|_| io::Error::other("the listener thread has stopped"))?
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {transport:?} {addr}: {e}")))
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot listen on {transport:?} {addr}: {e}"),
+                )
+            })
     }
 }
 

@@ -120,7 +120,9 @@ impl Netns {
                     Ok(f())
                 })?
                 .join()
-                .map_err(|_| io::Error::other("a thread running inside a network namespace panicked"))?
+                .map_err(|_| {
+                    io::Error::other("a thread running inside a network namespace panicked")
+                })?
         })
     }
 

@@ -160,11 +160,16 @@ fn udp(to: SocketAddr, timeout: Duration) -> Observed {
 
 /// Maps a socket error to what it means for reachability.
 pub(crate) fn classify(e: &io::Error) -> Observed {
-    if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) {
+    if matches!(
+        e.kind(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+    ) {
         return Observed::TimedOut;
     }
     match e.raw_os_error() {
-        Some(libc::ECONNREFUSED) => Observed::Rejected("connection refused (reset or port unreachable)".into()),
+        Some(libc::ECONNREFUSED) => {
+            Observed::Rejected("connection refused (reset or port unreachable)".into())
+        }
         Some(libc::EHOSTUNREACH) => Observed::Rejected("host unreachable (ICMP)".into()),
         Some(libc::ENETUNREACH) => Observed::Rejected("network unreachable".into()),
         Some(libc::EACCES) => Observed::Rejected("administratively prohibited (ICMP)".into()),
@@ -181,8 +186,14 @@ mod tests {
     #[test]
     fn errors_classify_by_errno() {
         let e = |n| io::Error::from_raw_os_error(n);
-        assert!(matches!(classify(&e(libc::ECONNREFUSED)), Observed::Rejected(_)));
-        assert!(matches!(classify(&e(libc::EHOSTUNREACH)), Observed::Rejected(_)));
+        assert!(matches!(
+            classify(&e(libc::ECONNREFUSED)),
+            Observed::Rejected(_)
+        ));
+        assert!(matches!(
+            classify(&e(libc::EHOSTUNREACH)),
+            Observed::Rejected(_)
+        ));
         assert!(matches!(classify(&e(libc::EACCES)), Observed::Rejected(_)));
         assert_eq!(classify(&e(libc::ETIMEDOUT)), Observed::TimedOut);
         assert_eq!(classify(&e(libc::EAGAIN)), Observed::TimedOut);
@@ -198,24 +209,51 @@ mod tests {
         }
         let ns = super::super::Netns::new().unwrap();
         let listeners = super::super::Listeners::start(&ns).unwrap();
-        let tcp = listeners.add("127.0.0.1:0".parse().unwrap(), Transport::Tcp).unwrap();
-        let udp = listeners.add("127.0.0.1:0".parse().unwrap(), Transport::Udp).unwrap();
+        let tcp = listeners
+            .add("127.0.0.1:0".parse().unwrap(), Transport::Tcp)
+            .unwrap();
+        let udp = listeners
+            .add("127.0.0.1:0".parse().unwrap(), Transport::Udp)
+            .unwrap();
         let t = Duration::from_millis(500);
         let results = ns
             .run(|| {
                 [
                     run(&Probe::Tcp { to: tcp }, t),
                     run(&Probe::Udp { to: udp }, t),
-                    run(&Probe::Icmp { to: "127.0.0.1".parse().unwrap() }, t),
-                    run(&Probe::Tcp { to: "127.0.0.1:1".parse().unwrap() }, t),
-                    run(&Probe::Udp { to: "127.0.0.1:1".parse().unwrap() }, t),
+                    run(
+                        &Probe::Icmp {
+                            to: "127.0.0.1".parse().unwrap(),
+                        },
+                        t,
+                    ),
+                    run(
+                        &Probe::Tcp {
+                            to: "127.0.0.1:1".parse().unwrap(),
+                        },
+                        t,
+                    ),
+                    run(
+                        &Probe::Udp {
+                            to: "127.0.0.1:1".parse().unwrap(),
+                        },
+                        t,
+                    ),
                 ]
             })
             .unwrap();
         assert_eq!(results[0].observed, Observed::Connected);
         assert_eq!(results[1].observed, Observed::Connected);
         assert_eq!(results[2].observed, Observed::Connected);
-        assert!(matches!(results[3].observed, Observed::Rejected(_)), "{:?}", results[3]);
-        assert!(matches!(results[4].observed, Observed::Rejected(_)), "{:?}", results[4]);
+        assert!(
+            matches!(results[3].observed, Observed::Rejected(_)),
+            "{:?}",
+            results[3]
+        );
+        assert!(
+            matches!(results[4].observed, Observed::Rejected(_)),
+            "{:?}",
+            results[4]
+        );
     }
 }

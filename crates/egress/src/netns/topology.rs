@@ -20,9 +20,9 @@ use std::time::Duration;
 use corral_sandbox_core::ProfileSet;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
+use super::Netns;
 use super::listen::{Listeners, Transport};
 use super::probe::{self, Observed, Probe, ProbeResult};
-use super::Netns;
 use crate::link::{LinkError, Links};
 use crate::plan::BridgePlan;
 use crate::sysctl::Sysctls;
@@ -92,7 +92,9 @@ pub enum TopologyError {
     #[error("netns topology: {0}")]
     Link(#[from] LinkError),
     /// A sandbox did not become reachable from the host in time.
-    #[error("netns topology: sandbox address {addr} not reachable from the host after attach (last probe: {last})")]
+    #[error(
+        "netns topology: sandbox address {addr} not reachable from the host after attach (last probe: {last})"
+    )]
     NotReady {
         /// The sandbox address.
         addr: IpAddr,
@@ -193,14 +195,22 @@ impl Topology {
         // and LAN addresses, default routes.
         host.run_async(|| async {
             let links = Links::connect()?;
-            links.create_veth(UPLINK_IF, "eth0", Some(internet.fd())).await?;
+            links
+                .create_veth(UPLINK_IF, "eth0", Some(internet.fd()))
+                .await?;
             links.create_veth(LAN_IF, "eth0", Some(lan.fd())).await?;
             for sb in &sandboxes {
-                links.create_veth(&sb.port, "eth0", Some(sb.ns.fd())).await?;
+                links
+                    .create_veth(&sb.port, "eth0", Some(sb.ns.fd()))
+                    .await?;
                 links.set_up(&sb.port).await?;
             }
-            links.add_address(UPLINK_IF, v4net(HOST_UPLINK_V4, 24)).await?;
-            links.add_address(UPLINK_IF, v6net(HOST_UPLINK_V6, 64)).await?;
+            links
+                .add_address(UPLINK_IF, v4net(HOST_UPLINK_V4, 24))
+                .await?;
+            links
+                .add_address(UPLINK_IF, v6net(HOST_UPLINK_V6, 64))
+                .await?;
             links.add_address(LAN_IF, v4net(HOST_LAN_V4, 24)).await?;
             links.set_up(UPLINK_IF).await?;
             links.set_up(LAN_IF).await?;
@@ -213,9 +223,7 @@ impl Topology {
         // (no NAT is needed for the control; corral may add its own).
         let back: Vec<IpNet> = profiles
             .iter()
-            .flat_map(|p| {
-                std::iter::once(IpNet::V4(p.subnet_v4)).chain(p.subnet_v6.map(IpNet::V6))
-            })
+            .flat_map(|p| std::iter::once(IpNet::V4(p.subnet_v4)).chain(p.subnet_v6.map(IpNet::V6)))
             .collect();
         internet.run_async(|| async {
             let links = Links::connect()?;
@@ -274,13 +282,19 @@ impl Topology {
                 internet_listeners.add(SocketAddr::new(ip, port), Transport::Udp)?;
             }
         }
-        for ip in [IpAddr::V4(PUBLIC_RESOLVER_V4), IpAddr::V6(PUBLIC_RESOLVER_V6)] {
+        for ip in [
+            IpAddr::V4(PUBLIC_RESOLVER_V4),
+            IpAddr::V6(PUBLIC_RESOLVER_V6),
+        ] {
             for t in [Transport::Tcp, Transport::Udp] {
                 internet_listeners.add(SocketAddr::new(ip, 53), t)?;
             }
         }
         let host_listeners = Listeners::start(&host)?;
-        for ip in [IpAddr::V4(Ipv4Addr::UNSPECIFIED), IpAddr::V6(Ipv6Addr::UNSPECIFIED)] {
+        for ip in [
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        ] {
             host_listeners.add(SocketAddr::new(ip, HOST_SERVICE_PORT), Transport::Tcp)?;
         }
         let lan_listeners = Listeners::start(&lan)?;
@@ -329,7 +343,10 @@ impl Topology {
             let links = Links::connect()?;
             links.ensure_address("lo", host_net(ip)).await
         })??;
-        match self.internet_listeners.add(SocketAddr::new(ip, port), transport) {
+        match self
+            .internet_listeners
+            .add(SocketAddr::new(ip, port), transport)
+        {
             Ok(_) => Ok(()),
             // Already listening there (a built-in address and port).
             Err(e) if e.kind() == io::ErrorKind::AddrInUse => Ok(()),
@@ -378,7 +395,11 @@ impl Topology {
             .collect();
         for ip in targets {
             loop {
-                let r = probe_from(&self.host, &Probe::Icmp { to: ip }, Duration::from_millis(200));
+                let r = probe_from(
+                    &self.host,
+                    &Probe::Icmp { to: ip },
+                    Duration::from_millis(200),
+                );
                 if r.observed.reached() {
                     break;
                 }
@@ -408,10 +429,11 @@ impl Topology {
 /// Runs one probe inside `ns`; a failure to enter the namespace is an
 /// [`Observed::Error`], never a pass.
 pub fn probe_from(ns: &Netns, p: &Probe, timeout: Duration) -> ProbeResult {
-    ns.run(|| probe::run(p, timeout)).unwrap_or_else(|e| ProbeResult {
-        observed: Observed::Error(format!("cannot enter the namespace: {e}")),
-        ms: 0,
-    })
+    ns.run(|| probe::run(p, timeout))
+        .unwrap_or_else(|e| ProbeResult {
+            observed: Observed::Error(format!("cannot enter the namespace: {e}")),
+            ms: 0,
+        })
 }
 
 /// Every address the internet namespace holds at build time.
@@ -421,7 +443,10 @@ pub fn internet_addresses() -> Vec<IpAddr> {
         .map(|a| IpAddr::V4(*a))
         .chain(PUBLIC_V6.iter().map(|a| IpAddr::V6(*a)))
         .chain(PRIVATE)
-        .chain([IpAddr::V4(PUBLIC_RESOLVER_V4), IpAddr::V6(PUBLIC_RESOLVER_V6)])
+        .chain([
+            IpAddr::V4(PUBLIC_RESOLVER_V4),
+            IpAddr::V6(PUBLIC_RESOLVER_V6),
+        ])
         .collect()
 }
 
@@ -431,7 +456,10 @@ fn new_ns() -> Result<Netns, TopologyError> {
     let ns = Netns::new()?;
     ns.run(|| {
         let s = Sysctls::default();
-        for key in ["net.ipv6.conf.all.accept_dad", "net.ipv6.conf.default.accept_dad"] {
+        for key in [
+            "net.ipv6.conf.all.accept_dad",
+            "net.ipv6.conf.default.accept_dad",
+        ] {
             s.apply_one(&crate::plan::SysctlPlan {
                 key: key.into(),
                 value: "0".into(),
@@ -445,7 +473,10 @@ fn new_ns() -> Result<Netns, TopologyError> {
 
 fn prefix_of(profiles: &ProfileSet, name: &str) -> (u8, Option<u8>) {
     profiles.get(name).map_or((24, None), |p| {
-        (p.subnet_v4.prefix_len(), p.subnet_v6.map(|n| n.prefix_len()))
+        (
+            p.subnet_v4.prefix_len(),
+            p.subnet_v6.map(|n| n.prefix_len()),
+        )
     })
 }
 

@@ -1,4 +1,5 @@
-//! A recording fake `multipass` (and `ssh`) for the provider tests.
+//! A recording fake `multipass` (and `ssh`) for the provider tests, on
+//! the shared harness of `corral-provider-support` (feature `test-support`).
 //!
 //! Each test gets its own directory holding a `bin/` (put first on the
 //! runner's PATH) and a `state/` where every call is recorded as
@@ -9,18 +10,13 @@
 #![allow(clippy::unwrap_used)]
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::ops::Deref;
 
-use corral_provider_multipass::ProcessRunner;
+use corral_provider_support::testing::FakeTool;
 
 const FAKE_MULTIPASS: &str = r#"#!/bin/sh
 d='@STATE@'
-n=$(cat "$d/count" 2>/dev/null || echo 0)
-n=$((n + 1))
-echo "$n" > "$d/count"
-: > "$d/call.$n"
-for a in "$@"; do printf '%s\0' "$a" >> "$d/call.$n"; done
+@RECORD@
 cat > "$d/stdin.$n"
 r="$d/resp/$1"
 [ -f "$r.sleep" ] && sleep "$(cat "$r.sleep")"
@@ -52,79 +48,50 @@ if [ -f "$d/ssh-fail" ]; then echo "ssh: connect to host $target: Connection ref
 exec /bin/sh -c "$*"
 "#;
 
+/// The shared harness with a fake `multipass` and `ssh` installed; it
+/// derefs to [`FakeTool`] for `runner`, `calls`, `count`, `sleep`, `root`.
 pub struct Fake {
-    _tmp: tempfile::TempDir,
-    pub root: PathBuf,
-    state: PathBuf,
-    bin: PathBuf,
+    tool: FakeTool,
 }
 
-fn write_exec(path: &Path, body: &str) {
-    fs::write(path, body).unwrap();
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+impl Deref for Fake {
+    type Target = FakeTool;
+    fn deref(&self) -> &FakeTool {
+        &self.tool
+    }
 }
 
 impl Fake {
     pub fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().to_owned();
-        let state = root.join("state");
-        let bin = root.join("bin");
-        fs::create_dir_all(state.join("resp")).unwrap();
-        fs::create_dir_all(&bin).unwrap();
-        let st = state.to_str().unwrap();
-        write_exec(
-            &bin.join("multipass"),
-            &FAKE_MULTIPASS.replace("@STATE@", st),
-        );
-        write_exec(&bin.join("ssh"), &FAKE_SSH.replace("@STATE@", st));
-        Self {
-            _tmp: tmp,
-            root,
-            state,
-            bin,
-        }
-    }
-
-    /// A runner whose PATH starts with the fake binaries.
-    pub fn runner(&self) -> ProcessRunner {
-        let path = format!("{}:/usr/bin:/bin", self.bin.display());
-        ProcessRunner::with_search_path(path)
+        let tool = FakeTool::new();
+        tool.install("multipass", FAKE_MULTIPASS);
+        tool.install("ssh", FAKE_SSH);
+        Self { tool }
     }
 
     /// Answer `sub` with `out` on stdout and exit `code`.
     pub fn respond(&self, sub: &str, out: &str, code: i32) {
-        let r = self.state.join("resp");
-        fs::write(r.join(format!("{sub}.out")), out).unwrap();
-        fs::write(r.join(format!("{sub}.code")), code.to_string()).unwrap();
+        fs::write(self.resp(&format!("{sub}.out")), out).unwrap();
+        fs::write(self.resp(&format!("{sub}.code")), code.to_string()).unwrap();
     }
 
     /// Answer `sub` on stderr with exit `code`.
     pub fn fail(&self, sub: &str, err: &str, code: i32) {
-        let r = self.state.join("resp");
-        let _ = fs::remove_file(r.join(format!("{sub}.out")));
-        fs::write(r.join(format!("{sub}.err")), err).unwrap();
-        fs::write(r.join(format!("{sub}.code")), code.to_string()).unwrap();
-    }
-
-    pub fn sleep(&self, sub: &str, secs: u32) {
-        fs::write(
-            self.state.join("resp").join(format!("{sub}.sleep")),
-            secs.to_string(),
-        )
-        .unwrap();
+        let _ = fs::remove_file(self.resp(&format!("{sub}.out")));
+        fs::write(self.resp(&format!("{sub}.err")), err).unwrap();
+        fs::write(self.resp(&format!("{sub}.code")), code.to_string()).unwrap();
     }
 
     pub fn run_exec(&self) {
-        fs::write(self.state.join("resp").join("exec.run"), "").unwrap();
+        fs::write(self.resp("exec.run"), "").unwrap();
     }
 
     pub fn ssh_fails(&self) {
-        fs::write(self.state.join("ssh-fail"), "").unwrap();
+        fs::write(self.state().join("ssh-fail"), "").unwrap();
     }
 
     pub fn ssh_target(&self) -> String {
-        fs::read_to_string(self.state.join("ssh-target"))
+        fs::read_to_string(self.state().join("ssh-target"))
             .unwrap()
             .trim()
             .to_owned()
@@ -141,28 +108,7 @@ impl Fake {
         );
     }
 
-    pub fn count(&self) -> usize {
-        fs::read_to_string(self.state.join("count"))
-            .map(|s| s.trim().parse().unwrap())
-            .unwrap_or(0)
-    }
-
-    /// Every recorded argv (without the program), in order.
-    pub fn calls(&self) -> Vec<Vec<String>> {
-        (1..=self.count())
-            .map(|n| {
-                let raw = fs::read(self.state.join(format!("call.{n}"))).unwrap();
-                let mut words: Vec<String> = raw
-                    .split(|b| *b == 0)
-                    .map(|w| String::from_utf8(w.to_vec()).unwrap())
-                    .collect();
-                words.pop();
-                words
-            })
-            .collect()
-    }
-
     pub fn stdin(&self, n: usize) -> Vec<u8> {
-        fs::read(self.state.join(format!("stdin.{n}"))).unwrap()
+        fs::read(self.state().join(format!("stdin.{n}"))).unwrap()
     }
 }

@@ -1,4 +1,5 @@
-//! A recording fake `tart` (and a fake `softnet`) for the provider tests.
+//! A recording fake `tart` (and a fake `softnet`) for the provider tests,
+//! on the shared harness of `corral-provider-support` (`test-support`).
 //!
 //! The fake keeps a tiny VM store in its state directory: `clone` makes a
 //! VM, `run` marks it running, starts a `softnet` child (a copy of `sleep`
@@ -12,10 +13,10 @@
 //! start without Softnet.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::ops::Deref;
+use std::path::Path;
 
-use corral_provider_tart::ProcessRunner;
+use corral_provider_support::testing::FakeTool;
 
 const FAKE_TART: &str = r#"#!/bin/sh
 d='@STATE@'
@@ -24,11 +25,7 @@ if [ "$1" = run ]; then
   : > "$d/run.argv"
   for a in "$@"; do printf '%s\0' "$a" >> "$d/run.argv"; done
 else
-  n=$(cat "$d/count" 2>/dev/null || echo 0)
-  n=$((n + 1))
-  echo "$n" > "$d/count"
-  : > "$d/call.$n"
-  for a in "$@"; do printf '%s\0' "$a" >> "$d/call.$n"; done
+@RECORD@
 fi
 r="$d/resp/$1"
 [ -f "$r.sleep" ] && sleep "$(cat "$r.sleep")"
@@ -85,49 +82,29 @@ esac
 exit 0
 "#;
 
+/// The shared harness with a fake `tart` and `softnet` installed; it
+/// derefs to [`FakeTool`] for `runner`, `calls`, `count`, `sleep`, `root`.
 pub struct Fake {
-    _tmp: tempfile::TempDir,
-    pub root: PathBuf,
-    state: PathBuf,
-    bin: PathBuf,
+    tool: FakeTool,
 }
 
-fn write_exec(path: &Path, body: &str) {
-    fs::write(path, body).unwrap();
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+impl Deref for Fake {
+    type Target = FakeTool;
+    fn deref(&self) -> &FakeTool {
+        &self.tool
+    }
 }
 
 impl Fake {
     pub fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().to_owned();
-        let state = root.join("state");
-        let bin = root.join("bin");
-        fs::create_dir_all(state.join("resp")).unwrap();
-        fs::create_dir_all(&bin).unwrap();
-        let body = FAKE_TART
-            .replace("@STATE@", state.to_str().unwrap())
-            .replace("@BIN@", bin.to_str().unwrap());
-        write_exec(&bin.join("tart"), &body);
-        fs::copy("/bin/sleep", bin.join("softnet")).unwrap();
-        Self {
-            _tmp: tmp,
-            root,
-            state,
-            bin,
-        }
-    }
-
-    pub fn runner(&self) -> ProcessRunner {
-        ProcessRunner::with_search_path(format!("{}:/usr/bin:/bin", self.bin.display()))
+        let tool = FakeTool::new();
+        tool.install("tart", FAKE_TART);
+        tool.install_copy("softnet", Path::new("/bin/sleep"));
+        Self { tool }
     }
 
     pub fn remove_softnet(&self) {
-        fs::remove_file(self.bin.join("softnet")).unwrap();
-    }
-
-    fn resp(&self, name: &str) -> PathBuf {
-        self.state.join("resp").join(name)
+        self.uninstall("softnet");
     }
 
     /// Answer `sub` with `out`, `err` and exit `code` instead of behaving.
@@ -144,55 +121,22 @@ impl Fake {
         }
     }
 
-    pub fn sleep(&self, sub: &str, secs: u32) {
-        fs::write(self.resp(&format!("{sub}.sleep")), secs.to_string()).unwrap();
-    }
-
     pub fn without_softnet_at_run(&self) {
         fs::write(self.resp("run.nosoftnet"), "").unwrap();
     }
 
-    pub fn count(&self) -> usize {
-        fs::read_to_string(self.state.join("count"))
-            .map(|s| s.trim().parse().unwrap())
-            .unwrap_or(0)
-    }
-
-    fn words(path: &Path) -> Vec<String> {
-        let raw = fs::read(path).unwrap();
-        let mut words: Vec<String> = raw
-            .split(|b| *b == 0)
-            .map(|w| String::from_utf8(w.to_vec()).unwrap())
-            .collect();
-        words.pop();
-        words
-    }
-
-    /// Every recorded argv except `run` (without the program), in order.
-    pub fn calls(&self) -> Vec<Vec<String>> {
-        (1..=self.count())
-            .map(|n| Self::words(&self.state.join(format!("call.{n}"))))
-            .collect()
-    }
-
     /// The argv of the last `run`, if any.
     pub fn run_argv(&self) -> Option<Vec<String>> {
-        let path = self.state.join("run.argv");
-        path.exists().then(|| Self::words(&path))
-    }
-
-    fn pid(&self, file: &str) -> Option<i32> {
-        fs::read_to_string(self.state.join(file))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
+        let path = self.state().join("run.argv");
+        path.exists().then(|| FakeTool::words(&path))
     }
 
     pub fn softnet_pid(&self) -> Option<i32> {
-        self.pid("softnet.pid")
+        self.read_pid("softnet.pid")
     }
 
     pub fn run_pid(&self) -> Option<i32> {
-        self.pid("run.pid")
+        self.read_pid("run.pid")
     }
 
     pub fn alive(pid: i32) -> bool {

@@ -184,3 +184,28 @@ pub fn plan_to_check(
     }
     plan_config(config, origin)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_netns_never_shares_the_hosts_state_file() {
+        let config = Config::builtin_default();
+        let host = state_store(None, &config, None);
+        let ns = state_store(None, &config, Some("/proc/42/ns/net"));
+        assert_eq!(host.dir(), config.host.state_dir.as_path());
+        assert_ne!(host.path(), ns.path());
+        assert!(ns.dir().starts_with(&config.host.state_dir));
+        assert!(
+            ns.dir().ends_with("netns/_proc_42_ns_net"),
+            "{}",
+            ns.dir().display()
+        );
+        let explicit = PathBuf::from("/tmp/x");
+        assert_eq!(
+            state_store(Some(&explicit), &config, Some("n")).dir(),
+            explicit.as_path()
+        );
+    }
+}

@@ -102,3 +102,48 @@ pub fn drift_table(out: &Output, drift: &[HostDrift]) -> Table {
 pub fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
+
+#[cfg(test)]
+mod tests {
+    use corral_egress::sysctl::SysctlDrift;
+
+    use super::*;
+
+    #[test]
+    fn bridge_and_sysctl_drift_views() {
+        let bridge = HostDrift::Bridge {
+            name: "corral-iso".to_owned(),
+            problem: "missing".to_owned(),
+        };
+        let v = DriftView::from(&bridge);
+        assert_eq!(
+            (v.area, v.kind, v.location.as_str()),
+            ("bridge", "missing", "corral-iso")
+        );
+        let down = HostDrift::Bridge {
+            name: "corral-iso".to_owned(),
+            problem: "down".to_owned(),
+        };
+        assert_eq!(DriftView::from(&down).kind, "changed");
+        let sysctl = HostDrift::Sysctl(SysctlDrift {
+            key: "net.ipv4.ip_forward".to_owned(),
+            planned: "1".to_owned(),
+            live: Some("0".to_owned()),
+        });
+        let v = DriftView::from(&sysctl);
+        assert_eq!(v.detail, "is 0 (planned 1)");
+        assert_eq!(v.kind, "changed");
+        let out = Output {
+            color: false,
+            quiet: false,
+        };
+        let text = drift_table(&out, &[bridge, sysctl]).render(false);
+        assert!(text.contains("net.ipv4.ip_forward"), "{text}");
+    }
+
+    #[test]
+    fn plurals() {
+        assert_eq!(count(1, "rule", "rules"), "1 rule");
+        assert_eq!(count(0, "rule", "rules"), "0 rules");
+    }
+}
