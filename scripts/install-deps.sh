@@ -8,5 +8,5 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 need_root "installing packages"
 apt_install pkg-config libnftnl-dev libmnl-dev gcc libc6-dev \
-    dnsmasq-base busybox-static nftables iproute2 ca-certificates
+    dnsmasq-base busybox-static nftables iproute2 util-linux systemd ca-certificates
 find_cargo

@@ -161,12 +161,22 @@ fn host_routes_read_a_namespace_the_test_applied() {
     if !require_root("host_routes_read_a_namespace_the_test_applied") {
         return;
     }
-    // A process holds the namespace; corrald opens it by path.
-    let mut holder = Command::new("unshare")
-        .args(["--net", "sleep", "120"])
-        .spawn()
-        .unwrap();
-    let ns_path = format!("/proc/{}/ns/net", holder.id());
+    // A process holds the namespace; corrald opens it by path. The guard
+    // kills it even when an assertion fails; the kernel frees the rest.
+    struct Holder(Child);
+    impl Drop for Holder {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let holder = Holder(
+        Command::new("unshare")
+            .args(["--net", "sleep", "120"])
+            .spawn()
+            .unwrap(),
+    );
+    let ns_path = format!("/proc/{}/ns/net", holder.0.id());
     // Wait until the holder has left our namespace.
     let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
     for _ in 0..100 {
@@ -225,7 +235,6 @@ fn host_routes_read_a_namespace_the_test_applied() {
             .all(|b| b["present"] == true && b["up"] == true),
         "{status}"
     );
-
-    let _ = holder.kill();
-    let _ = holder.wait();
+    drop(server);
+    drop(holder);
 }

@@ -13,6 +13,10 @@ use std::process::Command;
 #[test]
 fn units_pass_systemd_analyze_verify() {
     let Ok(probe) = Command::new("systemd-analyze").arg("--version").output() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "systemd-analyze is not installed (package systemd); CI must run this check"
+        );
         eprintln!("skipped: systemd-analyze is not installed (package systemd)");
         return;
     };

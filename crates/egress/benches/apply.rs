@@ -4,9 +4,12 @@
 //! one allowlist profile with that many distinct /32s: the median wall time
 //! of `nft::apply` (build the batch + one sendmsg + acks) against `nft -f`
 //! of `render_nft()` for the same plan (process start + parse + commit).
-//! Then the latency of refreshing one set element in a 10k-element set.
+//! Then the latency of refreshing one set element at three set sizes.
 //!
 //! `cargo bench -p corral-egress --bench apply` prints a table.
+
+// A benchmark harness: any failed step must abort the run loudly.
+#![allow(clippy::expect_used)]
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::Command;
@@ -76,7 +79,9 @@ fn run() {
     let dir = tempfile::tempdir().expect("temp dir");
     println!("## nftables apply latency (median wall time)");
     println!();
-    println!("| allowlisted /32s | iterations | corral netlink (ms) | nft -f (ms) | ratio corral/nft | batch messages | batch bytes |");
+    println!(
+        "| allowlisted /32s | iterations | corral netlink (ms) | nft -f (ms) | ratio corral/nft | batch messages | batch bytes |"
+    );
     println!("|---:|---:|---:|---:|---:|---:|---:|");
     // Warm-up: first use loads nf_tables state in the namespace.
     nft::apply(&plan_with(addrs(10))).expect("warm-up apply");
@@ -98,7 +103,10 @@ fn run() {
             ours.push(t.elapsed());
         }
         let live = nft::read_live().expect("read back");
-        assert!(corral_egress::drift::diff(&plan, &live).is_empty(), "drift at {n}");
+        assert!(
+            corral_egress::drift::diff(&plan, &live).is_empty(),
+            "drift at {n}"
+        );
         let (a, b) = (median(ours), median(theirs));
         println!(
             "| {n} | {iters} | {:.2} | {:.2} | {:.2} | {} | {} |",
@@ -111,41 +119,57 @@ fn run() {
     }
 
     println!();
-    println!("## refresh one element of a 10,000-element set (median wall time)");
+    println!("## refresh: replace one element of an n-element set (median wall time)");
     println!();
-    let old = plan_with(addrs(10_000));
-    let new = plan_with(addrs(9_999).chain([Ipv4Addr::new(45, 1, 2, 3)]));
+    println!("| set size | samples (corral / nft) | corral netlink (ms) | nft -f (ms) | ratio |");
+    println!("|---:|---:|---:|---:|---:|");
+    for n in [100u32, 10_000, 50_000] {
+        let (ours, theirs, samples) = refresh_latency(dir.path(), n);
+        println!(
+            "| {n} | {} / {} | {:.3} | {:.3} | {:.2} |",
+            samples.0,
+            samples.1,
+            ms(ours),
+            ms(theirs),
+            ours.as_secs_f64() / theirs.as_secs_f64()
+        );
+    }
+}
+
+/// Median time to swap the last address of an `n`-element set for another
+/// one and back: corral's `refresh_sets` vs `nft -f` of `delete element` +
+/// `add element`.
+fn refresh_latency(dir: &std::path::Path, n: u32) -> (Duration, Duration, (usize, usize)) {
+    let old = plan_with(addrs(n));
+    let new = plan_with(addrs(n - 1).chain([Ipv4Addr::new(45, 1, 2, 3)]));
     nft::apply(&old).expect("apply");
-    let mut ours = Vec::new();
-    let mut theirs = Vec::new();
+    let last = Ipv4Addr::from(0x2c00_0000u32 + 2 * (n - 1));
     let del_add = |from: &str, to: &str| {
-        format!("delete element inet corral bench-allow4 {{ {from} }}\nadd element inet corral bench-allow4 {{ {to} }}\n")
+        format!(
+            "delete element inet corral bench-allow4 {{ {from} }}\nadd element inet corral bench-allow4 {{ {to} }}\n"
+        )
     };
-    let last = Ipv4Addr::from(0x2c00_0000u32 + 2 * 9_999);
-    let fwd = dir.path().join("fwd.nft");
-    let back = dir.path().join("back.nft");
+    let fwd = dir.join(format!("fwd-{n}.nft"));
+    let back = dir.join(format!("back-{n}.nft"));
     std::fs::write(&fwd, del_add(&last.to_string(), "45.1.2.3")).expect("write");
     std::fs::write(&back, del_add("45.1.2.3", &last.to_string())).expect("write");
-    for _ in 0..21 {
+    let (ours_n, theirs_n) = if n >= 50_000 { (11, 3) } else { (21, 11) };
+    let mut ours = Vec::new();
+    for _ in 0..ours_n {
         let t = Instant::now();
         nft::refresh_sets(&old, &new).expect("refresh");
         ours.push(t.elapsed());
         let t = Instant::now();
         nft::refresh_sets(&new, &old).expect("refresh back");
         ours.push(t.elapsed());
+    }
+    let mut theirs = Vec::new();
+    for _ in 0..theirs_n {
         theirs.push(nft_f(fwd.to_str().expect("utf-8")));
         theirs.push(nft_f(back.to_str().expect("utf-8")));
     }
     assert!(corral_egress::drift::diff(&old, &nft::read_live().expect("read")).is_empty());
-    let (a, b) = (median(ours), median(theirs));
-    println!("| operation | samples | corral netlink (ms) | nft -f (ms) | ratio |");
-    println!("|---|---:|---:|---:|---:|");
-    println!(
-        "| replace 1 element (delete + add, one transaction) | 42 | {:.3} | {:.3} | {:.2} |",
-        ms(a),
-        ms(b),
-        a.as_secs_f64() / b.as_secs_f64()
-    );
+    (median(ours), median(theirs), (2 * ours_n, 2 * theirs_n))
 }
 
 fn main() {

@@ -11,9 +11,11 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::nft::{LiveBase, LiveState, LiveTable, fingerprint};
+use crate::nft::{LiveBase, LiveSet, LiveState, LiveTable, fingerprint};
 use crate::plan::render::range_text;
-use crate::plan::{AddrRange, BaseChain, ChainPlan, HostPlan, SetKind, SetPlan, TableFamily, TablePlan};
+use crate::plan::{
+    AddrRange, BaseChain, ChainPlan, HostPlan, SetKind, SetPlan, TableFamily, TablePlan,
+};
 
 /// Missing from the kernel, present but not planned, or different.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -124,7 +126,7 @@ fn diff_table(t: &TablePlan, lt: &LiveTable, out: &mut Out) {
                 format!("set {}", s.name),
                 "the set does not exist".to_owned(),
             ),
-            Some(ls) => diff_set(s, ls.family, ls.flags, &ls.elements, out),
+            Some(ls) => diff_set(s, ls, out),
         }
     }
     for ls in &lt.sets {
@@ -184,13 +186,22 @@ fn base_matches(plan: Option<&BaseChain>, live: Option<&LiveBase>) -> bool {
     }
 }
 
-fn diff_set(
-    s: &SetPlan,
-    family: Option<crate::plan::AddrFamily>,
-    flags: u32,
-    live: &[AddrRange],
-    out: &mut Out,
-) {
+fn diff_set(s: &SetPlan, ls: &LiveSet, out: &mut Out) {
+    let (family, flags, live) = (ls.family, ls.flags, &ls.elements);
+    let want_timeout = s
+        .timeout
+        .map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
+    if ls.timeout_ms != want_timeout {
+        out.push(
+            DriftKind::Changed,
+            DriftObject::Set,
+            format!("set {}", s.name),
+            format!(
+                "planned timeout {want_timeout} ms, live {} ms",
+                ls.timeout_ms
+            ),
+        );
+    }
     let want_flag = match s.kind {
         SetKind::Interval => libc::NFT_SET_INTERVAL as u32,
         SetKind::Dynamic => libc::NFT_SET_TIMEOUT as u32,
@@ -244,8 +255,10 @@ fn diff_rules(family: TableFamily, c: &ChainPlan, live: &[&str], out: &mut Out) 
                 DriftKind::Changed,
                 DriftObject::Rule,
                 location,
-                format!("planned `{}`, live {l}", crate::plan::render::rule_text(&c.rules[i]))
-                    + &format!(" (planned {p})"),
+                format!(
+                    "planned `{}`, live {l}",
+                    crate::plan::render::rule_text(&c.rules[i])
+                ) + &format!(" (planned {p})"),
             ),
             (Some(Err(e)), _) => out.push(DriftKind::Changed, DriftObject::Rule, location, e),
             (Some(Ok(_)), None) => out.push(
@@ -254,7 +267,12 @@ fn diff_rules(family: TableFamily, c: &ChainPlan, live: &[&str], out: &mut Out) 
                 location,
                 crate::plan::render::rule_text(&c.rules[i]),
             ),
-            (None, Some(l)) => out.push(DriftKind::Extra, DriftObject::Rule, location, (*l).to_owned()),
+            (None, Some(l)) => out.push(
+                DriftKind::Extra,
+                DriftObject::Rule,
+                location,
+                (*l).to_owned(),
+            ),
             (None, None) => {}
         }
     }
@@ -263,9 +281,9 @@ fn diff_rules(family: TableFamily, c: &ChainPlan, live: &[&str], out: &mut Out) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nft::{LiveChain, LiveRule, LiveSet};
-    use crate::plan::test_support::sample_plan;
+    use crate::nft::{LiveChain, LiveRule};
     use crate::plan::VerdictClass;
+    use crate::plan::test_support::sample_plan;
 
     /// A live state built from the plan itself: what a perfect apply reads back.
     fn mirror(plan: &HostPlan) -> LiveState {
@@ -286,6 +304,7 @@ mod tests {
                                 SetKind::Dynamic => libc::NFT_SET_TIMEOUT as u32,
                             },
                             elements: s.elements.clone(),
+                            timeout_ms: s.timeout.map_or(0, |t| t.as_millis() as u64),
                         })
                         .collect(),
                     chains: t
@@ -329,10 +348,19 @@ mod tests {
         let mut live = mirror(&plan);
         let inet = &mut live.tables[0];
         inet.sets.retain(|s| s.name != "dev-allow4-tcp-443");
-        let r4 = inet.sets.iter_mut().find(|s| s.name == "reserved4").unwrap();
+        let r4 = inet
+            .sets
+            .iter_mut()
+            .find(|s| s.name == "reserved4")
+            .unwrap();
         r4.elements.remove(1);
-        r4.elements.push(AddrRange::single("8.8.8.8".parse().unwrap()));
-        let out = inet.chains.iter_mut().find(|c| c.name == "dev-out").unwrap();
+        r4.elements
+            .push(AddrRange::single("8.8.8.8".parse().unwrap()));
+        let out = inet
+            .chains
+            .iter_mut()
+            .find(|c| c.name == "dev-out")
+            .unwrap();
         out.rules.swap(0, 1);
         out.rules.pop();
         inet.chains.push(LiveChain {
@@ -343,17 +371,52 @@ mod tests {
         live.tables.remove(1);
         let d = diff(&plan, &live);
         let has = |k: DriftKind, o: DriftObject, loc: &str| {
-            d.iter().any(|x| x.kind == k && x.object == o && x.location == loc)
+            d.iter()
+                .any(|x| x.kind == k && x.object == o && x.location == loc)
         };
-        assert!(has(DriftKind::Missing, DriftObject::Set, "set dev-allow4-tcp-443"), "{d:#?}");
-        assert!(has(DriftKind::Missing, DriftObject::Element, "set reserved4"));
+        assert!(
+            has(
+                DriftKind::Missing,
+                DriftObject::Set,
+                "set dev-allow4-tcp-443"
+            ),
+            "{d:#?}"
+        );
+        assert!(has(
+            DriftKind::Missing,
+            DriftObject::Element,
+            "set reserved4"
+        ));
         assert!(has(DriftKind::Extra, DriftObject::Element, "set reserved4"));
-        assert!(has(DriftKind::Changed, DriftObject::Rule, "chain dev-out rule 1"));
-        assert!(has(DriftKind::Changed, DriftObject::Rule, "chain dev-out rule 2"));
-        let last = plan.inet.chains.iter().find(|c| c.name == "dev-out").unwrap().rules.len();
-        assert!(has(DriftKind::Missing, DriftObject::Rule, &format!("chain dev-out rule {last}")));
+        assert!(has(
+            DriftKind::Changed,
+            DriftObject::Rule,
+            "chain dev-out rule 1"
+        ));
+        assert!(has(
+            DriftKind::Changed,
+            DriftObject::Rule,
+            "chain dev-out rule 2"
+        ));
+        let last = plan
+            .inet
+            .chains
+            .iter()
+            .find(|c| c.name == "dev-out")
+            .unwrap()
+            .rules
+            .len();
+        assert!(has(
+            DriftKind::Missing,
+            DriftObject::Rule,
+            &format!("chain dev-out rule {last}")
+        ));
         assert!(has(DriftKind::Extra, DriftObject::Chain, "chain intruder"));
-        assert!(has(DriftKind::Missing, DriftObject::Table, "table bridge corral"));
+        assert!(has(
+            DriftKind::Missing,
+            DriftObject::Table,
+            "table bridge corral"
+        ));
         assert!(
             d.iter()
                 .any(|x| x.to_string() == "missing Set in table inet corral, set dev-allow4-tcp-443: the set does not exist"),

@@ -30,7 +30,8 @@ impl Resolution {
     /// Record the addresses of `host` (replacing earlier ones).
     pub fn insert(&mut self, host: &HostName, addrs: impl IntoIterator<Item = IpAddr>) {
         let set: BTreeSet<IpAddr> = addrs.into_iter().collect();
-        self.addrs.insert(host.normalized(), set.into_iter().collect());
+        self.addrs
+            .insert(host.normalized(), set.into_iter().collect());
     }
 
     /// The addresses of `host`; `None` when it was never resolved.
@@ -179,7 +180,10 @@ mod tests {
         let host = HostName::new("api.EXAMPLE.com").unwrap();
         assert_eq!(
             res.get(&host).unwrap(),
-            &["192.0.2.1".parse::<IpAddr>().unwrap(), "192.0.2.2".parse().unwrap()]
+            &[
+                "192.0.2.1".parse::<IpAddr>().unwrap(),
+                "192.0.2.2".parse().unwrap()
+            ]
         );
     }
 

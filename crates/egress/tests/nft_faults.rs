@@ -2,6 +2,9 @@
 //! changes nothing, teardown leaves no corral state, and foreign tables are
 //! never touched.
 
+// Tests: a failed step should abort the test loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod nft_support;
 
 use corral_egress::drift::diff;
@@ -58,7 +61,11 @@ fn foreign_tables_survive_apply_and_teardown() {
         let file = dir.path().join("other.nft");
         std::fs::write(&file, script).unwrap();
         let out = nft(&["-f", file.to_str().unwrap()]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let list = || {
             let i = nft(&["list", "table", "inet", "other"]);
             let b = nft(&["list", "table", "bridge", "other"]);

@@ -2,6 +2,9 @@
 //! place, rule handles stay, and an established TCP connection survives
 //! both a new apply and a refresh while new connections stay blocked.
 
+// Tests: a failed step should abort the test loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod nft_support;
 
 use std::io::{Read, Write};
@@ -50,7 +53,10 @@ fn refresh_changes_elements_only_and_keeps_handles() {
         assert_eq!(report.sets, vec!["dev-allow4-tcp-443".to_owned()]);
         // .11 and .12 merge into one (non-CIDR) range.
         assert_eq!((report.added, report.removed), (1, 1));
-        assert_eq!((handles(TableFamily::Inet), handles(TableFamily::Bridge)), before);
+        assert_eq!(
+            (handles(TableFamily::Inet), handles(TableFamily::Bridge)),
+            before
+        );
         let d = diff(&new, &read_live().unwrap());
         assert!(d.is_empty(), "{d:#?}");
         // Nothing to do is no transaction at all.
@@ -76,8 +82,12 @@ fn established_tcp_survives_apply_and_refresh_while_new_flows_are_blocked() {
         let addr: SocketAddr = listener.local_addr().unwrap();
         let mut client = TcpStream::connect(addr).unwrap();
         let (mut server, _) = listener.accept().unwrap();
-        client.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        server.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        server
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
         echo(&mut client, &mut server, b"before");
 
         let old = lo_plan(&["192.0.2.1"]);

@@ -179,9 +179,10 @@ pub fn nic_device(bridge: &str) -> Device {
     ])
 }
 
-/// The disk device for a mount; `shift` (idmapped mounts) for containers,
-/// which VMs' virtiofs cannot do.
-pub fn mount_device(mount: &MountDevice, instance_type: InstanceType) -> Device {
+/// The disk device for a mount. No `shift`: Incus refuses it for a source
+/// under a restricted project's disk-path allowlist, so a container sees
+/// mounted files through its own id map (and a VM's virtiofs cannot remap).
+pub fn mount_device(mount: &MountDevice) -> Device {
     let mut device = BTreeMap::from([
         ("type".to_owned(), "disk".to_owned()),
         ("source".to_owned(), mount.source.clone()),
@@ -189,9 +190,6 @@ pub fn mount_device(mount: &MountDevice, instance_type: InstanceType) -> Device 
     ]);
     if mount.read_only {
         device.insert("readonly".to_owned(), "true".to_owned());
-    }
-    if instance_type == InstanceType::Container {
-        device.insert("shift".to_owned(), "true".to_owned());
     }
     device
 }
@@ -216,10 +214,7 @@ pub fn devices_for(
         devices.insert(NIC_DEVICE.to_owned(), nic_device(net.bridge.as_str()));
     }
     for (i, mount) in mounts.iter().enumerate() {
-        devices.insert(
-            format!("{MOUNT_DEVICE_PREFIX}{i}"),
-            mount_device(mount, spec.instance_type),
-        );
+        devices.insert(format!("{MOUNT_DEVICE_PREFIX}{i}"), mount_device(mount));
     }
     devices
 }
@@ -384,7 +379,6 @@ mod tests {
                     "type": "nic", "nictype": "bridged", "parent": "cb-claude",
                     "name": "eth0", "security.port_isolation": "true"
                 },
-                // virtiofs: no `shift` for a VM.
                 "corral-mount-0": {"type": "disk", "source": "/srv/repo", "path": "/work", "readonly": "true"},
             })
         );
@@ -403,15 +397,15 @@ mod tests {
     }
 
     #[test]
-    fn container_mounts_are_shifted() {
+    fn read_write_mounts_have_no_readonly_key() {
         let mount = MountDevice {
             source: "/a".into(),
             target: "/b".into(),
             read_only: false,
         };
-        let device = mount_device(&mount, InstanceType::Container);
-        assert_eq!(device.get("shift").map(String::as_str), Some("true"));
+        let device = mount_device(&mount);
         assert!(!device.contains_key("readonly"));
+        assert!(!device.contains_key("shift"));
     }
 
     #[test]

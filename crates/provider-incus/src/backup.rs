@@ -98,17 +98,26 @@ pub async fn import(
     // start before the topology check below, which refuses `raw.*`.
     let uploaded = {
         let _one_at_a_time = provider.inner.import_lock.lock().await;
-        project::set_lowlevel(provider.client(), config.project.as_str(), "allow")
-            .await
-            .map_err(|e| provider.err(e))?;
-        let uploaded = provider
-            .client()
-            .upload("/1.0/instances", &headers, source, config.operation_timeout)
-            .await;
-        project::set_lowlevel(provider.client(), config.project.as_str(), "block")
-            .await
-            .map_err(|e| provider.err(e))?;
-        uploaded
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            project::set_lowlevel(provider.client(), config.project.as_str(), "allow")
+                .await
+                .map_err(|e| provider.err(e))?;
+            let uploaded = provider
+                .client()
+                .upload("/1.0/instances", &headers, source, config.operation_timeout)
+                .await;
+            // Another corral process converging the project at this moment
+            // puts the restriction back mid-upload; try again, a few times.
+            let raced = matches!(&uploaded, Err(e) if is_lowlevel_refusal(&e.to_string()));
+            if !raced || attempt == 3 {
+                project::set_lowlevel(provider.client(), config.project.as_str(), "block")
+                    .await
+                    .map_err(|e| provider.err(e))?;
+                break uploaded;
+            }
+        }
     };
     uploaded.map_err(|e| provider.err(e))?;
     let path = format!("/1.0/instances/{name}");
@@ -167,4 +176,22 @@ pub async fn import(
         return Err(e);
     }
     Ok(())
+}
+
+/// Incus's refusal of a backup's `volatile.*` keys in a restricted project.
+fn is_lowlevel_refusal(message: &str) -> bool {
+    message.contains("\"volatile.") && message.contains("is forbidden")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lowlevel_refusal_is_recognised() {
+        assert!(is_lowlevel_refusal(
+            "Setting \"volatile.cloud-init.instance-id\" on container \"x\" in project \"corral\" is forbidden"
+        ));
+        assert!(!is_lowlevel_refusal("Instance not found"));
+    }
 }

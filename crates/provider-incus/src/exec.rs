@@ -133,32 +133,6 @@ async fn run_inner(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stdin_wrapping_keeps_argv_as_separate_arguments() {
-        let argv = vec![
-            "grep".to_owned(),
-            "-c".to_owned(),
-            "a b; rm -rf /".to_owned(),
-        ];
-        assert_eq!(wrapped_argv(&argv, None), argv);
-        let wrapped = wrapped_argv(&argv, Some("/tmp/.corral-stdin-ab"));
-        assert_eq!(
-            wrapped[..4],
-            [
-                "/bin/sh",
-                "-c",
-                r#"exec "$@" < "$0""#,
-                "/tmp/.corral-stdin-ab"
-            ]
-        );
-        assert_eq!(wrapped[4..], argv[..]);
-    }
-}
-
 /// Read and delete one recorded stream.
 async fn fetch_log(
     sandbox: &IncusSandbox,
@@ -208,5 +182,31 @@ async fn kill_marked(sandbox: &IncusSandbox, marker: &str) {
         Err(e) => {
             tracing::warn!(error = %e, sandbox = %sandbox.name, "could not kill a timed-out command")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stdin_wrapping_keeps_argv_as_separate_arguments() {
+        let argv = vec![
+            "grep".to_owned(),
+            "-c".to_owned(),
+            "a b; rm -rf /".to_owned(),
+        ];
+        assert_eq!(wrapped_argv(&argv, None), argv);
+        let wrapped = wrapped_argv(&argv, Some("/tmp/.corral-stdin-ab"));
+        assert_eq!(
+            wrapped[..4],
+            [
+                "/bin/sh",
+                "-c",
+                r#"exec "$@" < "$0""#,
+                "/tmp/.corral-stdin-ab"
+            ]
+        );
+        assert_eq!(wrapped[4..], argv[..]);
     }
 }

@@ -257,6 +257,15 @@ impl SandboxProvider for IncusProvider {
     }
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>, ProviderError> {
+        if self.inner.kind == SandboxKind::IncusRemote
+            && let Some(m) = spec.mounts.first()
+        {
+            // A host path names a directory on this machine, not the remote's.
+            return Err(ProviderError::Mount {
+                source_path: m.source.display().to_string(),
+                reason: "host mounts need the sandbox on this host; an incus-remote sandbox runs elsewhere".into(),
+            });
+        }
         let (profile, bridge) = match &spec.network {
             Some(net) => (Some(net.profile.clone()), Some(net.bridge.clone())),
             None => (None, None),

@@ -25,7 +25,7 @@ pub struct Expected<'a> {
 const FORBIDDEN_TRUE: [&str; 2] = ["security.nesting", "security.privileged"];
 
 /// Keys a mount device may carry.
-const MOUNT_KEYS: [&str; 5] = ["type", "source", "path", "readonly", "shift"];
+const MOUNT_KEYS: [&str; 4] = ["type", "source", "path", "readonly"];
 
 /// Every way `instance` differs from `expected`; empty when it matches.
 pub fn differences(instance: &Instance, expected: &Expected<'_>) -> Vec<String> {
@@ -170,7 +170,7 @@ mod tests {
     use super::*;
     use crate::api::{MountDevice, devices_for, mount_device};
     use corral_sandbox_core::SandboxName;
-    use corral_sandbox_core::sandbox::{InstanceType, SandboxSpec};
+    use corral_sandbox_core::sandbox::SandboxSpec;
 
     fn bridge() -> BridgeName {
         BridgeName::new("cb-claude").unwrap_or_else(|e| panic!("{e}"))
@@ -266,20 +266,16 @@ mod tests {
             target: "/work".into(),
             read_only: true,
         };
-        inst.expanded_devices.insert(
-            "corral-mount-0".into(),
-            mount_device(&ok, InstanceType::Container),
-        );
+        inst.expanded_devices
+            .insert("corral-mount-0".into(), mount_device(&ok));
         assert!(differences(&inst, &expect(None, &roots)).is_empty());
         for bad in ["/etc", "/srv/repos/../../etc", "/srv/repos-evil"] {
             let mount = MountDevice {
                 source: bad.into(),
                 ..ok.clone()
             };
-            inst.expanded_devices.insert(
-                "corral-mount-0".into(),
-                mount_device(&mount, InstanceType::Container),
-            );
+            inst.expanded_devices
+                .insert("corral-mount-0".into(), mount_device(&mount));
             assert_eq!(differences(&inst, &expect(None, &roots)).len(), 1, "{bad}");
         }
     }

@@ -25,6 +25,8 @@ async fn clones_get_a_fresh_identity() {
     let Some(p) = provider().await else { return };
     // A NIC (on a bridge that need not exist: nothing here starts it).
     let name = unique("orig");
+    let (copy, fromsnap) = (unique("copy"), unique("fromsnap"));
+    let _cleanup = common::Cleanup::new(&p, &[&name, &copy, &fromsnap]);
     let mut s = spec(&name);
     s.network = Some(NetworkAttachment {
         profile: ok(ProfileName::new("claude"), "profile"),
@@ -40,9 +42,7 @@ async fn clones_get_a_fresh_identity() {
     );
     ok(orig.snapshot("base").await, "snapshot");
 
-    let copy = unique("copy");
     let cloned = ok(orig.clone_to(&copy, None).await, "clone");
-    let fromsnap = unique("fromsnap");
     let snapclone = ok(
         orig.clone_to(&fromsnap, Some("base")).await,
         "clone from snapshot",
@@ -107,6 +107,7 @@ async fn clones_get_a_fresh_identity() {
 async fn export_rm_import_round_trip() {
     let Some(p) = provider().await else { return };
     let name = unique("exp");
+    let _cleanup = common::Cleanup::new(&p, &[&name]);
     let sb = ok(p.create(&spec(&name)).await, "create");
     ok(sb.start().await, "start");
     ok(sb.push_file("/root/work", b"precious", 0o640).await, "push");

@@ -14,6 +14,8 @@ use corral_sandbox_core::sandbox::{
 async fn full_lifecycle_on_a_real_container() {
     let Some(p) = provider().await else { return };
     let name = unique("life");
+    let to = unique("renamed");
+    let _cleanup = common::Cleanup::new(&p, &[&name, &to]);
     let sb = ok(p.create(&spec(&name)).await, "create");
     assert_eq!(ok(sb.info().await, "info").state, SandboxState::Stopped);
     assert!(
@@ -158,7 +160,6 @@ async fn full_lifecycle_on_a_real_container() {
     assert_eq!(ok(sb.info().await, "info").state, SandboxState::Running);
 
     // Rename is refused while running, with the reason.
-    let to = unique("renamed");
     let err = match sb.rename(&to).await {
         Ok(_) => panic!("rename of a running sandbox succeeded"),
         Err(e) => e,
@@ -203,6 +204,7 @@ async fn a_missing_image_is_named() {
 async fn a_taken_name_is_refused() {
     let Some(p) = provider().await else { return };
     let name = unique("dup");
+    let _cleanup = common::Cleanup::new(&p, &[&name]);
     let sb = ok(p.create(&spec(&name)).await, "create");
     let err = p.create(&spec(&name)).await.err();
     assert!(
@@ -216,6 +218,7 @@ async fn a_taken_name_is_refused() {
 async fn resources_and_user_data_reach_the_instance() {
     let Some(p) = provider().await else { return };
     let name = unique("res");
+    let _cleanup = common::Cleanup::new(&p, &[&name]);
     let mut s = spec(&name);
     s.resources.cpus = Some(1);
     s.resources.memory_mib = Some(256);
@@ -237,11 +240,13 @@ async fn resources_and_user_data_reach_the_instance() {
         Some("#cloud-config\nhostname: agent\n")
     );
     ok(sb.start().await, "start with limits");
-    let out = ok(
-        sb.exec(&ExecRequest::new(["cat", "/sys/fs/cgroup/memory.max"]))
+    // The limit as Incus applied it (the busybox guest mounts no cgroup fs).
+    let state: serde_json::Value = ok(
+        p.client()
+            .get(&format!("/1.0/instances/{name}/state"))
             .await,
-        "memory.max",
+        "state",
     );
-    assert_eq!(out.stdout_text().trim(), (256u64 << 20).to_string());
+    assert_eq!(state["memory"]["total"], serde_json::json!(256u64 << 20));
     ok(sb.delete().await, "delete running");
 }

@@ -22,6 +22,7 @@ fn not_owned<T: std::fmt::Debug>(r: Result<T, ProviderError>, op: &str) {
 async fn an_unstamped_instance_is_refused_by_every_operation() {
     let Some(p) = provider().await else { return };
     let name = unique("foreign");
+    let _cleanup = common::Cleanup::new(&p, &[&name]);
     let sb = ok(p.create(&spec(&name)).await, "create");
     ok(sb.snapshot("s").await, "snapshot");
 
@@ -92,6 +93,7 @@ async fn an_unstamped_instance_is_refused_by_every_operation() {
 async fn an_extra_nic_added_behind_corrals_back_refuses_to_start() {
     let Some(p) = provider().await else { return };
     let name = unique("tamper");
+    let _cleanup = common::Cleanup::new(&p, &[&name]);
     let sb = ok(p.create(&spec(&name)).await, "create");
     let client = p.client();
     let path = format!("/1.0/instances/{name}");

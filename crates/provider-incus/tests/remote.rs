@@ -97,11 +97,12 @@ async fn a_remote_over_https_with_a_client_certificate() {
         client_cert_pem: cert_pem.clone(),
         client_key_pem: key_pem.clone(),
     };
+    let name = unique("remote");
+    let _cleanup = common::Cleanup::new(&local, &[&name]);
     let result = async {
         let remote =
             IncusProvider::connect(IncusConfig::remote(address.clone(), creds.clone())).await?;
         assert_eq!(remote.kind(), SandboxKind::IncusRemote);
-        let name = unique("remote");
         let sb = remote.create(&spec(&name)).await?;
         sb.start().await?;
         let out = sb

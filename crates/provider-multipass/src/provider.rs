@@ -6,20 +6,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use corral_provider_support::{require_vm_without_mounts, staging_error, valid_name_prefix};
 use corral_sandbox_core::platform::{self, Cell};
 use corral_sandbox_core::sandbox::{
-    Capabilities, InstanceType, Operation, ProviderError, Sandbox, SandboxInfo, SandboxProvider,
-    SandboxSpec,
+    Capabilities, Operation, ProviderError, Sandbox, SandboxInfo, SandboxProvider, SandboxSpec,
 };
 use corral_sandbox_core::{HostOs, ProfileSet, SandboxKind, SandboxName};
-
-use corral_provider_support::{staging_error, valid_name_prefix};
 
 use crate::argv::{CloudInitSource, MultipassArgv, check_image};
 use crate::cloud_init;
 use crate::json;
 use crate::runner::{Invocation, ProcessRunner, RunError, Runner};
-use crate::shared::Shared;
+use crate::shared::{Shared, tool_errors};
 use crate::ssh::SshRunner;
 use crate::staging::{CLOUD_INIT_FILE, STAMP_VERSION, Staging, StagingError, Stamp};
 
@@ -173,6 +171,7 @@ impl MultipassProvider {
             shared: Arc::new(Shared {
                 runner,
                 kind,
+                errors: tool_errors(kind),
                 argv: MultipassArgv::new(config.program),
                 staging,
                 profiles: config.profiles,
@@ -211,18 +210,11 @@ impl SandboxProvider for MultipassProvider {
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>, ProviderError> {
         let s = &self.shared;
-        if spec.instance_type != InstanceType::Vm {
-            return Err(ProviderError::InvalidSpec {
-                field: "instance_type",
-                reason: "Multipass makes virtual machines only; ask for a vm".to_owned(),
-            });
-        }
-        if let Some(mount) = spec.mounts.first() {
-            return Err(ProviderError::Mount {
-                source_path: mount.source.display().to_string(),
-                reason: "the Multipass provider does not mount host directories; copy files in with exec instead".to_owned(),
-            });
-        }
+        require_vm_without_mounts(
+            spec,
+            "Multipass",
+            "the Multipass provider does not mount host directories; copy files in with exec instead",
+        )?;
         check_image(&spec.image)?;
         let swap = spec
             .network
@@ -251,19 +243,16 @@ impl SandboxProvider for MultipassProvider {
                 Err(e) => return Err(e),
             }
         }
-        s.staging.create_dir(&vm).map_err(staging_error)?;
         // The stamp goes first, so a VM a failed launch leaves behind is
         // still corral's to delete.
-        s.staging
-            .write_stamp(&Stamp {
-                version: STAMP_VERSION,
-                vm: vm.clone(),
-                sandbox: spec.name.to_string(),
-                location: s.runner.location(),
-                profile: spec.network.as_ref().map(|n| n.profile.to_string()),
-                image: spec.image.clone(),
-            })
-            .map_err(staging_error)?;
+        s.staging.claim(&Stamp {
+            version: STAMP_VERSION,
+            vm: vm.clone(),
+            sandbox: spec.name.to_string(),
+            location: s.runner.location(),
+            profile: spec.network.as_ref().map(|n| n.profile.to_string()),
+            image: spec.image.clone(),
+        })?;
         let bridge = spec.network.as_ref().map(|n| &n.bridge);
         let invocation = if s.kind == SandboxKind::MultipassRemote {
             let argv = s.argv.launch(

@@ -4,13 +4,12 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use corral_provider_support::{exec_output, staging_error};
 use corral_sandbox_core::sandbox::{
     ExecOutput, ExecRequest, Operation, ProviderError, Sandbox, SandboxInfo, SandboxState,
     SnapshotInfo, StopOptions,
 };
 use corral_sandbox_core::{SandboxKind, SandboxName};
-
-use corral_provider_support::{exec_output, staging_error};
 
 use crate::argv::check_snapshot_name;
 use crate::json;
@@ -117,7 +116,7 @@ impl Sandbox for MultipassSandbox {
             .runner
             .run(&invocation)
             .await
-            .map_err(|e| s.run_error("exec", &self.vm, e))?;
+            .map_err(|e| s.errors.run_error("exec", &self.vm, e))?;
         if s.kind == SandboxKind::MultipassRemote && output.exit_code == SSH_FAILURE_EXIT {
             return Err(s.ssh_failure("exec", &output));
         }
@@ -198,21 +197,17 @@ impl Sandbox for MultipassSandbox {
         let s = &self.shared;
         let stamp = s.owned(&self.vm).await?;
         let target_vm = s.vm_name(target)?;
-        s.staging
-            .ensure_unclaimed(&target_vm, target.as_str())?;
+        s.staging.ensure_unclaimed(&target_vm, target.as_str())?;
         self.require_stopped(Operation::Clone).await?;
-        s.staging.create_dir(&target_vm).map_err(staging_error)?;
-        s.staging
-            .write_stamp(&Stamp {
-                version: STAMP_VERSION,
-                vm: target_vm.clone(),
-                sandbox: target.to_string(),
-                location: stamp.location,
-                // The clone keeps the source's NICs and route swap, so its profile too.
-                profile: stamp.profile,
-                image: stamp.image,
-            })
-            .map_err(staging_error)?;
+        s.staging.claim(&Stamp {
+            version: STAMP_VERSION,
+            vm: target_vm.clone(),
+            sandbox: target.to_string(),
+            location: stamp.location,
+            // The clone keeps the source's NICs and route swap, so its profile too.
+            profile: stamp.profile,
+            image: stamp.image,
+        })?;
         let cloned = s
             .run("clone", &target_vm, s.argv.clone_vm(&self.vm, &target_vm))
             .await;

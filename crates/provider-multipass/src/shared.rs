@@ -5,12 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use corral_provider_support::ToolErrors;
 use corral_sandbox_core::sandbox::{
     InstanceType, NetworkAttachment, ProviderError, Sandbox, SandboxInfo,
 };
 use corral_sandbox_core::{ProfileSet, SandboxKind, SandboxName};
-
-use corral_provider_support::ToolErrors;
 
 use crate::argv::MultipassArgv;
 use crate::cloud_init::RouteSwap;
@@ -26,6 +25,7 @@ use crate::staging::{STAMP_VERSION, Staging, Stamp};
 pub(crate) struct Shared {
     pub(crate) runner: Arc<dyn Runner>,
     pub(crate) kind: SandboxKind,
+    pub(crate) errors: ToolErrors,
     pub(crate) argv: MultipassArgv,
     pub(crate) staging: Staging,
     pub(crate) profiles: ProfileSet,
@@ -59,16 +59,6 @@ impl Shared {
         Ok(vm)
     }
 
-    /// Map a failure to run at all to the provider's error vocabulary.
-    pub(crate) fn run_error(
-        &self,
-        operation: &str,
-        subject: &str,
-        error: RunError,
-    ) -> ProviderError {
-        tool_errors(self.kind).run_error(operation, subject, error)
-    }
-
     /// ssh itself failed (exit 255): unreachable executor or refused key.
     pub(crate) fn ssh_failure(&self, operation: &str, output: &RunOutput) -> ProviderError {
         ProviderError::Backend {
@@ -90,14 +80,11 @@ impl Shared {
         subject: &str,
         result: Result<RunOutput, RunError>,
     ) -> Result<RunOutput, ProviderError> {
-        let output = result.map_err(|e| self.run_error(operation, subject, e))?;
-        if output.success() {
-            return Ok(output);
-        }
-        if self.kind == SandboxKind::MultipassRemote && output.exit_code == SSH_FAILURE_EXIT {
-            return Err(self.ssh_failure(operation, &output));
-        }
-        Err(tool_errors(self.kind).failure(operation, subject, &output))
+        self.errors
+            .check_with(operation, subject, result, |output| {
+                (self.kind == SandboxKind::MultipassRemote && output.exit_code == SSH_FAILURE_EXIT)
+                    .then(|| self.ssh_failure(operation, output))
+            })
     }
 
     /// Run `argv` with the lifecycle time bound and check it.

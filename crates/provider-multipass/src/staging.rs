@@ -47,42 +47,24 @@ pub type Staging = corral_provider_support::staging::Staging<Stamp>;
 
 #[cfg(test)]
 mod tests {
+    use corral_provider_support::testing::stamp_json;
+
     use super::*;
 
-    fn stamp(vm: &str) -> Stamp {
-        Stamp {
+    /// The location is part of the stamp: one executor's stamp never
+    /// vouches for a VM of the same name elsewhere.
+    #[test]
+    fn the_on_disk_format_is_stable_and_records_the_location() {
+        let stamp = Stamp {
             version: STAMP_VERSION,
-            vm: vm.to_owned(),
+            vm: "corral-a".to_owned(),
             sandbox: "a".to_owned(),
             location: "ssh:ops@exec-1".to_owned(),
             profile: Some("dev".to_owned()),
             image: "24.04".to_owned(),
-        }
-    }
-
-    #[test]
-    fn stamps_round_trip_through_the_staging_directory() {
-        let tmp = tempfile::tempdir().unwrap();
-        let staging = Staging::open(tmp.path().join("s")).unwrap();
-        staging.create_dir("corral-a").unwrap();
-        staging.write_stamp(&stamp("corral-a")).unwrap();
+        };
         assert_eq!(
-            staging.read_stamp("corral-a").unwrap(),
-            Some(stamp("corral-a"))
-        );
-    }
-
-    #[test]
-    fn the_on_disk_format_is_stable() {
-        let tmp = tempfile::tempdir().unwrap();
-        let staging = Staging::open(tmp.path().join("s")).unwrap();
-        staging.create_dir("corral-a").unwrap();
-        staging.write_stamp(&stamp("corral-a")).unwrap();
-        let written: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(staging.dir("corral-a").join(STAMP_FILE)).unwrap())
-                .unwrap();
-        assert_eq!(
-            written,
+            stamp_json(&stamp),
             serde_json::json!({
                 "version": 1,
                 "vm": "corral-a",

@@ -75,12 +75,24 @@ impl ToolErrors {
         subject: &str,
         result: Result<RunOutput, RunError>,
     ) -> Result<RunOutput, ProviderError> {
+        self.check_with(operation, subject, result, |_| None)
+    }
+
+    /// [`ToolErrors::check`], where `special` sees a failed command first
+    /// and may say what it means (a wrapper's own failure, such as ssh's
+    /// exit 255, before the tool's message is read).
+    pub fn check_with(
+        &self,
+        operation: &str,
+        subject: &str,
+        result: Result<RunOutput, RunError>,
+        special: impl FnOnce(&RunOutput) -> Option<ProviderError>,
+    ) -> Result<RunOutput, ProviderError> {
         let output = result.map_err(|e| self.run_error(operation, subject, e))?;
         if output.success() {
-            Ok(output)
-        } else {
-            Err(self.failure(operation, subject, &output))
+            return Ok(output);
         }
+        Err(special(&output).unwrap_or_else(|| self.failure(operation, subject, &output)))
     }
 }
 
@@ -131,7 +143,13 @@ mod tests {
         );
         let e = TOOL.failure("clone", "vm-1", &failed("VM already exists", 1));
         assert!(
-            matches!(e, ProviderError::AlreadyExists { what: "sandbox", .. }),
+            matches!(
+                e,
+                ProviderError::AlreadyExists {
+                    what: "sandbox",
+                    ..
+                }
+            ),
             "{e}"
         );
         let e = TOOL.failure("set", "vm-1", &failed("disk too small", 2));
@@ -222,6 +240,26 @@ mod tests {
         };
         assert_eq!(TOOL.check("list", "all", Ok(ok.clone())).unwrap(), ok);
         assert!(TOOL.check("list", "all", Ok(failed("boom", 1))).is_err());
+    }
+
+    #[test]
+    fn a_special_failure_is_read_first_and_only_for_failures() {
+        let special = |out: &RunOutput| {
+            (out.exit_code == 255).then(|| ProviderError::Io {
+                context: "wrapper failed".to_owned(),
+                source: std::io::Error::other("x"),
+            })
+        };
+        let e = TOOL
+            .check_with("start", "vm", Ok(failed("does not exist", 255)), special)
+            .unwrap_err();
+        assert!(matches!(e, ProviderError::Io { .. }), "{e}");
+        let e = TOOL
+            .check_with("start", "vm", Ok(failed("does not exist", 1)), special)
+            .unwrap_err();
+        assert!(matches!(e, ProviderError::NotFound { .. }), "{e}");
+        let ok = RunOutput::default();
+        assert!(TOOL.check_with("start", "vm", Ok(ok), special).is_ok());
     }
 
     #[test]

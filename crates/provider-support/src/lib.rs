@@ -13,6 +13,7 @@
 //!   over each provider's stamp type.
 //! - [`ownership`]: the ownership checks in the provider vocabulary.
 //! - [`errors`]: the mapping of tool answers to `ProviderError`s.
+//! - [`spec`]: spec checks shared by VM-only backends.
 //! - `testing` (feature `test-support`): the recording fake-binary harness.
 //!
 //! What is a provider's own (argv shapes, cloud-init, Softnet, health)
@@ -23,6 +24,7 @@ pub mod errors;
 pub mod ownership;
 pub mod process;
 pub mod runner;
+pub mod spec;
 pub mod staging;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
@@ -31,4 +33,5 @@ pub use errors::{ToolErrors, exec_output, staging_error};
 pub use ownership::valid_name_prefix;
 pub use process::{ProcessRunner, kill_group, process_exists};
 pub use runner::{Invocation, LocalRunner, RunError, RunOutput, Runner, check_argv};
+pub use spec::require_vm_without_mounts;
 pub use staging::{OwnershipStamp, STAMP_FILE, Staging, StagingError};

@@ -40,6 +40,14 @@ impl<S: OwnershipStamp> Staging<S> {
         })
     }
 
+    /// Make `stamp.vm()`'s private directory and record that corral owns
+    /// it. Providers do this before the backend creates anything, so an
+    /// instance a failed create leaves behind is still corral's to delete.
+    pub fn claim(&self, stamp: &S) -> Result<(), ProviderError> {
+        self.create_dir(stamp.vm()).map_err(staging_error)?;
+        self.write_stamp(stamp).map_err(staging_error)
+    }
+
     /// Refuse when `vm` already carries a stamp (sandbox `name` exists).
     pub fn ensure_unclaimed(&self, vm: &str, name: &str) -> Result<(), ProviderError> {
         if self.read_stamp(vm).map_err(staging_error)?.is_some() {
@@ -103,7 +111,15 @@ mod tests {
     fn prefixes() {
         assert!(valid_name_prefix("corral-"));
         assert!(valid_name_prefix("c2-"));
-        for bad in ["", "corral", "-x-", "Corral-", "a b-", "1x-", "a-very-long-prefix-xy-"] {
+        for bad in [
+            "",
+            "corral",
+            "-x-",
+            "Corral-",
+            "a b-",
+            "1x-",
+            "a-very-long-prefix-xy-",
+        ] {
             assert!(!valid_name_prefix(bad), "{bad}");
         }
     }
@@ -124,10 +140,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let s = staging(&tmp);
         let probe = async { panic!("the probe must not run for a stamped instance") };
-        let stamp = s
-            .stamp_or_refuse::<(), _>("corral-a", probe)
-            .await
-            .unwrap();
+        let stamp = s.stamp_or_refuse::<(), _>("corral-a", probe).await.unwrap();
         assert_eq!(stamp.vm, "corral-a");
     }
 
@@ -153,6 +166,19 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, ProviderError::NotFound { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_claim_makes_a_private_directory_with_the_stamp() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = staging(&tmp);
+        let stamp = TestStamp {
+            vm: "corral-n".to_owned(),
+        };
+        s.claim(&stamp).unwrap();
+        assert_eq!(s.read_stamp("corral-n").unwrap(), Some(stamp));
+        assert_eq!(crate::testing::mode(&s.dir("corral-n")), 0o700);
+        assert!(s.ensure_unclaimed("corral-n", "n").is_err());
     }
 
     #[test]

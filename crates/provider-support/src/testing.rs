@@ -21,6 +21,7 @@ use corral_sandbox_core::ProfileSet;
 use corral_sandbox_core::profile::{BlockAction, DnsPolicy, EgressMode, Profile};
 
 use crate::process::ProcessRunner;
+use crate::staging::{OwnershipStamp, STAMP_FILE, Staging};
 
 /// Shell lines that record the script's argv as the next `call.N` in the
 /// state directory `$d` (and leave the number in `$n`); a fake script
@@ -108,6 +109,34 @@ impl FakeTool {
         self.state.join("resp").join(name)
     }
 
+    /// Answer `sub` with `out` on stdout and exit `code` (`resp/<sub>.out`
+    /// and `.code`).
+    pub fn respond(&self, sub: &str, out: &str, code: i32) {
+        fs::write(self.resp(&format!("{sub}.out")), out).unwrap();
+        fs::write(self.resp(&format!("{sub}.code")), code.to_string()).unwrap();
+    }
+
+    /// Answer `sub` with `err` on stderr, nothing on stdout, and exit `code`.
+    pub fn fail(&self, sub: &str, err: &str, code: i32) {
+        let _ = fs::remove_file(self.resp(&format!("{sub}.out")));
+        fs::write(self.resp(&format!("{sub}.err")), err).unwrap();
+        fs::write(self.resp(&format!("{sub}.code")), code.to_string()).unwrap();
+    }
+
+    /// Answer `sub` with `out`, `err` and exit `code`.
+    pub fn canned(&self, sub: &str, out: &str, err: &str, code: i32) {
+        fs::write(self.resp(&format!("{sub}.out")), out).unwrap();
+        fs::write(self.resp(&format!("{sub}.err")), err).unwrap();
+        fs::write(self.resp(&format!("{sub}.code")), code.to_string()).unwrap();
+    }
+
+    /// Forget every canned answer (and delay) for `sub`.
+    pub fn uncan(&self, sub: &str) {
+        for ext in ["out", "err", "code", "sleep"] {
+            let _ = fs::remove_file(self.resp(&format!("{sub}.{ext}")));
+        }
+    }
+
     /// Make `sub` sleep `secs` seconds before answering (`resp/<sub>.sleep`).
     pub fn sleep(&self, sub: &str, secs: u32) {
         fs::write(self.resp(&format!("{sub}.sleep")), secs.to_string()).unwrap();
@@ -164,6 +193,17 @@ pub fn dev_profiles(subnet_v4: &str) -> ProfileSet {
     .unwrap()
 }
 
+/// The JSON `stamp` is stored as, read back raw from a throwaway staging
+/// directory (to pin a provider's on-disk stamp format).
+pub fn stamp_json<S: OwnershipStamp>(stamp: &S) -> serde_json::Value {
+    let tmp = tempfile::tempdir().unwrap();
+    let staging = Staging::<S>::open(tmp.path().join("s")).unwrap();
+    staging.create_dir(stamp.vm()).unwrap();
+    staging.write_stamp(stamp).unwrap();
+    let raw = fs::read(staging.dir(stamp.vm()).join(STAMP_FILE)).unwrap();
+    serde_json::from_slice(&raw).unwrap()
+}
+
 /// Owned strings, for comparing argvs.
 pub fn sv(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| (*w).to_owned()).collect()
@@ -188,7 +228,7 @@ mod tests {
             "tool",
             "#!/bin/sh\nd='@STATE@'\n@RECORD@\ncat \"$d/resp/$1.out\" 2>/dev/null\nexit 0\n",
         );
-        std::fs::write(fake.resp("hello.out"), "hi").unwrap();
+        fake.respond("hello", "hi", 0);
         let runner = fake.runner();
         let run = |argv: &[&str]| Invocation::new(sv(argv), Duration::from_secs(10));
         let out = runner
@@ -197,10 +237,27 @@ mod tests {
             .unwrap();
         assert_eq!(out.stdout, b"hi");
         runner.run(&run(&["tool", "bye", ""])).await.unwrap();
-        assert_eq!(fake.count(), 2);
+        fake.canned("hello", "", "", 0);
+        assert!(
+            runner
+                .run(&run(&["tool", "hello"]))
+                .await
+                .unwrap()
+                .stdout
+                .is_empty()
+        );
+        fake.uncan("hello");
+        fake.fail("hello", "no", 1);
+        assert!(!fake.resp("hello.out").exists());
+        assert_eq!(fs::read_to_string(fake.resp("hello.err")).unwrap(), "no");
+        assert_eq!(fake.count(), 3);
         assert_eq!(
             fake.calls(),
-            vec![sv(&["hello", "two words"]), sv(&["bye", ""])]
+            vec![
+                sv(&["hello", "two words"]),
+                sv(&["bye", ""]),
+                sv(&["hello"])
+            ]
         );
         assert_eq!(mode(&fake.bin().join("tool")), 0o755);
         fake.uninstall("tool");

@@ -6,14 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use corral_provider_support::{require_vm_without_mounts, valid_name_prefix};
 use corral_sandbox_core::platform::{self, Cell};
 use corral_sandbox_core::sandbox::{
-    Capabilities, InstanceType, Operation, ProviderError, Sandbox, SandboxInfo, SandboxProvider,
-    SandboxSpec,
+    Capabilities, Operation, ProviderError, Sandbox, SandboxInfo, SandboxProvider, SandboxSpec,
 };
 use corral_sandbox_core::{HostOs, ProfileSet, SandboxKind, SandboxName};
-
-use corral_provider_support::{staging_error, valid_name_prefix};
 
 use crate::argv::{TartArgv, check_source};
 use crate::health::FilterHealth;
@@ -209,18 +207,11 @@ impl SandboxProvider for TartProvider {
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>, ProviderError> {
         let s = &self.shared;
-        if spec.instance_type != InstanceType::Vm {
-            return Err(ProviderError::InvalidSpec {
-                field: "instance_type",
-                reason: "Tart makes virtual machines only; ask for a vm".to_owned(),
-            });
-        }
-        if let Some(mount) = spec.mounts.first() {
-            return Err(ProviderError::Mount {
-                source_path: mount.source.display().to_string(),
-                reason: "the Tart provider does not share host directories".to_owned(),
-            });
-        }
+        require_vm_without_mounts(
+            spec,
+            "Tart",
+            "the Tart provider does not share host directories",
+        )?;
         if spec.user_data.is_some() {
             return Err(ProviderError::InvalidSpec {
                 field: "user_data",
@@ -256,16 +247,13 @@ impl SandboxProvider for TartProvider {
             }
         };
         s.staging.ensure_unclaimed(&vm, spec.name.as_str())?;
-        s.staging.create_dir(&vm).map_err(staging_error)?;
-        s.staging
-            .write_stamp(&Stamp {
-                version: STAMP_VERSION,
-                vm: vm.clone(),
-                sandbox: spec.name.to_string(),
-                profile: spec.network.as_ref().map(|n| n.profile.to_string()),
-                image: spec.image.clone(),
-            })
-            .map_err(staging_error)?;
+        s.staging.claim(&Stamp {
+            version: STAMP_VERSION,
+            vm: vm.clone(),
+            sandbox: spec.name.to_string(),
+            profile: spec.network.as_ref().map(|n| n.profile.to_string()),
+            image: spec.image.clone(),
+        })?;
         s.store_policy(&vm, &policy)?;
         let cloned = s
             .run_for(

@@ -7,12 +7,12 @@
 //! `corral-provider-support`; it is re-exported here so this crate's paths
 //! keep working.
 
-pub(crate) use corral_provider_support::process::{kill_group, process_exists};
 pub use corral_provider_support::process::ProcessRunner;
-pub use corral_provider_support::runner::{Invocation, RunError, RunOutput};
+pub(crate) use corral_provider_support::process::{kill_group, process_exists};
 /// What the Tart provider needs of a runner: runs, plus detached spawns
 /// and program look-ups on this host. It is
 /// `corral_provider_support::LocalRunner` (its supertrait
 /// `corral_provider_support::Runner` does the runs) under the name this
 /// crate has always used.
 pub use corral_provider_support::runner::LocalRunner as Runner;
+pub use corral_provider_support::runner::{Invocation, RunError, RunOutput};

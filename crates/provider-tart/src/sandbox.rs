@@ -6,17 +6,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use corral_provider_support::{exec_output, staging_error};
 use corral_sandbox_core::sandbox::{
     ExecOutput, ExecRequest, Operation, ProviderError, Sandbox, SandboxInfo, SandboxState,
     StopOptions,
 };
 use corral_sandbox_core::{SandboxKind, SandboxName};
 
-use corral_provider_support::{exec_output, staging_error};
-
 use crate::health::{self, FilterHealth};
 use crate::runner::{Invocation, kill_group, process_exists};
-use crate::shared::Shared;
+use crate::shared::{Shared, TOOL_ERRORS};
 use crate::staging::{LOG_FILE, PID_FILE, STAMP_VERSION, Stamp};
 
 /// One Tart sandbox.
@@ -185,7 +184,7 @@ impl Sandbox for TartSandbox {
             .runner
             .spawn_detached(&argv, &log)
             .await
-            .map_err(|e| s.run_error("run", &self.vm, e))?;
+            .map_err(|e| TOOL_ERRORS.run_error("run", &self.vm, e))?;
         s.staging
             .write_file(&self.vm, PID_FILE, pid.to_string().as_bytes())
             .map_err(staging_error)?;
@@ -235,7 +234,7 @@ impl Sandbox for TartSandbox {
             .runner
             .run(&invocation)
             .await
-            .map_err(|e| s.run_error("exec", &self.vm, e))?;
+            .map_err(|e| TOOL_ERRORS.run_error("exec", &self.vm, e))?;
         Ok(exec_output(output))
     }
 
@@ -310,16 +309,13 @@ impl Sandbox for TartSandbox {
             });
         }
         let policy = s.policy(&self.vm)?;
-        s.staging.create_dir(&target_vm).map_err(staging_error)?;
-        s.staging
-            .write_stamp(&Stamp {
-                version: STAMP_VERSION,
-                vm: target_vm.clone(),
-                sandbox: target.to_string(),
-                profile: stamp.profile,
-                image: stamp.image,
-            })
-            .map_err(staging_error)?;
+        s.staging.claim(&Stamp {
+            version: STAMP_VERSION,
+            vm: target_vm.clone(),
+            sandbox: target.to_string(),
+            profile: stamp.profile,
+            image: stamp.image,
+        })?;
         s.store_policy(&target_vm, &policy)?;
         let cloned = s
             .run_for(

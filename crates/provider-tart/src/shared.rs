@@ -5,16 +5,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use corral_provider_support::{ToolErrors, staging_error};
 use corral_sandbox_core::sandbox::{InstanceType, ProviderError, Sandbox, SandboxInfo};
 use corral_sandbox_core::{ProfileSet, SandboxKind, SandboxName};
-
-use corral_provider_support::{ToolErrors, staging_error};
 
 use crate::argv::{TartArgv, check_vm_name};
 use crate::health::{self, FilterHealth};
 use crate::json::{self, VmEntry};
 use crate::provider::{ConfigError, Timeouts};
-use crate::runner::{Invocation, RunError, RunOutput, Runner};
+use crate::runner::{Invocation, RunOutput, Runner};
 use crate::sandbox::TartSandbox;
 use crate::softnet::SoftnetPolicy;
 use crate::staging::{PID_FILE, POLICY_FILE, STAMP_VERSION, Staging, Stamp};
@@ -44,16 +43,6 @@ impl Shared {
         let vm = format!("{}{name}", self.prefix);
         check_vm_name(&vm)?;
         Ok(vm)
-    }
-
-    /// Map a failure to run at all to the provider's error vocabulary.
-    pub(crate) fn run_error(
-        &self,
-        operation: &str,
-        subject: &str,
-        error: RunError,
-    ) -> ProviderError {
-        TOOL_ERRORS.run_error(operation, subject, error)
     }
 
     pub(crate) async fn run_for(

@@ -10,10 +10,10 @@ mod fake;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use corral_provider_support::testing::{dev_profiles, mode, sv};
 use corral_provider_tart::{
     ConfigError, FilterHealth, TartConfig, TartProvider, Timeouts, check_platform,
 };
-use corral_provider_support::testing::{dev_profiles, mode, sv};
 use corral_sandbox_core::sandbox::{
     ExecRequest, InstanceType, NetworkAttachment, Operation, ProviderError, SandboxProvider,
     SandboxSpec, SandboxState, StopOptions,

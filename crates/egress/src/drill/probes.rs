@@ -63,11 +63,10 @@ fn entry_allows(
     let port_ok = e
         .ports
         .is_none_or(|r| (r.start()..=r.end()).contains(&port));
-    let proto_ok = match (e.protocol, t) {
-        (None, _) => true,
-        (Some(Protocol::Tcp), Transport::Tcp) | (Some(Protocol::Udp), Transport::Udp) => true,
-        _ => false,
-    };
+    let proto_ok = matches!(
+        (e.protocol, t),
+        (None, _) | (Some(Protocol::Tcp), Transport::Tcp) | (Some(Protocol::Udp), Transport::Udp)
+    );
     addr_ok && port_ok && proto_ok
 }
 

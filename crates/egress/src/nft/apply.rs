@@ -11,7 +11,9 @@ use super::expr::build_rule;
 use super::obj::{Chain, Table, cstr};
 use super::set::{definition, queue_elements};
 use super::socket::NlSocket;
-use crate::plan::{AddrRange, ChainPlan, HostPlan, RulePlan, SetKind, TABLE_NAME, TableFamily, TablePlan, Verdict};
+use crate::plan::{
+    AddrRange, ChainPlan, HostPlan, RulePlan, SetKind, TABLE_NAME, TableFamily, TablePlan, Verdict,
+};
 
 /// What one transaction carried.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -65,21 +67,38 @@ fn chain_obj(family: TableFamily, c: &ChainPlan) -> Result<Chain, NftError> {
 fn queue_table(b: &mut Batch, t: &TablePlan, next_set_id: &mut u32) -> Result<(), NftError> {
     let fam = t.family.nfproto();
     let kw = t.family.keyword();
-    b.table(Op::Add, fam, &table_obj(t.family)?, format!("adding table {kw} {TABLE_NAME}"));
+    b.table(
+        Op::Add,
+        fam,
+        &table_obj(t.family)?,
+        format!("adding table {kw} {TABLE_NAME}"),
+    );
     for s in &t.sets {
         *next_set_id += 1;
-        b.set(fam, &definition(t.family, s, *next_set_id)?, format!("adding set {}", s.name));
+        b.set(
+            fam,
+            &definition(t.family, s, *next_set_id)?,
+            format!("adding set {}", s.name),
+        );
         if s.kind == SetKind::Interval {
             queue_elements(b, Op::Add, t.family, s, &s.elements)?;
         }
     }
     for c in &t.chains {
-        b.chain(fam, &chain_obj(t.family, c)?, format!("adding chain {kw} {}", c.name));
+        b.chain(
+            fam,
+            &chain_obj(t.family, c)?,
+            format!("adding chain {kw} {}", c.name),
+        );
     }
     for c in &t.chains {
         for (i, r) in c.rules.iter().enumerate() {
             let rule = build_rule(t.family, TABLE_NAME, &c.name, r)?;
-            b.rule(fam, &rule, format!("adding rule {} of chain {kw} {}", i + 1, c.name));
+            b.rule(
+                fam,
+                &rule,
+                format!("adding rule {} of chain {kw} {}", i + 1, c.name),
+            );
         }
     }
     Ok(())

@@ -49,7 +49,12 @@ pub(crate) struct Finished {
 
 impl std::fmt::Debug for Batch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Batch({} bytes, {} messages)", self.used, self.notes.len())
+        write!(
+            f,
+            "Batch({} bytes, {} messages)",
+            self.used,
+            self.notes.len()
+        )
     }
 }
 
@@ -114,7 +119,8 @@ impl Batch {
         self.notes.push((seq, note));
         self.write(|p| {
             // SAFETY: `p` points at MSG_ROOM writable bytes.
-            let hdr = unsafe { sys::nftnl_nlmsg_build_hdr(p, ty as u16, family, flags as u16, seq) };
+            let hdr =
+                unsafe { sys::nftnl_nlmsg_build_hdr(p, ty as u16, family, flags as u16, seq) };
             payload(hdr);
             hdr
         });
@@ -134,10 +140,16 @@ impl Batch {
 
     /// Add a chain.
     pub(crate) fn chain(&mut self, family: u16, c: &Chain, note: String) {
-        self.object(libc::NFT_MSG_NEWCHAIN, family, libc::NLM_F_CREATE, note, |h| {
-            // SAFETY: `h` is the header just built; `c` is valid.
-            unsafe { sys::nftnl_chain_nlmsg_build_payload(h, c.as_ptr()) }
-        });
+        self.object(
+            libc::NFT_MSG_NEWCHAIN,
+            family,
+            libc::NLM_F_CREATE,
+            note,
+            |h| {
+                // SAFETY: `h` is the header just built; `c` is valid.
+                unsafe { sys::nftnl_chain_nlmsg_build_payload(h, c.as_ptr()) }
+            },
+        );
     }
 
     /// Append a rule to its chain.

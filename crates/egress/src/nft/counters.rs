@@ -112,7 +112,11 @@ mod tests {
         let c = profile_counters(&plan, &live);
         assert_eq!(c.len(), 3);
         assert_eq!(
-            (c[0].accepted_packets, c[0].blocked_packets, c[0].blocked_bytes),
+            (
+                c[0].accepted_packets,
+                c[0].blocked_packets,
+                c[0].blocked_bytes
+            ),
             (3, 3, 300)
         );
         assert_eq!(c[1].accepted_packets + c[1].blocked_packets, 0);

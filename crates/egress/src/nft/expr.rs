@@ -5,7 +5,9 @@
 //! check, a ct state test is a load, a bitwise mask and a non-zero
 //! compare, interface names compare all 16 bytes). The same encoding is
 //! used to apply and to compare with what the kernel returns, so a rule's
-//! [`fingerprint`] is stable across apply and read-back.
+//! [`fingerprint`] is stable across apply and read-back. A ruleset loaded
+//! by `nft -f` from `HostPlan::render_nft()` reads back expression for
+//! expression identical to this encoding (`tests/nft_apply.rs`).
 
 use std::net::IpAddr;
 
@@ -106,15 +108,49 @@ fn ethertype(t: u16) -> Result<[Expr; 2], NftError> {
 }
 
 /// The protocol check before an address match: `meta nfproto` in inet,
-/// `ether type` in bridge.
+/// `meta protocol` (the ethertype) in bridge — what `nft` emits.
 fn l3_check(family: TableFamily, f: AddrFamily) -> Result<[Expr; 2], NftError> {
     match family {
         TableFamily::Inet => nfproto(f),
-        TableFamily::Bridge => ethertype(match f {
-            AddrFamily::V4 => ETH_P_IP,
-            AddrFamily::V6 => ETH_P_IPV6,
-        }),
+        TableFamily::Bridge => {
+            let t = match f {
+                AddrFamily::V4 => ETH_P_IP,
+                AddrFamily::V6 => ETH_P_IPV6,
+            };
+            Ok([
+                meta(libc::NFT_META_PROTOCOL)?,
+                cmp(libc::NFT_CMP_EQ, &t.to_be_bytes())?,
+            ])
+        }
     }
+}
+
+/// Load and compare the first `prefix` bits of the field at `off` (`len`
+/// bytes), as `nft` does: a prefix ending on a byte boundary loads only the
+/// bytes it covers and needs no mask; any other prefix loads the whole
+/// field and masks it.
+fn prefix_match(off: u32, len: u32, net_bytes: &[u8], prefix: u8) -> Result<Vec<Expr>, NftError> {
+    if prefix == 0 {
+        return Ok(Vec::new());
+    }
+    let n = len as usize;
+    if prefix % 8 == 0 {
+        let whole = (usize::from(prefix) / 8).min(n);
+        return Ok(vec![
+            payload(NETWORK, off, whole as u32)?,
+            cmp(libc::NFT_CMP_EQ, &net_bytes[..whole])?,
+        ]);
+    }
+    let mut mask = vec![0u8; n];
+    for (i, m) in mask.iter_mut().enumerate() {
+        let bits = u32::from(prefix).saturating_sub(8 * i as u32).min(8);
+        *m = (0xffu16 << (8 - bits)) as u8;
+    }
+    Ok(vec![
+        payload(NETWORK, off, len)?,
+        bitwise(&mask)?,
+        cmp(libc::NFT_CMP_EQ, &net_bytes[..n])?,
+    ])
 }
 
 /// `ip saddr NET` / `ip6 daddr NET` and friends.
@@ -122,20 +158,30 @@ fn net_match(family: TableFamily, net: ipnet::IpNet, dest: bool) -> Result<Vec<E
     let f = AddrFamily::of(net.addr());
     let (off, len) = addr_field(f, dest);
     let mut v = Vec::from(l3_check(family, f)?);
-    v.push(payload(NETWORK, off, len)?);
-    if net.prefix_len() < net.max_prefix_len() {
-        v.push(bitwise(&addr_bytes(net.netmask()))?);
-    }
-    v.push(cmp(libc::NFT_CMP_EQ, &addr_bytes(net.network()))?);
+    v.extend(prefix_match(
+        off,
+        len,
+        &addr_bytes(net.network()),
+        net.prefix_len(),
+    )?);
     Ok(v)
 }
 
 fn match_exprs(m: &Match, family: TableFamily) -> Result<Vec<Expr>, NftError> {
     Ok(match m {
-        Match::IifName(n) => vec![meta(libc::NFT_META_IIFNAME)?, cmp(libc::NFT_CMP_EQ, &ifname(n)?)?],
-        Match::OifName(n) => vec![meta(libc::NFT_META_OIFNAME)?, cmp(libc::NFT_CMP_EQ, &ifname(n)?)?],
+        Match::IifName(n) => vec![
+            meta(libc::NFT_META_IIFNAME)?,
+            cmp(libc::NFT_CMP_EQ, &ifname(n)?)?,
+        ],
+        Match::OifName(n) => vec![
+            meta(libc::NFT_META_OIFNAME)?,
+            cmp(libc::NFT_CMP_EQ, &ifname(n)?)?,
+        ],
         Match::OifNameNot(n) => {
-            vec![meta(libc::NFT_META_OIFNAME)?, cmp(libc::NFT_CMP_NEQ, &ifname(n)?)?]
+            vec![
+                meta(libc::NFT_META_OIFNAME)?,
+                cmp(libc::NFT_CMP_NEQ, &ifname(n)?)?,
+            ]
         }
         Match::CtEstablishedRelated => vec![
             e(c"ct")?
@@ -154,13 +200,9 @@ fn match_exprs(m: &Match, family: TableFamily) -> Result<Vec<Expr>, NftError> {
             if r.start() == r.end() {
                 v.push(cmp(libc::NFT_CMP_EQ, &r.start().to_be_bytes())?);
             } else {
-                v.push(
-                    e(c"range")?
-                        .u32(sys::NFTNL_EXPR_RANGE_SREG, REG1)
-                        .u32(sys::NFTNL_EXPR_RANGE_OP, libc::NFT_RANGE_EQ as u32)
-                        .data(sys::NFTNL_EXPR_RANGE_FROM_DATA, &r.start().to_be_bytes())
-                        .data(sys::NFTNL_EXPR_RANGE_TO_DATA, &r.end().to_be_bytes()),
-                );
+                // Two compares, as `nft` encodes a port range.
+                v.push(cmp(libc::NFT_CMP_GTE, &r.start().to_be_bytes())?);
+                v.push(cmp(libc::NFT_CMP_LTE, &r.end().to_be_bytes())?);
             }
             v
         }
@@ -182,19 +224,20 @@ fn match_exprs(m: &Match, family: TableFamily) -> Result<Vec<Expr>, NftError> {
             let f = AddrFamily::of(*addr);
             let (off, len) = addr_field(f, true);
             let [a, b] = nfproto(f)?;
-            vec![a, b, payload(NETWORK, off, len)?, cmp(libc::NFT_CMP_EQ, &addr_bytes(*addr))?]
+            vec![
+                a,
+                b,
+                payload(NETWORK, off, len)?,
+                cmp(libc::NFT_CMP_EQ, &addr_bytes(*addr))?,
+            ]
         }
         Match::SaddrIn(net) => net_match(family, *net, false)?,
         Match::DaddrIn(net) => net_match(family, *net, true)?,
         Match::ArpTargetIn(net) => {
             let mut v = Vec::from(ethertype(ETH_P_ARP)?);
             // Target protocol address of an Ethernet/IPv4 ARP packet.
-            v.push(payload(NETWORK, 24, 4)?);
-            let net = ipnet::IpNet::V4(*net);
-            if net.prefix_len() < net.max_prefix_len() {
-                v.push(bitwise(&addr_bytes(net.netmask()))?);
-            }
-            v.push(cmp(libc::NFT_CMP_EQ, &addr_bytes(net.network()))?);
+            let bytes = net.network().octets();
+            v.extend(prefix_match(24, 4, &bytes, net.prefix_len())?);
             v
         }
     })
@@ -209,10 +252,12 @@ fn verdict_exprs(v: &Verdict) -> Result<Vec<Expr>, NftError> {
     Ok(match v {
         Verdict::Accept => vec![imm(libc::NF_ACCEPT)?],
         Verdict::Drop => vec![imm(libc::NF_DROP)?],
-        Verdict::Jump(chain) => vec![imm(libc::NFT_JUMP)?.str(sys::NFTNL_EXPR_IMM_CHAIN, &cstr(chain)?)],
-        Verdict::Reject(RejectKind::TcpReset) => vec![
-            e(c"reject")?.u32(sys::NFTNL_EXPR_REJECT_TYPE, libc::NFT_REJECT_TCP_RST as u32),
-        ],
+        Verdict::Jump(chain) => {
+            vec![imm(libc::NFT_JUMP)?.str(sys::NFTNL_EXPR_IMM_CHAIN, &cstr(chain)?)]
+        }
+        Verdict::Reject(RejectKind::TcpReset) => {
+            vec![e(c"reject")?.u32(sys::NFTNL_EXPR_REJECT_TYPE, libc::NFT_REJECT_TCP_RST as u32)]
+        }
         Verdict::Reject(RejectKind::IcmpxAdminProhibited) => vec![
             e(c"reject")?
                 .u32(
@@ -277,7 +322,9 @@ pub fn fingerprint(family: TableFamily, chain: &str, rule: &RulePlan) -> Result<
 }
 
 /// Counter values and verdict class of a live rule.
-pub(crate) fn counters_and_class(r: &Rule) -> Result<(u64, u64, crate::plan::VerdictClass), NftError> {
+pub(crate) fn counters_and_class(
+    r: &Rule,
+) -> Result<(u64, u64, crate::plan::VerdictClass), NftError> {
     use crate::plan::VerdictClass;
     let (mut packets, mut bytes) = (0, 0);
     let mut class = VerdictClass::Other;
@@ -307,7 +354,12 @@ mod tests {
     #[test]
     fn fingerprints_read_like_nft_debug_output() {
         let plan = sample_plan();
-        let chain = plan.inet.chains.iter().find(|c| c.name == "dev-out").unwrap();
+        let chain = plan
+            .inet
+            .chains
+            .iter()
+            .find(|c| c.name == "dev-out")
+            .unwrap();
         let first = fingerprint(TableFamily::Inet, &chain.name, &chain.rules[0]).unwrap();
         assert!(first.starts_with("[ ct load state => reg 1"), "{first}");
         assert!(first.contains("[ counter ]"), "{first}");

@@ -40,7 +40,9 @@ mod readback;
 mod set;
 mod socket;
 
-pub use apply::{BatchStats, Fault, RefreshReport, apply, apply_with_fault, delete_tables, refresh_sets};
+pub use apply::{
+    BatchStats, Fault, RefreshReport, apply, apply_with_fault, delete_tables, refresh_sets,
+};
 pub use counters::{ProfileCounters, profile_counters};
 pub use expr::fingerprint;
 pub use readback::{LiveBase, LiveChain, LiveRule, LiveSet, LiveState, LiveTable, read_live};
@@ -77,18 +79,19 @@ pub enum NftError {
         source: std::io::Error,
     },
     /// A kernel answer could not be parsed.
-    #[error("could not parse a netlink {0} message; libnftnl and the kernel disagree (check the libnftnl version)")]
+    #[error(
+        "could not parse a netlink {0} message; libnftnl and the kernel disagree (check the libnftnl version)"
+    )]
     Parse(&'static str),
     /// libnftnl could not allocate an object.
     #[error("libnftnl could not allocate {0} (out of memory)")]
     Alloc(&'static str),
     /// A name cannot be used in nftables.
-    #[error("name `{0}` cannot be used in nftables (interface names are at most 15 bytes, no NUL bytes anywhere)")]
+    #[error(
+        "name `{0}` cannot be used in nftables (interface names are at most 15 bytes, no NUL bytes anywhere)"
+    )]
     BadName(String),
     /// A refresh was asked for plans that differ beyond set elements.
     #[error("cannot refresh set elements in place: {0}; apply the new plan instead")]
     NotRefreshable(String),
 }
-
-#[cfg(test)]
-pub(crate) mod testns;

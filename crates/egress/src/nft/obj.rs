@@ -64,10 +64,34 @@ macro_rules! owned {
     };
 }
 
-owned!(Table, sys::nftnl_table, sys::nftnl_table_alloc, sys::nftnl_table_free, "nftnl_table");
-owned!(Chain, sys::nftnl_chain, sys::nftnl_chain_alloc, sys::nftnl_chain_free, "nftnl_chain");
-owned!(Set, sys::nftnl_set, sys::nftnl_set_alloc, sys::nftnl_set_free, "nftnl_set");
-owned!(Rule, sys::nftnl_rule, sys::nftnl_rule_alloc, sys::nftnl_rule_free, "nftnl_rule");
+owned!(
+    Table,
+    sys::nftnl_table,
+    sys::nftnl_table_alloc,
+    sys::nftnl_table_free,
+    "nftnl_table"
+);
+owned!(
+    Chain,
+    sys::nftnl_chain,
+    sys::nftnl_chain_alloc,
+    sys::nftnl_chain_free,
+    "nftnl_chain"
+);
+owned!(
+    Set,
+    sys::nftnl_set,
+    sys::nftnl_set_alloc,
+    sys::nftnl_set_free,
+    "nftnl_set"
+);
+owned!(
+    Rule,
+    sys::nftnl_rule,
+    sys::nftnl_rule_alloc,
+    sys::nftnl_rule_free,
+    "nftnl_rule"
+);
 
 impl Table {
     pub(crate) fn set_str(&mut self, attr: u32, v: &CStr) {
@@ -123,6 +147,14 @@ impl Set {
     pub(crate) fn set_u32(&mut self, attr: u32, v: u32) {
         // SAFETY: valid object.
         unsafe { sys::nftnl_set_set_u32(self.as_ptr(), attr as u16, v) };
+    }
+    pub(crate) fn set_u64(&mut self, attr: u32, v: u64) {
+        // SAFETY: valid object.
+        unsafe { sys::nftnl_set_set_u64(self.as_ptr(), attr as u16, v) };
+    }
+    pub(crate) fn get_u64(&self, attr: u32) -> u64 {
+        // SAFETY: valid object; an unset attribute reads as 0.
+        unsafe { sys::nftnl_set_get_u64(self.as_ptr(), attr as u16) }
     }
     pub(crate) fn get_str(&self, attr: u32) -> String {
         // SAFETY: valid object; the returned string lives as long as it.
@@ -216,15 +248,15 @@ impl Rule {
     }
 
     /// Visit every expression of the rule in order.
-    pub(crate) fn for_each_expr(
-        &self,
-        mut f: impl FnMut(ExprRef<'_>),
-    ) -> Result<(), NftError> {
+    pub(crate) fn for_each_expr(&self, mut f: impl FnMut(ExprRef<'_>)) -> Result<(), NftError> {
         // SAFETY: valid rule; the iterator is destroyed before returning and
         // the expressions it yields are owned by the rule, which outlives
         // every `ExprRef` handed to `f` (they cannot escape the closure call).
         unsafe {
-            let iter = nonnull(sys::nftnl_expr_iter_create(self.as_ptr()), "nftnl_expr_iter")?;
+            let iter = nonnull(
+                sys::nftnl_expr_iter_create(self.as_ptr()),
+                "nftnl_expr_iter",
+            )?;
             let mut e = sys::nftnl_expr_iter_next(iter.as_ptr());
             while let Some(p) = NonNull::new(e) {
                 f(ExprRef {
@@ -246,7 +278,11 @@ impl Expr {
     /// Allocate an expression of type `name` (`meta`, `cmp`, ...).
     pub(crate) fn new(name: &CStr) -> Result<Self, NftError> {
         // SAFETY: `name` is NUL-terminated; null is checked.
-        nonnull(unsafe { sys::nftnl_expr_alloc(name.as_ptr()) }, "nftnl_expr").map(Self)
+        nonnull(
+            unsafe { sys::nftnl_expr_alloc(name.as_ptr()) },
+            "nftnl_expr",
+        )
+        .map(Self)
     }
 
     pub(crate) fn u32(mut self, attr: u32, v: u32) -> Self {
@@ -342,7 +378,9 @@ impl ExprRef<'_> {
                 0,
             )
         };
-        let n = usize::try_from(n).unwrap_or(0).min(buf.len().saturating_sub(1));
+        let n = usize::try_from(n)
+            .unwrap_or(0)
+            .min(buf.len().saturating_sub(1));
         String::from_utf8_lossy(&buf[..n]).trim_end().to_owned()
     }
 }

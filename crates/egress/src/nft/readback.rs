@@ -42,6 +42,8 @@ pub struct LiveSet {
     pub flags: u32,
     /// Elements as ranges (single addresses for non-interval sets).
     pub elements: Vec<AddrRange>,
+    /// Default element timeout in milliseconds (0 = none).
+    pub timeout_ms: u64,
 }
 
 /// Hook, priority, type and policy of a live base chain, raw.
@@ -184,7 +186,11 @@ fn read_chains(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveChain>, N
     Ok(out)
 }
 
-fn read_rules(sock: &NlSocket, family: TableFamily, chains: &mut [LiveChain]) -> Result<(), NftError> {
+fn read_rules(
+    sock: &NlSocket,
+    family: TableFamily,
+    chains: &mut [LiveChain],
+) -> Result<(), NftError> {
     let mut filter = Rule::new()?;
     filter.set_str(sys::NFTNL_RULE_TABLE, &cstr(TABLE_NAME)?);
     sock.dump(
@@ -224,7 +230,7 @@ fn read_rules(sock: &NlSocket, family: TableFamily, chains: &mut [LiveChain]) ->
 fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftError> {
     let mut filter = Set::new()?;
     filter.set_str(sys::NFTNL_SET_TABLE, &cstr(TABLE_NAME)?);
-    let mut found: Vec<(String, u32, u32)> = Vec::new();
+    let mut found: Vec<(String, u32, u32, u64)> = Vec::new();
     sock.dump(
         "sets",
         |buf, seq| {
@@ -244,13 +250,14 @@ fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftEr
                     s.get_str(sys::NFTNL_SET_NAME),
                     s.get_u32(sys::NFTNL_SET_FLAGS),
                     s.get_u32(sys::NFTNL_SET_KEY_LEN),
+                    s.get_u64(sys::NFTNL_SET_TIMEOUT),
                 ));
             }
             Ok(())
         },
     )?;
     let mut out = Vec::new();
-    for (name, flags, key_len) in found {
+    for (name, flags, key_len, timeout_ms) in found {
         let fam = match key_len {
             4 => Some(AddrFamily::V4),
             16 => Some(AddrFamily::V6),
@@ -271,12 +278,17 @@ fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftEr
             family: fam,
             flags,
             elements,
+            timeout_ms,
         });
     }
     Ok(out)
 }
 
-fn read_elements(sock: &NlSocket, family: TableFamily, set: &str) -> Result<Vec<(Vec<u8>, u32)>, NftError> {
+fn read_elements(
+    sock: &NlSocket,
+    family: TableFamily,
+    set: &str,
+) -> Result<Vec<(Vec<u8>, u32)>, NftError> {
     let mut req = Set::new()?;
     req.set_str(sys::NFTNL_SET_TABLE, &cstr(TABLE_NAME)?);
     req.set_str(sys::NFTNL_SET_NAME, &cstr(set)?);

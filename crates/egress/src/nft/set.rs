@@ -34,6 +34,11 @@ fn flags(kind: SetKind) -> u32 {
     }
 }
 
+/// A timeout in the milliseconds netlink carries.
+pub(crate) fn timeout_ms(t: std::time::Duration) -> u64 {
+    u64::try_from(t.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// A set object carrying only identity (table, name, family).
 fn carrier(family: TableFamily, name: &str) -> Result<Set, NftError> {
     let mut s = Set::new()?;
@@ -50,6 +55,9 @@ pub(crate) fn definition(family: TableFamily, set: &SetPlan, id: u32) -> Result<
     s.set_u32(sys::NFTNL_SET_FLAGS, flags(set.kind));
     s.set_u32(sys::NFTNL_SET_KEY_TYPE, key_type(set.family));
     s.set_u32(sys::NFTNL_SET_KEY_LEN, set.family.key_len() as u32);
+    if let Some(t) = set.timeout {
+        s.set_u64(sys::NFTNL_SET_TIMEOUT, timeout_ms(t));
+    }
     Ok(s)
 }
 
@@ -61,7 +69,11 @@ fn key_bytes(family: AddrFamily, v: u128) -> Vec<u8> {
 }
 
 /// The wire elements of `ranges`: (key, flags).
-pub(crate) fn wire_elements(family: AddrFamily, kind: SetKind, ranges: &[AddrRange]) -> Vec<(Vec<u8>, Option<u32>)> {
+pub(crate) fn wire_elements(
+    family: AddrFamily,
+    kind: SetKind,
+    ranges: &[AddrRange],
+) -> Vec<(Vec<u8>, Option<u32>)> {
     let mut out = Vec::with_capacity(ranges.len() * 2);
     for r in ranges {
         let (start, end) = (to_u128(r.start), to_u128(r.end));
@@ -88,24 +100,25 @@ pub(crate) fn queue_elements(
     let wire = wire_elements(set.family, set.kind, ranges);
     // Chunks end on a whole range: never split a start from its end.
     let mut chunk: Vec<(Vec<u8>, Option<u32>)> = Vec::new();
-    let flush = |batch: &mut Batch, chunk: &mut Vec<(Vec<u8>, Option<u32>)>| -> Result<(), NftError> {
-        if chunk.is_empty() {
-            return Ok(());
-        }
-        let mut s = carrier(family, &set.name)?;
-        for (key, f) in chunk.iter() {
-            s.add_elem(key, *f)?;
-        }
-        let verb = if op == Op::Add { "adding" } else { "deleting" };
-        batch.elems(
-            op,
-            family.nfproto(),
-            &s,
-            format!("{verb} {} elements of set {}", chunk.len(), set.name),
-        );
-        chunk.clear();
-        Ok(())
-    };
+    let flush =
+        |batch: &mut Batch, chunk: &mut Vec<(Vec<u8>, Option<u32>)>| -> Result<(), NftError> {
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            let mut s = carrier(family, &set.name)?;
+            for (key, f) in chunk.iter() {
+                s.add_elem(key, *f)?;
+            }
+            let verb = if op == Op::Add { "adding" } else { "deleting" };
+            batch.elems(
+                op,
+                family.nfproto(),
+                &s,
+                format!("{verb} {} elements of set {}", chunk.len(), set.name),
+            );
+            chunk.clear();
+            Ok(())
+        };
     for (key, f) in wire {
         let is_start = f.is_none();
         if is_start && chunk.len() >= ELEMS_PER_MSG {
@@ -117,10 +130,17 @@ pub(crate) fn queue_elements(
 }
 
 /// Rebuild ranges from wire elements read back from the kernel.
-pub(crate) fn ranges_from_wire(family: AddrFamily, kind: SetKind, elems: &[(Vec<u8>, u32)]) -> Vec<AddrRange> {
+pub(crate) fn ranges_from_wire(
+    family: AddrFamily,
+    kind: SetKind,
+    elems: &[(Vec<u8>, u32)],
+) -> Vec<AddrRange> {
     let decode = |k: &[u8]| -> Option<u128> {
         match family {
-            AddrFamily::V4 => k.try_into().ok().map(|b: [u8; 4]| u128::from(u32::from_be_bytes(b))),
+            AddrFamily::V4 => k
+                .try_into()
+                .ok()
+                .map(|b: [u8; 4]| u128::from(u32::from_be_bytes(b))),
             AddrFamily::V6 => k.try_into().ok().map(u128::from_be_bytes),
         }
     };
@@ -184,24 +204,38 @@ mod tests {
 
     #[test]
     fn interval_encoding_round_trips() {
-        round_trip(AddrFamily::V4, vec![r("0.0.0.0", "0.255.255.255"), r("10.0.0.0", "10.0.0.0")]);
+        round_trip(
+            AddrFamily::V4,
+            vec![r("0.0.0.0", "0.255.255.255"), r("10.0.0.0", "10.0.0.0")],
+        );
         round_trip(AddrFamily::V4, vec![r("224.0.0.0", "255.255.255.255")]);
         round_trip(
             AddrFamily::V6,
-            vec![r("::1", "::1"), r("ff00::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")],
+            vec![
+                r("::1", "::1"),
+                r("ff00::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+            ],
         );
     }
 
     #[test]
     fn end_element_is_the_first_address_after_the_range() {
-        let w = wire_elements(AddrFamily::V4, SetKind::Interval, &[r("10.0.0.0", "10.255.255.255")]);
+        let w = wire_elements(
+            AddrFamily::V4,
+            SetKind::Interval,
+            &[r("10.0.0.0", "10.255.255.255")],
+        );
         assert_eq!(w[0], (vec![10, 0, 0, 0], None));
         assert_eq!(w[1], (vec![11, 0, 0, 0], Some(1)));
     }
 
     #[test]
     fn a_leading_lone_end_element_is_ignored() {
-        let wire = vec![(vec![0, 0, 0, 0], 1), (vec![1, 2, 3, 4], 0), (vec![1, 2, 3, 5], 1)];
+        let wire = vec![
+            (vec![0, 0, 0, 0], 1),
+            (vec![1, 2, 3, 4], 0),
+            (vec![1, 2, 3, 5], 1),
+        ];
         assert_eq!(
             ranges_from_wire(AddrFamily::V4, SetKind::Interval, &wire),
             vec![r("1.2.3.4", "1.2.3.4")]

@@ -63,7 +63,8 @@ fn messages(buf: &[u32], n: usize) -> Vec<Msg<'_>> {
     let mut out = Vec::new();
     let mut off = 0;
     while off + NLMSG_HDRLEN <= n {
-        let word = |i: usize| u32::from_ne_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+        let word =
+            |i: usize| u32::from_ne_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
         let len = word(off) as usize;
         if len < NLMSG_HDRLEN || off + len > n {
             break;
@@ -105,7 +106,8 @@ impl NlSocket {
         let fd = unsafe { mnl::mnl_sys::mnl_socket_get_fd(sock.as_raw_socket()) };
         let portid = sock.portid();
         // Errors echo only the failing header, not the whole (large) message.
-        setsockopt_int(fd, libc::SOL_NETLINK, libc::NETLINK_CAP_ACK, 1).map_err(NftError::Socket)?;
+        setsockopt_int(fd, libc::SOL_NETLINK, libc::NETLINK_CAP_ACK, 1)
+            .map_err(NftError::Socket)?;
         Ok(NlSocket { sock, fd, portid })
     }
 

@@ -96,8 +96,10 @@ pub(super) fn tables(
     };
 
     if profiles.iter().any(|p| p.mode == EgressMode::Internet) {
-        inet.sets.push(interval_set(names::RESERVED4, AddrFamily::V4, &RESERVED_V4));
-        inet.sets.push(interval_set(names::RESERVED6, AddrFamily::V6, &RESERVED_V6));
+        inet.sets
+            .push(interval_set(names::RESERVED4, AddrFamily::V4, &RESERVED_V4));
+        inet.sets
+            .push(interval_set(names::RESERVED6, AddrFamily::V6, &RESERVED_V6));
     }
 
     let mut forward_in = Vec::new();
@@ -110,10 +112,15 @@ pub(super) fn tables(
         let br = p.bridge.to_string();
         let (sets, out_rules) = out_chain(p, resolution)?;
         inet.sets.extend(sets);
-        inet.chains.push(chain(&names::out_chain(&p.name), p, out_rules));
-        inet.chains.push(chain(&names::in_chain(&p.name), p, in_rules()));
-        inet.chains.push(chain(&names::host_chain(&p.name), p, host_rules(p)));
-        bridge.chains.push(chain(&names::ports_chain(&p.name), p, port_rules(p)));
+        inet.chains
+            .push(chain(&names::out_chain(&p.name), p, out_rules));
+        inet.chains
+            .push(chain(&names::in_chain(&p.name), p, in_rules()));
+        inet.chains
+            .push(chain(&names::host_chain(&p.name), p, host_rules(p)));
+        bridge
+            .chains
+            .push(chain(&names::ports_chain(&p.name), p, port_rules(p)));
 
         forward_in.push(RulePlan::counted(
             vec![Match::OifName(br.clone())],
@@ -127,7 +134,10 @@ pub(super) fn tables(
             vec![Match::IifName(br.clone())],
             Verdict::Jump(names::host_chain(&p.name)),
         ));
-        l2.push(RulePlan::counted(vec![], Verdict::Jump(names::ports_chain(&p.name))));
+        l2.push(RulePlan::counted(
+            vec![],
+            Verdict::Jump(names::ports_chain(&p.name)),
+        ));
         if p.mode != EgressMode::None {
             let mut nets: Vec<IpNet> = vec![IpNet::V4(p.subnet_v4.trunc())];
             nets.extend(p.subnet_v6.map(|n| IpNet::V6(n.trunc())));
@@ -147,16 +157,38 @@ pub(super) fn tables(
     let mut forward = Vec::new();
     if let Some(mp) = &settings.multipass_bridge {
         let mp = mp.to_string();
-        forward.push(RulePlan::counted(vec![Match::IifName(mp.clone())], Verdict::Drop));
+        forward.push(RulePlan::counted(
+            vec![Match::IifName(mp.clone())],
+            Verdict::Drop,
+        ));
         forward.push(RulePlan::counted(vec![Match::OifName(mp)], Verdict::Drop));
     }
     forward.extend(forward_in);
     forward.extend(forward_out);
 
-    inet.chains.push(base(names::FORWARD, ChainType::Filter, Hook::Forward, 0, forward));
-    inet.chains.push(base(names::INPUT, ChainType::Filter, Hook::Input, 0, input));
-    inet.chains.push(base(names::POSTROUTING, ChainType::Nat, Hook::Postrouting, 100, nat));
-    bridge.chains.push(base(names::FORWARD, ChainType::Filter, Hook::Forward, 0, l2));
+    inet.chains.push(base(
+        names::FORWARD,
+        ChainType::Filter,
+        Hook::Forward,
+        0,
+        forward,
+    ));
+    inet.chains
+        .push(base(names::INPUT, ChainType::Filter, Hook::Input, 0, input));
+    inet.chains.push(base(
+        names::POSTROUTING,
+        ChainType::Nat,
+        Hook::Postrouting,
+        100,
+        nat,
+    ));
+    bridge.chains.push(base(
+        names::FORWARD,
+        ChainType::Filter,
+        Hook::Forward,
+        0,
+        l2,
+    ));
     Ok((inet, bridge))
 }
 
@@ -193,6 +225,7 @@ fn interval_set(name: &str, family: AddrFamily, nets: &[&str]) -> SetPlan {
         family,
         kind: SetKind::Interval,
         elements: merge_ranges(ranges),
+        timeout: None,
     }
 }
 
@@ -253,7 +286,10 @@ fn families(p: &Profile) -> Vec<AddrFamily> {
     f
 }
 
-fn out_chain(p: &Profile, resolution: &Resolution) -> Result<(Vec<SetPlan>, Vec<RulePlan>), PlanError> {
+fn out_chain(
+    p: &Profile,
+    resolution: &Resolution,
+) -> Result<(Vec<SetPlan>, Vec<RulePlan>), PlanError> {
     let mut sets = Vec::new();
     let mut rules = vec![RulePlan::counted(
         vec![Match::CtEstablishedRelated],
@@ -302,7 +338,10 @@ fn dns_port() -> PortRange {
 }
 
 /// Sets and accept rules of an allowlist profile.
-fn allowlist(p: &Profile, resolution: &Resolution) -> Result<(Vec<SetPlan>, Vec<RulePlan>), PlanError> {
+fn allowlist(
+    p: &Profile,
+    resolution: &Resolution,
+) -> Result<(Vec<SetPlan>, Vec<RulePlan>), PlanError> {
     // Classes in a stable order, each with its ranges per family.
     let mut classes: Vec<(Class, Vec<AddrRange>)> = Vec::new();
     let mut dns_classes: BTreeSet<Class> = BTreeSet::new();
@@ -322,7 +361,10 @@ fn allowlist(p: &Profile, resolution: &Resolution) -> Result<(Vec<SetPlan>, Vec<
                         host: host.to_string(),
                     });
                 }
-                addrs.iter().map(|a: &IpAddr| AddrRange::single(*a)).collect()
+                addrs
+                    .iter()
+                    .map(|a: &IpAddr| AddrRange::single(*a))
+                    .collect()
             }
             AllowTarget::Wildcard(_) => {
                 dns_classes.insert(class);
@@ -344,12 +386,17 @@ fn allowlist(p: &Profile, resolution: &Resolution) -> Result<(Vec<SetPlan>, Vec<
     for (class, ranges) in classes {
         for fam in families(p) {
             let name = names::allow_set(&p.name, fam, class.0, class.1);
-            let mine = ranges.iter().copied().filter(|r| r.family() == fam).collect();
+            let mine = ranges
+                .iter()
+                .copied()
+                .filter(|r| r.family() == fam)
+                .collect();
             sets.push(SetPlan {
                 name: name.clone(),
                 family: fam,
                 kind: SetKind::Interval,
                 elements: merge_ranges(mine),
+                timeout: None,
             });
             for ms in class_matches(class) {
                 let mut m = vec![Match::DaddrInSet(fam, name.clone())];
@@ -366,6 +413,7 @@ fn allowlist(p: &Profile, resolution: &Resolution) -> Result<(Vec<SetPlan>, Vec<
                 family: fam,
                 kind: SetKind::Dynamic,
                 elements: Vec::new(),
+                timeout: Some(super::DNS_SET_TIMEOUT),
             });
             for class in &dns_classes {
                 for ms in class_matches(*class) {
@@ -418,7 +466,11 @@ fn host_rules(p: &Profile) -> Vec<RulePlan> {
         for gw in gateways {
             for proto in [L4Proto::Udp, L4Proto::Tcp] {
                 rules.push(RulePlan::counted(
-                    vec![Match::Daddr(gw), Match::L4Proto(proto), Match::Dport(dns_port())],
+                    vec![
+                        Match::Daddr(gw),
+                        Match::L4Proto(proto),
+                        Match::Dport(dns_port()),
+                    ],
                     Verdict::Accept,
                 ));
             }

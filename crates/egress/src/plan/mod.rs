@@ -33,11 +33,17 @@ use corral_sandbox_core::{BridgeName, EgressMode, ProfileName, ProfileSet};
 use ipnet::{Ipv4Net, Ipv6Net};
 use serde::Serialize;
 
+pub use crate::resolve::Resolution;
 pub use model::{
     AddrFamily, AddrRange, BaseChain, ChainPlan, ChainType, Hook, L4Proto, Match, RejectKind,
     RulePlan, SetKind, SetPlan, TABLE_NAME, TableFamily, TablePlan, Verdict, VerdictClass,
 };
-pub use crate::resolve::Resolution;
+
+/// Default timeout of the dynamic `<profile>-dns4/6` sets. dnsmasq adds
+/// elements without a timeout of its own, so this is how long an address
+/// learned by DNS stays allowed; it must equal the gateway's
+/// `DnsTiming::default().set_timeout` (a unit test checks it).
+pub const DNS_SET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// The Multipass daemon's default bridge.
 pub const DEFAULT_MULTIPASS_BRIDGE: &str = "mpqemubr0";

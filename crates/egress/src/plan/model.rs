@@ -107,6 +107,9 @@ pub struct SetPlan {
     /// Sorted, merged, non-adjacent inclusive ranges (always empty for
     /// dynamic sets).
     pub elements: Vec<AddrRange>,
+    /// Default element timeout (dynamic sets): an element added without a
+    /// timeout of its own expires after this long. `None` for interval sets.
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// An inclusive address range `start..=end`; both ends share a family.

@@ -92,7 +92,12 @@ mod tests {
             "dev-allow6-udp-8000-8100"
         );
         assert_eq!(
-            allow_set(&p, AddrFamily::V4, None, Some(PortRange::single(443).unwrap())),
+            allow_set(
+                &p,
+                AddrFamily::V4,
+                None,
+                Some(PortRange::single(443).unwrap())
+            ),
             "dev-allow4-443"
         );
         assert_eq!(dns_set(&p, AddrFamily::V6), "dev-dns6");

@@ -49,10 +49,28 @@ fn allowlist_profile_rules_read_as_intended() {
         ]
     );
     let tcp443 = plan.set("dev-allow4-tcp-443").unwrap();
-    assert_eq!(tcp443.elements, vec![AddrRange::single("192.0.2.10".parse().unwrap())]);
+    assert_eq!(
+        tcp443.elements,
+        vec![AddrRange::single("192.0.2.10".parse().unwrap())]
+    );
     let any6 = plan.set("dev-allow6-udp-443").unwrap();
-    assert_eq!(any6.elements, vec![AddrRange::single("2001:db8::1".parse().unwrap())]);
+    assert_eq!(
+        any6.elements,
+        vec![AddrRange::single("2001:db8::1".parse().unwrap())]
+    );
     assert_eq!(plan.set("dev-dns4").unwrap().kind, SetKind::Dynamic);
+    assert_eq!(plan.set("dev-dns4").unwrap().timeout, Some(DNS_SET_TIMEOUT));
+    assert_eq!(plan.set("dev-allow4").unwrap().timeout, None);
+    // The gateway's dnsmasq relies on this default (it adds elements
+    // without a timeout of its own).
+    assert_eq!(
+        DNS_SET_TIMEOUT,
+        crate::gateway::DnsTiming::default().set_timeout
+    );
+    assert!(
+        plan.render_nft()
+            .contains("flags timeout\n\t\ttimeout 600s\n")
+    );
 }
 
 #[test]
@@ -86,9 +104,18 @@ fn internet_none_host_and_bridge_chains() {
         ]
     );
     let dev_host = texts(chain(&plan, TableFamily::Inet, "dev-host"));
-    assert!(dev_host.contains(&"ip daddr 10.90.0.1 meta l4proto udp th dport 53 counter accept".to_owned()));
-    assert!(dev_host.contains(&"ip6 daddr fd00:90::1 meta l4proto tcp th dport 53 counter accept".to_owned()));
-    assert!(dev_host.contains(&"meta l4proto ipv6-icmp icmpv6 type nd-neighbor-solicit counter accept".to_owned()));
+    assert!(
+        dev_host
+            .contains(&"ip daddr 10.90.0.1 meta l4proto udp th dport 53 counter accept".to_owned())
+    );
+    assert!(
+        dev_host.contains(
+            &"ip6 daddr fd00:90::1 meta l4proto tcp th dport 53 counter accept".to_owned()
+        )
+    );
+    assert!(dev_host.contains(
+        &"meta l4proto ipv6-icmp icmpv6 type nd-neighbor-solicit counter accept".to_owned()
+    ));
     assert_eq!(
         texts(chain(&plan, TableFamily::Inet, "forward"))[..4],
         [
@@ -122,7 +149,10 @@ fn internet_none_host_and_bridge_chains() {
             "arp daddr ip 10.92.0.0/24 counter drop",
         ]
     );
-    assert_eq!(texts(chain(&plan, TableFamily::Bridge, "dev-ports")).len(), 5);
+    assert_eq!(
+        texts(chain(&plan, TableFamily::Bridge, "dev-ports")).len(),
+        5
+    );
 }
 
 #[test]
@@ -130,7 +160,10 @@ fn reserved_sets_merge_the_top_ranges() {
     let plan = sample_plan();
     let r4 = plan.set("reserved4").unwrap();
     assert_eq!(r4.elements.len(), 10, "224/4 and 240/4 merge");
-    assert_eq!(r4.elements.last().unwrap().end, IpAddr::V4(Ipv4Addr::BROADCAST));
+    assert_eq!(
+        r4.elements.last().unwrap().end,
+        IpAddr::V4(Ipv4Addr::BROADCAST)
+    );
 }
 
 #[test]
@@ -147,7 +180,10 @@ fn sysctls_and_bridges() {
         ]
     );
     assert_eq!(plan.bridges[0].gateway_v4.to_string(), "10.90.0.1/24");
-    assert_eq!(plan.bridges[0].gateway_v6.unwrap().to_string(), "fd00:90::1/64");
+    assert_eq!(
+        plan.bridges[0].gateway_v6.unwrap().to_string(),
+        "fd00:90::1/64"
+    );
 }
 
 #[test]
@@ -159,7 +195,14 @@ fn build_errors_say_what_to_fix() {
     res.insert(&"api.example.com".parse().unwrap(), []);
     let err = HostPlan::build(&set, &PlanSettings::default(), &res).unwrap_err();
     assert!(err.to_string().contains("allow_unresolved"), "{err}");
-    let mp = ProfileSet::new(vec![profile("m", "mpqemubr0", "10.1.0.0/24", EgressMode::None, &[])]).unwrap();
+    let mp = ProfileSet::new(vec![profile(
+        "m",
+        "mpqemubr0",
+        "10.1.0.0/24",
+        EgressMode::None,
+        &[],
+    )])
+    .unwrap();
     let err = HostPlan::build(&mp, &PlanSettings::default(), &Resolution::new()).unwrap_err();
     assert!(matches!(err, PlanError::MultipassBridge { .. }), "{err}");
 }
@@ -173,7 +216,10 @@ fn uplink_setting_narrows_masquerade() {
     };
     let plan = HostPlan::build(&set, &settings, &res).unwrap();
     let nat = texts(chain(&plan, TableFamily::Inet, "postrouting"));
-    assert_eq!(nat[0], "ip saddr 10.90.0.0/24 oifname \"eth0\" counter masquerade");
+    assert_eq!(
+        nat[0],
+        "ip saddr 10.90.0.0/24 oifname \"eth0\" counter masquerade"
+    );
     assert!(!texts(chain(&plan, TableFamily::Inet, "forward"))[0].contains("mpqemubr0"));
 }
 
@@ -181,7 +227,10 @@ fn uplink_setting_narrows_masquerade() {
 fn rendering_contains_the_replace_preamble_and_ranges() {
     let text = sample_plan().render_nft();
     assert!(text.starts_with("table inet corral\ndelete table inet corral\ntable bridge corral\ndelete table bridge corral\n"));
-    assert!(text.contains("elements = { 0.0.0.0/8, 10.0.0.0/8,"), "{text}");
+    assert!(
+        text.contains("elements = { 0.0.0.0/8, 10.0.0.0/8,"),
+        "{text}"
+    );
     assert!(text.contains(", 224.0.0.0/3 }"), "{text}");
     assert!(text.contains("198.51.100.7"), "{text}");
 }
@@ -193,7 +242,12 @@ fn arb_profile(i: usize) -> impl Strategy<Value = corral_sandbox_core::Profile> 
         Just(EgressMode::Allowlist)
     ];
     let entries = prop::collection::vec(
-        (any::<u32>(), 8u8..=32, prop::option::of(1u16..2000), prop::option::of(any::<bool>())),
+        (
+            any::<u32>(),
+            8u8..=32,
+            prop::option::of(1u16..2000),
+            prop::option::of(any::<bool>()),
+        ),
         1..8,
     );
     (modes, entries, any::<bool>(), any::<bool>()).prop_map(move |(mode, entries, v6, drop)| {
@@ -213,7 +267,9 @@ fn arb_profile(i: usize) -> impl Strategy<Value = corral_sandbox_core::Profile> 
         p.allow = entries
             .into_iter()
             .map(|(addr, len, port, tcp)| {
-                let net = ipnet::Ipv4Net::new(Ipv4Addr::from(addr), len).unwrap().trunc();
+                let net = ipnet::Ipv4Net::new(Ipv4Addr::from(addr), len)
+                    .unwrap()
+                    .trunc();
                 AllowEntry {
                     target: AllowTarget::Net(net.into()),
                     ports: port.map(|p| corral_sandbox_core::PortRange::single(p).unwrap()),

@@ -48,6 +48,13 @@ fn render_set(out: &mut String, s: &SetPlan) {
         SetKind::Dynamic => "timeout",
     };
     let _ = writeln!(out, "\t\tflags {flags}");
+    if let Some(t) = s.timeout {
+        if t.subsec_millis() == 0 {
+            let _ = writeln!(out, "\t\ttimeout {}s", t.as_secs());
+        } else {
+            let _ = writeln!(out, "\t\ttimeout {}ms", t.as_millis());
+        }
+    }
     if !s.elements.is_empty() {
         out.push_str("\t\telements = { ");
         for (i, r) in s.elements.iter().enumerate() {

@@ -7,14 +7,23 @@ use corral_sandbox_core::{
 use super::{HostPlan, PlanSettings, Resolution};
 
 /// A profile with IPv4 only, reject, gateway DNS.
-pub(crate) fn profile(name: &str, bridge: &str, subnet: &str, mode: EgressMode, allow: &[&str]) -> Profile {
+pub(crate) fn profile(
+    name: &str,
+    bridge: &str,
+    subnet: &str,
+    mode: EgressMode,
+    allow: &[&str],
+) -> Profile {
     Profile {
         name: ProfileName::new(name).unwrap(),
         bridge: BridgeName::new(bridge).unwrap(),
         subnet_v4: subnet.parse().unwrap(),
         subnet_v6: None,
         mode,
-        allow: allow.iter().map(|a| a.parse::<AllowEntry>().unwrap()).collect(),
+        allow: allow
+            .iter()
+            .map(|a| a.parse::<AllowEntry>().unwrap())
+            .collect(),
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
@@ -45,7 +54,10 @@ pub(crate) fn sample() -> (ProfileSet, Resolution) {
     let mut res = Resolution::new();
     res.insert(
         &"api.example.com".parse().unwrap(),
-        ["192.0.2.10".parse().unwrap(), "2001:db8::10".parse().unwrap()],
+        [
+            "192.0.2.10".parse().unwrap(),
+            "2001:db8::10".parse().unwrap(),
+        ],
     );
     (set, res)
 }

@@ -1,6 +1,8 @@
 //! Shared helpers of the `nft_*` integration tests: a fresh anonymous
 //! network namespace per test, loopback up, and small profile sets.
 #![allow(dead_code)]
+// Test helpers: a failed setup step should abort the test loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use corral_egress::plan::{HostPlan, PlanSettings, Resolution};
 use corral_sandbox_core::{
@@ -50,14 +52,23 @@ pub fn loopback_up() {
     }
 }
 
-pub fn profile(name: &str, bridge: &str, subnet: &str, mode: EgressMode, allow: &[&str]) -> Profile {
+pub fn profile(
+    name: &str,
+    bridge: &str,
+    subnet: &str,
+    mode: EgressMode,
+    allow: &[&str],
+) -> Profile {
     Profile {
         name: ProfileName::new(name).unwrap(),
         bridge: BridgeName::new(bridge).unwrap(),
         subnet_v4: subnet.parse().unwrap(),
         subnet_v6: None,
         mode,
-        allow: allow.iter().map(|a| a.parse::<AllowEntry>().unwrap()).collect(),
+        allow: allow
+            .iter()
+            .map(|a| a.parse::<AllowEntry>().unwrap())
+            .collect(),
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
@@ -81,9 +92,10 @@ pub fn sample_plan(api_addrs: &[&str]) -> HostPlan {
         ],
     );
     dev.subnet_v6 = Some("fd00:90::/64".parse().unwrap());
-    let mut web = profile("web", "cb-web", "10.91.0.0/24", EgressMode::Internet, &[]);
+    // Prefixes that end inside a byte, to exercise masked address matches.
+    let mut web = profile("web", "cb-web", "10.91.0.0/22", EgressMode::Internet, &[]);
     web.subnet_v6 = Some("fd00:91::/64".parse().unwrap());
-    let mut iso = profile("iso", "cb-iso", "10.92.0.0/24", EgressMode::None, &[]);
+    let mut iso = profile("iso", "cb-iso", "10.92.0.0/23", EgressMode::None, &[]);
     iso.block = BlockAction::Drop;
     let set = ProfileSet::new(vec![dev, web, iso]).unwrap();
     let mut res = Resolution::new();
@@ -99,7 +111,9 @@ pub fn allowlist_plan(n: u32) -> HostPlan {
     let mut p = profile("big", "cb-big", "10.93.0.0/24", EgressMode::Allowlist, &[]);
     p.allow = (0..n)
         .map(|i| AllowEntry {
-            target: AllowTarget::Net(std::net::IpAddr::V4(std::net::Ipv4Addr::from(0x2c00_0000u32 + 2 * i)).into()),
+            target: AllowTarget::Net(
+                std::net::IpAddr::V4(std::net::Ipv4Addr::from(0x2c00_0000u32 + 2 * i)).into(),
+            ),
             ports: None,
             protocol: None,
         })

@@ -2,23 +2,24 @@
 //! on, raw file transfers, every call bounded by a timeout.
 
 mod error;
+#[cfg(test)]
+mod fake;
 mod https;
 mod operation;
+mod transfer;
 mod transport;
 mod unix;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HOST};
 use http::{HeaderMap, Method, Request, Response};
-use http_body_util::{BodyExt, Full, StreamBody};
-use hyper::body::{Frame, Incoming};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub use error::ClientError;
 pub use https::{HttpsConnector, RemoteCredentials};
@@ -327,115 +328,6 @@ impl IncusClient {
         let (status, _, body) = Self::read_body(response, &what, self.timeout).await?;
         Self::envelope(&what, status, &body)
     }
-
-    /// Stream the body of GET `path` into `dest` (created, mode 0600: a
-    /// backup holds the whole disk, credentials included).
-    pub async fn download(
-        &self,
-        path: &str,
-        dest: &Path,
-        timeout: Duration,
-    ) -> Result<u64, ClientError> {
-        let what = format!("GET {path}");
-        let io = |context: String| move |source| ClientError::Io { context, source };
-        let transfer = async {
-            let response = self
-                .exchange(Method::GET, path, full(Bytes::new()), &[], timeout)
-                .await?;
-            if !response.status().is_success() {
-                let (status, _, body) = Self::read_body(response, &what, self.timeout).await?;
-                return Err(Self::envelope(&what, status, &body).err().unwrap_or(
-                    ClientError::Api {
-                        what: what.clone(),
-                        status: status.as_u16(),
-                        message: status.to_string(),
-                    },
-                ));
-            }
-            let mut file = tokio::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(dest)
-                .await
-                .map_err(io(format!("cannot create {}", dest.display())))?;
-            let mut body = response.into_body();
-            let mut written = 0u64;
-            while let Some(frame) = body.frame().await {
-                let frame = frame.map_err(|source| ClientError::Http {
-                    what: what.clone(),
-                    source,
-                })?;
-                if let Ok(data) = frame.into_data() {
-                    file.write_all(&data)
-                        .await
-                        .map_err(io(format!("cannot write {}", dest.display())))?;
-                    written += data.len() as u64;
-                }
-            }
-            file.sync_all()
-                .await
-                .map_err(io(format!("cannot flush {}", dest.display())))?;
-            Ok(written)
-        };
-        tokio::time::timeout(timeout, transfer)
-            .await
-            .map_err(|_| ClientError::Timeout {
-                what: what.clone(),
-                after: timeout,
-            })?
-    }
-
-    /// Stream `source` as the body of POST `path` (with `headers`), then
-    /// wait for the operation it starts; the whole exchange within `timeout`.
-    pub async fn upload(
-        &self,
-        path: &str,
-        headers: &[(&str, String)],
-        source: &Path,
-        timeout: Duration,
-    ) -> Result<Operation, ClientError> {
-        let what = format!("POST {path}");
-        let file = tokio::fs::File::open(source)
-            .await
-            .map_err(|e| ClientError::Io {
-                context: format!("cannot open {}", source.display()),
-                source: e,
-            })?;
-        let len = file
-            .metadata()
-            .await
-            .map_err(|e| ClientError::Io {
-                context: format!("cannot stat {}", source.display()),
-                source: e,
-            })?
-            .len();
-        let chunks = futures::stream::unfold(file, |mut file| async move {
-            let mut buf = vec![0u8; 256 * 1024];
-            match file.read(&mut buf).await {
-                Ok(0) => None,
-                Ok(n) => {
-                    buf.truncate(n);
-                    Some((Ok(Frame::data(Bytes::from(buf))), file))
-                }
-                Err(e) => Some((Err(e), file)),
-            }
-        });
-        let body: Body = BodyExt::boxed(StreamBody::new(chunks));
-        let mut all_headers = headers.to_vec();
-        all_headers.push((CONTENT_TYPE.as_str(), "application/octet-stream".to_owned()));
-        all_headers.push((http::header::CONTENT_LENGTH.as_str(), len.to_string()));
-        let started = tokio::time::Instant::now();
-        let response = self
-            .exchange(Method::POST, path, body, &all_headers, timeout)
-            .await?;
-        let (status, _, bytes) = Self::read_body(response, &what, timeout).await?;
-        let env = Self::envelope(&what, status, &bytes)?;
-        let left = timeout
-            .saturating_sub(started.elapsed())
-            .max(Duration::from_secs(1));
-        self.finish(&what, env, left).await
-    }
 }
 
 /// A whole-buffer request body.
@@ -511,6 +403,94 @@ mod tests {
             panic!("expected an API error, got {err:?}");
         };
         assert_eq!((status, message.as_str()), (502, "upstream gone"));
+    }
+
+    const ASYNC: &str = r#"{"type":"async","operation":"/1.0/operations/op1","metadata":{}}"#;
+
+    fn scripted(answers: &[(u16, &str)]) -> (IncusClient, fake::FakeDaemon) {
+        let daemon = fake::FakeDaemon::new(answers);
+        let client = IncusClient::new(Arc::new(daemon.clone()), "corral", Duration::from_secs(5));
+        (client, daemon)
+    }
+
+    #[tokio::test]
+    async fn background_operations_are_waited_on() {
+        let done = r#"{"type":"sync","metadata":{"id":"op1","status":"Success","err":"","metadata":{"return":0}}}"#;
+        let (client, daemon) = scripted(&[(202, ASYNC), (200, done)]);
+        let op = client
+            .run(
+                Method::POST,
+                "/1.0/instances",
+                Some(&serde_json::json!({})),
+                Duration::from_secs(7),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(op.metadata.and_then(|m| m["return"].as_i64()), Some(0));
+        let seen = daemon
+            .requests
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default();
+        assert_eq!(
+            seen,
+            [
+                "POST /1.0/instances?project=corral HTTP/1.1",
+                "GET /1.0/operations/op1/wait?timeout=7&project=corral HTTP/1.1",
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_operation_carries_the_server_message() {
+        let failed = r#"{"type":"sync","metadata":{"id":"op1","status":"Failure","err":"Failed to start: no space"}}"#;
+        let (client, _) = scripted(&[(202, ASYNC), (200, failed)]);
+        let err = client
+            .run(
+                Method::PUT,
+                "/1.0/instances/a/state",
+                None,
+                Duration::from_secs(1),
+            )
+            .await
+            .err();
+        let Some(ClientError::Operation { what, message, .. }) = err else {
+            panic!("expected an operation failure, got {err:?}");
+        };
+        assert_eq!(what, "PUT /1.0/instances/a/state");
+        assert_eq!(message, "Failed to start: no space");
+    }
+
+    #[tokio::test]
+    async fn a_wait_that_runs_out_is_a_timeout() {
+        let ran_out = r#"{"type":"error","error":"context deadline exceeded","error_code":500}"#;
+        let (client, _) = scripted(&[(202, ASYNC), (500, ran_out)]);
+        let err = client
+            .run(
+                Method::POST,
+                "/1.0/instances/a/exec",
+                None,
+                Duration::from_secs(1),
+            )
+            .await
+            .err();
+        assert!(matches!(err, Some(ClientError::Timeout { .. })), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn sync_answers_need_no_wait() {
+        let (client, daemon) = scripted(&[(200, r#"{"type":"sync","metadata":{"name":"x"}}"#)]);
+        let op = client
+            .run(
+                Method::PUT,
+                "/1.0/projects/corral",
+                None,
+                Duration::from_secs(1),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(op.state(), OperationState::Succeeded);
+        assert_eq!(daemon.requests.lock().map(|r| r.len()).unwrap_or(0), 1);
     }
 
     #[tokio::test]

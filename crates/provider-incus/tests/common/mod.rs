@@ -16,11 +16,14 @@ pub async fn provider() -> Option<IncusProvider> {
     provider_with(IncusConfig::local()).await
 }
 
-/// Like [`provider`] with a custom config.
-pub async fn provider_with(config: IncusConfig) -> Option<IncusProvider> {
-    if !Path::new(DEFAULT_SOCKET).exists() {
+/// Like [`provider`] with a custom config. `CORRAL_INCUS_SOCKET` overrides
+/// the socket path (to check the CI rule without stopping the daemon).
+pub async fn provider_with(mut config: IncusConfig) -> Option<IncusProvider> {
+    let socket = std::env::var("CORRAL_INCUS_SOCKET").unwrap_or_else(|_| DEFAULT_SOCKET.to_owned());
+    config.endpoint = corral_provider_incus::Endpoint::Unix(socket.clone().into());
+    if !Path::new(&socket).exists() {
         let why = format!(
-            "no Incus daemon socket at {DEFAULT_SOCKET}; run scripts/incus-setup.sh and scripts/incus-image.sh"
+            "no Incus daemon socket at {socket}; run scripts/incus-setup.sh and scripts/incus-image.sh"
         );
         assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
         eprintln!("skipped: {why}");
@@ -54,4 +57,55 @@ pub fn spec(name: &SandboxName) -> SandboxSpec {
 /// Run `f`, panicking with context on error.
 pub fn ok<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
     r.unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// Removes instance `name` when dropped (force, through the raw API), so a
+/// failing test leaves nothing behind. Harmless when the test already
+/// deleted it.
+pub struct Cleanup {
+    client: corral_provider_incus::IncusClient,
+    names: Vec<String>,
+}
+
+impl Cleanup {
+    /// Guard the instances named `names` of `provider`'s project.
+    pub fn new(provider: &IncusProvider, names: &[&SandboxName]) -> Self {
+        Self {
+            client: provider.client().clone(),
+            names: names.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let client = self.client.clone();
+        let names = std::mem::take(&mut self.names);
+        // Drop cannot await; a throwaway thread with its own runtime can.
+        let worker = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                for name in names {
+                    let path = format!("/1.0/instances/{name}");
+                    let stop = serde_json::json!({"action": "stop", "force": true});
+                    let wait = std::time::Duration::from_secs(60);
+                    let _ = client
+                        .run(
+                            http::Method::PUT,
+                            &format!("{path}/state"),
+                            Some(&stop),
+                            wait,
+                        )
+                        .await;
+                    let _ = client.run(http::Method::DELETE, &path, None, wait).await;
+                }
+            });
+        });
+        let _ = worker.join();
+    }
 }

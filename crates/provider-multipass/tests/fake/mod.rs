@@ -69,19 +69,6 @@ impl Fake {
         Self { tool }
     }
 
-    /// Answer `sub` with `out` on stdout and exit `code`.
-    pub fn respond(&self, sub: &str, out: &str, code: i32) {
-        fs::write(self.resp(&format!("{sub}.out")), out).unwrap();
-        fs::write(self.resp(&format!("{sub}.code")), code.to_string()).unwrap();
-    }
-
-    /// Answer `sub` on stderr with exit `code`.
-    pub fn fail(&self, sub: &str, err: &str, code: i32) {
-        let _ = fs::remove_file(self.resp(&format!("{sub}.out")));
-        fs::write(self.resp(&format!("{sub}.err")), err).unwrap();
-        fs::write(self.resp(&format!("{sub}.code")), code.to_string()).unwrap();
-    }
-
     pub fn run_exec(&self) {
         fs::write(self.resp("exec.run"), "").unwrap();
     }

@@ -107,20 +107,6 @@ impl Fake {
         self.uninstall("softnet");
     }
 
-    /// Answer `sub` with `out`, `err` and exit `code` instead of behaving.
-    pub fn canned(&self, sub: &str, out: &str, err: &str, code: i32) {
-        fs::write(self.resp(&format!("{sub}.out")), out).unwrap();
-        fs::write(self.resp(&format!("{sub}.err")), err).unwrap();
-        fs::write(self.resp(&format!("{sub}.code")), code.to_string()).unwrap();
-    }
-
-    /// Back to behaving for `sub`.
-    pub fn uncan(&self, sub: &str) {
-        for ext in ["out", "err", "code", "sleep"] {
-            let _ = fs::remove_file(self.resp(&format!("{sub}.{ext}")));
-        }
-    }
-
     pub fn without_softnet_at_run(&self) {
         fs::write(self.resp("run.nosoftnet"), "").unwrap();
     }

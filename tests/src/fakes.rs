@@ -1,0 +1,342 @@
+//! Stateful, recording stand-ins for the `multipass` and `tart` command
+//! line tools, which cannot run on corral's Linux build machines.
+//!
+//! Unlike the canned-answer fakes in the provider crates' own tests, these
+//! keep a small instance store, so the conformance scenario can drive a
+//! whole lifecycle through them:
+//! - fake `multipass`: `launch`, `info`/`list`/`snapshots` as JSON, `start`,
+//!   `stop`, `restart`, `snapshot` and `restore` (stopped instances only,
+//!   like Multipass), snapshot and instance `delete --purge`, `clone`
+//!   (stopped only), and `exec`, which runs the argv after `--` for real
+//!   with the instance's own home directory (copied by snapshots and
+//!   clones) as the default working directory.
+//! - fake `tart`: the provider crate's fake (clone/set/run/stop/list/
+//!   rename/delete/ip/exec, with a `softnet` process beside each `run`).
+//!
+//! Every call is recorded as `call.N` (the argv, NUL-terminated), so a test
+//! can show exactly which commands corral ran. Nothing here is the real
+//! tool: passing against a fake proves the provider's side of the contract
+//! (argv, state handling, error mapping), not Multipass's or Tart's.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+const FAKE_MULTIPASS: &str = r#"#!/bin/sh
+d='@STATE@'
+n=$(cat "$d/count" 2>/dev/null || echo 0)
+n=$((n + 1))
+echo "$n" > "$d/count"
+: > "$d/call.$n"
+for a in "$@"; do printf '%s\0' "$a" >> "$d/call.$n"; done
+v="$d/vms"
+mkdir -p "$v"
+need() { [ -d "$v/$1" ] || { echo "$2 failed: instance \"$1\" does not exist" >&2; exit 2; }; }
+state() { cat "$v/$1/state"; }
+stopped() { [ "$(state "$1")" = Stopped ] || { echo "$2 failed: instance \"$1\" must be stopped" >&2; exit 2; }; }
+sub=$1
+shift
+case "$sub" in
+launch)
+  vm=''; ci=''
+  while [ "$#" -gt 1 ]; do
+    case "$1" in
+      --name) vm=$2; shift 2 ;;
+      --cloud-init) ci=$2; shift 2 ;;
+      --cpus|--memory|--disk|--network) shift 2 ;;
+      *) echo "launch failed: unknown option $1" >&2; exit 2 ;;
+    esac
+  done
+  [ "$#" -eq 1 ] || { echo "launch failed: give exactly one image" >&2; exit 2; }
+  [ -n "$vm" ] || { echo "launch failed: no --name" >&2; exit 2; }
+  [ -d "$v/$vm" ] && { echo "launch failed: instance \"$vm\" already exists" >&2; exit 2; }
+  [ "$ci" = - ] && cat > /dev/null
+  mkdir -p "$v/$vm/home" "$v/$vm/snaps"
+  echo Running > "$v/$vm/state" ;;
+info)
+  need "$1" info
+  s=$(state "$1"); ip='[]'; [ "$s" = Running ] && ip='["10.99.5.23"]'
+  printf '{"errors":[],"info":{"%s":{"state":"%s","ipv4":%s}}}\n' "$1" "$s" "$ip" ;;
+list)
+  printf '{"list":['; sep=''
+  for p in "$v"/*; do
+    [ -d "$p" ] || continue
+    vm=$(basename "$p")
+    printf '%s{"name":"%s","state":"%s","ipv4":[]}' "$sep" "$vm" "$(state "$vm")"; sep=','
+  done
+  printf ']}\n' ;;
+start|restart)
+  need "$1" "$sub"; echo Running > "$v/$1/state" ;;
+stop)
+  [ "$1" = --force ] && shift
+  need "$1" stop; echo Stopped > "$v/$1/state" ;;
+snapshot)
+  s=$2; vm=$3
+  need "$vm" snapshot; stopped "$vm" snapshot
+  [ -d "$v/$vm/snaps/$s" ] && { echo "snapshot failed: snapshot \"$s\" already exists" >&2; exit 2; }
+  cp -a "$v/$vm/home" "$v/$vm/snaps/$s" ;;
+restore)
+  t=$2; vm=${t%.*}; s=${t##*.}
+  need "$vm" restore; stopped "$vm" restore
+  [ -d "$v/$vm/snaps/$s" ] || { echo "restore failed: snapshot \"$s\" does not exist" >&2; exit 2; }
+  rm -rf "$v/$vm/home"; cp -a "$v/$vm/snaps/$s" "$v/$vm/home" ;;
+snapshots)
+  printf '{"errors":[],"info":{'; sep=''
+  for p in "$v"/*; do
+    [ -d "$p" ] || continue
+    printf '%s"%s":{' "$sep" "$(basename "$p")"; sep=','; s2=''
+    for q in "$p"/snaps/*; do
+      [ -d "$q" ] || continue
+      printf '%s"%s":{"comment":"","parent":""}' "$s2" "$(basename "$q")"; s2=','
+    done
+    printf '}'
+  done
+  printf '}}\n' ;;
+delete)
+  [ "$1" = --purge ] && shift
+  case "$1" in
+    *.*)
+      vm=${1%.*}; s=${1##*.}
+      need "$vm" delete
+      [ -d "$v/$vm/snaps/$s" ] || { echo "delete failed: snapshot \"$s\" does not exist" >&2; exit 2; }
+      rm -rf "$v/$vm/snaps/$s" ;;
+    *) need "$1" delete; rm -rf "$v/$1" ;;
+  esac ;;
+clone)
+  t=$2; src=$3
+  need "$src" clone; stopped "$src" clone
+  [ -d "$v/$t" ] && { echo "clone failed: instance \"$t\" already exists" >&2; exit 2; }
+  mkdir -p "$v/$t/snaps"; cp -a "$v/$src/home" "$v/$t/home"; echo Stopped > "$v/$t/state" ;;
+exec)
+  vm=$1; shift
+  need "$vm" exec
+  [ "$(state "$vm")" = Running ] || { echo "exec failed: instance \"$vm\" is not running" >&2; exit 2; }
+  cd "$v/$vm/home" || exit 2
+  if [ "$1" = --working-directory ]; then cd "$2" || exit 2; shift 2; fi
+  [ "$1" = -- ] && shift
+  exec "$@" ;;
+*)
+  echo "fake multipass: unknown command $sub" >&2; exit 2 ;;
+esac
+"#;
+
+const FAKE_TART: &str = r#"#!/bin/sh
+d='@STATE@'
+b='@BIN@'
+if [ "$1" = run ]; then
+  : > "$d/run.argv"
+  for a in "$@"; do printf '%s\0' "$a" >> "$d/run.argv"; done
+else
+  n=$(cat "$d/count" 2>/dev/null || echo 0)
+  n=$((n + 1))
+  echo "$n" > "$d/count"
+  : > "$d/call.$n"
+  for a in "$@"; do printf '%s\0' "$a" >> "$d/call.$n"; done
+fi
+mkdir -p "$d/vms"
+case "$1" in
+  clone)
+    if [ -e "$d/vms/$3" ]; then echo "VM \"$3\" already exists" >&2; exit 1; fi
+    : > "$d/vms/$3" ;;
+  set)
+    [ -e "$d/vms/$2" ] || { echo "the specified VM \"$2\" does not exist" >&2; exit 1; } ;;
+  delete)
+    rm -f "$d/vms/$2" ;;
+  rename)
+    [ -e "$d/vms/$2" ] || { echo "the specified VM \"$2\" does not exist" >&2; exit 1; }
+    mv "$d/vms/$2" "$d/vms/$3" ;;
+  list)
+    sep=''
+    printf '['
+    for f in "$d/vms"/*; do
+      [ -e "$f" ] || continue
+      vm=$(basename "$f")
+      if [ -e "$d/running.$vm" ]; then s=running; r=true; else s=stopped; r=false; fi
+      printf '%s{"Source":"local","Name":"%s","State":"%s","Running":%s}' "$sep" "$vm" "$s" "$r"
+      sep=','
+    done
+    printf ']\n' ;;
+  run)
+    echo "$$" > "$d/run.pid"
+    echo "fake tart: booting $2"
+    "$b/softnet" 300 &
+    echo "$!" > "$d/softnet.pid"
+    : > "$d/running.$2"
+    sleep 300 &
+    wait ;;
+  stop)
+    rm -f "$d/running.$2"
+    [ -f "$d/run.pid" ] && /bin/kill -KILL -- "-$(cat "$d/run.pid")" 2>/dev/null
+    : ;;
+  ip)
+    echo 192.168.64.5 ;;
+  exec)
+    shift
+    [ "$1" = -i ] && shift
+    shift
+    exec "$@" ;;
+esac
+exit 0
+"#;
+
+/// One fake tool: a private directory with `bin/` (for the runner's PATH)
+/// and `state/` (the instance store and the recorded calls).
+#[derive(Debug)]
+pub struct FakeTool {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    state: PathBuf,
+}
+
+fn write_exec(path: &Path, body: &str) -> io::Result<()> {
+    fs::write(path, body)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755))
+}
+
+fn utf8(p: &Path) -> io::Result<&str> {
+    p.to_str()
+        .ok_or_else(|| io::Error::other(format!("{} is not UTF-8", p.display())))
+}
+
+impl FakeTool {
+    fn new(name: &str, script: &str) -> io::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let bin = dir.path().join("bin");
+        let state = dir.path().join("state");
+        fs::create_dir_all(&bin)?;
+        fs::create_dir_all(&state)?;
+        let body = script
+            .replace("@STATE@", utf8(&state)?)
+            .replace("@BIN@", utf8(&bin)?);
+        write_exec(&bin.join(name), &body)?;
+        Ok(Self { dir, bin, state })
+    }
+
+    /// A stateful fake `multipass`.
+    pub fn multipass() -> io::Result<Self> {
+        Self::new("multipass", FAKE_MULTIPASS)
+    }
+
+    /// A fake `tart`, with a fake `softnet` (a copy of `sleep`, so the
+    /// process table shows that name) beside it.
+    pub fn tart() -> io::Result<Self> {
+        let fake = Self::new("tart", FAKE_TART)?;
+        fs::copy("/bin/sleep", fake.bin.join("softnet"))?;
+        Ok(fake)
+    }
+
+    /// PATH for the provider's process runner: the fakes first.
+    pub fn search_path(&self) -> String {
+        format!("{}:/usr/bin:/bin", self.bin.display())
+    }
+
+    /// A private directory for the provider's staging root.
+    pub fn staging(&self) -> PathBuf {
+        self.dir.path().join("staging")
+    }
+
+    /// Every recorded argv (without the program), in order.
+    pub fn calls(&self) -> io::Result<Vec<Vec<String>>> {
+        let count: usize = match fs::read_to_string(self.state.join("count")) {
+            Ok(s) => s.trim().parse().map_err(io::Error::other)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(e),
+        };
+        (1..=count)
+            .map(|n| {
+                let raw = fs::read(self.state.join(format!("call.{n}")))?;
+                let mut words: Vec<String> = raw
+                    .split(|b| *b == 0)
+                    .map(|w| String::from_utf8_lossy(w).into_owned())
+                    .collect();
+                // The record ends with a NUL, which leaves one empty word.
+                words.pop();
+                Ok(words)
+            })
+            .collect()
+    }
+
+    /// The subcommands called, in order (`["launch", "stop", "info", …]`).
+    pub fn subcommands(&self) -> io::Result<Vec<String>> {
+        Ok(self
+            .calls()?
+            .into_iter()
+            .filter_map(|c| c.into_iter().next())
+            .collect())
+    }
+}
+
+impl Drop for FakeTool {
+    fn drop(&mut self) {
+        // A fake `tart run` stays in the foreground like the real one; leave
+        // no such process (or its softnet) behind.
+        if let Ok(pid) = fs::read_to_string(self.state.join("run.pid"))
+            && let Ok(pid) = pid.trim().parse::<i32>()
+        {
+            let _ = std::process::Command::new("/bin/kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .status();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn run(fake: &FakeTool, prog: &str, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(fake.bin.join(prog))
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    #[test]
+    fn fake_multipass_keeps_state_and_records_calls() {
+        let fake = FakeTool::multipass().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(run(&fake, "multipass", &["info", "vm1"]).0, 2);
+        let (code, _, err) = run(&fake, "multipass", &["launch", "--name", "vm1", "24.04"]);
+        assert_eq!(code, 0, "{err}");
+        let (_, out, _) = run(&fake, "multipass", &["info", "vm1", "--format", "json"]);
+        assert!(out.contains(r#""vm1":{"state":"Running""#), "{out}");
+        // Snapshots need a stopped instance, like Multipass.
+        let (code, _, err) = run(&fake, "multipass", &["snapshot", "--name", "s1", "vm1"]);
+        assert_eq!(code, 2);
+        assert!(err.contains("must be stopped"), "{err}");
+        run(&fake, "multipass", &["stop", "vm1"]);
+        assert_eq!(run(&fake, "multipass", &["snapshot", "--name", "s1", "vm1"]).0, 0);
+        let (_, out, _) = run(&fake, "multipass", &["snapshots", "--format", "json"]);
+        assert!(out.contains(r#""vm1":{"s1":"#), "{out}");
+        let calls = fake.subcommands().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            calls,
+            ["info", "launch", "info", "snapshot", "stop", "snapshot", "snapshots"]
+        );
+    }
+
+    #[test]
+    fn fake_multipass_exec_runs_in_the_instance_home() {
+        let fake = FakeTool::multipass().unwrap_or_else(|e| panic!("{e}"));
+        run(&fake, "multipass", &["launch", "--name", "vm1", "24.04"]);
+        run(&fake, "multipass", &["exec", "vm1", "--", "sh", "-c", "echo x > f"]);
+        let (_, out, _) = run(&fake, "multipass", &["exec", "vm1", "--", "cat", "f"]);
+        assert_eq!(out, "x\n");
+        let (_, out, _) = run(
+            &fake,
+            "multipass",
+            &["exec", "vm1", "--working-directory", "/", "--", "pwd"],
+        );
+        assert_eq!(out, "/\n");
+        run(&fake, "multipass", &["stop", "vm1"]);
+        let (code, _, err) = run(&fake, "multipass", &["exec", "vm1", "--", "true"]);
+        assert_eq!(code, 2);
+        assert!(err.contains("not running"), "{err}");
+    }
+}

@@ -1,0 +1,428 @@
+//! A corral profile bridge in the HOST network namespace, for tests that
+//! attach real Incus containers (Incus runs in the host namespace, so its
+//! containers can only join host bridges).
+//!
+//! ```text
+//!  container ──(Incus NIC)── bridge ce2eN ── host ── veth ── dest netns
+//!  10.251.N.10/24            10.251.N.1/24           203.0.113.253/30 ↔ .254
+//!                                                    lo: 198.51.100.10, .20,
+//!                                                        169.254.169.254
+//! ```
+//!
+//! Operator safety, because this touches the real host:
+//! - [`HostLab::new`] refuses to start when the host already has a corral
+//!   table or a corral-stamped bridge (teardown would remove them), or when
+//!   the chosen bridge, veth or routing rule priority is taken.
+//! - Only traffic *arriving from the test bridge* is routed to the
+//!   destination namespace: a policy rule (`iif <bridge>`) selects a private
+//!   table holding the destination routes and then an `unreachable` rule,
+//!   so nothing the container sends can reach the host's real uplink, and
+//!   the host's own traffic (to 169.254.169.254 included) is untouched.
+//! - [`Drop`] undoes everything, even while unwinding from a panic:
+//!   corral's teardown through the host facade, the rules and routes, the
+//!   veth (its peer and the destination namespace go with it) and the
+//!   sysctls corral wrote, restored to the values they had before.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use corral_egress::host::{ApplyReport, Host, HostDrift, HostError, plan_settings};
+use corral_egress::link::{LinkError, Links};
+use corral_egress::netns::{Listeners, Netns, Transport};
+use corral_egress::nft;
+use corral_egress::plan::{HostPlan, Resolution, SysctlPlan, TableFamily};
+use corral_egress::sysctl::Sysctls;
+use corral_sandbox_core::sandbox::NetworkAttachment;
+use corral_sandbox_core::{Config, Profile};
+use ipnet::{IpNet, Ipv4Net};
+use futures::TryStreamExt;
+use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
+
+/// The allowed destination (`allow = ["198.51.100.10:8080/tcp"]`).
+pub const ALLOWED: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 10)), 8080);
+/// The allowed address on a port the profile does not allow.
+pub const OTHER_PORT: SocketAddr =
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 10)), 8081);
+/// An address the profile does not allow, on the allowed port.
+pub const OTHER_ADDR: SocketAddr =
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 20)), 8080);
+/// The cloud metadata address.
+pub const METADATA: SocketAddr =
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)), 80);
+/// A TCP service on the gateway (the host) that is not DNS.
+pub const GATEWAY_PORT: u16 = 2222;
+
+/// Host side of the link to the destination namespace.
+const LINK_HOST: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 253);
+/// Destination side of that link.
+const LINK_DEST: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 254);
+const LINK_PREFIX: u8 = 30;
+
+/// Why the lab could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// Setting up would replace or remove state this test did not create.
+    #[error("refusing to run: {0}")]
+    Refused(String),
+    /// A namespace or socket operation failed.
+    #[error("host lab: {0}")]
+    Io(#[from] io::Error),
+    /// A link, address, route or rule operation failed.
+    #[error("host lab: {0}")]
+    Link(#[from] LinkError),
+    /// corral's host facade failed.
+    #[error("host lab: {0}")]
+    Host(#[from] HostError),
+    /// A netlink request this module makes itself failed.
+    #[error("host lab: {0}")]
+    Netlink(String),
+    /// Reading corral's nftables tables failed.
+    #[error("host lab: {0}")]
+    Nft(#[from] nft::NftError),
+    /// A sysctl could not be read or written.
+    #[error("host lab: {0}")]
+    Sysctl(#[from] corral_egress::sysctl::SysctlError),
+    /// The test profile or plan could not be built.
+    #[error("host lab: {0}")]
+    Plan(String),
+}
+
+/// One allowlist profile's bridge on the host, a destination namespace
+/// behind it, and the guard that removes all of it.
+#[derive(Debug)]
+pub struct HostLab {
+    /// The profile (one allowlist entry: [`ALLOWED`]).
+    pub profile: Profile,
+    /// corral's plan for it.
+    pub plan: HostPlan,
+    veth: String,
+    table: u32,
+    rules: Vec<RuleMessage>,
+    saved_sysctls: Vec<(String, String)>,
+    host: Host,
+    _dest: Netns,
+    _dest_listeners: Listeners,
+    gateway_listeners: Option<Listeners>,
+}
+
+impl HostLab {
+    /// Checks the host is free of corral state, then builds the destination
+    /// namespace, the policy routes and the profile bridge (with corral's
+    /// stamp and gateway address, exactly as `apply` makes it) but NO rules:
+    /// the control state, in which every probe must succeed.
+    pub fn new() -> Result<Self, LabError> {
+        let n = 20 + std::process::id() % 200;
+        let bridge = format!("ce2e{n}");
+        let veth = format!("ce2e{n}v");
+        let config = profile_config(&bridge, n);
+        let config = Config::from_toml_str(&config, "hostlab.toml")
+            .map_err(|e| LabError::Plan(e.to_string()))?;
+        let profile = config
+            .profiles
+            .iter()
+            .next()
+            .cloned()
+            .ok_or_else(|| LabError::Plan("the test configuration has no profile".into()))?;
+        let plan = HostPlan::build(
+            &config.profiles,
+            &plan_settings(&config.host),
+            &Resolution::new(),
+        )
+        .map_err(|e| LabError::Plan(e.to_string()))?;
+        let table = 0x00c0_0000 + n;
+        let priority = 9000 + n * 2;
+        let here = Netns::current()?;
+        preflight(&here, &bridge, &veth, priority)?;
+
+        let sysctls = Sysctls::default();
+        let mut saved_sysctls = Vec::new();
+        for s in &plan.sysctls {
+            if let Some(v) = sysctls.read(&s.key)? {
+                saved_sysctls.push((s.key.clone(), v));
+            }
+        }
+
+        let dest = Netns::new()?;
+        let mut lab = Self {
+            profile,
+            plan,
+            veth,
+            table,
+            rules: Vec::new(),
+            saved_sysctls,
+            host: Host::in_netns(here.try_clone()?),
+            _dest_listeners: Listeners::start(&dest)?,
+            _dest: dest,
+            gateway_listeners: None,
+        };
+        // From here on `lab` is dropped (and cleans up) on any error.
+        lab.build_destination()?;
+        lab.rules = lab.add_policy_routes(&bridge, priority)?;
+        let bridge_plan = lab.plan.bridges.first().cloned();
+        here.run_async(|| async {
+            let links = Links::connect()?;
+            if let Some(b) = &bridge_plan {
+                links.ensure_bridge(b).await?;
+            }
+            Ok::<_, LinkError>(())
+        })??;
+        // Forwarding is needed for the control as well; apply writes the
+        // same values.
+        sysctls.apply(&lab.plan.sysctls)?;
+        let gw = Listeners::start(&here)?;
+        gw.add(
+            SocketAddr::new(IpAddr::V4(lab.profile.gateway_v4()), GATEWAY_PORT),
+            Transport::Tcp,
+        )?;
+        lab.gateway_listeners = Some(gw);
+        Ok(lab)
+    }
+
+    /// What a provider needs to put a sandbox on the lab's bridge.
+    pub fn attachment(&self) -> NetworkAttachment {
+        NetworkAttachment::for_profile(&self.profile, Vec::new())
+    }
+
+    /// The static address the test gives its container.
+    pub fn sandbox_address(&self) -> Ipv4Net {
+        let base = u32::from(self.profile.subnet_v4.network());
+        Ipv4Net::new(Ipv4Addr::from(base + 10), self.profile.subnet_v4.prefix_len())
+            .unwrap_or(self.profile.subnet_v4)
+    }
+
+    /// Applies corral's plan through the host facade.
+    pub fn apply(&self) -> Result<ApplyReport, HostError> {
+        self.host.apply(&self.plan)
+    }
+
+    /// Every difference between the plan and the live host.
+    pub fn verify(&self) -> Result<Vec<HostDrift>, HostError> {
+        self.host.verify(&self.plan)
+    }
+
+    /// Packets blocked by the profile's rules so far (from the live counters).
+    pub fn blocked_packets(&self) -> Result<u64, LabError> {
+        let status = self.host.status(&self.plan)?;
+        Ok(status.counters.iter().map(|c| c.blocked_packets).sum())
+    }
+
+    fn build_destination(&self) -> Result<(), LabError> {
+        let veth = self.veth.clone();
+        let dest_fd = self._dest.fd();
+        Netns::current()?.run_async(|| async {
+            let links = Links::connect()?;
+            links.create_veth(&veth, "eth0", Some(dest_fd)).await?;
+            links
+                .add_address(&veth, v4net(LINK_HOST, LINK_PREFIX))
+                .await?;
+            links.set_up(&veth).await
+        })??;
+        let subnet = IpNet::V4(self.profile.subnet_v4);
+        self._dest.run_async(|| async {
+            let links = Links::connect()?;
+            links
+                .add_address("eth0", v4net(LINK_DEST, LINK_PREFIX))
+                .await?;
+            links.set_up("eth0").await?;
+            for ip in [ALLOWED.ip(), OTHER_ADDR.ip(), METADATA.ip()] {
+                links.add_address("lo", IpNet::from(ip)).await?;
+            }
+            // Replies to the sandbox subnet (before corral's masquerade).
+            links.add_route(subnet, IpAddr::V4(LINK_HOST)).await
+        })??;
+        for addr in [ALLOWED, OTHER_PORT, OTHER_ADDR, METADATA] {
+            self._dest_listeners.add(addr, Transport::Tcp)?;
+        }
+        Ok(())
+    }
+
+    /// `iif <bridge> lookup <table>` then `iif <bridge> unreachable`; the
+    /// table routes the destinations to the destination namespace.
+    fn add_policy_routes(&self, bridge: &str, priority: u32) -> Result<Vec<RuleMessage>, LabError> {
+        let table = self.table;
+        let bridge = bridge.to_owned();
+        let rules = Netns::current()?.run_async(|| async move {
+            let links = Links::connect()?;
+            let handle = links.handle();
+            for dest in ["198.51.100.0/24", "169.254.169.254/32"] {
+                let dest: Ipv4Net = dest.parse().unwrap_or_default();
+                let msg = rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new()
+                    .destination_prefix(dest.addr(), dest.prefix_len())
+                    .gateway(LINK_DEST)
+                    .table_id(table)
+                    .build();
+                handle
+                    .route()
+                    .add(msg)
+                    .execute()
+                    .await
+                    .map_err(|e| netlink_error(&format!("add route {dest} table {table}"), e))?;
+            }
+            let mut rules = Vec::new();
+            for (prio, action) in [
+                (priority, RuleAction::ToTable),
+                (priority + 1, RuleAction::Unreachable),
+            ] {
+                let mut req = handle
+                    .rule()
+                    .add()
+                    .v4()
+                    .input_interface(bridge.clone())
+                    .priority(prio)
+                    .action(action);
+                if action == RuleAction::ToTable {
+                    req = req.table_id(table);
+                }
+                let msg = req.message_mut().clone();
+                req.execute()
+                    .await
+                    .map_err(|e| netlink_error(&format!("add rule priority {prio}"), e))?;
+                rules.push(msg);
+            }
+            Ok::<_, LabError>(rules)
+        })??;
+        Ok(rules)
+    }
+
+    /// Removes everything the lab made; keeps going past failures and
+    /// returns every error.
+    pub fn cleanup(&mut self) -> Vec<String> {
+        let mut errors = Vec::new();
+        match self.host.teardown() {
+            Ok(report) => errors.extend(report.errors),
+            Err(e) => errors.push(format!("teardown: {e}")),
+        }
+        self.gateway_listeners = None;
+        let rules = std::mem::take(&mut self.rules);
+        let veth = self.veth.clone();
+        let removed = Netns::current().and_then(|here| {
+            here.run_async(|| async move {
+                let mut errs = Vec::new();
+                let links = match Links::connect() {
+                    Ok(l) => l,
+                    Err(e) => return vec![e.to_string()],
+                };
+                for rule in rules {
+                    if let Err(e) = links.handle().rule().del(rule).execute().await {
+                        errs.push(format!("delete policy rule: {e}"));
+                    }
+                }
+                if links.get(&veth).await.ok().flatten().is_some()
+                    && let Err(e) = links.delete(&veth).await
+                {
+                    errs.push(e.to_string());
+                }
+                // The lab table's routes go via the veth, so they went with it.
+                errs
+            })
+        });
+        match removed {
+            Ok(errs) => errors.extend(errs),
+            Err(e) => errors.push(format!("remove the lab's links: {e}")),
+        }
+        let sysctls = Sysctls::default();
+        for (key, value) in std::mem::take(&mut self.saved_sysctls) {
+            let plan = SysctlPlan {
+                key: key.clone(),
+                value,
+                reason: "restore the value from before the test".into(),
+            };
+            if let Err(e) = sysctls.apply_one(&plan) {
+                errors.push(format!("restore {key}: {e}"));
+            }
+        }
+        errors
+    }
+}
+
+impl Drop for HostLab {
+    fn drop(&mut self) {
+        for e in self.cleanup() {
+            eprintln!("host lab cleanup: {e}");
+        }
+    }
+}
+
+/// Refuses unless the host has no corral tables and no corral-stamped
+/// bridge (teardown would remove them), and the lab's names are free.
+fn preflight(here: &Netns, bridge: &str, veth: &str, priority: u32) -> Result<(), LabError> {
+    let live = here.run(nft::read_live)??;
+    for (family, word) in [(TableFamily::Inet, "inet"), (TableFamily::Bridge, "bridge")] {
+        if live.table(family).is_some() {
+            return Err(LabError::Refused(format!(
+                "this host already has a `table {word} corral`; the test would replace a live ruleset. Run it on a host without corral state (or `corral host teardown` first if that state is stale)"
+            )));
+        }
+    }
+    let (stamped, taken) = here.run_async(|| async {
+        let links = Links::connect()?;
+        let stamped: Vec<String> = links
+            .stamped_bridges()
+            .await?
+            .into_iter()
+            .map(|l| l.name)
+            .collect();
+        let mut taken = Vec::new();
+        for name in [bridge, veth] {
+            if links.get(name).await?.is_some() {
+                taken.push(name.to_owned());
+            }
+        }
+        Ok::<_, LinkError>((stamped, taken))
+    })??;
+    if !stamped.is_empty() {
+        return Err(LabError::Refused(format!(
+            "this host has corral-managed bridges ({}); teardown would delete them",
+            stamped.join(", ")
+        )));
+    }
+    if !taken.is_empty() {
+        return Err(LabError::Refused(format!(
+            "interface(s) {} already exist; a previous run may have leaked them",
+            taken.join(", ")
+        )));
+    }
+    let rules = here.run_async(|| async {
+        let links = Links::connect()?;
+        let msgs: Vec<RuleMessage> = links
+            .handle()
+            .rule()
+            .get(rtnetlink::IpVersion::V4)
+            .execute()
+            .try_collect()
+            .await
+            .map_err(|e| netlink_error("list routing rules", e))?;
+        Ok::<_, LabError>(msgs)
+    })??;
+    let taken_priority = rules.iter().flat_map(|r| &r.attributes).any(|a| {
+        matches!(a, RuleAttribute::Priority(p) if *p == priority || *p == priority + 1)
+    });
+    if taken_priority {
+        return Err(LabError::Refused(format!(
+            "routing rule priority {priority} is taken"
+        )));
+    }
+    Ok(())
+}
+
+fn profile_config(bridge: &str, n: u32) -> String {
+    format!(
+        r#"
+[[profile]]
+name = "e2e"
+bridge = "{bridge}"
+subnet = "10.251.{n}.0/24"
+mode = "allowlist"
+allow = ["{ALLOWED}/tcp"]
+block = "reject"
+"#
+    )
+}
+
+fn netlink_error(what: &str, e: rtnetlink::Error) -> LabError {
+    LabError::Netlink(format!("{what}: {e}"))
+}
+
+fn v4net(a: Ipv4Addr, len: u8) -> IpNet {
+    IpNet::V4(Ipv4Net::new(a, len).unwrap_or_else(|_| Ipv4Net::from(a)))
+}
