@@ -134,7 +134,7 @@ fn prefix_match(off: u32, len: u32, net_bytes: &[u8], prefix: u8) -> Result<Vec<
         return Ok(Vec::new());
     }
     let n = len as usize;
-    if prefix % 8 == 0 {
+    if prefix.is_multiple_of(8) {
         let whole = (usize::from(prefix) / 8).min(n);
         return Ok(vec![
             payload(NETWORK, off, whole as u32)?,
