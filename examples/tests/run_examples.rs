@@ -30,7 +30,10 @@ fn plan_nft_prints_the_library_rendering_of_the_builtin_profiles() {
     .unwrap_or_else(|e| panic!("{e}"));
     let stdout = text(&out.stdout);
     assert!(stdout.ends_with(&plan.render_nft()), "{stdout}");
-    assert!(stdout.starts_with("# 3 profile(s), 3 bridge(s)"), "{stdout}");
+    assert!(
+        stdout.starts_with("# 3 profile(s), 3 bridge(s)"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -65,7 +68,10 @@ fn platform_prints_the_matrix_and_this_hosts_selection() {
     assert_eq!(rows, 24, "{stdout}");
     assert!(stdout.contains("profiled work on this host"), "{stdout}");
     if cfg!(target_os = "linux") {
-        assert!(stdout.contains("incus             ok: enforced (this host)"), "{stdout}");
+        assert!(
+            stdout.contains("incus             ok: enforced (this host)"),
+            "{stdout}"
+        );
     }
 }
 
@@ -81,7 +87,10 @@ fn placement_demotes_a_leaking_kind_and_readmits_it_after_the_cool_down() {
         "after the cool-down tart is Probation",
         "second sandbox: Passed",
     ] {
-        assert!(stdout.contains(expected), "missing {expected:?} in:\n{stdout}");
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
     }
 }
 
@@ -111,7 +120,13 @@ fn incus_sandbox_runs_a_command_in_a_real_container() {
     }
     let out = run(
         env!("CARGO_BIN_EXE_incus_sandbox"),
-        &["--", "sh", "-c", "echo \"$0 from $(hostname)\"; exit 3", "a b"],
+        &[
+            "--",
+            "sh",
+            "-c",
+            "echo \"$0 from $(hostname)\"; exit 3",
+            "a b",
+        ],
     );
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");

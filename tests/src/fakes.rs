@@ -311,13 +311,24 @@ mod tests {
         assert_eq!(code, 2);
         assert!(err.contains("must be stopped"), "{err}");
         run(&fake, "multipass", &["stop", "vm1"]);
-        assert_eq!(run(&fake, "multipass", &["snapshot", "--name", "s1", "vm1"]).0, 0);
+        assert_eq!(
+            run(&fake, "multipass", &["snapshot", "--name", "s1", "vm1"]).0,
+            0
+        );
         let (_, out, _) = run(&fake, "multipass", &["snapshots", "--format", "json"]);
         assert!(out.contains(r#""vm1":{"s1":"#), "{out}");
         let calls = fake.subcommands().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             calls,
-            ["info", "launch", "info", "snapshot", "stop", "snapshot", "snapshots"]
+            [
+                "info",
+                "launch",
+                "info",
+                "snapshot",
+                "stop",
+                "snapshot",
+                "snapshots"
+            ]
         );
     }
 
@@ -325,7 +336,11 @@ mod tests {
     fn fake_multipass_exec_runs_in_the_instance_home() {
         let fake = FakeTool::multipass().unwrap_or_else(|e| panic!("{e}"));
         run(&fake, "multipass", &["launch", "--name", "vm1", "24.04"]);
-        run(&fake, "multipass", &["exec", "vm1", "--", "sh", "-c", "echo x > f"]);
+        run(
+            &fake,
+            "multipass",
+            &["exec", "vm1", "--", "sh", "-c", "echo x > f"],
+        );
         let (_, out, _) = run(&fake, "multipass", &["exec", "vm1", "--", "cat", "f"]);
         assert_eq!(out, "x\n");
         let (_, out, _) = run(

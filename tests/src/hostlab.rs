@@ -34,8 +34,8 @@ use corral_egress::plan::{HostPlan, Resolution, SysctlPlan, TableFamily};
 use corral_egress::sysctl::Sysctls;
 use corral_sandbox_core::sandbox::NetworkAttachment;
 use corral_sandbox_core::{Config, Profile};
-use ipnet::{IpNet, Ipv4Net};
 use futures::TryStreamExt;
+use ipnet::{IpNet, Ipv4Net};
 use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
 
 /// The allowed destination (`allow = ["198.51.100.10:8080/tcp"]`).
@@ -47,8 +47,7 @@ pub const OTHER_PORT: SocketAddr =
 pub const OTHER_ADDR: SocketAddr =
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 20)), 8080);
 /// The cloud metadata address.
-pub const METADATA: SocketAddr =
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)), 80);
+pub const METADATA: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)), 80);
 /// A TCP service on the gateway (the host) that is not DNS.
 pub const GATEWAY_PORT: u16 = 2222;
 
@@ -150,7 +149,7 @@ impl HostLab {
             table,
             rules: Vec::new(),
             saved_sysctls,
-            host: Host::in_netns(here.try_clone()?),
+            host: Host::current()?,
             _dest_listeners: Listeners::start(&dest)?,
             _dest: dest,
             gateway_listeners: None,
@@ -186,8 +185,11 @@ impl HostLab {
     /// The static address the test gives its container.
     pub fn sandbox_address(&self) -> Ipv4Net {
         let base = u32::from(self.profile.subnet_v4.network());
-        Ipv4Net::new(Ipv4Addr::from(base + 10), self.profile.subnet_v4.prefix_len())
-            .unwrap_or(self.profile.subnet_v4)
+        Ipv4Net::new(
+            Ipv4Addr::from(base + 10),
+            self.profile.subnet_v4.prefix_len(),
+        )
+        .unwrap_or(self.profile.subnet_v4)
     }
 
     /// Applies corral's plan through the host facade.
@@ -241,46 +243,44 @@ impl HostLab {
     fn add_policy_routes(&self, bridge: &str, priority: u32) -> Result<Vec<RuleMessage>, LabError> {
         let table = self.table;
         let bridge = bridge.to_owned();
-        let rules = Netns::current()?.run_async(|| async move {
-            let links = Links::connect()?;
-            let handle = links.handle();
-            for dest in ["198.51.100.0/24", "169.254.169.254/32"] {
-                let dest: Ipv4Net = dest.parse().unwrap_or_default();
-                let msg = rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new()
-                    .destination_prefix(dest.addr(), dest.prefix_len())
-                    .gateway(LINK_DEST)
-                    .table_id(table)
-                    .build();
-                handle
-                    .route()
-                    .add(msg)
-                    .execute()
-                    .await
-                    .map_err(|e| netlink_error(&format!("add route {dest} table {table}"), e))?;
-            }
-            let mut rules = Vec::new();
-            for (prio, action) in [
-                (priority, RuleAction::ToTable),
-                (priority + 1, RuleAction::Unreachable),
-            ] {
-                let mut req = handle
-                    .rule()
-                    .add()
-                    .v4()
-                    .input_interface(bridge.clone())
-                    .priority(prio)
-                    .action(action);
-                if action == RuleAction::ToTable {
-                    req = req.table_id(table);
+        let rules =
+            Netns::current()?.run_async(|| async move {
+                let links = Links::connect()?;
+                let handle = links.handle();
+                for dest in ["198.51.100.0/24", "169.254.169.254/32"] {
+                    let dest: Ipv4Net = dest.parse().unwrap_or_default();
+                    let msg = rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new()
+                        .destination_prefix(dest.addr(), dest.prefix_len())
+                        .gateway(LINK_DEST)
+                        .table_id(table)
+                        .build();
+                    handle.route().add(msg).execute().await.map_err(|e| {
+                        netlink_error(&format!("add route {dest} table {table}"), e)
+                    })?;
                 }
-                let msg = req.message_mut().clone();
-                req.execute()
-                    .await
-                    .map_err(|e| netlink_error(&format!("add rule priority {prio}"), e))?;
-                rules.push(msg);
-            }
-            Ok::<_, LabError>(rules)
-        })??;
+                let mut rules = Vec::new();
+                for (prio, action) in [
+                    (priority, RuleAction::ToTable),
+                    (priority + 1, RuleAction::Unreachable),
+                ] {
+                    let mut req = handle
+                        .rule()
+                        .add()
+                        .v4()
+                        .input_interface(bridge.clone())
+                        .priority(prio)
+                        .action(action);
+                    if action == RuleAction::ToTable {
+                        req = req.table_id(table);
+                    }
+                    let msg = req.message_mut().clone();
+                    req.execute()
+                        .await
+                        .map_err(|e| netlink_error(&format!("add rule priority {prio}"), e))?;
+                    rules.push(msg);
+                }
+                Ok::<_, LabError>(rules)
+            })??;
         Ok(rules)
     }
 
@@ -394,9 +394,10 @@ fn preflight(here: &Netns, bridge: &str, veth: &str, priority: u32) -> Result<()
             .map_err(|e| netlink_error("list routing rules", e))?;
         Ok::<_, LabError>(msgs)
     })??;
-    let taken_priority = rules.iter().flat_map(|r| &r.attributes).any(|a| {
-        matches!(a, RuleAttribute::Priority(p) if *p == priority || *p == priority + 1)
-    });
+    let taken_priority = rules
+        .iter()
+        .flat_map(|r| &r.attributes)
+        .any(|a| matches!(a, RuleAttribute::Priority(p) if *p == priority || *p == priority + 1));
     if taken_priority {
         return Err(LabError::Refused(format!(
             "routing rule priority {priority} is taken"
@@ -425,4 +426,51 @@ fn netlink_error(what: &str, e: rtnetlink::Error) -> LabError {
 
 fn v4net(a: Ipv4Addr, len: u8) -> IpNet {
     IpNet::V4(Ipv4Net::new(a, len).unwrap_or_else(|_| Ipv4Net::from(a)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lab_profile_is_valid_and_allows_exactly_the_allowed_destination() {
+        let config = Config::from_toml_str(&profile_config("ce2e42", 42), "t")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let p = config
+            .profiles
+            .get("e2e")
+            .unwrap_or_else(|| panic!("profile"));
+        assert_eq!(p.bridge.as_str(), "ce2e42");
+        assert_eq!(p.gateway_v4(), Ipv4Addr::new(10, 251, 42, 1));
+        assert_eq!(p.allow.len(), 1);
+        let plan = HostPlan::build(
+            &config.profiles,
+            &plan_settings(&config.host),
+            &Resolution::new(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        // One set element: the one allowed address.
+        assert_eq!(plan.element_count(), 1);
+        assert!(plan.render_nft().contains("198.51.100.10"));
+    }
+
+    #[test]
+    fn lab_addresses_stay_out_of_each_other_and_the_sandbox_subnet() {
+        let link = Ipv4Net::new(LINK_HOST, LINK_PREFIX).unwrap_or_else(|e| panic!("{e}"));
+        for dest in [ALLOWED, OTHER_PORT, OTHER_ADDR, METADATA] {
+            let IpAddr::V4(ip) = dest.ip() else {
+                panic!("IPv4 only")
+            };
+            assert!(!link.contains(&ip), "{ip} inside the link network");
+            assert!(
+                !"10.251.0.0/16"
+                    .parse::<Ipv4Net>()
+                    .is_ok_and(|n| n.contains(&ip))
+            );
+        }
+        assert!(link.contains(&LINK_DEST));
+        assert_ne!(ALLOWED, OTHER_PORT);
+        assert_eq!(ALLOWED.ip(), OTHER_PORT.ip());
+        assert_eq!(ALLOWED.port(), OTHER_ADDR.port());
+    }
 }

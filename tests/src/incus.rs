@@ -131,3 +131,20 @@ pub async fn tcp_probe(sandbox: &dyn Sandbox, to: SocketAddr) -> Result<TcpProbe
         detail: format!("exit {}: {}", out.exit_code, out.stderr_text().trim()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unique_names_are_valid_and_distinct() {
+        let a = unique_name("conf");
+        let b = unique_name("conf");
+        assert_ne!(a, b);
+        assert!(a.as_str().starts_with("e2e-conf-"));
+        // Derived names (clone, import, rename) must stay valid too.
+        for suffix in ["c", "i", "r"] {
+            assert!(SandboxName::new(format!("{a}-{suffix}")).is_ok());
+        }
+    }
+}

@@ -10,8 +10,8 @@ use corral_provider_multipass::{MultipassConfig, MultipassProvider};
 use corral_provider_tart::{TartConfig, TartProvider};
 use corral_sandbox_core::profile::{BlockAction, DnsPolicy, EgressMode, Profile};
 use corral_sandbox_core::sandbox::{
-    Capabilities, InstanceType, NetworkAttachment, Operation, ProviderError, Sandbox,
-    SandboxInfo, SandboxProvider, SandboxSpec,
+    Capabilities, InstanceType, NetworkAttachment, Operation, ProviderError, Sandbox, SandboxInfo,
+    SandboxProvider, SandboxSpec,
 };
 use corral_sandbox_core::{HostOs, ProfileSet, SandboxKind, SandboxName};
 use corral_tests::conformance::{self, Scenario};
@@ -83,9 +83,8 @@ async fn multipass_conforms_through_a_fake_binary() {
     let mut config = MultipassConfig::new(fake.staging(), profiles());
     config.timeouts.command = Duration::from_secs(20);
     let runner = corral_provider_multipass::ProcessRunner::with_search_path(fake.search_path());
-    let provider =
-        MultipassProvider::with_runner(config, Arc::new(runner), SandboxKind::Multipass)
-            .unwrap_or_else(|e| panic!("{e}"));
+    let provider = MultipassProvider::with_runner(config, Arc::new(runner), SandboxKind::Multipass)
+        .unwrap_or_else(|e| panic!("{e}"));
     let scenario = Scenario {
         spec: vm_spec("mp", "24.04"),
         exec_cwd: true,
@@ -172,5 +171,8 @@ async fn an_overclaiming_provider_fails_the_scenario() {
         .unwrap_or_else(|| panic!("an over-claiming provider passed the conformance scenario"));
     assert!(err.to_string().contains("rename"), "{err}");
     let left = provider.list().await.unwrap_or_else(|e| panic!("{e}"));
-    assert!(left.is_empty(), "the scenario left sandboxes behind: {left:?}");
+    assert!(
+        left.is_empty(),
+        "the scenario left sandboxes behind: {left:?}"
+    );
 }

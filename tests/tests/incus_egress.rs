@@ -64,12 +64,18 @@ fn incus_container_behind_corral_reaches_only_its_allowlist() {
     // Every destination answers, so a failure below is the rules' doing.
     for to in all {
         let (ok, detail) = reached(&rt, sb, to);
-        assert!(ok, "control: {to} must be reachable without corral's rules ({detail})");
+        assert!(
+            ok,
+            "control: {to} must be reachable without corral's rules ({detail})"
+        );
     }
 
     let report = lab.apply().unwrap_or_else(|e| panic!("apply: {e}"));
     let drift = lab.verify().unwrap_or_else(|e| panic!("verify: {e}"));
-    assert!(drift.is_empty(), "host differs from the plan after apply: {drift:?}");
+    assert!(
+        drift.is_empty(),
+        "host differs from the plan after apply: {drift:?}"
+    );
     eprintln!(
         "apply: {} rules, {} set elements, {} ms",
         report.rules, report.set_elements, report.ms
@@ -77,12 +83,18 @@ fn incus_container_behind_corral_reaches_only_its_allowlist() {
     let blocked_before = lab.blocked_packets().unwrap_or_else(|e| panic!("{e}"));
 
     let (ok, detail) = reached(&rt, sb, ALLOWED);
-    assert!(ok, "the allowlisted {ALLOWED} must stay reachable ({detail})");
+    assert!(
+        ok,
+        "the allowlisted {ALLOWED} must stay reachable ({detail})"
+    );
     for to in [OTHER_PORT, OTHER_ADDR, gateway, METADATA] {
         let started = Instant::now();
         let (ok, detail) = reached(&rt, sb, to);
         assert!(!ok, "{to} must be blocked by corral's rules ({detail})");
-        eprintln!("blocked {to} in {} ms ({detail})", started.elapsed().as_millis());
+        eprintln!(
+            "blocked {to} in {} ms ({detail})",
+            started.elapsed().as_millis()
+        );
     }
     let blocked_after = lab.blocked_packets().unwrap_or_else(|e| panic!("{e}"));
     assert!(

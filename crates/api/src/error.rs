@@ -1,9 +1,11 @@
-//! Errors as HTTP answers: a status code and `{"error", "causes"}` JSON
-//! carrying the whole `source()` chain, as the CLI prints it.
+//! Errors as HTTP answers. Every failed request, on every route, answers
+//! `{"error": {"code": "<snake_case>", "message": "<whole source chain>"}}`
+//! with a status that follows from the code.
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use corral_sandbox_core::sandbox::ProviderError;
 use serde::Serialize;
 
 /// A failed request.
@@ -11,6 +13,8 @@ use serde::Serialize;
 pub struct ApiError {
     /// The HTTP status to answer with.
     pub status: StatusCode,
+    /// A stable, machine-readable code (`not_found`, `invalid_spec`…).
+    pub code: &'static str,
     /// What went wrong, with its causes.
     pub error: anyhow::Error,
 }
@@ -19,14 +23,35 @@ pub struct ApiError {
 #[derive(Debug, Serialize)]
 pub struct ErrorBody {
     /// The error.
-    pub error: String,
-    /// Its causes, outermost first.
-    pub causes: Vec<String>,
+    pub error: ErrorDetail,
+}
+
+/// The error inside an [`ErrorBody`].
+#[derive(Debug, Serialize)]
+pub struct ErrorDetail {
+    /// A stable, machine-readable code.
+    pub code: &'static str,
+    /// The error and every cause, outermost first, joined by `: `.
+    pub message: String,
 }
 
 impl ApiError {
-    /// A failure of the work (500), or 403 when the kernel refused for lack
-    /// of privilege somewhere in the chain.
+    /// An error with an explicit status and code.
+    pub fn new(status: StatusCode, code: &'static str, error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            status,
+            code,
+            error: error.into(),
+        }
+    }
+
+    /// The request itself is malformed (400, `bad_request`).
+    pub fn bad_request(error: impl Into<anyhow::Error>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", error)
+    }
+
+    /// A failure of the work (500, `internal`), or 403 (`permission_denied`)
+    /// when the kernel refused for lack of privilege somewhere in the chain.
     pub fn internal(error: impl Into<anyhow::Error>) -> Self {
         let error = error.into();
         let denied = error.chain().any(|e| {
@@ -35,40 +60,74 @@ impl ApiError {
                     || matches!(io.raw_os_error(), Some(1 | 13))
             })
         });
-        Self {
-            status: if denied {
-                StatusCode::FORBIDDEN
-            } else {
-                StatusCode::INTERNAL_SERVER_ERROR
-            },
-            error,
+        if denied {
+            Self::new(StatusCode::FORBIDDEN, "permission_denied", error)
+        } else {
+            Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", error)
         }
     }
 
     /// The body that will be sent.
     pub fn body(&self) -> ErrorBody {
+        let message = self
+            .error
+            .chain()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(": ");
         ErrorBody {
-            error: self.error.to_string(),
-            causes: self
-                .error
-                .chain()
-                .skip(1)
-                .map(ToString::to_string)
-                .collect(),
+            error: ErrorDetail {
+                code: self.code,
+                message,
+            },
         }
+    }
+}
+
+/// The status and code of a provider error. Upstream failures (the backend
+/// refused, answered nonsense, or could not be reached) are 502; a broken
+/// topology is corral's own state gone wrong, so 500.
+pub fn provider_status(e: &ProviderError) -> (StatusCode, &'static str) {
+    match e {
+        ProviderError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
+        ProviderError::AlreadyExists { .. } => (StatusCode::CONFLICT, "already_exists"),
+        ProviderError::NotOwned { .. } => (StatusCode::FORBIDDEN, "not_owned"),
+        ProviderError::InvalidState { .. } => (StatusCode::CONFLICT, "invalid_state"),
+        ProviderError::Unsupported { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "unsupported"),
+        ProviderError::InvalidSpec { .. } => (StatusCode::BAD_REQUEST, "invalid_spec"),
+        ProviderError::UnknownProfile { .. } => (StatusCode::BAD_REQUEST, "unknown_profile"),
+        ProviderError::Mount { .. } => (StatusCode::BAD_REQUEST, "mount"),
+        ProviderError::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "timeout"),
+        ProviderError::Backend { .. } => (StatusCode::BAD_GATEWAY, "backend"),
+        ProviderError::Malformed { .. } => (StatusCode::BAD_GATEWAY, "malformed"),
+        ProviderError::Io { .. } => (StatusCode::BAD_GATEWAY, "io"),
+        ProviderError::Topology { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "topology"),
+        // A variant added to the library later: a failure we cannot classify.
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "provider"),
+    }
+}
+
+impl From<ProviderError> for ApiError {
+    fn from(e: ProviderError) -> Self {
+        let (status, code) = provider_status(&e);
+        Self::new(status, code, e)
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        tracing::warn!(status = %self.status, error = ?self.error, "request failed");
+        tracing::warn!(status = %self.status, code = self.code, error = ?self.error, "request failed");
         (self.status, Json(self.body())).into_response()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use anyhow::Context as _;
+    use corral_sandbox_core::SandboxKind;
+    use corral_sandbox_core::sandbox::{Operation, SandboxState};
 
     use super::*;
 
@@ -79,10 +138,122 @@ mod tests {
             .unwrap_err();
         let e = ApiError::internal(err);
         assert_eq!(e.status, StatusCode::FORBIDDEN);
+        assert_eq!(e.code, "permission_denied");
         let body = e.body();
-        assert_eq!(body.error, "reading nftables");
-        assert_eq!(body.causes.len(), 1);
+        assert!(
+            body.error.message.starts_with("reading nftables: "),
+            "{}",
+            body.error.message
+        );
         let e = ApiError::internal(anyhow::anyhow!("boom"));
         assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(e.body().error.message, "boom");
+    }
+
+    #[test]
+    fn provider_errors_map_to_the_documented_statuses() {
+        let cases: Vec<(ProviderError, u16, &str)> = vec![
+            (
+                ProviderError::NotFound {
+                    what: "sandbox",
+                    name: "a".into(),
+                },
+                404,
+                "not_found",
+            ),
+            (
+                ProviderError::AlreadyExists {
+                    what: "sandbox",
+                    name: "a".into(),
+                },
+                409,
+                "already_exists",
+            ),
+            (
+                ProviderError::NotOwned {
+                    name: "a".into(),
+                    reason: "no stamp".into(),
+                },
+                403,
+                "not_owned",
+            ),
+            (
+                ProviderError::InvalidState {
+                    name: "a".into(),
+                    state: SandboxState::Stopped,
+                    operation: Operation::Exec,
+                    hint: "start it".into(),
+                },
+                409,
+                "invalid_state",
+            ),
+            (
+                ProviderError::Unsupported {
+                    kind: SandboxKind::Tart,
+                    operation: Operation::Export,
+                },
+                422,
+                "unsupported",
+            ),
+            (
+                ProviderError::InvalidSpec {
+                    field: "name",
+                    reason: "empty".into(),
+                },
+                400,
+                "invalid_spec",
+            ),
+            (
+                ProviderError::UnknownProfile {
+                    profile: "x".into(),
+                    configured: vec!["a".into()],
+                },
+                400,
+                "unknown_profile",
+            ),
+            (
+                ProviderError::Timeout {
+                    operation: "exec".into(),
+                    after: Duration::from_secs(1),
+                },
+                504,
+                "timeout",
+            ),
+            (
+                ProviderError::Backend {
+                    kind: SandboxKind::Incus,
+                    operation: "create".into(),
+                    message: "no".into(),
+                    code: Some(500),
+                },
+                502,
+                "backend",
+            ),
+            (
+                ProviderError::Io {
+                    context: "connecting".into(),
+                    source: std::io::Error::other("refused"),
+                },
+                502,
+                "io",
+            ),
+        ];
+        for (err, status, code) in cases {
+            let api = ApiError::from(err);
+            assert_eq!(api.status.as_u16(), status, "{}", api.error);
+            assert_eq!(api.code, code);
+        }
+    }
+
+    #[test]
+    fn message_includes_the_io_source() {
+        let api = ApiError::from(ProviderError::Io {
+            context: "cannot reach the Incus daemon".into(),
+            source: std::io::Error::other("connection refused"),
+        });
+        assert_eq!(
+            api.body().error.message,
+            "cannot reach the Incus daemon: connection refused"
+        );
     }
 }

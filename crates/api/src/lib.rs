@@ -2,22 +2,34 @@
 //! handler turns a request into the same library call the CLI makes and
 //! returns the library's answer as JSON. No policy lives here.
 //!
-//! Routes (all `GET`, JSON):
-//! - `/v1/health` — liveness and version;
-//! - `/v1/matrix` — the host-OS × sandbox-kind matrix;
-//! - `/v1/profiles` — the configured profiles;
-//! - `/v1/host/plan` — the nft rendering, the plan and its drift;
-//! - `/v1/host/status` — bridges, counters, set sizes, drift count;
-//! - `/v1/host/verify` — every difference between plan and live state.
+//! Routes (JSON; `docs/api.md` has an example of each, `docs/openapi.json`
+//! the schema, and a test keeps that file equal to [`routes::routes`]):
+//! - `GET /v1/health` — liveness and version;
+//! - `GET /v1/matrix` — the host-OS × sandbox-kind matrix;
+//! - `GET /v1/profiles` — the configured profiles;
+//! - `GET /v1/host/plan` — the nft rendering, the plan and its drift;
+//! - `GET /v1/host/status` — bridges, counters, set sizes, drift count;
+//! - `GET /v1/host/verify` — every difference between plan and live state
+//!   (409 when there is any);
+//! - `GET /v1/verification` — the per-sandbox verification gate;
+//! - `GET|POST /v1/sandboxes`, `GET|DELETE /v1/sandboxes/{name}`,
+//!   `POST /v1/sandboxes/{name}/{start,stop,exec}` — sandboxes through the
+//!   provider selected at start-up.
+//!
+//! Every error answers `{"error": {"code", "message"}}` (see [`error`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod backend;
+pub mod encode;
 pub mod error;
+pub mod gate_store;
 pub mod load;
 pub mod routes;
 pub mod serve;
 pub mod state;
 
+pub use backend::Backend;
 pub use routes::router;
 pub use serve::{Listen, serve};
 pub use state::{AppState, Settings};

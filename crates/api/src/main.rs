@@ -1,6 +1,7 @@
 //! `corrald`: corral's HTTP API (see the `corral_api` library docs for the
-//! routes). Configuration is loaded once at start-up; a bad file stops the
-//! server with exit code 2, like `corral`.
+//! routes). Configuration, the sandbox provider and the verification gate
+//! are settled once at start-up; a bad file or a provider the platform
+//! matrix refuses stops the server with exit code 2, like `corral`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -9,19 +10,28 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use corral_api::{AppState, Listen, Settings, load, serve};
+use corral_api::gate_store::GateStore;
+use corral_api::serve::DEFAULT_SOCKET;
+use corral_api::{AppState, Backend, Listen, Settings, load, serve};
+use corral_sandbox_core::SandboxKind;
 use tracing_subscriber::EnvFilter;
 
-/// corrald: corral's HTTP API (health, matrix, profiles, host plan/status/verify).
+/// corrald: corral's HTTP API (sandboxes, profiles, matrix, host plan/status/verify, verification gate).
 #[derive(Debug, Parser)]
 #[command(name = "corrald", version)]
 struct Args {
-    /// Loopback address to listen on.
-    #[arg(long, default_value = "127.0.0.1:7979", conflicts_with = "socket")]
-    listen: SocketAddr,
-    /// Listen on this unix socket instead.
-    #[arg(long, value_name = "PATH")]
-    socket: Option<PathBuf>,
+    /// Listen on this loopback address instead of the unix socket.
+    #[arg(long, value_name = "ADDR", conflicts_with = "socket")]
+    listen: Option<SocketAddr>,
+    /// The unix socket to listen on (mode 0660; missing directories are created 0750).
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// The sandbox provider (checked against the platform matrix at start-up).
+    #[arg(long, value_name = "KIND", default_value = "incus")]
+    provider: SandboxKind,
+    /// The local Incus daemon's socket.
+    #[arg(long, value_name = "PATH", default_value = corral_provider_incus::client::DEFAULT_SOCKET)]
+    incus_socket: PathBuf,
     /// corral.toml (default /etc/corral/corral.toml, else built-in profiles).
     #[arg(long, value_name = "FILE", conflicts_with = "networks_conf")]
     config: Option<PathBuf>,
@@ -31,7 +41,7 @@ struct Args {
     /// Act inside this network namespace (name under /run/netns, or a path).
     #[arg(long, value_name = "NAME|PATH")]
     netns: Option<String>,
-    /// Where applied inputs are recorded (default: the config's state_dir).
+    /// Where applied inputs and the verification gate are recorded (default: the config's state_dir).
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
 }
@@ -57,15 +67,35 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let state = AppState::new(Settings {
+    let backend = match Backend::select(
+        std::env::consts::OS,
+        args.provider,
+        &config.host,
+        args.incus_socket,
+    ) {
+        Ok(b) => b,
+        Err(e) => {
+            print_error(&anyhow::Error::new(e));
+            return ExitCode::from(2);
+        }
+    };
+    let settings = Settings {
         config,
         source,
         netns: args.netns,
         state_dir: args.state_dir,
-    });
-    let listen = match args.socket {
-        Some(path) => Listen::Unix(path),
-        None => Listen::Tcp(args.listen),
+    };
+    let gate = match GateStore::new(settings.state_dir()).load_for(&settings.config.host.verification) {
+        Ok(g) => g,
+        Err(e) => {
+            print_error(&anyhow::Error::new(e).context("cannot load the verification gate"));
+            return ExitCode::from(1);
+        }
+    };
+    let state = AppState::new(settings, backend, gate);
+    let listen = match args.listen {
+        Some(addr) => Listen::Tcp(addr),
+        None => Listen::Unix(args.socket),
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

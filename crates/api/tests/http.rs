@@ -5,73 +5,21 @@
 // Test helpers panic to report a failure, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::os::unix::net::UnixStream;
-use std::process::{Child, Command, Stdio};
+mod common;
 
+use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Command};
+
+use common::{Server, assert_error, request};
 use corral_egress::host::{AppliedInputs, Host, StateStore, plan_settings};
 use corral_egress::netns::Netns;
 use corral_egress::plan::HostPlan;
 use corral_egress::resolve::Resolution;
 use corral_sandbox_core::config::Config;
-use serde_json::Value;
 
-/// A running corrald, killed on drop.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    fn start(extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_corrald"))
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .rsplit(' ')
-            .next()
-            .unwrap_or_else(|| panic!("no address in `{line}`"))
-            .to_owned();
-        assert!(line.contains("listening on"), "{line}");
-        Self { child, addr }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// HTTP/1.0 (no chunking) GET; returns status and parsed body.
-fn get_over(mut stream: impl Read + Write, path: &str) -> (u16, Value) {
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("bad answer: {raw}"));
-    let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let json = if body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
-    };
-    (status, json)
-}
-
-fn get(server: &Server, path: &str) -> (u16, Value) {
-    get_over(TcpStream::connect(&server.addr).unwrap(), path)
+fn get(server: &Server, path: &str) -> (u16, serde_json::Value) {
+    server.get(path)
 }
 
 #[test]
@@ -94,8 +42,11 @@ fn health_matrix_profiles_and_errors_over_tcp() {
             .all(|e| e["host_os"] == "macos")
     );
     let (s, bad) = get(&server, "/v1/matrix?host=beos");
-    assert_eq!(s, 400);
-    assert!(bad["error"].as_str().unwrap().contains("linux"), "{bad}");
+    assert_error(s, &bad, 400, "bad_request");
+    assert!(
+        bad["error"]["message"].as_str().unwrap().contains("linux"),
+        "{bad}"
+    );
 
     let (s, profiles) = get(&server, "/v1/profiles");
     assert_eq!(s, 200);
@@ -107,22 +58,74 @@ fn health_matrix_profiles_and_errors_over_tcp() {
         .collect();
     assert_eq!(names, ["isolated", "internet", "allowlist"]);
 
-    let (s, _) = get(&server, "/v1/nope");
-    assert_eq!(s, 404);
+    let (s, body) = get(&server, "/v1/nope");
+    assert_error(s, &body, 404, "no_route");
+}
+
+#[test]
+fn verification_gate_is_persisted_and_served() {
+    let server = Server::start(&["--listen", "127.0.0.1:0"]);
+    let file = server.state.as_ref().unwrap().path().join("verification.json");
+    let stored: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let (s, v) = get(&server, "/v1/verification");
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["path"], file.display().to_string());
+    assert_eq!(v["gate"], stored);
+    // The built-in configuration opts no kind in.
+    assert_eq!(v["kinds"], serde_json::json!([]));
+    assert!(v["now"].as_u64().unwrap() > 1_577_836_800_000);
+
+    // A record that is not a gate stops the server, naming the file.
+    std::fs::write(&file, "[]").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_corrald"))
+        .args(["--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(file.parent().unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("verification.json"), "{err}");
+}
+
+#[test]
+fn providers_the_matrix_refuses_are_usage_errors() {
+    let state = tempfile::tempdir().unwrap();
+    for (kind, words) in [
+        ("tart", "tart is not supported on linux"),
+        ("process", "does not enforce egress"),
+        ("multipass", "corrald can drive only incus"),
+        ("beos", "unknown sandbox kind"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_corrald"))
+            .args(["--listen", "127.0.0.1:0", "--provider", kind, "--state-dir"])
+            .arg(state.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{kind}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(words), "{kind}: {err}");
+    }
 }
 
 #[test]
 fn unix_socket_and_refusals() {
     let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("corrald.sock");
+    // Missing directories are created 0750; the socket is 0660.
+    let sock = dir.path().join("run/corral/corrald.sock");
     let server = Server::start(&["--socket", sock.to_str().unwrap()]);
     assert_eq!(server.addr, sock.to_str().unwrap());
-    let (s, health) = get_over(UnixStream::connect(&sock).unwrap(), "/v1/health");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&sock), 0o660);
+    assert_eq!(mode(&dir.path().join("run/corral")), 0o750);
+    assert_eq!(mode(&dir.path().join("run")), 0o750);
+    let (s, health) = request(UnixStream::connect(&sock).unwrap(), "GET", "/v1/health", None);
     assert_eq!(s, 200);
     assert_eq!(health["status"], "ok");
 
     let out = Command::new(env!("CARGO_BIN_EXE_corrald"))
-        .args(["--listen", "0.0.0.0:0"])
+        .args(["--listen", "0.0.0.0:0", "--state-dir"])
+        .arg(dir.path())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -187,13 +190,13 @@ fn host_routes_read_a_namespace_the_test_applied() {
     }
     assert_ne!(std::fs::read_link(&ns_path).unwrap(), ours);
     let state = tempfile::tempdir().unwrap();
-    let server = Server::start(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--netns",
-        &ns_path,
-        "--state-dir",
-        state.path().to_str().unwrap(),
+    let server = Server::start_exact(&[
+        "--listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
+        "--netns".to_owned(),
+        ns_path.clone(),
+        "--state-dir".to_owned(),
+        state.path().display().to_string(),
     ]);
 
     let (s, plan) = get(&server, "/v1/host/plan");
@@ -201,8 +204,9 @@ fn host_routes_read_a_namespace_the_test_applied() {
     assert_eq!(plan["in_sync"], false);
     assert!(plan["nft"].as_str().unwrap().contains("table inet corral"));
     let (s, verify) = get(&server, "/v1/host/verify");
-    assert_eq!(s, 200);
+    assert_eq!(s, 409, "drift must answer 409: {verify}");
     assert_eq!(verify["in_sync"], false);
+    assert!(!verify["drift"].as_array().unwrap().is_empty(), "{verify}");
     assert_eq!(verify["basis"], "configuration");
 
     // Apply through the library, record it, and the API sees it.

@@ -22,7 +22,7 @@ use corral_egress::gateway::{DnsTiming, Gateway, GatewaySpec, GatewayStatus};
 use corral_egress::host::Host;
 use corral_egress::netns::topology::{LAN_HOST_V4, LAN_PORT, PUBLIC_RESOLVER_V4};
 use corral_egress::netns::{Netns, Observed, Probe, Topology, Transport, probe_from, require_root};
-use corral_egress::plan::{HostPlan, PlanSettings};
+use corral_egress::plan::{DNS_SET_TIMEOUT, HostPlan, PlanSettings, SetKind};
 use corral_egress::resolve::Resolution;
 use corral_sandbox_core::{
     BlockAction, BridgeName, DnsPolicy, EgressMode, HostName, Profile, ProfileName, ProfileSet,
@@ -93,7 +93,17 @@ fn env(profiles: Vec<Profile>, timing: DnsTiming) -> Env {
         [IpAddr::V4(STATIC_ADDR)],
     );
     let settings = PlanSettings::default();
-    let plan = HostPlan::build(&profiles, &settings, &resolution).unwrap();
+    let mut plan = HostPlan::build(&profiles, &settings, &resolution).unwrap();
+    // The plan is data: give the dynamic sets the timing's timeout (the
+    // plan's default, `DNS_SET_TIMEOUT`, is the default timing's 600 s).
+    for set in plan
+        .inet
+        .sets
+        .iter_mut()
+        .filter(|s| s.kind == SetKind::Dynamic)
+    {
+        set.timeout = Some(timing.set_timeout);
+    }
     Host::in_netns(topo.host.try_clone().unwrap())
         .apply(&plan)
         .unwrap();
@@ -208,6 +218,47 @@ fn rotation_is_followed_without_reapply() {
 
     // The apply-time address stays reachable through the static set.
     assert_eq!(tcp(&sb.ns, STATIC_ADDR), Observed::Connected);
+}
+
+#[test]
+fn a_resolved_address_is_blocked_again_after_the_set_timeout() {
+    if !require_root("a_resolved_address_is_blocked_again_after_the_set_timeout") {
+        return;
+    }
+    assert_eq!(DNS_SET_TIMEOUT, DnsTiming::default().set_timeout);
+    let timing = DnsTiming {
+        client_ttl_cap: Duration::from_secs(1),
+        set_timeout: Duration::from_secs(3),
+    };
+    let env = env(vec![allowlist_profile()], timing);
+    let sb = env.topo.sandbox("agent").unwrap();
+    env.upstream
+        .set("api.corral.test", &[ROTATED_ADDR.into()], 3600);
+    let r = ask(&sb.ns, sb.gateway_v4, "api.corral.test", TYPE_A).unwrap();
+    let resolved_at = Instant::now();
+    assert_eq!(r.answers.len(), 1, "{r:?}");
+    assert_eq!(tcp(&sb.ns, ROTATED_ADDR), Observed::Connected);
+    // Open until shortly before the timeout, blocked shortly after it.
+    std::thread::sleep(
+        (timing.set_timeout - Duration::from_millis(800)).saturating_sub(resolved_at.elapsed()),
+    );
+    assert_eq!(
+        tcp(&sb.ns, ROTATED_ADDR),
+        Observed::Connected,
+        "closed early"
+    );
+    std::thread::sleep(
+        (timing.set_timeout + Duration::from_millis(800)).saturating_sub(resolved_at.elapsed()),
+    );
+    assert!(
+        tcp(&sb.ns, ROTATED_ADDR).blocked(),
+        "still open {:?} after the lookup",
+        resolved_at.elapsed()
+    );
+    // The static fallback is untouched, and a new lookup opens it again.
+    assert_eq!(tcp(&sb.ns, STATIC_ADDR), Observed::Connected);
+    ask(&sb.ns, sb.gateway_v4, "api.corral.test", TYPE_A).unwrap();
+    assert_eq!(tcp(&sb.ns, ROTATED_ADDR), Observed::Connected);
 }
 
 #[test]

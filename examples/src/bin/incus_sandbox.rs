@@ -132,7 +132,10 @@ async fn run() -> anyhow::Result<i32> {
     let deleted = sandbox.delete().await.context("delete");
     let code = outcome?;
     deleted?;
-    eprintln!("incus_sandbox: `{name}` created, ran {:?}, deleted", args.command);
+    eprintln!(
+        "incus_sandbox: `{name}` created, ran {:?}, deleted",
+        args.command
+    );
     Ok(code)
 }
 
@@ -146,7 +149,8 @@ mod tests {
 
     #[test]
     fn the_command_after_the_separator_is_kept_intact() {
-        let a = args(&["--image", "img", "--", "sh", "-c", "echo 'a b'"]).unwrap_or_else(|e| panic!("{e}"));
+        let a = args(&["--image", "img", "--", "sh", "-c", "echo 'a b'"])
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(a.image, "img");
         assert_eq!(a.command, ["sh", "-c", "echo 'a b'"]);
     }
@@ -160,7 +164,10 @@ mod tests {
     #[test]
     fn an_unknown_profile_lists_the_configured_ones() {
         let a = args(&["--profile", "nope"]).unwrap_or_else(|e| panic!("{e}"));
-        let err = attachment(&a).err().map(|e| e.to_string()).unwrap_or_default();
+        let err = attachment(&a)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("isolated, internet, allowlist"), "{err}");
     }
 }

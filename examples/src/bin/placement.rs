@@ -101,7 +101,12 @@ fn run() -> anyhow::Result<()> {
         })
     };
 
-    println!("work on profile `{}` from {}, host {}", profile.name, file, host_os.as_str());
+    println!(
+        "work on profile `{}` from {}, host {}",
+        profile.name,
+        file,
+        host_os.as_str()
+    );
     let placement = request(&gate, clock.now())?;
     print_placement(&placement);
 
@@ -119,7 +124,12 @@ fn run() -> anyhow::Result<()> {
     let canary = verify::plan(profile, &config.host.verification, host_lan)?;
     println!("\ncanary for a new {} sandbox:", tart.kind);
     for c in canary.checks() {
-        println!("  {:<32} {:<28} expect {:?}", c.kind.to_string(), c.target.to_string(), c.expect);
+        println!(
+            "  {:<32} {:<28} expect {:?}",
+            c.kind.to_string(),
+            c.target.to_string(),
+            c.expect
+        );
     }
 
     let sandbox = SandboxName::new("agent-1")?;
@@ -131,7 +141,10 @@ fn run() -> anyhow::Result<()> {
         FilterHealth::Alive,
         clock.now(),
     );
-    println!("\nfirst sandbox: {:?}: {}", judged.event.outcome, judged.event.message);
+    println!(
+        "\nfirst sandbox: {:?}: {}",
+        judged.event.outcome, judged.event.message
+    );
     let again = replace_after_failure(
         &PlacementRequest {
             host_os,
@@ -162,7 +175,10 @@ fn run() -> anyhow::Result<()> {
         FilterHealth::Alive,
         clock.now(),
     );
-    println!("second sandbox: {:?}: {}", judged.event.outcome, judged.event.message);
+    println!(
+        "second sandbox: {:?}: {}",
+        judged.event.outcome, judged.event.message
+    );
     if let Some(verified) = judged.verified {
         clock.advance(gate.options().reverify_interval);
         println!(
@@ -180,7 +196,11 @@ fn print_placement(p: &corral_sandbox_core::placement::Placement) {
             "  candidate {:<14} trust: {}{}",
             c.kind.as_str(),
             c.trust,
-            if c.needs_canary { " (canary first)" } else { "" }
+            if c.needs_canary {
+                " (canary first)"
+            } else {
+                ""
+            }
         );
     }
     for s in &p.skipped {

@@ -37,7 +37,7 @@ fn run() -> anyhow::Result<()> {
         None => Config::builtin_default(),
     };
 
-    println!("{:<8} {:<17} {}", "host", "kind", "cell");
+    println!("{:<8} {:<17} cell", "host", "kind");
     for e in entries() {
         let cell = match e.cell {
             Cell::Supported(s) => format!(

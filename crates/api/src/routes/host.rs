@@ -1,9 +1,11 @@
 //! `GET /v1/host/plan`, `/v1/host/status`, `/v1/host/verify`: the egress
-//! facade's answers. Its calls block (netlink on a namespace thread), so
+//! facade's answers (verify answers 409 on drift, so a probe can use the
+//! status alone). Its calls block (netlink on a namespace thread), so
 //! they run on tokio's blocking pool.
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
 use corral_egress::host::{HostDrift, Status};
 use corral_egress::plan::HostPlan;
 use serde::Serialize;
@@ -82,16 +84,27 @@ pub async fn status(State(state): State<AppState>) -> Result<Json<StatusAnswer>,
     .await
 }
 
-/// Every difference between the plan and the live state.
-pub async fn verify(State(state): State<AppState>) -> Result<Json<VerifyAnswer>, ApiError> {
+/// Every difference between the plan and the live state: 200 when there is
+/// none, 409 (same body) when there is drift.
+pub async fn verify(
+    State(state): State<AppState>,
+) -> Result<(StatusCode, Json<VerifyAnswer>), ApiError> {
     blocking(move || {
         let planned = state.plan_to_check()?;
         let drift = state.host()?.verify(&planned.plan)?;
-        Ok(Json(VerifyAnswer {
-            basis: planned.basis,
-            in_sync: drift.is_empty(),
-            drift,
-        }))
+        let status = if drift.is_empty() {
+            StatusCode::OK
+        } else {
+            StatusCode::CONFLICT
+        };
+        Ok((
+            status,
+            Json(VerifyAnswer {
+                basis: planned.basis,
+                in_sync: drift.is_empty(),
+                drift,
+            }),
+        ))
     })
     .await
 }

@@ -2,7 +2,6 @@
 
 use axum::Json;
 use axum::extract::Query;
-use axum::http::StatusCode;
 use corral_sandbox_core::HostOs;
 use corral_sandbox_core::platform::{MatrixEntry, entries};
 use serde::Deserialize;
@@ -20,10 +19,10 @@ pub struct MatrixQuery {
 pub async fn get(Query(q): Query<MatrixQuery>) -> Result<Json<Vec<MatrixEntry>>, ApiError> {
     let only = match q.host.as_deref() {
         None => None,
-        Some(h) => Some(h.parse::<HostOs>().map_err(|e| ApiError {
-            status: StatusCode::BAD_REQUEST,
-            error: anyhow::anyhow!(e),
-        })?),
+        Some(h) => Some(
+            h.parse::<HostOs>()
+                .map_err(|e| ApiError::bad_request(anyhow::anyhow!(e)))?,
+        ),
     };
     Ok(Json(
         entries()

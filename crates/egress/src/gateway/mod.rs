@@ -18,13 +18,12 @@
 //! created with **`flags timeout` and a default `timeout` equal to
 //! [`DnsTiming::set_timeout`]** (600 s by default): dnsmasq 2.90 runs
 //! `add element inet corral <set> { <addr> }` with no timeout of its own, so
-//! the set default is the only timeout an element gets. Without it, an
-//! address learned by DNS stays allowed until the next apply.
-//! Requested of the plan (not there yet): `PlanSettings::dns_set_timeout`
-//! (default `DnsTiming::default().set_timeout`), carried by dynamic
-//! `SetPlan`s and sent as `NFTNL_SET_TIMEOUT` (milliseconds); the apply and
-//! the gateway must use the same [`DnsTiming`]. `tests/gateway_set_timeout.rs`
-//! creates such a set by hand and proves the gateway side of the rule.
+//! the set default is the only timeout an element gets. The plan sets it to
+//! `plan::DNS_SET_TIMEOUT`, which equals `DnsTiming::default().set_timeout`:
+//! production uses the default timing on both sides (tests shorten both,
+//! editing the plan's dynamic sets). `tests/gateway_set_timeout.rs` proves
+//! the gateway side against a hand-made set; `tests/gateway_netns.rs` the
+//! whole chain with the plan's sets.
 //!
 //! # The TTL rule (measured on dnsmasq 2.90, kernel 6.18)
 //!

@@ -3,7 +3,10 @@
 //! chain or set maps back to its profile.
 //!
 //! The gateway (dnsmasq's `nftset`) needs [`dns_set`] to fill the dynamic
-//! sets: `inet corral <profile>-dns4` and `inet corral <profile>-dns6`.
+//! sets: `inet corral <profile>-dns4` and `inet corral <profile>-dns6`
+//! (`flags timeout`, default timeout [`super::DNS_SET_TIMEOUT`]; they exist
+//! only for allowlist profiles with `dns = "gateway"` and at least one host
+//! or wildcard entry, and `-dns6` only when the profile has IPv6).
 
 use corral_sandbox_core::{PortRange, ProfileName, Protocol};
 

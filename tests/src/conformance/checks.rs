@@ -1,47 +1,12 @@
-//! The provider conformance scenario: one script over `&dyn SandboxProvider`
-//! that every backend must pass.
-//!
-//! create → open/list → start → exec (argv intact, env, exit code and
-//! stderr, cwd) → snapshot → change → restore → snapshot management →
-//! file push/pull → restart → clone → export/import → rename → stop →
-//! delete. Each operation the provider's `capabilities()` lists must work;
-//! each it does not list must return `ProviderError::Unsupported`. The
-//! returned [`Report`] says, per operation, which of the two was observed,
-//! so a caller can assert that capabilities and behaviour agree for every
-//! [`Operation`].
-//!
-//! Backends differ in ways the trait allows: a backend that snapshots,
-//! restores or clones stopped instances only answers `InvalidState`, and
-//! the scenario then stops the sandbox and tries again (and records that it
-//! had to). Everything the scenario creates is deleted before it returns,
-//! on failure too (best effort).
-
-use std::collections::{BTreeMap, BTreeSet};
+//! The scenario's steps, one function per concern, and the helpers they share.
 
 use corral_sandbox_core::SandboxName;
 use corral_sandbox_core::sandbox::{
-    ExecRequest, Operation, ProviderError, Sandbox, SandboxProvider, SandboxSpec, SandboxState,
-    StopOptions,
+    Capabilities, ExecRequest, Operation, ProviderError, Sandbox, SandboxProvider, SandboxState,
+    SnapshotInfo, StopOptions,
 };
 
-/// Every operation, so a report can be checked for completeness.
-pub const ALL_OPERATIONS: [Operation; 15] = [
-    Operation::Create,
-    Operation::Start,
-    Operation::Stop,
-    Operation::Restart,
-    Operation::Exec,
-    Operation::Snapshot,
-    Operation::Restore,
-    Operation::ManageSnapshots,
-    Operation::Clone,
-    Operation::Rename,
-    Operation::Delete,
-    Operation::Export,
-    Operation::Import,
-    Operation::FilePush,
-    Operation::FilePull,
-];
+use super::{Failure, Observed, Report, Scenario};
 
 /// The file the scenario writes in the guest's default working directory
 /// to tell a restored snapshot from the state after it.
@@ -60,187 +25,24 @@ const HOSTILE_ARGS: [&str; 8] = [
     "back\\slash",
 ];
 
-/// What the harness knows about the backend beyond `capabilities()`.
-#[derive(Debug, Clone)]
-pub struct Scenario {
-    /// The sandbox to create (its name is the base of every derived name).
-    pub spec: SandboxSpec,
-    /// `ExecRequest::cwd` is honoured; when false the provider must refuse
-    /// it with `InvalidSpec { field: "cwd" }` instead.
-    pub exec_cwd: bool,
-    /// A directory that exists in the guest, for the cwd check.
-    pub guest_dir: String,
-}
-
-/// What happened to one operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Observed {
-    /// It was exercised and did what it should.
-    Works,
-    /// It returned `ProviderError::Unsupported`.
-    Unsupported,
-}
-
-/// The outcome of a successful run.
-#[derive(Debug, Clone, Default)]
-pub struct Report {
-    /// Per operation, what was observed.
-    pub observed: BTreeMap<Operation, Observed>,
-    /// Backend differences the scenario adapted to (e.g. "snapshot needed a stop").
-    pub notes: Vec<String>,
-}
-
-impl Report {
-    /// Operations whose observed behaviour contradicts `capabilities`, and
-    /// operations the run never observed.
-    pub fn disagreements(&self, capabilities: &BTreeSet<Operation>) -> Vec<String> {
-        let mut out = Vec::new();
-        for op in ALL_OPERATIONS {
-            match (self.observed.get(&op), capabilities.contains(&op)) {
-                (None, _) => out.push(format!("{op}: never observed")),
-                (Some(Observed::Works), false) => {
-                    out.push(format!("{op}: works but capabilities() does not list it"));
-                }
-                (Some(Observed::Unsupported), true) => {
-                    out.push(format!("{op}: listed in capabilities() but Unsupported"));
-                }
-                _ => {}
-            }
-        }
-        out
-    }
-}
-
-/// A conformance failure: what was expected and what happened.
-#[derive(Debug, thiserror::Error)]
-#[error("conformance: {0}")]
-pub struct Failure(pub String);
-
-fn fail<T>(msg: impl Into<String>) -> Result<T, Failure> {
+pub(super) fn fail<T>(msg: impl Into<String>) -> Result<T, Failure> {
     Err(Failure(msg.into()))
 }
 
-fn ctx<T>(r: Result<T, ProviderError>, what: &str) -> Result<T, Failure> {
+pub(super) fn ctx<T>(r: Result<T, ProviderError>, what: &str) -> Result<T, Failure> {
     r.map_err(|e| Failure(format!("{what}: {e}")))
 }
 
-fn derived(base: &SandboxName, suffix: &str) -> Result<SandboxName, Failure> {
+pub(super) fn derived(base: &SandboxName, suffix: &str) -> Result<SandboxName, Failure> {
     SandboxName::new(format!("{base}-{suffix}"))
         .map_err(|e| Failure(format!("derived name `{base}-{suffix}`: {e}")))
 }
 
-/// Runs the scenario against `provider`.
-pub async fn run(provider: &dyn SandboxProvider, scenario: &Scenario) -> Result<Report, Failure> {
-    let caps = provider.capabilities();
-    for core in [
-        Operation::Create,
-        Operation::Start,
-        Operation::Stop,
-        Operation::Exec,
-        Operation::Delete,
-    ] {
-        if !caps.supports(core) {
-            return fail(format!("capabilities() lacks the core operation {core}"));
-        }
-    }
-    let base = scenario.spec.name.clone();
-    let cleanup = [
-        base.clone(),
-        derived(&base, "c")?,
-        derived(&base, "i")?,
-        derived(&base, "r")?,
-    ];
-    let mut report = Report::default();
-    let result = steps(provider, scenario, &mut report).await;
-    // Whatever happened, leave nothing behind.
-    for name in &cleanup {
-        if let Ok(sb) = provider.open(name).await {
-            let _ = sb.delete().await;
-        }
-    }
-    result.map(|()| report)
-}
-
-async fn steps(
-    provider: &dyn SandboxProvider,
-    scenario: &Scenario,
-    report: &mut Report,
+pub(super) async fn expect_state(
+    sb: &dyn Sandbox,
+    want: SandboxState,
+    when: &str,
 ) -> Result<(), Failure> {
-    let caps = provider.capabilities();
-    let spec = &scenario.spec;
-    let name = &spec.name;
-
-    let created = ctx(provider.create(spec).await, "create")?;
-    report.observed.insert(Operation::Create, Observed::Works);
-    if created.name() != name || created.kind() != provider.kind() {
-        return fail(format!(
-            "create returned a handle on `{}` ({}), expected `{name}` ({})",
-            created.name(),
-            created.kind(),
-            provider.kind()
-        ));
-    }
-    expect_state(created.as_ref(), SandboxState::Stopped, "after create").await?;
-    let listed = ctx(provider.list().await, "list")?;
-    if !listed.iter().any(|i| &i.name == name) {
-        return fail(format!("list does not show the new sandbox `{name}`"));
-    }
-    drop(created);
-    let sb = ctx(provider.open(name).await, "open")?;
-    let info = ctx(sb.info().await, "info")?;
-    if let Some(net) = &spec.network
-        && info.profile.as_ref() != Some(&net.profile)
-    {
-        return fail(format!(
-            "info reports profile {:?}, the spec asked for `{}`",
-            info.profile, net.profile
-        ));
-    }
-
-    ctx(sb.start().await, "start")?;
-    report.observed.insert(Operation::Start, Observed::Works);
-    expect_state(sb.as_ref(), SandboxState::Running, "after start").await?;
-
-    check_exec(sb.as_ref(), scenario).await?;
-    report.observed.insert(Operation::Exec, Observed::Works);
-
-    check_snapshots(sb.as_ref(), &caps, report).await?;
-    check_files(sb.as_ref(), &caps, report).await?;
-
-    if caps.supports(Operation::Restart) {
-        ensure_running(sb.as_ref()).await?;
-        ctx(sb.restart(StopOptions::default()).await, "restart")?;
-        expect_state(sb.as_ref(), SandboxState::Running, "after restart").await?;
-        report.observed.insert(Operation::Restart, Observed::Works);
-    } else {
-        expect_unsupported(sb.restart(StopOptions::default()).await, Operation::Restart, report)?;
-    }
-
-    check_clone(provider, sb.as_ref(), &caps, report).await?;
-    check_export_import(provider, sb.as_ref(), &caps, report).await?;
-
-    ctx(sb.stop(StopOptions::default()).await, "stop")?;
-    expect_state(sb.as_ref(), SandboxState::Stopped, "after stop").await?;
-    report.observed.insert(Operation::Stop, Observed::Works);
-
-    let sb = check_rename(provider, sb, &caps, report).await?;
-
-    let final_name = sb.name().clone();
-    ctx(sb.delete().await, "delete")?;
-    report.observed.insert(Operation::Delete, Observed::Works);
-    match provider.open(&final_name).await {
-        Err(ProviderError::NotFound { .. }) => {}
-        Err(e) => return fail(format!("open after delete: expected NotFound, got {e}")),
-        Ok(_) => return fail(format!("`{final_name}` can still be opened after delete")),
-    }
-    let listed = ctx(provider.list().await, "list after delete")?;
-    if listed.iter().any(|i| i.name == final_name) {
-        return fail(format!("list still shows `{final_name}` after delete"));
-    }
-    Ok(())
-}
-
-async fn expect_state(sb: &dyn Sandbox, want: SandboxState, when: &str) -> Result<(), Failure> {
     let info = ctx(sb.info().await, &format!("info {when}"))?;
     if info.state == want {
         Ok(())
@@ -249,21 +51,21 @@ async fn expect_state(sb: &dyn Sandbox, want: SandboxState, when: &str) -> Resul
     }
 }
 
-async fn ensure_running(sb: &dyn Sandbox) -> Result<(), Failure> {
+pub(super) async fn ensure_running(sb: &dyn Sandbox) -> Result<(), Failure> {
     if ctx(sb.info().await, "info")?.state != SandboxState::Running {
         ctx(sb.start().await, "start")?;
     }
     Ok(())
 }
 
-async fn ensure_stopped(sb: &dyn Sandbox) -> Result<(), Failure> {
+pub(super) async fn ensure_stopped(sb: &dyn Sandbox) -> Result<(), Failure> {
     if ctx(sb.info().await, "info")?.state != SandboxState::Stopped {
         ctx(sb.stop(StopOptions::default()).await, "stop")?;
     }
     Ok(())
 }
 
-fn expect_unsupported<T>(
+pub(super) fn expect_unsupported<T>(
     r: Result<T, ProviderError>,
     op: Operation,
     report: &mut Report,
@@ -273,14 +75,16 @@ fn expect_unsupported<T>(
             report.observed.insert(op, Observed::Unsupported);
             Ok(())
         }
-        Err(e) => fail(format!("{op} is not in capabilities(); expected Unsupported, got: {e}")),
+        Err(e) => fail(format!(
+            "{op} is not in capabilities(); expected Unsupported, got: {e}"
+        )),
         Ok(_) => fail(format!("{op} is not in capabilities() but succeeded")),
     }
 }
 
 /// Runs `op` once; on `InvalidState` stops the sandbox, notes it, and
 /// runs it again.
-async fn stopped_if_needed<T, F, Fut>(
+pub(super) async fn stopped_if_needed<T, F, Fut>(
     sb: &dyn Sandbox,
     what: &str,
     report: &mut Report,
@@ -302,7 +106,11 @@ where
     }
 }
 
-async fn exec_ok(sb: &dyn Sandbox, req: &ExecRequest, what: &str) -> Result<String, Failure> {
+pub(super) async fn exec_ok(
+    sb: &dyn Sandbox,
+    req: &ExecRequest,
+    what: &str,
+) -> Result<String, Failure> {
     let out = ctx(sb.exec(req).await, what)?;
     if !out.success() {
         return fail(format!(
@@ -314,13 +122,15 @@ async fn exec_ok(sb: &dyn Sandbox, req: &ExecRequest, what: &str) -> Result<Stri
     Ok(out.stdout_text())
 }
 
-async fn check_exec(sb: &dyn Sandbox, scenario: &Scenario) -> Result<(), Failure> {
+pub(super) async fn check_exec(sb: &dyn Sandbox, scenario: &Scenario) -> Result<(), Failure> {
     let mut argv = vec!["printf", "%s\\n"];
     argv.extend(HOSTILE_ARGS);
     let out = exec_ok(sb, &ExecRequest::new(argv), "exec argv").await?;
     let want: String = HOSTILE_ARGS.iter().map(|a| format!("{a}\n")).collect();
     if out != want {
-        return fail(format!("argv not intact: printed {out:?}, expected {want:?}"));
+        return fail(format!(
+            "argv not intact: printed {out:?}, expected {want:?}"
+        ));
     }
 
     let mut req = ExecRequest::new(["sh", "-c", "printf %s \"$CORRAL_CONFORMANCE\""]);
@@ -332,11 +142,19 @@ async fn check_exec(sb: &dyn Sandbox, scenario: &Scenario) -> Result<(), Failure
     }
 
     let out = ctx(
-        sb.exec(&ExecRequest::new(["sh", "-c", "echo out; echo err >&2; exit 3"]))
-            .await,
+        sb.exec(&ExecRequest::new([
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 3",
+        ]))
+        .await,
         "exec exit code",
     )?;
-    if (out.exit_code, out.stdout_text().as_str(), out.stderr_text().as_str()) != (3, "out\n", "err\n")
+    if (
+        out.exit_code,
+        out.stdout_text().as_str(),
+        out.stderr_text().as_str(),
+    ) != (3, "out\n", "err\n")
     {
         return fail(format!(
             "exit code/stdout/stderr: got {} {:?} {:?}, expected 3 \"out\\n\" \"err\\n\"",
@@ -363,20 +181,20 @@ async fn check_exec(sb: &dyn Sandbox, scenario: &Scenario) -> Result<(), Failure
     }
 }
 
-async fn write_marker(sb: &dyn Sandbox, value: &str) -> Result<(), Failure> {
+pub(super) async fn write_marker(sb: &dyn Sandbox, value: &str) -> Result<(), Failure> {
     let script = format!("echo {value} > {MARKER}");
     exec_ok(sb, &ExecRequest::new(["sh", "-c", &script]), "write marker").await?;
     Ok(())
 }
 
-async fn read_marker(sb: &dyn Sandbox) -> Result<String, Failure> {
+pub(super) async fn read_marker(sb: &dyn Sandbox) -> Result<String, Failure> {
     let out = exec_ok(sb, &ExecRequest::new(["cat", MARKER]), "read marker").await?;
     Ok(out.trim().to_owned())
 }
 
-async fn check_snapshots(
+pub(super) async fn check_snapshots(
     sb: &dyn Sandbox,
-    caps: &corral_sandbox_core::sandbox::Capabilities,
+    caps: &Capabilities,
     report: &mut Report,
 ) -> Result<(), Failure> {
     const SNAP: &str = "conf1";
@@ -405,12 +223,12 @@ async fn check_snapshots(
         }
     }
     if caps.supports(Operation::ManageSnapshots) {
-        let names = |l: Vec<corral_sandbox_core::sandbox::SnapshotInfo>| {
-            l.into_iter().map(|s| s.name).collect::<Vec<_>>()
-        };
+        let names = |l: Vec<SnapshotInfo>| l.into_iter().map(|s| s.name).collect::<Vec<_>>();
         let listed = names(ctx(sb.snapshots().await, "snapshots")?);
         if caps.supports(Operation::Snapshot) && !listed.iter().any(|n| n == SNAP) {
-            return fail(format!("snapshots() lists {listed:?}, expected `{SNAP}` among them"));
+            return fail(format!(
+                "snapshots() lists {listed:?}, expected `{SNAP}` among them"
+            ));
         }
         if caps.supports(Operation::Snapshot) {
             ctx(sb.delete_snapshot(SNAP).await, "delete snapshot")?;
@@ -428,9 +246,9 @@ async fn check_snapshots(
     ensure_running(sb).await
 }
 
-async fn check_files(
+pub(super) async fn check_files(
     sb: &dyn Sandbox,
-    caps: &corral_sandbox_core::sandbox::Capabilities,
+    caps: &Capabilities,
     report: &mut Report,
 ) -> Result<(), Failure> {
     let path = "/tmp/corral-conformance-file";
@@ -439,7 +257,11 @@ async fn check_files(
         ctx(sb.push_file(path, body, 0o640).await, "push_file")?;
         report.observed.insert(Operation::FilePush, Observed::Works);
     } else {
-        expect_unsupported(sb.push_file(path, body, 0o640).await, Operation::FilePush, report)?;
+        expect_unsupported(
+            sb.push_file(path, body, 0o640).await,
+            Operation::FilePush,
+            report,
+        )?;
     }
     if caps.supports(Operation::FilePull) {
         if caps.supports(Operation::FilePush) {
@@ -462,10 +284,10 @@ async fn check_files(
     Ok(())
 }
 
-async fn check_clone(
+pub(super) async fn check_clone(
     provider: &dyn SandboxProvider,
     sb: &dyn Sandbox,
-    caps: &corral_sandbox_core::sandbox::Capabilities,
+    caps: &Capabilities,
     report: &mut Report,
 ) -> Result<(), Failure> {
     let target = derived(sb.name(), "c")?;
@@ -474,7 +296,10 @@ async fn check_clone(
     }
     let copy = stopped_if_needed(sb, "clone", report, || sb.clone_to(&target, None)).await?;
     if copy.name() != &target {
-        return fail(format!("clone returned `{}`, expected `{target}`", copy.name()));
+        return fail(format!(
+            "clone returned `{}`, expected `{target}`",
+            copy.name()
+        ));
     }
     let listed = ctx(provider.list().await, "list after clone")?;
     if !listed.iter().any(|i| i.name == target) {
@@ -485,10 +310,10 @@ async fn check_clone(
     ensure_running(sb).await
 }
 
-async fn check_export_import(
+pub(super) async fn check_export_import(
     provider: &dyn SandboxProvider,
     sb: &dyn Sandbox,
-    caps: &corral_sandbox_core::sandbox::Capabilities,
+    caps: &Capabilities,
     report: &mut Report,
 ) -> Result<(), Failure> {
     let dir = tempfile::tempdir().map_err(|e| Failure(format!("temporary directory: {e}")))?;
@@ -499,12 +324,19 @@ async fn check_export_import(
     } else {
         stopped_if_needed(sb, "export", report, || sb.export(&file)).await?;
         if !file.exists() {
-            return fail(format!("export reported success but wrote no {}", file.display()));
+            return fail(format!(
+                "export reported success but wrote no {}",
+                file.display()
+            ));
         }
         report.observed.insert(Operation::Export, Observed::Works);
     }
     if !caps.supports(Operation::Import) {
-        expect_unsupported(provider.import(&file, &target).await, Operation::Import, report)?;
+        expect_unsupported(
+            provider.import(&file, &target).await,
+            Operation::Import,
+            report,
+        )?;
     } else if caps.supports(Operation::Export) {
         let imported = ctx(provider.import(&file, &target).await, "import")?;
         ctx(imported.start().await, "start imported")?;
@@ -512,11 +344,17 @@ async fn check_export_import(
         if caps.supports(Operation::Snapshot) && caps.supports(Operation::Restore) {
             let marker = read_marker(imported.as_ref()).await?;
             if marker != "before" {
-                return fail(format!("the imported copy's marker reads {marker:?}, expected \"before\""));
+                return fail(format!(
+                    "the imported copy's marker reads {marker:?}, expected \"before\""
+                ));
             }
         } else {
-            exec_ok(imported.as_ref(), &ExecRequest::new(["true"]), "exec in the imported copy")
-                .await?;
+            exec_ok(
+                imported.as_ref(),
+                &ExecRequest::new(["true"]),
+                "exec in the imported copy",
+            )
+            .await?;
         }
         ctx(imported.delete().await, "delete imported")?;
         report.observed.insert(Operation::Import, Observed::Works);
@@ -526,10 +364,10 @@ async fn check_export_import(
     ensure_running(sb).await
 }
 
-async fn check_rename(
+pub(super) async fn check_rename(
     provider: &dyn SandboxProvider,
     sb: Box<dyn Sandbox>,
-    caps: &corral_sandbox_core::sandbox::Capabilities,
+    caps: &Capabilities,
     report: &mut Report,
 ) -> Result<Box<dyn Sandbox>, Failure> {
     let name = sb.name().clone();
@@ -541,7 +379,10 @@ async fn check_rename(
     }
     let renamed = ctx(sb.rename(&target).await, "rename (stopped)")?;
     if renamed.name() != &target {
-        return fail(format!("rename returned `{}`, expected `{target}`", renamed.name()));
+        return fail(format!(
+            "rename returned `{}`, expected `{target}`",
+            renamed.name()
+        ));
     }
     match provider.open(&name).await {
         Err(ProviderError::NotFound { .. }) => {}

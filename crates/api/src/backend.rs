@@ -1,0 +1,115 @@
+//! The sandbox provider corrald drives: chosen once at start-up through the
+//! platform matrix (`select_provider`), connected on first use so the host
+//! routes keep answering while the backend daemon is down.
+
+use std::path::PathBuf;
+
+use corral_provider_incus::{Endpoint, IncusConfig, IncusProvider};
+use corral_sandbox_core::config::HostConfig;
+use corral_sandbox_core::platform::{SelectError, Selection};
+use corral_sandbox_core::sandbox::{ProviderError, SandboxProvider};
+use corral_sandbox_core::{HostOs, SandboxKind, select_provider};
+use tokio::sync::OnceCell;
+
+/// Why corrald refused to start with the requested provider.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// This build does not know the host OS.
+    #[error(
+        "corrald does not know the host OS `{0}`; it runs on linux, macos or windows hosts"
+    )]
+    UnknownHost(String),
+    /// The matrix refuses the host/kind combination.
+    #[error(transparent)]
+    Refused(#[from] SelectError),
+    /// The matrix allows it, but corrald has no driver for it yet.
+    #[error(
+        "corrald can drive only incus sandboxes (the local daemon); {0} is allowed on this host but not served by corrald — use --provider incus"
+    )]
+    NotServed(SandboxKind),
+}
+
+/// The selected provider, connected lazily.
+#[derive(Debug)]
+pub struct Backend {
+    selection: Selection,
+    config: IncusConfig,
+    provider: OnceCell<IncusProvider>,
+}
+
+impl Backend {
+    /// Select `kind` on `host_os` for profiled work under `host`; only the
+    /// local Incus daemon at `incus_socket` is served.
+    pub fn select(
+        host_os: &str,
+        kind: SandboxKind,
+        host: &HostConfig,
+        incus_socket: PathBuf,
+    ) -> Result<Self, BackendError> {
+        let os = HostOs::from_target_os(host_os)
+            .ok_or_else(|| BackendError::UnknownHost(host_os.to_owned()))?;
+        let selection = select_provider(os, kind, host, true)?;
+        if kind != SandboxKind::Incus {
+            return Err(BackendError::NotServed(kind));
+        }
+        let mut config = IncusConfig::local();
+        config.endpoint = Endpoint::Unix(incus_socket);
+        Ok(Self {
+            selection,
+            config,
+            provider: OnceCell::new(),
+        })
+    }
+
+    /// What the matrix said about the selected kind.
+    pub fn selection(&self) -> &Selection {
+        &self.selection
+    }
+
+    /// The provider, connecting (and converging corral's project) on first
+    /// use; a failed connection is retried by the next request.
+    pub async fn provider(&self) -> Result<&dyn SandboxProvider, ProviderError> {
+        let p = self
+            .provider
+            .get_or_try_init(|| IncusProvider::connect(self.config.clone()))
+            .await?;
+        Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matrix_refusals_and_unserved_kinds() {
+        let host = HostConfig::default();
+        let sock = PathBuf::from("/nonexistent.sock");
+        let ok = Backend::select("linux", SandboxKind::Incus, &host, sock.clone()).unwrap();
+        assert_eq!(ok.selection().kind, SandboxKind::Incus);
+        let e = Backend::select("windows", SandboxKind::Tart, &host, sock.clone()).unwrap_err();
+        assert!(e.to_string().starts_with("tart is not supported on windows"), "{e}");
+        let e = Backend::select("linux", SandboxKind::Process, &host, sock.clone()).unwrap_err();
+        assert!(e.to_string().contains("does not enforce egress"), "{e}");
+        let e = Backend::select("linux", SandboxKind::Multipass, &host, sock.clone()).unwrap_err();
+        assert!(matches!(e, BackendError::NotServed(SandboxKind::Multipass)), "{e}");
+        let e = Backend::select("plan9", SandboxKind::Incus, &host, sock).unwrap_err();
+        assert!(matches!(e, BackendError::UnknownHost(_)), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_missing_daemon_is_an_io_error_and_is_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Backend::select(
+            "linux",
+            SandboxKind::Incus,
+            &HostConfig::default(),
+            dir.path().join("none.sock"),
+        )
+        .unwrap();
+        for _ in 0..2 {
+            let e = b.provider().await.unwrap_err();
+            assert!(matches!(e, ProviderError::Io { .. }), "{e}");
+        }
+    }
+}
