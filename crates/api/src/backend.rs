@@ -15,9 +15,7 @@ use tokio::sync::OnceCell;
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     /// This build does not know the host OS.
-    #[error(
-        "corrald does not know the host OS `{0}`; it runs on linux, macos or windows hosts"
-    )]
+    #[error("corrald does not know the host OS `{0}`; it runs on linux, macos or windows hosts")]
     UnknownHost(String),
     /// The matrix refuses the host/kind combination.
     #[error(transparent)]
@@ -88,11 +86,18 @@ mod tests {
         let ok = Backend::select("linux", SandboxKind::Incus, &host, sock.clone()).unwrap();
         assert_eq!(ok.selection().kind, SandboxKind::Incus);
         let e = Backend::select("windows", SandboxKind::Tart, &host, sock.clone()).unwrap_err();
-        assert!(e.to_string().starts_with("tart is not supported on windows"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("tart is not supported on windows"),
+            "{e}"
+        );
         let e = Backend::select("linux", SandboxKind::Process, &host, sock.clone()).unwrap_err();
         assert!(e.to_string().contains("does not enforce egress"), "{e}");
         let e = Backend::select("linux", SandboxKind::Multipass, &host, sock.clone()).unwrap_err();
-        assert!(matches!(e, BackendError::NotServed(SandboxKind::Multipass)), "{e}");
+        assert!(
+            matches!(e, BackendError::NotServed(SandboxKind::Multipass)),
+            "{e}"
+        );
         let e = Backend::select("plan9", SandboxKind::Incus, &host, sock).unwrap_err();
         assert!(matches!(e, BackendError::UnknownHost(_)), "{e}");
     }

@@ -81,10 +81,11 @@ impl GateStore {
             source,
         };
         std::fs::create_dir_all(&self.dir).map_err(|e| io("create", &self.dir, e))?;
-        let text = serde_json::to_string_pretty(gate).map_err(|source| GateStoreError::Corrupt {
-            path: path.clone(),
-            source,
-        })?;
+        let text =
+            serde_json::to_string_pretty(gate).map_err(|source| GateStoreError::Corrupt {
+                path: path.clone(),
+                source,
+            })?;
         let tmp = self.dir.join(format!("{FILE}.tmp"));
         std::fs::write(&tmp, text).map_err(|e| io("write", &tmp, e))?;
         std::fs::rename(&tmp, &path).map_err(|e| io("rename into place", &path, e))
@@ -162,7 +163,12 @@ mod tests {
         assert!(store.load().unwrap().is_none());
         let gate = store.load_for(&cfg(&[SandboxKind::Tart])).unwrap();
         assert!(store.path().exists());
-        assert!(!dir.path().join("state").join("verification.json.tmp").exists());
+        assert!(
+            !dir.path()
+                .join("state")
+                .join("verification.json.tmp")
+                .exists()
+        );
         assert_eq!(store.load().unwrap(), Some(gate));
     }
 

@@ -60,6 +60,11 @@ fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+    // Refused before anything is loaded or written: a usage error.
+    if let Some(Err(e)) = args.listen.map(serve::check_loopback) {
+        print_error(&e);
+        return ExitCode::from(2);
+    }
     let (config, source) = match load::load(args.config.as_deref(), args.networks_conf.as_deref()) {
         Ok(loaded) => loaded,
         Err(e) => {
@@ -85,13 +90,14 @@ fn main() -> ExitCode {
         netns: args.netns,
         state_dir: args.state_dir,
     };
-    let gate = match GateStore::new(settings.state_dir()).load_for(&settings.config.host.verification) {
-        Ok(g) => g,
-        Err(e) => {
-            print_error(&anyhow::Error::new(e).context("cannot load the verification gate"));
-            return ExitCode::from(1);
-        }
-    };
+    let gate =
+        match GateStore::new(settings.state_dir()).load_for(&settings.config.host.verification) {
+            Ok(g) => g,
+            Err(e) => {
+                print_error(&anyhow::Error::new(e).context("cannot load the verification gate"));
+                return ExitCode::from(1);
+            }
+        };
     let state = AppState::new(settings, backend, gate);
     let listen = match args.listen {
         Some(addr) => Listen::Tcp(addr),

@@ -120,7 +120,10 @@ mod tests {
             let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o7777;
             assert_eq!(mode, DIR_MODE, "{}", d.display());
         }
-        assert_eq!(std::fs::metadata(tmp.path()).unwrap().permissions().mode(), before);
+        assert_eq!(
+            std::fs::metadata(tmp.path()).unwrap().permissions().mode(),
+            before
+        );
         prepare_socket_dir(&sock).unwrap();
         prepare_socket_dir(Path::new("relative.sock")).unwrap();
     }

@@ -29,6 +29,11 @@ fn health_matrix_profiles_and_errors_over_tcp() {
     assert_eq!(s, 200);
     assert_eq!(health["status"], "ok");
     assert_eq!(health["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(health["provider"]["kind"], "incus");
+    assert_eq!(
+        health["provider"]["classification"]["enforcement"],
+        "enforced"
+    );
 
     let (s, matrix) = get(&server, "/v1/matrix");
     assert_eq!(s, 200);
@@ -60,12 +65,21 @@ fn health_matrix_profiles_and_errors_over_tcp() {
 
     let (s, body) = get(&server, "/v1/nope");
     assert_error(s, &body, 404, "no_route");
+    let (s, body) = server.call("PUT", "/v1/health", None);
+    assert_error(s, &body, 405, "method_not_allowed");
+    let (s, body) = server.call("PATCH", "/v1/sandboxes", None);
+    assert_error(s, &body, 405, "method_not_allowed");
 }
 
 #[test]
 fn verification_gate_is_persisted_and_served() {
     let server = Server::start(&["--listen", "127.0.0.1:0"]);
-    let file = server.state.as_ref().unwrap().path().join("verification.json");
+    let file = server
+        .state
+        .as_ref()
+        .unwrap()
+        .path()
+        .join("verification.json");
     let stored: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let (s, v) = get(&server, "/v1/verification");
@@ -119,7 +133,12 @@ fn unix_socket_and_refusals() {
     assert_eq!(mode(&sock), 0o660);
     assert_eq!(mode(&dir.path().join("run/corral")), 0o750);
     assert_eq!(mode(&dir.path().join("run")), 0o750);
-    let (s, health) = request(UnixStream::connect(&sock).unwrap(), "GET", "/v1/health", None);
+    let (s, health) = request(
+        UnixStream::connect(&sock).unwrap(),
+        "GET",
+        "/v1/health",
+        None,
+    );
     assert_eq!(s, 200);
     assert_eq!(health["status"], "ok");
 
@@ -128,8 +147,12 @@ fn unix_socket_and_refusals() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no authentication"));
+    assert!(
+        !dir.path().join("verification.json").exists(),
+        "a refused start must write nothing"
+    );
 
     std::fs::write(
         dir.path().join("bad.conf"),

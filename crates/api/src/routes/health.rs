@@ -2,6 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
+use corral_sandbox_core::platform::Selection;
 use serde::Serialize;
 
 use crate::state::AppState;
@@ -17,6 +18,8 @@ pub struct Health {
     pub source: String,
     /// The target network namespace, `null` for the host.
     pub netns: Option<String>,
+    /// The sandbox provider selected at start-up, as the matrix classed it.
+    pub provider: Selection,
 }
 
 /// Liveness.
@@ -26,5 +29,6 @@ pub async fn get(State(state): State<AppState>) -> Json<Health> {
         version: env!("CARGO_PKG_VERSION"),
         source: state.settings().source.clone(),
         netns: state.settings().netns.clone(),
+        provider: *state.backend().selection(),
     })
 }

@@ -68,14 +68,25 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-/// The router serving [`routes`], with the error shape on unknown paths.
+/// The router serving [`routes`], with the error shape on unknown paths
+/// and methods too.
 pub fn router(state: AppState) -> Router {
     routes()
         .into_iter()
         // Routes sharing a path merge into one method router.
         .fold(Router::new(), |r, x| r.route(x.path, x.handler))
+        // Applies to the routes added above, so it comes after them.
+        .method_not_allowed_fallback(wrong_method)
         .fallback(no_route)
         .with_state(state)
+}
+
+async fn wrong_method(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        anyhow::anyhow!("{uri} does not take {method}; the Allow header lists what it takes"),
+    )
 }
 
 async fn no_route(method: Method, uri: Uri) -> ApiError {
@@ -88,8 +99,9 @@ async fn no_route(method: Method, uri: Uri) -> ApiError {
 
 /// Parse a JSON request body.
 fn json<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(anyhow::Error::new(e).context("the request body is not valid")))
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(anyhow::Error::new(e).context("the request body is not valid"))
+    })
 }
 
 /// Parse an optional JSON request body: empty means the defaults.
@@ -122,7 +134,10 @@ mod tests {
         let e = json::<StopBody>(&Bytes::from_static(b"{")).unwrap_err();
         assert_eq!(e.status, StatusCode::BAD_REQUEST);
         assert!(
-            e.body().error.message.starts_with("the request body is not valid: "),
+            e.body()
+                .error
+                .message
+                .starts_with("the request body is not valid: "),
             "{}",
             e.body().error.message
         );

@@ -9,12 +9,12 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use corral_sandbox_core::SandboxName;
 use corral_sandbox_core::config::Config;
 use corral_sandbox_core::sandbox::{
     ExecOutput, ExecRequest, NetworkAttachment, ProviderError, Resources, Sandbox, SandboxInfo,
     SandboxSpec, StopOptions,
 };
-use corral_sandbox_core::SandboxName;
 use serde::{Deserialize, Serialize};
 
 use super::{json, json_or_default};
@@ -114,14 +114,13 @@ pub fn spec_for(config: &Config, req: CreateRequest) -> Result<SandboxSpec, Prov
     let network = match req.profile {
         None => None,
         Some(p) => {
-            let profile =
-                config
-                    .profiles
-                    .get(&p)
-                    .ok_or_else(|| ProviderError::UnknownProfile {
-                        profile: p.clone(),
-                        configured: config.profiles.names(),
-                    })?;
+            let profile = config
+                .profiles
+                .get(&p)
+                .ok_or_else(|| ProviderError::UnknownProfile {
+                    profile: p.clone(),
+                    configured: config.profiles.names(),
+                })?;
             // The allowlist is enforced in the host kernel, not by the
             // provider, so no resolved addresses travel with the attachment.
             Some(NetworkAttachment::for_profile(profile, Vec::new()))
@@ -244,7 +243,12 @@ mod tests {
         assert_eq!(net.bridge, profile.bridge);
         assert_eq!(net.subnet_v4, profile.subnet_v4);
         assert_eq!(net.gateway_v4, profile.gateway_v4());
-        assert!(spec_for(&config, req("a1", None)).unwrap().network.is_none());
+        assert!(
+            spec_for(&config, req("a1", None))
+                .unwrap()
+                .network
+                .is_none()
+        );
     }
 
     #[test]
@@ -254,9 +258,15 @@ mod tests {
         assert!(
             matches!(&e, ProviderError::UnknownProfile { configured, .. } if configured.len() == 3)
         );
-        assert!(e.to_string().contains("isolated, internet, allowlist"), "{e}");
+        assert!(
+            e.to_string().contains("isolated, internet, allowlist"),
+            "{e}"
+        );
         let e = spec_for(&config, req("bad name!", None)).unwrap_err();
-        assert!(matches!(e, ProviderError::InvalidSpec { field: "name", .. }));
+        assert!(matches!(
+            e,
+            ProviderError::InvalidSpec { field: "name", .. }
+        ));
         let mut r = req("a1", None);
         r.image = " ".into();
         assert!(matches!(

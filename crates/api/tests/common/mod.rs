@@ -41,7 +41,10 @@ impl Server {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        assert!(line.contains("listening on"), "corrald did not start: `{line}`");
+        assert!(
+            line.contains("listening on"),
+            "corrald did not start: `{line}`"
+        );
         let addr = line
             .trim()
             .rsplit(' ')
@@ -111,7 +114,9 @@ pub fn request(
 /// with exactly those two string fields, and the code wanted.
 pub fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str) {
     assert_eq!(status, want_status, "{body}");
-    let err = body["error"].as_object().unwrap_or_else(|| panic!("{body}"));
+    let err = body["error"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{body}"));
     assert_eq!(err.len(), 2, "{body}");
     assert_eq!(err["code"], want_code, "{body}");
     assert!(
