@@ -4,9 +4,9 @@
 //! which only this baseline may use).
 //!
 //! Two workloads: one bulk TCP stream for a fixed time (per-packet cost of
-//! established traffic), and new TCP connections per second to the LAST
-//! allowlisted address (per-new-flow cost, where a linear chain walks every
-//! rule). Each figure is the median of `RUNS` runs. Needs root; run with
+//! established traffic), and the median time to open a new TCP connection
+//! to the LAST allowlisted address (per-new-flow cost, where a linear chain
+//! walks every rule). Each figure is the median of `RUNS` runs. Needs root; run with
 //! `cargo bench -p corral-egress --bench throughput`.
 
 use std::io::{Read, Write};
@@ -21,7 +21,7 @@ use corral_sandbox_core::config::Config;
 const ENTRIES: usize = 10_000;
 const RUNS: usize = 5;
 const BULK: Duration = Duration::from_secs(2);
-const CONNECT: Duration = Duration::from_secs(1);
+const CONNECTS: usize = 200;
 const TARGET: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 10);
 const PORT: u16 = 5201;
 const BRIDGE: &str = "cb-bench";
@@ -53,7 +53,7 @@ fn config() -> Config {
 /// `ip daddr … accept` rule per allowed address, then drop.
 fn linear_ruleset() -> String {
     let mut s = String::from(
-        "table inet refbench {\n chain fwd {\n  type filter hook forward priority 0; policy accept;\n",
+        "table inet refbench {\n chain refforward {\n  type filter hook forward priority 0; policy accept;\n",
     );
     s.push_str(&format!(
         "  iifname \"{BRIDGE}\" jump cb-bench\n }}\n chain cb-bench {{\n"
@@ -130,24 +130,27 @@ fn bulk(ns: &Netns) -> f64 {
     sent as f64 * 8.0 / start.elapsed().as_secs_f64() / 1e9
 }
 
-/// New TCP connections per second (each closed with a reset, so no
-/// TIME_WAIT builds up).
+/// Median time to establish a new TCP connection, microseconds, over
+/// `CONNECTS` connections (each closed with a reset so no TIME_WAIT builds
+/// up). The first packet of a new flow is where a linear chain walks its
+/// rules; established packets never get there.
 fn connects(ns: &Netns) -> f64 {
     let to = SocketAddr::new(IpAddr::V4(TARGET), PORT);
-    let n = ns
+    let lat = ns
         .run(|| {
-            let start = Instant::now();
-            let mut n = 0u64;
-            while start.elapsed() < CONNECT {
+            let mut lat = Vec::with_capacity(CONNECTS);
+            for _ in 0..CONNECTS {
+                let t = Instant::now();
                 if let Ok(s) = TcpStream::connect_timeout(&to, Duration::from_secs(1)) {
+                    lat.push(t.elapsed().as_secs_f64() * 1e6);
                     let _ = set_linger_zero(&s);
-                    n += 1;
                 }
             }
-            n as f64 / start.elapsed().as_secs_f64()
+            lat
         })
         .unwrap_or_else(|e| panic!("connects: {e}"));
-    n
+    assert!(!lat.is_empty(), "no connection succeeded");
+    median(lat)
 }
 
 fn set_linger_zero(s: &TcpStream) -> std::io::Result<()> {
@@ -177,11 +180,39 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn measure(name: &str, ns: &Netns) -> (f64, f64) {
-    let g = median((0..RUNS).map(|_| bulk(ns)).collect());
-    let c = median((0..RUNS).map(|_| connects(ns)).collect());
-    println!("{name:<28} {g:>8.2} Gbit/s {c:>10.0} conn/s");
-    (g, c)
+/// The three setups, re-configured before every measurement so that they
+/// interleave (A B C A B C …): a noisy shared machine then biases none of
+/// them.
+#[derive(Clone, Copy)]
+enum Setup {
+    None,
+    Corral,
+    Linear,
+}
+
+const DROP_LINEAR: &str = "add table inet refbench\ndelete table inet refbench\n";
+
+fn configure(lab: &Lab, setup: Setup) {
+    let host = &lab.topo.host;
+    let drop_corral = || {
+        host.run(corral_egress::nft::delete_tables)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|e| panic!("delete tables: {e}"));
+    };
+    match setup {
+        Setup::None => {
+            drop_corral();
+            nft_f(host, DROP_LINEAR);
+        }
+        Setup::Corral => {
+            nft_f(host, DROP_LINEAR);
+            lab.apply().unwrap_or_else(|e| panic!("apply: {e}"));
+        }
+        Setup::Linear => {
+            drop_corral();
+            nft_f(host, &format!("{DROP_LINEAR}{}", linear_ruleset()));
+        }
+    }
 }
 
 fn main() {
@@ -189,41 +220,43 @@ fn main() {
         return;
     }
     let cfg = config();
-    let lab = Lab::new(&cfg.profiles, &Resolution::new()).unwrap_or_else(|e| panic!("lab: {e}"));
+    let lab = Lab::without_endpoints(&cfg.profiles, &Resolution::new())
+        .unwrap_or_else(|e| panic!("lab: {e}"));
     lab.control().unwrap_or_else(|e| panic!("control: {e}"));
     start_sink(&lab.topo.internet);
     let sb = &lab.sandbox("bench").ns;
-    println!("forwarding sandbox -> internet, {ENTRIES} allowlisted addresses, median of {RUNS}");
-
-    let none = measure("no firewall", sb);
-
-    let report = lab.apply().unwrap_or_else(|e| panic!("apply: {e}"));
     println!(
-        "  (corral applied {} rules, {} set elements)",
-        report.rules, report.set_elements
+        "forwarding sandbox -> internet, {ENTRIES} allowlisted addresses, median of {RUNS} interleaved rounds"
     );
-    let corral = measure("corral (sets)", sb);
-
-    lab.topo
-        .host
-        .run(corral_egress::nft::delete_tables)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .unwrap_or_else(|e| panic!("delete tables: {e}"));
-    nft_f(&lab.topo.host, &linear_ruleset());
-    let linear = measure("one rule per address", sb);
-
+    let setups = [
+        ("no firewall", Setup::None),
+        ("corral, 10k-entry sets", Setup::Corral),
+        ("one rule per address (10k rules)", Setup::Linear),
+    ];
+    let mut gbit = vec![Vec::new(); setups.len()];
+    let mut conn = vec![Vec::new(); setups.len()];
+    for round in 0..RUNS {
+        for (i, (name, setup)) in setups.iter().enumerate() {
+            configure(&lab, *setup);
+            let g = bulk(sb);
+            let c = connects(sb);
+            println!("round {round} {name:<34} {g:>6.2} Gbit/s {c:>8.0} µs/connect");
+            gbit[i].push(g);
+            conn[i].push(c);
+        }
+    }
+    let g: Vec<f64> = gbit.into_iter().map(median).collect();
+    let c: Vec<f64> = conn.into_iter().map(median).collect();
     println!();
-    println!("| setup | bulk TCP Gbit/s | ratio | new conn/s | ratio |");
+    println!("| setup | bulk TCP Gbit/s | ratio | new-connection latency µs | ratio |");
     println!("|---|---:|---:|---:|---:|");
-    for (name, (g, c)) in [
-        ("no firewall", none),
-        ("corral, 10k-entry sets", corral),
-        ("one rule per address (10k rules)", linear),
-    ] {
+    for (i, (name, _)) in setups.iter().enumerate() {
         println!(
-            "| {name} | {g:.2} | {:.2} | {c:.0} | {:.2} |",
-            g / none.0,
-            c / none.1
+            "| {name} | {:.2} | {:.2} | {:.0} | {:.2} |",
+            g[i],
+            g[i] / g[0],
+            c[i],
+            c[i] / c[0]
         );
     }
 }

@@ -2,6 +2,9 @@
 //! the same address on another port and other addresses do not. Every
 //! probe first succeeds as a control without corral's rules.
 
+// Test code: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::Duration;
 
 use corral_egress::netns::lab::{tcp, udp};

@@ -3,6 +3,9 @@
 //! a control first. Port isolation is OFF here so corral's rules alone are
 //! tested; `port_isolation_*` covers the bridge-port flag.
 
+// Test code: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::Duration;
 
 use corral_egress::netns::lab::{tcp, udp};

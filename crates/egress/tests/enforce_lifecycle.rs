@@ -1,6 +1,9 @@
 //! Apply, verify, re-apply, drift and teardown against a real kernel, in
 //! namespaces the tests create.
 
+// Test code: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
@@ -28,7 +31,10 @@ fn builtin() -> ProfileSet {
 fn nft_in(ns: &Netns, args: &[&str]) -> String {
     let mut cmd = Command::new("nft");
     cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let out = ns.spawn(cmd).unwrap().wait_with_output().unwrap();
+    let out = ns
+        .spawn(cmd)
+        .and_then(|c| c.wait_with_output())
+        .unwrap_or_else(|e| panic!("cannot run nft {args:?}: {e}"));
     assert!(
         out.status.success(),
         "nft {args:?}: {}",

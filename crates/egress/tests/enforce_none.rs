@@ -1,6 +1,9 @@
 //! `none` profile, real packets: nothing leaves the bridge. Each probe is a
 //! control first.
 
+// Test code: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::Duration;
 
 use corral_egress::netns::lab::{tcp, udp};

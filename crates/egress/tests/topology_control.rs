@@ -1,6 +1,9 @@
 //! The netns topology without corral's rules: every probe the enforcement
 //! tests rely on must succeed here, or those tests could pass vacuously.
 
+// Test code: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 

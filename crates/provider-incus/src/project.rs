@@ -121,10 +121,19 @@ pub async fn converge(
                 "description": "corral sandboxes (managed by corral; converged on every start)",
                 "config": desired,
             });
-            client
+            match client
                 .call(Method::POST, "/1.0/projects", Some(&body))
-                .await?;
-            return Ok(true);
+                .await
+            {
+                Ok(_) => return Ok(true),
+                // Another corral process created it between our GET and
+                // POST (two first connections to a fresh daemon): converge
+                // the project it made instead of failing.
+                Err(create_err) => match client.get(&path).await {
+                    Ok(p) => p,
+                    Err(_) => return Err(create_err.into()),
+                },
+            }
         }
         Err(e) => return Err(e.into()),
     };

@@ -53,11 +53,20 @@ impl Lab {
     /// and makes every allowlisted address:port exist (and answer) in the
     /// internet namespace.
     pub fn new(profiles: &ProfileSet, resolution: &Resolution) -> Result<Self, LabError> {
+        let lab = Self::without_endpoints(profiles, resolution)?;
+        lab.topo
+            .add_internet_listeners(&allowlisted_endpoints(profiles, resolution))?;
+        Ok(lab)
+    }
+
+    /// Like [`Lab::new`] but without listeners on the allowlisted
+    /// endpoints (benchmarks with thousands of entries bring their own).
+    pub fn without_endpoints(
+        profiles: &ProfileSet,
+        resolution: &Resolution,
+    ) -> Result<Self, LabError> {
         let plan = HostPlan::build(profiles, &PlanSettings::default(), resolution)?;
         let topo = Topology::build(profiles)?;
-        for (ip, port, t) in allowlisted_endpoints(profiles, resolution) {
-            topo.add_internet_listener(ip, port, t)?;
-        }
         let host = Host::in_netns(topo.host.try_clone()?);
         Ok(Self {
             topo,

@@ -339,19 +339,39 @@ impl Topology {
         port: u16,
         transport: Transport,
     ) -> Result<(), TopologyError> {
+        self.add_internet_listeners(&[(ip, port, transport)])
+    }
+
+    /// Like [`Topology::add_internet_listener`] for many endpoints, with one
+    /// netlink session for all the addresses.
+    pub fn add_internet_listeners(
+        &self,
+        endpoints: &[(IpAddr, u16, Transport)],
+    ) -> Result<(), TopologyError> {
         self.internet.run_async(|| async {
             let links = Links::connect()?;
-            links.ensure_address("lo", host_net(ip)).await
+            let have = links.addresses("lo").await?;
+            let mut added = std::collections::BTreeSet::new();
+            for (ip, _, _) in endpoints {
+                let net = host_net(*ip);
+                if !have.contains(&net) && added.insert(net) {
+                    links.add_address("lo", net).await?;
+                }
+            }
+            Ok::<_, LinkError>(())
         })??;
-        match self
-            .internet_listeners
-            .add(SocketAddr::new(ip, port), transport)
-        {
-            Ok(_) => Ok(()),
-            // Already listening there (a built-in address and port).
-            Err(e) if e.kind() == io::ErrorKind::AddrInUse => Ok(()),
-            Err(e) => Err(e.into()),
+        for (ip, port, transport) in endpoints {
+            match self
+                .internet_listeners
+                .add(SocketAddr::new(*ip, *port), *transport)
+            {
+                // Already listening there (a built-in or repeated endpoint).
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => {}
+                Err(e) => return Err(e.into()),
+            }
         }
+        Ok(())
     }
 
     /// Creates the bridges of `plan` without any rules (the control setup;
