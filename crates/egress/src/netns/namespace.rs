@@ -28,6 +28,9 @@ pub struct Netns {
 enum Origin {
     Anonymous,
     Opened(PathBuf),
+    /// The process's own namespace: code runs here without `setns`, so the
+    /// host commands need only CAP_NET_ADMIN, not CAP_SYS_ADMIN.
+    Current,
 }
 
 impl Netns {
@@ -77,9 +80,14 @@ impl Netns {
         })
     }
 
-    /// The namespace of the calling process (`/proc/self/ns/net`).
+    /// The namespace of the calling process (`/proc/self/ns/net`). Work
+    /// run "inside" it needs no `setns`, hence no CAP_SYS_ADMIN.
     pub fn current() -> io::Result<Self> {
-        Self::open("/proc/self/ns/net")
+        let ns = Self::open("/proc/self/ns/net")?;
+        Ok(Self {
+            origin: Origin::Current,
+            ..ns
+        })
     }
 
     /// The fd naming this namespace, e.g. for `IFLA_NET_NS_FD` when moving a
@@ -93,6 +101,7 @@ impl Netns {
         match &self.origin {
             Origin::Anonymous => None,
             Origin::Opened(p) => Some(p),
+            Origin::Current => Some(Path::new("/proc/self/ns/net")),
         }
     }
 
@@ -112,11 +121,14 @@ impl Netns {
         T: Send,
     {
         let fd = self.fd.as_raw_fd();
+        let enter = self.origin != Origin::Current;
         std::thread::scope(|scope| {
             std::thread::Builder::new()
                 .name("netns-run".into())
                 .spawn_scoped(scope, move || -> io::Result<T> {
-                    setns_net(fd)?;
+                    if enter {
+                        setns_net(fd)?;
+                    }
                     Ok(f())
                 })?
                 .join()
@@ -146,6 +158,9 @@ impl Netns {
 
     /// Spawns `cmd` with the child joined to this namespace before `exec`.
     pub fn spawn(&self, mut cmd: Command) -> io::Result<Child> {
+        if self.origin == Origin::Current {
+            return cmd.spawn();
+        }
         let fd = self.fd.as_raw_fd();
         // SAFETY: the closure runs between fork and exec and only calls
         // setns(2), which is async-signal-safe; `fd` stays open because the

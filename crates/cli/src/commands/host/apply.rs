@@ -2,7 +2,7 @@
 //! then record what was applied so `status`, `verify` and `refresh` can
 //! recompute the same plan.
 
-use corral_egress::host::{ApplyReport, HostError};
+use corral_egress::host::{ApplyReport, GatewayReport, HostError};
 use corral_egress::link::BridgeOutcome;
 use corral_egress::plan::HostPlan;
 use serde::Serialize;
@@ -20,6 +20,7 @@ struct ApplyJson<'a> {
     source: &'a str,
     netns: Option<&'a str>,
     state_file: String,
+    gateways: &'a [GatewayReport],
     #[serde(flatten)]
     report: &'a ApplyReport,
 }
@@ -64,12 +65,23 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
             "the ruleset is applied, but recording it failed; status, verify and refresh will not know it",
         ))
     })?;
+    // After the apply: dnsmasq binds the gateway addresses and fills the
+    // DNS sets the apply just created.
+    let gateways = target
+        .host
+        .start_gateways(store.dir(), &planned.config.profiles, &planned.config.host)
+        .map_err(|e| {
+            CliError::failure(anyhow::Error::new(e).context(
+                "the ruleset is applied (sandboxes can reach only what it allows), but the gateway DHCP/DNS services did not start",
+            ))
+        })?;
     if args.json {
         print_json(&ApplyJson {
             schema: "corral.host-apply.v1",
             source: &planned.origin,
             netns: target.netns.as_deref(),
             state_file: store.path().display().to_string(),
+            gateways: &gateways,
             report: &report,
         })?;
         return Ok(Outcome::Ok);
@@ -96,6 +108,11 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
             }
             .to_owned(),
         ]);
+    }
+    out.table(&table, false);
+    let mut table = Table::new(["bridge", "gateway (dnsmasq)"]);
+    for g in &gateways {
+        table.row([g.bridge.clone(), format!("running (pid {})", g.pid)]);
     }
     out.table(&table, false);
     Ok(Outcome::Ok)

@@ -37,14 +37,14 @@ impl Target {
 
 /// Check the capabilities host commands need, then open the target.
 /// Checked before any netlink work so the message names what is missing.
-/// CAP_SYS_ADMIN is needed even without `--netns`: the egress facade does
-/// its netlink work on a thread that enters the target namespace.
+/// Entering another namespace (`--netns`) also needs CAP_SYS_ADMIN; the
+/// host's own namespace needs only CAP_NET_ADMIN.
 pub fn target(verb: &str, netns: Option<&str>) -> Result<Target, CliError> {
-    privilege::require(
-        &format!("`corral host {verb}`"),
-        &[Capability::NetAdmin, Capability::SysAdmin],
-    )
-    .map_err(CliError::failure)?;
+    let needed: &[Capability] = match netns {
+        None => &[Capability::NetAdmin],
+        Some(_) => &[Capability::NetAdmin, Capability::SysAdmin],
+    };
+    privilege::require(&format!("`corral host {verb}`"), needed).map_err(CliError::failure)?;
     let host = match netns {
         None => Host::current().map_err(|e| {
             CliError::failure(

@@ -1,6 +1,7 @@
 //! `corral host status`: bridges, profiles, sets and counters as they are.
 
-use corral_egress::host::Status;
+use corral_egress::gateway::GatewayStatus;
+use corral_egress::host::{GatewayState, Status};
 use serde::Serialize;
 
 use super::context;
@@ -15,6 +16,7 @@ struct StatusJson<'a> {
     schema: &'static str,
     source: &'a str,
     netns: Option<&'a str>,
+    gateways: &'a [GatewayState],
     #[serde(flatten)]
     status: &'a Status,
 }
@@ -38,11 +40,13 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
             anyhow::Error::new(e).context(format!("reading the status of {}", target.describe())),
         )
     })?;
+    let gateways = target.host.gateway_status(store.dir());
     if args.json {
         print_json(&StatusJson {
             schema: "corral.host-status.v1",
             source: &planned.origin,
             netns: target.netns.as_deref(),
+            gateways: &gateways,
             status: &status,
         })?;
         return Ok(Outcome::Ok);
@@ -105,6 +109,18 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
             ]);
         }
         out.table(&sets, false);
+    }
+    if !gateways.is_empty() {
+        out.info("");
+        let mut table = Table::new(["bridge", "gateway (dnsmasq)"]);
+        for g in &gateways {
+            let state = match &g.status {
+                GatewayStatus::Running { .. } => out.paint(Style::Good, &g.status.to_string()),
+                _ => out.paint(Style::Bad, &g.status.to_string()),
+            };
+            table.row([g.bridge.clone(), state]);
+        }
+        out.table(&table, false);
     }
     out.info("");
     if status.drift == 0 {

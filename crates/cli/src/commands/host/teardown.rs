@@ -36,11 +36,18 @@ pub fn run(args: &TeardownArgs, out: Output) -> CmdResult {
     };
     let target = context::target("teardown", args.netns.as_deref())?;
     let store = context::state_store(args.state_dir.as_ref(), &config, args.netns.as_deref());
+    // Gateways first: dnsmasq holds the bridges' addresses.
+    let gateway_errors = target.host.stop_gateways(store.dir());
     let mut report = target.host.teardown().map_err(|e| {
         CliError::failure(
             anyhow::Error::new(e).context(format!("tearing down {}", target.describe())),
         )
     })?;
+    report.errors.extend(
+        gateway_errors
+            .into_iter()
+            .map(|e| format!("stop gateway services: {e}")),
+    );
     if report.is_clean()
         && let Err(e) = store.clear()
     {
