@@ -10,6 +10,8 @@
 // Test helpers outside #[test] fns unwrap too: a failed setup is a failed test.
 #![allow(clippy::unwrap_used)]
 
+mod nft_support;
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -25,7 +27,7 @@ use corral_egress::netns::{Netns, Observed, Probe, Topology, Transport, probe_fr
 use corral_egress::plan::{DNS_SET_TIMEOUT, HostPlan, PlanSettings, SetKind};
 use corral_egress::resolve::Resolution;
 use corral_sandbox_core::{
-    BlockAction, BridgeName, DnsPolicy, EgressMode, HostName, Profile, ProfileName, ProfileSet,
+    EgressMode, HostName, Profile, ProfileSet,
 };
 
 const UPSTREAM: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
@@ -35,17 +37,12 @@ const CDN_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 1);
 const PORT: u16 = 443;
 const T: Duration = Duration::from_millis(1500);
 
+/// The shared builder's profile, but with unresolved hosts allowed: the
+/// tests here resolve names through the gateway, not at apply time.
 fn profile(name: &str, bridge: &str, subnet: &str, mode: EgressMode, allow: &[&str]) -> Profile {
     Profile {
-        name: ProfileName::new(name).unwrap(),
-        bridge: BridgeName::new(bridge).unwrap(),
-        subnet_v4: subnet.parse().unwrap(),
-        subnet_v6: None,
-        mode,
-        allow: allow.iter().map(|a| a.parse().unwrap()).collect(),
-        block: BlockAction::Reject,
-        dns: DnsPolicy::Gateway,
         allow_unresolved: true,
+        ..nft_support::profile(name, bridge, subnet, mode, allow)
     }
 }
 

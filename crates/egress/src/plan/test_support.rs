@@ -1,4 +1,8 @@
-//! Profile builders shared by the unit tests of `plan`, `nft` and `drift`.
+//! Profile builders shared by the unit tests of `plan`, `nft` and `drift`,
+//! and by the integration tests: `tests/nft_support/mod.rs` includes this
+//! very file with `#[path]` (integration tests cannot see `cfg(test)`
+//! items), so it names only `corral_sandbox_core` and its parent's
+//! `HostPlan`, `PlanSettings` and `Resolution`.
 
 use corral_sandbox_core::{
     AllowEntry, BlockAction, BridgeName, DnsPolicy, EgressMode, Profile, ProfileName, ProfileSet,
@@ -30,9 +34,9 @@ pub(crate) fn profile(
     }
 }
 
-/// Three profiles (allowlist with v6 and host entries, internet, none) and
-/// a resolution for their names.
-pub(crate) fn sample() -> (ProfileSet, Resolution) {
+/// The allowlist profile `dev` of the sample sets: IPv4 and IPv6, with
+/// host, wildcard, CIDR, port-range and IPv6 entries.
+pub(crate) fn dev_profile() -> Profile {
     let mut dev = profile(
         "dev",
         "cb-dev",
@@ -47,19 +51,28 @@ pub(crate) fn sample() -> (ProfileSet, Resolution) {
         ],
     );
     dev.subnet_v6 = Some("fd00:90::/64".parse().unwrap());
-    let web = profile("web", "cb-web", "10.91.0.0/24", EgressMode::Internet, &[]);
-    let mut iso = profile("iso", "cb-iso", "10.92.0.0/24", EgressMode::None, &[]);
-    iso.block = BlockAction::Drop;
-    let set = ProfileSet::new(vec![dev, web, iso]).unwrap();
+    dev
+}
+
+/// A resolution of `api.example.com` (the host entry of [`dev_profile`])
+/// to `addrs`.
+pub(crate) fn api_resolution(addrs: &[&str]) -> Resolution {
     let mut res = Resolution::new();
     res.insert(
         &"api.example.com".parse().unwrap(),
-        [
-            "192.0.2.10".parse().unwrap(),
-            "2001:db8::10".parse().unwrap(),
-        ],
+        addrs.iter().map(|a| a.parse().unwrap()),
     );
-    (set, res)
+    res
+}
+
+/// Three profiles (allowlist with v6 and host entries, internet, none) and
+/// a resolution for their names.
+pub(crate) fn sample() -> (ProfileSet, Resolution) {
+    let web = profile("web", "cb-web", "10.91.0.0/24", EgressMode::Internet, &[]);
+    let mut iso = profile("iso", "cb-iso", "10.92.0.0/24", EgressMode::None, &[]);
+    iso.block = BlockAction::Drop;
+    let set = ProfileSet::new(vec![dev_profile(), web, iso]).unwrap();
+    (set, api_resolution(&["192.0.2.10", "2001:db8::10"]))
 }
 
 /// The plan of [`sample`] with default settings.

@@ -1,14 +1,20 @@
 //! Shared helpers of the `nft_*` integration tests: a fresh anonymous
-//! network namespace per test, loopback up, and small profile sets.
+//! network namespace per test, loopback up, and small profile sets (the
+//! builders of the crate's unit tests, from `src/plan/test_support.rs`).
 #![allow(dead_code)]
 // Test helpers: a failed setup step should abort the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use corral_egress::plan::{HostPlan, PlanSettings, Resolution};
-use corral_sandbox_core::{
-    AllowEntry, AllowTarget, BlockAction, BridgeName, DnsPolicy, EgressMode, Profile, ProfileName,
-    ProfileSet,
-};
+use corral_sandbox_core::{BlockAction, EgressMode, ProfileSet};
+
+// The crate's own unit-test builders, one copy for both kinds of test: the
+// file names its parent's `HostPlan`, `PlanSettings` and `Resolution`,
+// which are the imports above.
+#[path = "../../src/plan/test_support.rs"]
+mod shared;
+
+pub(crate) use shared::{allowlist_plan, api_resolution, dev_profile, profile};
 
 /// Run `f` in a new network namespace on a throwaway thread. `None` (after
 /// saying why) when namespaces are unavailable and `CI` is not `true`;
@@ -52,74 +58,16 @@ pub fn loopback_up() {
     }
 }
 
-pub fn profile(
-    name: &str,
-    bridge: &str,
-    subnet: &str,
-    mode: EgressMode,
-    allow: &[&str],
-) -> Profile {
-    Profile {
-        name: ProfileName::new(name).unwrap(),
-        bridge: BridgeName::new(bridge).unwrap(),
-        subnet_v4: subnet.parse().unwrap(),
-        subnet_v6: None,
-        mode,
-        allow: allow
-            .iter()
-            .map(|a| a.parse::<AllowEntry>().unwrap())
-            .collect(),
-        block: BlockAction::Reject,
-        dns: DnsPolicy::Gateway,
-        allow_unresolved: false,
-    }
-}
-
 /// Allowlist (v4+v6, host + wildcard + CIDR entries), internet and none
-/// profiles, with a resolution for the host entry.
+/// profiles, with a resolution of the host entry to `api_addrs`.
 pub fn sample_plan(api_addrs: &[&str]) -> HostPlan {
-    let mut dev = profile(
-        "dev",
-        "cb-dev",
-        "10.90.0.0/24",
-        EgressMode::Allowlist,
-        &[
-            "api.example.com:443/tcp",
-            "*.example.org",
-            "203.0.113.0/24",
-            "198.51.100.7:8000-8100",
-            "[2001:db8::1]:443/udp",
-        ],
-    );
-    dev.subnet_v6 = Some("fd00:90::/64".parse().unwrap());
     // Prefixes that end inside a byte, to exercise masked address matches.
     let mut web = profile("web", "cb-web", "10.91.0.0/22", EgressMode::Internet, &[]);
     web.subnet_v6 = Some("fd00:91::/64".parse().unwrap());
     let mut iso = profile("iso", "cb-iso", "10.92.0.0/23", EgressMode::None, &[]);
     iso.block = BlockAction::Drop;
-    let set = ProfileSet::new(vec![dev, web, iso]).unwrap();
-    let mut res = Resolution::new();
-    res.insert(
-        &"api.example.com".parse().unwrap(),
-        api_addrs.iter().map(|a| a.parse().unwrap()),
-    );
-    HostPlan::build(&set, &PlanSettings::default(), &res).unwrap()
-}
-
-/// One allowlist profile with `n` distinct, non-adjacent /32s.
-pub fn allowlist_plan(n: u32) -> HostPlan {
-    let mut p = profile("big", "cb-big", "10.93.0.0/24", EgressMode::Allowlist, &[]);
-    p.allow = (0..n)
-        .map(|i| AllowEntry {
-            target: AllowTarget::Net(
-                std::net::IpAddr::V4(std::net::Ipv4Addr::from(0x2c00_0000u32 + 2 * i)).into(),
-            ),
-            ports: None,
-            protocol: None,
-        })
-        .collect();
-    let set = ProfileSet::new(vec![p]).unwrap();
-    HostPlan::build(&set, &PlanSettings::default(), &Resolution::new()).unwrap()
+    let set = ProfileSet::new(vec![dev_profile(), web, iso]).unwrap();
+    HostPlan::build(&set, &PlanSettings::default(), &api_resolution(api_addrs)).unwrap()
 }
 
 /// Run the `nft` binary (test baseline only; the product never does).
