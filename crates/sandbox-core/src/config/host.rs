@@ -1,7 +1,7 @@
 //! `[host]` and `[host.verification]`: from raw strings to typed settings,
 //! recording every problem with its position.
 
-use std::net::{IpAddr, SocketAddr, SocketAddrV6};
+use core::net::{IpAddr, SocketAddr, SocketAddrV6};
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -16,7 +16,7 @@ mod render;
 #[cfg(test)]
 mod parse_tests;
 
-use std::net::{IpAddr, SocketAddr, SocketAddrV6};
+use core::net::{IpAddr, SocketAddr, SocketAddrV6};
 use std::path::PathBuf;
 
 use serde::Serialize;

@@ -236,7 +236,7 @@ fn parse_target(text: &str) -> Result<AllowTarget, String> {
         }
         return Ok(AllowTarget::Net(net));
     }
-    if let Ok(addr) = text.parse::<std::net::IpAddr>() {
+    if let Ok(addr) = text.parse::<core::net::IpAddr>() {
         return Ok(AllowTarget::Net(IpNet::from(addr)));
     }
     if text.contains('/') {

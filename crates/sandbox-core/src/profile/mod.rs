@@ -8,7 +8,7 @@
 mod allow;
 mod validate;
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 use ipnet::{Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-use std::net::{IpAddr, Ipv4Addr};
+use core::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
 use ipnet::{IpNet, Ipv4Net};

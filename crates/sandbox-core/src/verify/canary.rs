@@ -2,8 +2,8 @@
 //! the normal exec path, before any work runs in it. The caller runs them
 //! and reports [`CheckResult`]s; the gate judges.
 
+use core::net::{IpAddr, SocketAddr};
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use ipnet::IpNet;

@@ -323,7 +323,7 @@ impl Gate {
 
 #[cfg(test)]
 mod tests {
-    use std::net::SocketAddr;
+    use core::net::SocketAddr;
 
     use super::*;
     use crate::config::Config;
