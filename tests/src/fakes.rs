@@ -10,26 +10,24 @@
 //!   (stopped only), and `exec`, which runs the argv after `--` for real
 //!   with the instance's own home directory (copied by snapshots and
 //!   clones) as the default working directory.
-//! - fake `tart`: the provider crate's fake (clone/set/run/stop/list/
+//! - fake `tart`: the provider crate's own fake script, included from
+//!   `crates/provider-tart/tests/fake/tart.sh` (clone/set/run/stop/list/
 //!   rename/delete/ip/exec, with a `softnet` process beside each `run`).
 //!
-//! Every call is recorded as `call.N` (the argv, NUL-terminated), so a test
-//! can show exactly which commands corral ran. Nothing here is the real
+//! Both run on the recording harness of `corral-provider-support`
+//! (feature `test-support`): every call is recorded as `call.N` (the argv,
+//! NUL-terminated), so a test can show exactly which commands corral ran. Nothing here is the real
 //! tool: passing against a fake proves the provider's side of the contract
 //! (argv, state handling, error mapping), not Multipass's or Tart's.
 
-use std::fs;
-use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
+
+use corral_provider_support::testing::FakeTool as Harness;
 
 const FAKE_MULTIPASS: &str = r#"#!/bin/sh
 d='@STATE@'
-n=$(cat "$d/count" 2>/dev/null || echo 0)
-n=$((n + 1))
-echo "$n" > "$d/count"
-: > "$d/call.$n"
-for a in "$@"; do printf '%s\0' "$a" >> "$d/call.$n"; done
+@RECORD@
 v="$d/vms"
 mkdir -p "$v"
 need() { [ -d "$v/$1" ] || { echo "$2 failed: instance \"$1\" does not exist" >&2; exit 2; }; }
@@ -121,149 +119,61 @@ exec)
 esac
 "#;
 
-const FAKE_TART: &str = r#"#!/bin/sh
-d='@STATE@'
-b='@BIN@'
-if [ "$1" = run ]; then
-  : > "$d/run.argv"
-  for a in "$@"; do printf '%s\0' "$a" >> "$d/run.argv"; done
-else
-  n=$(cat "$d/count" 2>/dev/null || echo 0)
-  n=$((n + 1))
-  echo "$n" > "$d/count"
-  : > "$d/call.$n"
-  for a in "$@"; do printf '%s\0' "$a" >> "$d/call.$n"; done
-fi
-mkdir -p "$d/vms"
-case "$1" in
-  clone)
-    if [ -e "$d/vms/$3" ]; then echo "VM \"$3\" already exists" >&2; exit 1; fi
-    : > "$d/vms/$3" ;;
-  set)
-    [ -e "$d/vms/$2" ] || { echo "the specified VM \"$2\" does not exist" >&2; exit 1; } ;;
-  delete)
-    rm -f "$d/vms/$2" ;;
-  rename)
-    [ -e "$d/vms/$2" ] || { echo "the specified VM \"$2\" does not exist" >&2; exit 1; }
-    mv "$d/vms/$2" "$d/vms/$3" ;;
-  list)
-    sep=''
-    printf '['
-    for f in "$d/vms"/*; do
-      [ -e "$f" ] || continue
-      vm=$(basename "$f")
-      if [ -e "$d/running.$vm" ]; then s=running; r=true; else s=stopped; r=false; fi
-      printf '%s{"Source":"local","Name":"%s","State":"%s","Running":%s}' "$sep" "$vm" "$s" "$r"
-      sep=','
-    done
-    printf ']\n' ;;
-  run)
-    echo "$$" > "$d/run.pid"
-    echo "fake tart: booting $2"
-    "$b/softnet" 300 &
-    echo "$!" > "$d/softnet.pid"
-    : > "$d/running.$2"
-    sleep 300 &
-    wait ;;
-  stop)
-    rm -f "$d/running.$2"
-    [ -f "$d/run.pid" ] && /bin/kill -KILL -- "-$(cat "$d/run.pid")" 2>/dev/null
-    : ;;
-  ip)
-    echo 192.168.64.5 ;;
-  exec)
-    shift
-    [ "$1" = -i ] && shift
-    shift
-    exec "$@" ;;
-esac
-exit 0
-"#;
+// The provider crate's fake, so both suites drive the same script.
+const FAKE_TART: &str = include_str!("../../crates/provider-tart/tests/fake/tart.sh");
 
-/// One fake tool: a private directory with `bin/` (for the runner's PATH)
-/// and `state/` (the instance store and the recorded calls).
+/// One fake tool on the shared recording harness: a private directory
+/// with `bin/` (for the runner's PATH) and `state/` (the instance store and
+/// the recorded calls). It derefs to the harness for `calls`, `count`,
+/// `bin`, `state`, `root`. Setup failures panic: this is test support.
 #[derive(Debug)]
 pub struct FakeTool {
-    dir: tempfile::TempDir,
-    bin: PathBuf,
-    state: PathBuf,
+    tool: Harness,
 }
 
-fn write_exec(path: &Path, body: &str) -> io::Result<()> {
-    fs::write(path, body)?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755))
-}
-
-fn utf8(p: &Path) -> io::Result<&str> {
-    p.to_str()
-        .ok_or_else(|| io::Error::other(format!("{} is not UTF-8", p.display())))
+impl Deref for FakeTool {
+    type Target = Harness;
+    fn deref(&self) -> &Harness {
+        &self.tool
+    }
 }
 
 impl FakeTool {
-    fn new(name: &str, script: &str) -> io::Result<Self> {
-        let dir = tempfile::tempdir()?;
-        let bin = dir.path().join("bin");
-        let state = dir.path().join("state");
-        fs::create_dir_all(&bin)?;
-        fs::create_dir_all(&state)?;
-        let body = script
-            .replace("@STATE@", utf8(&state)?)
-            .replace("@BIN@", utf8(&bin)?);
-        write_exec(&bin.join(name), &body)?;
-        Ok(Self { dir, bin, state })
+    fn with(name: &str, script: &str) -> Self {
+        let tool = Harness::new();
+        tool.install(name, script);
+        Self { tool }
     }
 
     /// A stateful fake `multipass`.
-    pub fn multipass() -> io::Result<Self> {
-        Self::new("multipass", FAKE_MULTIPASS)
+    pub fn multipass() -> Self {
+        Self::with("multipass", FAKE_MULTIPASS)
     }
 
     /// A fake `tart`, with a fake `softnet` (a copy of `sleep`, so the
     /// process table shows that name) beside it.
-    pub fn tart() -> io::Result<Self> {
-        let fake = Self::new("tart", FAKE_TART)?;
-        fs::copy("/bin/sleep", fake.bin.join("softnet"))?;
-        Ok(fake)
+    pub fn tart() -> Self {
+        let fake = Self::with("tart", FAKE_TART);
+        fake.install_copy("softnet", Path::new("/bin/sleep"));
+        fake
     }
 
     /// PATH for the provider's process runner: the fakes first.
     pub fn search_path(&self) -> String {
-        format!("{}:/usr/bin:/bin", self.bin.display())
+        format!("{}:/usr/bin:/bin", self.bin().display())
     }
 
     /// A private directory for the provider's staging root.
     pub fn staging(&self) -> PathBuf {
-        self.dir.path().join("staging")
-    }
-
-    /// Every recorded argv (without the program), in order.
-    pub fn calls(&self) -> io::Result<Vec<Vec<String>>> {
-        let count: usize = match fs::read_to_string(self.state.join("count")) {
-            Ok(s) => s.trim().parse().map_err(io::Error::other)?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
-            Err(e) => return Err(e),
-        };
-        (1..=count)
-            .map(|n| {
-                let raw = fs::read(self.state.join(format!("call.{n}")))?;
-                let mut words: Vec<String> = raw
-                    .split(|b| *b == 0)
-                    .map(|w| String::from_utf8_lossy(w).into_owned())
-                    .collect();
-                // The record ends with a NUL, which leaves one empty word.
-                words.pop();
-                Ok(words)
-            })
-            .collect()
+        self.root.join("staging")
     }
 
     /// The subcommands called, in order (`["launch", "stop", "info", …]`).
-    pub fn subcommands(&self) -> io::Result<Vec<String>> {
-        Ok(self
-            .calls()?
+    pub fn subcommands(&self) -> Vec<String> {
+        self.calls()
             .into_iter()
             .filter_map(|c| c.into_iter().next())
-            .collect())
+            .collect()
     }
 }
 
@@ -271,9 +181,7 @@ impl Drop for FakeTool {
     fn drop(&mut self) {
         // A fake `tart run` stays in the foreground like the real one; leave
         // no such process (or its softnet) behind.
-        if let Ok(pid) = fs::read_to_string(self.state.join("run.pid"))
-            && let Ok(pid) = pid.trim().parse::<i32>()
-        {
+        if let Some(pid) = self.read_pid("run.pid") {
             let _ = std::process::Command::new("/bin/kill")
                 .args(["-KILL", "--", &format!("-{pid}")])
                 .status();
@@ -287,7 +195,7 @@ mod tests {
     use std::process::Command;
 
     fn run(fake: &FakeTool, prog: &str, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(fake.bin.join(prog))
+        let out = Command::new(fake.bin().join(prog))
             .args(args)
             .output()
             .unwrap_or_else(|e| panic!("{e}"));
@@ -300,7 +208,7 @@ mod tests {
 
     #[test]
     fn fake_multipass_keeps_state_and_records_calls() {
-        let fake = FakeTool::multipass().unwrap_or_else(|e| panic!("{e}"));
+        let fake = FakeTool::multipass();
         assert_eq!(run(&fake, "multipass", &["info", "vm1"]).0, 2);
         let (code, _, err) = run(&fake, "multipass", &["launch", "--name", "vm1", "24.04"]);
         assert_eq!(code, 0, "{err}");
@@ -317,7 +225,7 @@ mod tests {
         );
         let (_, out, _) = run(&fake, "multipass", &["snapshots", "--format", "json"]);
         assert!(out.contains(r#""vm1":{"s1":"#), "{out}");
-        let calls = fake.subcommands().unwrap_or_else(|e| panic!("{e}"));
+        let calls = fake.subcommands();
         assert_eq!(
             calls,
             [
@@ -334,7 +242,7 @@ mod tests {
 
     #[test]
     fn fake_multipass_exec_runs_in_the_instance_home() {
-        let fake = FakeTool::multipass().unwrap_or_else(|e| panic!("{e}"));
+        let fake = FakeTool::multipass();
         run(&fake, "multipass", &["launch", "--name", "vm1", "24.04"]);
         run(
             &fake,

@@ -79,7 +79,7 @@ async fn incus_conforms() {
 
 #[tokio::test]
 async fn multipass_conforms_through_a_fake_binary() {
-    let fake = FakeTool::multipass().unwrap_or_else(|e| panic!("{e}"));
+    let fake = FakeTool::multipass();
     let mut config = MultipassConfig::new(fake.staging(), profiles());
     config.timeouts.command = Duration::from_secs(20);
     let runner = corral_provider_multipass::ProcessRunner::with_search_path(fake.search_path());
@@ -91,7 +91,7 @@ async fn multipass_conforms_through_a_fake_binary() {
         guest_dir: "/tmp".into(),
     };
     conform(&provider, &scenario).await;
-    let subs = fake.subcommands().unwrap_or_else(|e| panic!("{e}"));
+    let subs = fake.subcommands();
     for expected in ["launch", "exec", "snapshot", "restore", "clone", "delete"] {
         assert!(
             subs.iter().any(|s| s == expected),
@@ -102,7 +102,7 @@ async fn multipass_conforms_through_a_fake_binary() {
 
 #[tokio::test]
 async fn tart_conforms_through_a_fake_binary() {
-    let fake = FakeTool::tart().unwrap_or_else(|e| panic!("{e}"));
+    let fake = FakeTool::tart();
     let mut config = TartConfig::new(fake.staging(), profiles());
     config.timeouts.boot = Duration::from_secs(10);
     config.timeouts.poll = Duration::from_millis(50);
@@ -115,7 +115,7 @@ async fn tart_conforms_through_a_fake_binary() {
         guest_dir: "/tmp".into(),
     };
     conform(&provider, &scenario).await;
-    let subs = fake.subcommands().unwrap_or_else(|e| panic!("{e}"));
+    let subs = fake.subcommands();
     for expected in ["clone", "exec", "stop", "rename", "delete"] {
         assert!(
             subs.iter().any(|s| s == expected),
@@ -153,7 +153,7 @@ impl SandboxProvider for Overclaiming {
 /// scenario still deletes what it created.
 #[tokio::test]
 async fn an_overclaiming_provider_fails_the_scenario() {
-    let fake = FakeTool::multipass().unwrap_or_else(|e| panic!("{e}"));
+    let fake = FakeTool::multipass();
     let mut config = MultipassConfig::new(fake.staging(), profiles());
     config.timeouts.command = Duration::from_secs(20);
     let runner = corral_provider_multipass::ProcessRunner::with_search_path(fake.search_path());

@@ -5,43 +5,24 @@
 // Test code: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
+mod nft_support;
 
 use corral_egress::netns::lab::{tcp, udp};
 use corral_egress::netns::topology::{PUBLIC_V4, PUBLIC_V6};
-use corral_egress::netns::{Lab, Observed, Probe, require_root};
-use corral_egress::resolve::Resolution;
-use corral_sandbox_core::config::Config;
-
-const T: Duration = Duration::from_millis(1500);
-
-fn lab() -> Lab {
-    let cfg = Config::builtin_default();
-    let lab = Lab::new(&cfg.profiles, &Resolution::new()).unwrap();
-    lab.control().unwrap();
-    lab
-}
-
-/// Runs `probes` from the allowlist sandbox as a control (must connect),
-/// applies, and returns the enforced results.
-fn control_then_apply(lab: &Lab, probes: &[Probe]) -> Vec<corral_egress::netns::ProbeResult> {
-    let sb = lab.sandbox("allowlist");
-    for p in probes {
-        let r = lab.probe(sb, p, T);
-        assert_eq!(r.observed, Observed::Connected, "control {p}: {r:?}");
-    }
-    lab.apply().unwrap();
-    probes.iter().map(|p| lab.probe(sb, p, T)).collect()
-}
+use corral_egress::netns::{Observed, Probe, require_root};
+use nft_support::{PROBE_TIMEOUT as T, builtin_lab, control_then_apply};
 
 #[test]
 fn allowlisted_address_and_port_is_reachable() {
     if !require_root("allowlisted_address_and_port_is_reachable") {
         return;
     }
-    let lab = lab();
+    let lab = builtin_lab();
     let probes = [tcp(PUBLIC_V4[2], 443), tcp([203, 0, 113, 1], 8000)];
-    for (p, r) in probes.iter().zip(control_then_apply(&lab, &probes)) {
+    for (p, r) in probes
+        .iter()
+        .zip(control_then_apply(&lab, "allowlist", &probes))
+    {
         assert_eq!(r.observed, Observed::Connected, "{p}: {r:?}");
     }
 }
@@ -51,7 +32,7 @@ fn same_address_other_port_and_other_addresses_are_blocked_fast() {
     if !require_root("same_address_other_port_and_other_addresses_are_blocked_fast") {
         return;
     }
-    let lab = lab();
+    let lab = builtin_lab();
     let probes = [
         tcp(PUBLIC_V4[2], 80),
         udp(PUBLIC_V4[2], 443),
@@ -61,7 +42,10 @@ fn same_address_other_port_and_other_addresses_are_blocked_fast() {
             to: PUBLIC_V4[0].into(),
         },
     ];
-    for (p, r) in probes.iter().zip(control_then_apply(&lab, &probes)) {
+    for (p, r) in probes
+        .iter()
+        .zip(control_then_apply(&lab, "allowlist", &probes))
+    {
         assert!(matches!(r.observed, Observed::Rejected(_)), "{p}: {r:?}");
         assert!(r.ms < 500, "reject must fail fast: {p}: {r:?}");
     }
@@ -75,7 +59,7 @@ fn allowlist_without_ipv6_subnet_has_no_ipv6() {
     // The built-in allowlist profile lists an IPv6 address but has no IPv6
     // subnet: from an IPv6-capable sandbox on another profile the address
     // answers (control), and the allowlist sandbox has no IPv6 at all.
-    let lab = lab();
+    let lab = builtin_lab();
     assert!(lab.sandbox("allowlist").v6.is_none());
     let inet = lab.sandbox("internet");
     let r = lab.probe(inet, &tcp(PUBLIC_V6[0], 443), T);

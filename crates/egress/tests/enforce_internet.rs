@@ -8,34 +8,18 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+mod nft_support;
+
 use corral_egress::netns::lab::tcp;
 use corral_egress::netns::topology::{
     HOST_SERVICE_PORT, HOST_UPLINK_V4, HOST_UPLINK_V6, LAN_HOST_V4, LAN_PORT, PRIVATE, PUBLIC_V4,
     PUBLIC_V6,
 };
-use corral_egress::netns::{Lab, Observed, Probe, ProbeResult, require_root};
+use corral_egress::netns::{Lab, Observed, Probe, require_root};
 use corral_egress::resolve::Resolution;
 use corral_sandbox_core::config::Config;
 use corral_sandbox_core::{BlockAction, ProfileSet};
-
-const T: Duration = Duration::from_millis(1500);
-
-fn run(lab: &Lab, probes: &[Probe]) -> Vec<ProbeResult> {
-    let sb = lab.sandbox("internet");
-    for p in probes {
-        let r = lab.probe(sb, p, T);
-        assert_eq!(r.observed, Observed::Connected, "control {p}: {r:?}");
-    }
-    lab.apply().unwrap();
-    probes.iter().map(|p| lab.probe(sb, p, T)).collect()
-}
-
-fn builtin_lab() -> Lab {
-    let cfg = Config::builtin_default();
-    let lab = Lab::new(&cfg.profiles, &Resolution::new()).unwrap();
-    lab.control().unwrap();
-    lab
-}
+use nft_support::{builtin_lab, control_then_apply};
 
 #[test]
 fn public_addresses_are_reachable_v4_and_v6() {
@@ -57,7 +41,10 @@ fn public_addresses_are_reachable_v4_and_v6() {
             to: PUBLIC_V6[1].into(),
         },
     ];
-    for (p, r) in probes.iter().zip(run(&lab, &probes)) {
+    for (p, r) in probes
+        .iter()
+        .zip(control_then_apply(&lab, "internet", &probes))
+    {
         assert_eq!(r.observed, Observed::Connected, "{p}: {r:?}");
     }
 }
@@ -73,7 +60,10 @@ fn private_metadata_lan_and_uplink_are_blocked() {
     probes.push(tcp(LAN_HOST_V4, LAN_PORT));
     probes.push(tcp(HOST_UPLINK_V4, HOST_SERVICE_PORT));
     probes.push(tcp(HOST_UPLINK_V6, HOST_SERVICE_PORT));
-    for (p, r) in probes.iter().zip(run(&lab, &probes)) {
+    for (p, r) in probes
+        .iter()
+        .zip(control_then_apply(&lab, "internet", &probes))
+    {
         assert!(r.observed.blocked(), "{p}: {r:?}");
     }
 }
@@ -85,7 +75,7 @@ fn reject_fails_fast_and_drop_times_out() {
     }
     // Reject (the default): the forwarded probe to metadata is refused at once.
     let lab = builtin_lab();
-    let r = run(&lab, &[tcp(PRIVATE[4], 80)]).remove(0);
+    let r = control_then_apply(&lab, "internet", &[tcp(PRIVATE[4], 80)]).remove(0);
     assert!(matches!(r.observed, Observed::Rejected(_)), "{r:?}");
     assert!(r.ms < 500, "{r:?}");
 

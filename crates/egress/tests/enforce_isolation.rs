@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+mod nft_support;
+
 use corral_egress::netns::lab::{tcp, udp};
 use corral_egress::netns::topology::{
     HOST_SERVICE_PORT, HOST_UPLINK_V4, PUBLIC_RESOLVER_V4, PUBLIC_RESOLVER_V6, SANDBOX_PORT,
@@ -15,15 +17,7 @@ use corral_egress::netns::topology::{
 use corral_egress::netns::{Lab, Observed, Probe, SandboxNs, require_root};
 use corral_egress::resolve::Resolution;
 use corral_sandbox_core::config::Config;
-
-const T: Duration = Duration::from_millis(1500);
-
-fn lab() -> Lab {
-    let cfg = Config::builtin_default();
-    let lab = Lab::new(&cfg.profiles, &Resolution::new()).unwrap();
-    lab.control().unwrap();
-    lab
-}
+use nft_support::{PROBE_TIMEOUT as T, builtin_lab};
 
 /// (from, probe) pairs: control must connect, enforced must be blocked.
 fn control_apply_blocked(lab: &Lab, cases: &[(&SandboxNs, Probe)]) {
@@ -48,7 +42,7 @@ fn sandboxes_cannot_reach_each_other() {
     if !require_root("sandboxes_cannot_reach_each_other") {
         return;
     }
-    let lab = lab();
+    let lab = builtin_lab();
     let mut inet = lab.topo.sandboxes_of("internet");
     let (a, b) = (inet.next().unwrap(), inet.next().unwrap());
     let iso = lab.sandbox("isolated");
@@ -71,7 +65,7 @@ fn host_services_are_not_reachable() {
     if !require_root("host_services_are_not_reachable") {
         return;
     }
-    let lab = lab();
+    let lab = builtin_lab();
     let mut cases = Vec::new();
     for profile in ["internet", "allowlist", "isolated"] {
         let sb = lab.sandbox(profile);
@@ -88,7 +82,7 @@ fn dns_to_a_non_gateway_server_is_blocked() {
     if !require_root("dns_to_a_non_gateway_server_is_blocked") {
         return;
     }
-    let lab = lab();
+    let lab = builtin_lab();
     let inet = lab.sandbox("internet");
     let allow = lab.sandbox("allowlist");
     let cases = [

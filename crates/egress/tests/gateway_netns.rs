@@ -26,9 +26,7 @@ use corral_egress::netns::topology::{LAN_HOST_V4, LAN_PORT, PUBLIC_RESOLVER_V4};
 use corral_egress::netns::{Netns, Observed, Probe, Topology, Transport, probe_from, require_root};
 use corral_egress::plan::{DNS_SET_TIMEOUT, HostPlan, PlanSettings, SetKind};
 use corral_egress::resolve::Resolution;
-use corral_sandbox_core::{
-    EgressMode, HostName, Profile, ProfileSet,
-};
+use corral_sandbox_core::{EgressMode, HostName, Profile, ProfileSet};
 
 const UPSTREAM: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
 const STATIC_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 1);

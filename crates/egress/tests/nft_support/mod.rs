@@ -1,11 +1,16 @@
-//! Shared helpers of the `nft_*` integration tests: a fresh anonymous
-//! network namespace per test, loopback up, and small profile sets (the
-//! builders of the crate's unit tests, from `src/plan/test_support.rs`).
+//! Shared helpers of the `nft_*`, `enforce_*` and `gateway_*` integration
+//! tests: a fresh anonymous network namespace per test, loopback up, small
+//! profile sets (the builders of the crate's unit tests, from
+//! `src/plan/test_support.rs`), and the built-in-profiles packet lab.
 #![allow(dead_code)]
 // Test helpers: a failed setup step should abort the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::time::Duration;
+
+use corral_egress::netns::{Lab, Observed, Probe, ProbeResult};
 use corral_egress::plan::{HostPlan, PlanSettings, Resolution};
+use corral_sandbox_core::config::Config;
 use corral_sandbox_core::{BlockAction, EgressMode, ProfileSet};
 
 // The crate's own unit-test builders, one copy for both kinds of test: the
@@ -14,6 +19,8 @@ use corral_sandbox_core::{BlockAction, EgressMode, ProfileSet};
 #[path = "../../src/plan/test_support.rs"]
 mod shared;
 
+// Each test crate that includes this module uses a different subset.
+#[allow(unused_imports)]
 pub(crate) use shared::{allowlist_plan, api_resolution, dev_profile, profile};
 
 /// Run `f` in a new network namespace on a throwaway thread. `None` (after
@@ -76,4 +83,31 @@ pub fn nft(args: &[&str]) -> std::process::Output {
         .args(args)
         .output()
         .expect("the nft binary (apt package nftables) is needed by this test")
+}
+
+/// How long a packet probe of the `enforce_*` tests waits for an answer.
+pub const PROBE_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// A lab of corral's built-in profiles whose control probes (no rules
+/// applied yet) all passed.
+pub fn builtin_lab() -> Lab {
+    let cfg = Config::builtin_default();
+    let lab = Lab::new(&cfg.profiles, &Resolution::new()).unwrap();
+    lab.control().unwrap();
+    lab
+}
+
+/// Runs `probes` from the sandbox `sandbox` as a control (each must
+/// connect), applies corral's rules, and returns the enforced results.
+pub fn control_then_apply(lab: &Lab, sandbox: &str, probes: &[Probe]) -> Vec<ProbeResult> {
+    let sb = lab.sandbox(sandbox);
+    for p in probes {
+        let r = lab.probe(sb, p, PROBE_TIMEOUT);
+        assert_eq!(r.observed, Observed::Connected, "control {p}: {r:?}");
+    }
+    lab.apply().unwrap();
+    probes
+        .iter()
+        .map(|p| lab.probe(sb, p, PROBE_TIMEOUT))
+        .collect()
 }
