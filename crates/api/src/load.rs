@@ -1,33 +1,27 @@
-//! Reading the configuration at start-up: `--networks-conf`, else
-//! `--config`, else `/etc/corral/corral.toml` when it exists, else the
-//! built-in profiles (the same rule as the CLI's).
+//! Reading the configuration at start-up, by the library's rule
+//! (`choose_config`), the same as the CLI's.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context as _, anyhow};
-use corral_sandbox_core::config::Config;
+use corral_sandbox_core::config::{Config, ConfigChoice, DEFAULT_CONFIG_PATH, choose_config};
 
-/// The default configuration file.
-pub const DEFAULT_CONFIG: &str = "/etc/corral/corral.toml";
-
-/// Load the configuration; returns it with a description of its origin.
+/// Load the configuration (which file, or the built-in profiles, is the
+/// library's rule, `choose_config` — the same as the CLI's); returns it with
+/// a description of its origin.
 pub fn load(
     config: Option<&Path>,
     networks_conf: Option<&Path>,
 ) -> anyhow::Result<(Config, String)> {
-    if let Some(path) = networks_conf {
-        let text = read(path)?;
-        let cfg = Config::from_networks_conf(&text, &path.display().to_string())?;
-        return Ok((cfg, path.display().to_string()));
+    let default_exists = Path::new(DEFAULT_CONFIG_PATH).exists();
+    match choose_config(networks_conf, config, default_exists) {
+        ConfigChoice::File { path, format } => {
+            let name = path.display().to_string();
+            let cfg = Config::parse(&read(path)?, &name, format)?;
+            Ok((cfg, name))
+        }
+        ConfigChoice::Builtin => Ok((Config::builtin_default(), "built-in defaults".to_owned())),
     }
-    let path: PathBuf = match config {
-        Some(p) => p.to_owned(),
-        None if Path::new(DEFAULT_CONFIG).exists() => PathBuf::from(DEFAULT_CONFIG),
-        None => return Ok((Config::builtin_default(), "built-in defaults".to_owned())),
-    };
-    let text = read(&path)?;
-    let cfg = Config::from_toml_str(&text, &path.display().to_string())?;
-    Ok((cfg, path.display().to_string()))
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {

@@ -6,9 +6,6 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use clap_complete::Shell;
 
-/// Where `--config` points when it is not given.
-pub const DEFAULT_CONFIG: &str = "/etc/corral/corral.toml";
-
 /// corral: network-isolated sandboxes for AI coding agents, with egress
 /// enforced in the host kernel.
 #[derive(Debug, Parser)]

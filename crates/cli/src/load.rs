@@ -6,9 +6,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
-use corral_sandbox_core::config::Config;
+use corral_sandbox_core::config::{
+    self as core_config, Config, ConfigChoice, DEFAULT_CONFIG_PATH, choose_config,
+};
 
-use crate::args::{ConfigFormat, ConfigSource, DEFAULT_CONFIG};
+use crate::args::{ConfigFormat, ConfigSource};
 use crate::error::CliError;
 
 /// Where a loaded configuration came from.
@@ -39,28 +41,49 @@ pub struct Loaded {
     pub origin: Origin,
 }
 
-/// Load what `source` names: `--networks-conf`, else `--config`, else the
-/// default path when it exists, else the built-in profiles.
+/// Load what `source` names; which file (or the built-in profiles) is the
+/// library's rule, `choose_config`.
 pub fn load(source: &ConfigSource) -> Result<Loaded, CliError> {
-    if let Some(path) = &source.networks_conf {
-        return load_file(path, ConfigFormat::NetworksConf);
-    }
-    if let Some(path) = &source.config {
-        return load_file(path, ConfigFormat::Toml);
-    }
-    let default = Path::new(DEFAULT_CONFIG);
-    match std::fs::metadata(default) {
-        Ok(_) => load_file(default, ConfigFormat::Toml),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            tracing::info!("{DEFAULT_CONFIG} does not exist; using the built-in profiles");
+    let default_exists = match std::fs::metadata(DEFAULT_CONFIG_PATH) {
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => {
+            return Err(CliError::failure(
+                anyhow::Error::new(e).context(format!("cannot inspect {DEFAULT_CONFIG_PATH}")),
+            ));
+        }
+    };
+    match choose_config(
+        source.networks_conf.as_deref(),
+        source.config.as_deref(),
+        default_exists,
+    ) {
+        ConfigChoice::File { path, format } => load_file(path, format.into()),
+        ConfigChoice::Builtin => {
+            tracing::info!("{DEFAULT_CONFIG_PATH} does not exist; using the built-in profiles");
             Ok(Loaded {
                 config: Config::builtin_default(),
                 origin: Origin::Builtin,
             })
         }
-        Err(e) => Err(CliError::failure(
-            anyhow::Error::new(e).context(format!("cannot inspect {DEFAULT_CONFIG}")),
-        )),
+    }
+}
+
+impl From<core_config::ConfigFormat> for ConfigFormat {
+    fn from(format: core_config::ConfigFormat) -> Self {
+        match format {
+            core_config::ConfigFormat::Toml => ConfigFormat::Toml,
+            core_config::ConfigFormat::NetworksConf => ConfigFormat::NetworksConf,
+        }
+    }
+}
+
+impl From<ConfigFormat> for core_config::ConfigFormat {
+    fn from(format: ConfigFormat) -> Self {
+        match format {
+            ConfigFormat::Toml => core_config::ConfigFormat::Toml,
+            ConfigFormat::NetworksConf => core_config::ConfigFormat::NetworksConf,
+        }
     }
 }
 
@@ -68,10 +91,7 @@ pub fn load(source: &ConfigSource) -> Result<Loaded, CliError> {
 pub fn load_file(path: &Path, format: ConfigFormat) -> Result<Loaded, CliError> {
     let text = read(path)?;
     let name = path.display().to_string();
-    let parsed = match format {
-        ConfigFormat::Toml => Config::from_toml_str(&text, &name),
-        ConfigFormat::NetworksConf => Config::from_networks_conf(&text, &name),
-    };
+    let parsed = Config::parse(&text, &name, format.into());
     let config = parsed.map_err(CliError::usage)?;
     Ok(Loaded {
         config,

@@ -237,23 +237,8 @@ impl SandboxProvider for IncusProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::of(&[
-            Operation::Create,
-            Operation::Start,
-            Operation::Stop,
-            Operation::Restart,
-            Operation::Exec,
-            Operation::Snapshot,
-            Operation::Restore,
-            Operation::ManageSnapshots,
-            Operation::Clone,
-            Operation::Rename,
-            Operation::Delete,
-            Operation::Export,
-            Operation::Import,
-            Operation::FilePush,
-            Operation::FilePull,
-        ])
+        // Incus does every operation the trait knows.
+        Capabilities::of(&Operation::ALL)
     }
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>, ProviderError> {

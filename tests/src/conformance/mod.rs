@@ -29,25 +29,6 @@ use checks::{
     derived, ensure_running, expect_state, expect_unsupported, fail,
 };
 
-/// Every operation, so a report can be checked for completeness.
-pub const ALL_OPERATIONS: [Operation; 15] = [
-    Operation::Create,
-    Operation::Start,
-    Operation::Stop,
-    Operation::Restart,
-    Operation::Exec,
-    Operation::Snapshot,
-    Operation::Restore,
-    Operation::ManageSnapshots,
-    Operation::Clone,
-    Operation::Rename,
-    Operation::Delete,
-    Operation::Export,
-    Operation::Import,
-    Operation::FilePush,
-    Operation::FilePull,
-];
-
 /// What the harness knows about the backend beyond `capabilities()`.
 #[derive(Debug, Clone)]
 pub struct Scenario {
@@ -83,7 +64,7 @@ impl Report {
     /// operations the run never observed.
     pub fn disagreements(&self, capabilities: &BTreeSet<Operation>) -> Vec<String> {
         let mut out = Vec::new();
-        for op in ALL_OPERATIONS {
+        for op in Operation::ALL {
             match (self.observed.get(&op), capabilities.contains(&op)) {
                 (None, _) => out.push(format!("{op}: never observed")),
                 (Some(Observed::Works), false) => {
@@ -225,7 +206,7 @@ mod tests {
 
     fn report(works: &[Operation]) -> Report {
         let mut r = Report::default();
-        for op in ALL_OPERATIONS {
+        for op in Operation::ALL {
             let seen = if works.contains(&op) {
                 Observed::Works
             } else {

@@ -12,6 +12,7 @@ mod parse;
 mod phases;
 mod raw;
 mod render;
+mod source;
 
 #[cfg(test)]
 mod parse_tests;
@@ -24,6 +25,7 @@ use serde::Serialize;
 pub use defaults::{DEFAULT_MULTIPASS_BRIDGE, DEFAULT_STATE_DIR};
 pub use errors::{ConfigError, ConfigErrors};
 pub use phases::{Phase, PhaseError, PhaseProfiles};
+pub use source::{ConfigChoice, ConfigFormat, DEFAULT_CONFIG_PATH, choose_config};
 
 use crate::names::{BridgeName, HostName, InterfaceName};
 use crate::platform::SandboxKind;

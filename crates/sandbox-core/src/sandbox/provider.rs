@@ -47,6 +47,27 @@ pub enum Operation {
     FilePull,
 }
 
+impl Operation {
+    /// Every operation, in declaration order.
+    pub const ALL: [Operation; 15] = [
+        Operation::Create,
+        Operation::Start,
+        Operation::Stop,
+        Operation::Restart,
+        Operation::Exec,
+        Operation::Snapshot,
+        Operation::Restore,
+        Operation::ManageSnapshots,
+        Operation::Clone,
+        Operation::Rename,
+        Operation::Delete,
+        Operation::Export,
+        Operation::Import,
+        Operation::FilePush,
+        Operation::FilePull,
+    ];
+}
+
 impl fmt::Display for Operation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
