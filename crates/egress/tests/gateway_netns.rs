@@ -372,17 +372,13 @@ fn resolvers_other_than_the_gateway_are_blocked() {
 fn dhcp_lease(ns: &Netns, dir: &Path) -> (Vec<String>, Duration) {
     let script = dir.join("udhcpc.sh");
     let log = dir.join("udhcpc.log");
-    std::fs::write(
+    corral_test_support::write_executable(
         &script,
         format!(
             "#!/bin/sh\necho \"$1 ip=$ip router=$router dns=$dns lease=$lease\" >> {}\n",
             log.display()
         ),
-    )
-    .unwrap();
-    let mut perm = std::fs::metadata(&script).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    std::fs::set_permissions(&script, perm).unwrap();
+    );
     let mut cmd = Command::new("busybox");
     cmd.args([
         "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "6", "-T", "1", "-s",

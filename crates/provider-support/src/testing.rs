@@ -73,15 +73,14 @@ impl FakeTool {
             .replace("@RECORD@", RECORD_CALL)
             .replace("@STATE@", self.state.to_str().unwrap())
             .replace("@BIN@", self.bin.to_str().unwrap());
-        let path = self.bin.join(name);
-        fs::write(&path, body).unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        // Written by a child process: see `corral_test_support::exe`.
+        corral_test_support::write_executable(&self.bin.join(name), body);
     }
 
     /// Install a copy of the program at `from` as `bin/<name>` (a process
     /// then shows up under that name in the process table).
     pub fn install_copy(&self, name: &str, from: &Path) {
-        fs::copy(from, self.bin.join(name)).unwrap();
+        corral_test_support::copy_executable(from, &self.bin.join(name));
     }
 
     /// Take `bin/<name>` away again.

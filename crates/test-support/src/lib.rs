@@ -1,0 +1,25 @@
+//! What corral's tests share, written once:
+//!
+//! - [`gate`]: the one rule for a test that needs something the machine may
+//!   not give it (root, a network namespace, the Incus daemon, systemd
+//!   tools). Under any truthy `CI` (`true`, `1`, `yes`, any case) such a
+//!   test **fails**; elsewhere it prints a `SKIPPED` line and appends it to
+//!   the file named by `CORRAL_SKIP_LOG`, which `scripts/test.sh` counts.
+//! - [`exe`]: fake executables written by a child process, so no thread of
+//!   the test binary ever holds a write descriptor to a file it later
+//!   executes (the cause of `ETXTBSY`, "Text file busy").
+//! - [`host_lock`]: an advisory lock for tests that change the host's own
+//!   network namespace (Incus containers live there), held across
+//!   processes so parallel test binaries never meet in it.
+//!
+//! Test code: failing loudly is the point, so setup errors panic.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod exe;
+pub mod gate;
+pub mod host_lock;
+
+pub use exe::{copy_executable, write_executable};
+pub use gate::{in_ci, skip};
+pub use host_lock::HostLock;
