@@ -26,9 +26,10 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use corral_drill::lab::{Listeners, Transport};
 use corral_egress::host::{ApplyReport, Host, HostDrift, HostError, plan_settings};
 use corral_egress::link::{LinkError, Links};
-use corral_egress::netns::{Listeners, Netns, Transport};
+use corral_egress::netns::Netns;
 use corral_egress::nft;
 use corral_egress::plan::{HostPlan, Resolution, SysctlPlan, TableFamily};
 use corral_egress::sysctl::Sysctls;

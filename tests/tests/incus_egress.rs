@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use tokio::runtime::Runtime;
 
-use corral_egress::netns::require_root;
 use corral_provider_incus::{TEST_IMAGE_ALIAS, assign_static_ipv4};
 use corral_sandbox_core::sandbox::{Sandbox, SandboxProvider, SandboxSpec};
 use corral_tests::hostlab::{ALLOWED, GATEWAY_PORT, HostLab, METADATA, OTHER_ADDR, OTHER_PORT};
@@ -27,7 +26,7 @@ fn reached(rt: &Runtime, sb: &dyn Sandbox, to: SocketAddr) -> (bool, String) {
 // with blocking calls, which must not run on a runtime thread.
 #[test]
 fn incus_container_behind_corral_reaches_only_its_allowlist() {
-    if !require_root("incus_container_behind_corral_reaches_only_its_allowlist") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let rt = tokio::runtime::Builder::new_current_thread()

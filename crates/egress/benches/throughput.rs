@@ -14,7 +14,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use corral_egress::netns::{Lab, Netns, require_root};
+use corral_drill::lab::Lab;
+use corral_egress::netns::Netns;
 use corral_egress::resolve::Resolution;
 use corral_sandbox_core::config::Config;
 
@@ -216,7 +217,7 @@ fn configure(lab: &Lab, setup: Setup) {
 }
 
 fn main() {
-    if !require_root("throughput bench") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let cfg = config();

@@ -4,14 +4,14 @@
 //! Layout: `plan` (pure desired state and its nft rendering), `nft`
 //! (nftables batches, sets, read-back), `drift` (plan vs live), `resolve`
 //! (names → addresses), `link` (bridges, addresses, port isolation),
-//! `sysctl`, `host` (the apply/verify/status/teardown/refresh facade),
-//! `gateway` (DHCP + filtered DNS), `netns` (anonymous namespaces, the test
-//! topology, probes) and `drill` (the isolation drill).
+//! `sysctl`, `netns` (acting inside another network namespace) and `host`
+//! (the apply/verify/status/teardown/refresh facade).
+//!
+//! The gateway services (DHCP and filtered DNS) live in `corral-gateway`,
+//! the namespace lab and the isolation drill in `corral-drill`.
 #![warn(missing_docs)]
 
 pub mod drift;
-pub mod drill;
-pub mod gateway;
 pub mod host;
 pub mod link;
 pub mod netns;

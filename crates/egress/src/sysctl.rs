@@ -308,7 +308,7 @@ mod tests {
 
     #[test]
     fn writes_in_a_namespace_do_not_touch_the_host() {
-        if !crate::netns::require_root("sysctl writes_in_a_namespace") {
+        if !corral_test_support::gate::netns() {
             return;
         }
         let host_before = Sysctls::default().read("net.ipv4.ip_forward").unwrap();

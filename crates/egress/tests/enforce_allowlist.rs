@@ -7,14 +7,14 @@
 
 mod nft_support;
 
-use corral_egress::netns::lab::{tcp, udp};
-use corral_egress::netns::topology::{PUBLIC_V4, PUBLIC_V6};
-use corral_egress::netns::{Observed, Probe, require_root};
+use corral_drill::lab::topology::{PUBLIC_V4, PUBLIC_V6};
+use corral_drill::lab::{Observed, Probe};
+use corral_drill::lab::{tcp, udp};
 use nft_support::{PROBE_TIMEOUT as T, builtin_lab, control_then_apply};
 
 #[test]
 fn allowlisted_address_and_port_is_reachable() {
-    if !require_root("allowlisted_address_and_port_is_reachable") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let lab = builtin_lab();
@@ -29,7 +29,7 @@ fn allowlisted_address_and_port_is_reachable() {
 
 #[test]
 fn same_address_other_port_and_other_addresses_are_blocked_fast() {
-    if !require_root("same_address_other_port_and_other_addresses_are_blocked_fast") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let lab = builtin_lab();
@@ -53,7 +53,7 @@ fn same_address_other_port_and_other_addresses_are_blocked_fast() {
 
 #[test]
 fn allowlist_without_ipv6_subnet_has_no_ipv6() {
-    if !require_root("allowlist_without_ipv6_subnet_has_no_ipv6") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     // The built-in allowlist profile lists an IPv6 address but has no IPv6

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 mod nft_support;
 
-use corral_egress::netns::lab::tcp;
-use corral_egress::netns::topology::{
+use corral_drill::lab::tcp;
+use corral_drill::lab::topology::{
     HOST_SERVICE_PORT, HOST_UPLINK_V4, HOST_UPLINK_V6, LAN_HOST_V4, LAN_PORT, PRIVATE, PUBLIC_V4,
     PUBLIC_V6,
 };
-use corral_egress::netns::{Lab, Observed, Probe, require_root};
+use corral_drill::lab::{Lab, Observed, Probe};
 use corral_egress::resolve::Resolution;
 use corral_sandbox_core::config::Config;
 use corral_sandbox_core::{BlockAction, ProfileSet};
@@ -23,7 +23,7 @@ use nft_support::{builtin_lab, control_then_apply};
 
 #[test]
 fn public_addresses_are_reachable_v4_and_v6() {
-    if !require_root("public_addresses_are_reachable_v4_and_v6") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let lab = builtin_lab();
@@ -51,7 +51,7 @@ fn public_addresses_are_reachable_v4_and_v6() {
 
 #[test]
 fn private_metadata_lan_and_uplink_are_blocked() {
-    if !require_root("private_metadata_lan_and_uplink_are_blocked") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let lab = builtin_lab();
@@ -70,7 +70,7 @@ fn private_metadata_lan_and_uplink_are_blocked() {
 
 #[test]
 fn reject_fails_fast_and_drop_times_out() {
-    if !require_root("reject_fails_fast_and_drop_times_out") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     // Reject (the default): the forwarded probe to metadata is refused at once.

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 mod nft_support;
 
-use corral_egress::netns::lab::{tcp, udp};
-use corral_egress::netns::topology::{
+use corral_drill::lab::topology::{
     HOST_SERVICE_PORT, HOST_UPLINK_V4, PUBLIC_RESOLVER_V4, PUBLIC_RESOLVER_V6, SANDBOX_PORT,
 };
-use corral_egress::netns::{Lab, Observed, Probe, SandboxNs, require_root};
+use corral_drill::lab::{Lab, Observed, Probe, SandboxNs};
+use corral_drill::lab::{tcp, udp};
 use corral_egress::resolve::Resolution;
 use corral_sandbox_core::config::Config;
 use nft_support::{PROBE_TIMEOUT as T, builtin_lab};
@@ -39,7 +39,7 @@ fn control_apply_blocked(lab: &Lab, cases: &[(&SandboxNs, Probe)]) {
 
 #[test]
 fn sandboxes_cannot_reach_each_other() {
-    if !require_root("sandboxes_cannot_reach_each_other") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let lab = builtin_lab();
@@ -62,7 +62,7 @@ fn sandboxes_cannot_reach_each_other() {
 
 #[test]
 fn host_services_are_not_reachable() {
-    if !require_root("host_services_are_not_reachable") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let lab = builtin_lab();
@@ -79,7 +79,7 @@ fn host_services_are_not_reachable() {
 
 #[test]
 fn dns_to_a_non_gateway_server_is_blocked() {
-    if !require_root("dns_to_a_non_gateway_server_is_blocked") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let lab = builtin_lab();
@@ -96,7 +96,7 @@ fn dns_to_a_non_gateway_server_is_blocked() {
 
 #[test]
 fn port_isolation_and_rules_together_block_same_bridge() {
-    if !require_root("port_isolation_and_rules_together_block_same_bridge") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     // Like a provider: apply first (bridges created by apply), then attach
@@ -116,10 +116,6 @@ fn port_isolation_and_rules_together_block_same_bridge() {
     let r = lab.probe(a, &tcp(b.v4, SANDBOX_PORT), Duration::from_millis(700));
     assert!(r.observed.blocked(), "{r:?}");
     // Egress still works through the non-isolated bridge port.
-    let r = lab.probe(
-        a,
-        &tcp(corral_egress::netns::topology::PUBLIC_V4[0], 443),
-        T,
-    );
+    let r = lab.probe(a, &tcp(corral_drill::lab::topology::PUBLIC_V4[0], 443), T);
     assert_eq!(r.observed, Observed::Connected, "{r:?}");
 }

@@ -9,11 +9,12 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use corral_drill::lab::tcp;
+use corral_drill::lab::topology::PUBLIC_V4;
+use corral_drill::lab::{Lab, Observed};
 use corral_egress::host::HostDrift;
 use corral_egress::link::{BridgeOutcome, Links, STAMP};
-use corral_egress::netns::lab::tcp;
-use corral_egress::netns::topology::PUBLIC_V4;
-use corral_egress::netns::{Lab, Netns, Observed, require_root};
+use corral_egress::netns::Netns;
 use corral_egress::nft;
 use corral_egress::plan::{BridgePlan, HostPlan, PlanSettings};
 use corral_egress::resolve::Resolution;
@@ -45,7 +46,7 @@ fn nft_in(ns: &Netns, args: &[&str]) -> String {
 
 #[test]
 fn apply_then_verify_is_empty_and_apply_is_idempotent() {
-    if !require_root("apply_then_verify_is_empty_and_apply_is_idempotent") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let lab = Lab::new(&builtin(), &Resolution::new()).unwrap();
@@ -81,7 +82,7 @@ fn apply_then_verify_is_empty_and_apply_is_idempotent() {
 
 #[test]
 fn a_rule_deleted_behind_corrals_back_is_reported() {
-    if !require_root("a_rule_deleted_behind_corrals_back_is_reported") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let lab = Lab::new(&builtin(), &Resolution::new()).unwrap();
@@ -139,7 +140,7 @@ fn a_rule_deleted_behind_corrals_back_is_reported() {
 
 #[test]
 fn teardown_removes_only_corrals_state() {
-    if !require_root("teardown_removes_only_corrals_state") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let lab = Lab::new(&builtin(), &Resolution::new()).unwrap();
@@ -212,7 +213,7 @@ fn teardown_removes_only_corrals_state() {
 
 #[test]
 fn an_established_allowed_flow_survives_a_new_plan() {
-    if !require_root("an_established_allowed_flow_survives_a_new_plan") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let lab = Lab::new(&builtin(), &Resolution::new()).unwrap();
@@ -256,7 +257,7 @@ fn an_established_allowed_flow_survives_a_new_plan() {
 
 #[test]
 fn bridges_come_up_only_with_their_gateway_addresses() {
-    if !require_root("bridges_come_up_only_with_their_gateway_addresses") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let ns = Netns::new().unwrap();

@@ -6,12 +6,12 @@
 
 use std::time::Duration;
 
-use corral_egress::netns::lab::{tcp, udp};
-use corral_egress::netns::topology::{
+use corral_drill::lab::topology::{
     HOST_SERVICE_PORT, HOST_UPLINK_V4, LAN_HOST_V4, LAN_PORT, PRIVATE, PUBLIC_RESOLVER_V4,
     PUBLIC_V4,
 };
-use corral_egress::netns::{Lab, Observed, Probe, require_root};
+use corral_drill::lab::{Lab, Observed, Probe};
+use corral_drill::lab::{tcp, udp};
 use corral_egress::resolve::Resolution;
 use corral_sandbox_core::config::Config;
 
@@ -19,7 +19,7 @@ const T: Duration = Duration::from_millis(1500);
 
 #[test]
 fn none_reaches_nothing() {
-    if !require_root("none_reaches_nothing") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let cfg = Config::builtin_default();

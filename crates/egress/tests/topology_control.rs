@@ -7,11 +7,11 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use corral_egress::netns::topology::{
+use corral_drill::lab::topology::{
     self, HOST_SERVICE_PORT, HOST_UPLINK_V4, LAN_HOST_V4, LAN_PORT, PUBLIC_RESOLVER_V4,
     SANDBOX_PORT,
 };
-use corral_egress::netns::{Observed, Probe, Topology, probe_from, require_root};
+use corral_drill::lab::{Observed, Probe, Topology, probe_from};
 use corral_egress::plan::{HostPlan, PlanSettings};
 use corral_egress::resolve::Resolution;
 use corral_sandbox_core::config::Config;
@@ -20,7 +20,7 @@ const T: Duration = Duration::from_millis(1500);
 
 #[test]
 fn every_probe_succeeds_without_corral_rules() {
-    if !require_root("every_probe_succeeds_without_corral_rules") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let cfg = Config::builtin_default();
@@ -132,7 +132,7 @@ fn every_probe_succeeds_without_corral_rules() {
 
 #[test]
 fn a_port_without_a_listener_is_rejected_fast() {
-    if !require_root("a_port_without_a_listener_is_rejected_fast") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let cfg = Config::builtin_default();
@@ -155,7 +155,7 @@ fn a_port_without_a_listener_is_rejected_fast() {
 
 #[test]
 fn port_isolation_blocks_same_bridge_traffic_only() {
-    if !require_root("port_isolation_blocks_same_bridge_traffic_only") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let cfg = Config::builtin_default();

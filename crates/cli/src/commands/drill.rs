@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use anyhow::Context as _;
-use corral_egress::drill::{self, DrillOptions, DrillReport, DrillRow, Expect, Verdict};
-use corral_egress::netns::Observed;
+use corral_drill::lab::Observed;
+use corral_drill::{DrillOptions, DrillReport, DrillRow, Expect, Verdict};
 use serde::Serialize;
 
 use crate::args::DrillArgs;
@@ -170,7 +170,7 @@ pub fn run(args: &DrillArgs, out: Output) -> CmdResult {
         quiet: out.quiet || json_only,
         ..out
     };
-    human.data_unless_json(json_only, drill::CLAIM);
+    human.data_unless_json(json_only, corral_drill::CLAIM);
     let names = loaded.config.profiles.names();
     human.info(&format!(
         "profiles from {}: {}",
@@ -184,7 +184,7 @@ pub fn run(args: &DrillArgs, out: Output) -> CmdResult {
             .join(", ")
     ));
     let progress = human.progress("running the drill in throwaway network namespaces");
-    let result = drill::run(&loaded.config.profiles, &DrillOptions::default());
+    let result = corral_drill::run(&loaded.config.profiles, &DrillOptions::default());
     drop(progress);
     let report = result.map_err(|e| CliError::failure(anyhow::Error::new(e)))?;
 

@@ -9,7 +9,6 @@
 //! every error. Sysctls are not reverted by teardown: forwarding may serve
 //! other users of the host.
 
-mod gateways;
 mod report;
 mod state;
 
@@ -21,7 +20,6 @@ use crate::nft::{self, NftError};
 use crate::plan::HostPlan;
 use crate::sysctl::{SysctlError, Sysctls};
 
-pub use gateways::{GatewayReport, GatewayState};
 pub use report::{
     ApplyReport, BridgeReport, BridgeStatus, HostDrift, SetStatus, Status, TeardownReport,
 };
@@ -42,9 +40,6 @@ pub enum HostError {
     /// A bridge, address or route operation failed.
     #[error(transparent)]
     Link(#[from] LinkError),
-    /// A gateway service (dnsmasq) could not be configured or started.
-    #[error(transparent)]
-    Gateway(#[from] crate::gateway::GatewayError),
     /// After apply, the live state still differs from the plan.
     #[error(
         "applied, but the host does not match the plan ({} difference(s), first: {}); run `corral host verify` for the list",

@@ -26,8 +26,8 @@ pub mod render;
 
 #[cfg(test)]
 mod props;
-#[cfg(test)]
-pub(crate) mod test_support;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 
 use corral_sandbox_core::{BridgeName, EgressMode, ProfileName, ProfileSet};
 use ipnet::{Ipv4Net, Ipv6Net};

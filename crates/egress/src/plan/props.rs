@@ -61,12 +61,6 @@ fn allowlist_profile_rules_read_as_intended() {
     assert_eq!(plan.set("dev-dns4").unwrap().kind, SetKind::Dynamic);
     assert_eq!(plan.set("dev-dns4").unwrap().timeout, Some(DNS_SET_TIMEOUT));
     assert_eq!(plan.set("dev-allow4").unwrap().timeout, None);
-    // The gateway's dnsmasq relies on this default (it adds elements
-    // without a timeout of its own).
-    assert_eq!(
-        DNS_SET_TIMEOUT,
-        crate::gateway::DnsTiming::default().set_timeout
-    );
     assert!(
         plan.render_nft()
             .contains("flags timeout\n\t\ttimeout 600s\n")

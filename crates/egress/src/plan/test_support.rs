@@ -1,8 +1,7 @@
 //! Profile builders shared by the unit tests of `plan`, `nft` and `drift`,
-//! and by the integration tests: `tests/nft_support/mod.rs` includes this
-//! very file with `#[path]` (integration tests cannot see `cfg(test)`
-//! items), so it names only `corral_sandbox_core` and its parent's
-//! `HostPlan`, `PlanSettings` and `Resolution`.
+//! and (feature `test-support`) by integration tests of this and other
+//! crates. Test code: a bad literal panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use corral_sandbox_core::{
     AllowEntry, BlockAction, BridgeName, DnsPolicy, EgressMode, Profile, ProfileName, ProfileSet,
@@ -11,7 +10,7 @@ use corral_sandbox_core::{
 use super::{HostPlan, PlanSettings, Resolution};
 
 /// A profile with IPv4 only, reject, gateway DNS.
-pub(crate) fn profile(
+pub fn profile(
     name: &str,
     bridge: &str,
     subnet: &str,
@@ -36,7 +35,7 @@ pub(crate) fn profile(
 
 /// The allowlist profile `dev` of the sample sets: IPv4 and IPv6, with
 /// host, wildcard, CIDR, port-range and IPv6 entries.
-pub(crate) fn dev_profile() -> Profile {
+pub fn dev_profile() -> Profile {
     let mut dev = profile(
         "dev",
         "cb-dev",
@@ -56,7 +55,7 @@ pub(crate) fn dev_profile() -> Profile {
 
 /// A resolution of `api.example.com` (the host entry of [`dev_profile`])
 /// to `addrs`.
-pub(crate) fn api_resolution(addrs: &[&str]) -> Resolution {
+pub fn api_resolution(addrs: &[&str]) -> Resolution {
     let mut res = Resolution::new();
     res.insert(
         &"api.example.com".parse().unwrap(),
@@ -67,7 +66,7 @@ pub(crate) fn api_resolution(addrs: &[&str]) -> Resolution {
 
 /// Three profiles (allowlist with v6 and host entries, internet, none) and
 /// a resolution for their names.
-pub(crate) fn sample() -> (ProfileSet, Resolution) {
+pub fn sample() -> (ProfileSet, Resolution) {
     let web = profile("web", "cb-web", "10.91.0.0/24", EgressMode::Internet, &[]);
     let mut iso = profile("iso", "cb-iso", "10.92.0.0/24", EgressMode::None, &[]);
     iso.block = BlockAction::Drop;
@@ -76,13 +75,13 @@ pub(crate) fn sample() -> (ProfileSet, Resolution) {
 }
 
 /// The plan of [`sample`] with default settings.
-pub(crate) fn sample_plan() -> HostPlan {
+pub fn sample_plan() -> HostPlan {
     let (set, res) = sample();
     HostPlan::build(&set, &PlanSettings::default(), &res).unwrap()
 }
 
 /// One allowlist profile with `n` distinct /32 addresses (for scale tests).
-pub(crate) fn allowlist_plan(n: u32) -> HostPlan {
+pub fn allowlist_plan(n: u32) -> HostPlan {
     let mut p = profile("big", "cb-big", "10.93.0.0/24", EgressMode::Allowlist, &[]);
     p.allow = (0..n)
         .map(|i| {

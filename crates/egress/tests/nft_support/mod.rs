@@ -1,27 +1,21 @@
-//! Shared helpers of the `nft_*`, `enforce_*` and `gateway_*` integration
-//! tests: a fresh anonymous network namespace per test, loopback up, small
-//! profile sets (the builders of the crate's unit tests, from
-//! `src/plan/test_support.rs`), and the built-in-profiles packet lab.
+//! Shared helpers of the `nft_*` and `enforce_*` integration tests: a fresh
+//! anonymous network namespace per test, loopback up, small profile sets
+//! (the builders of the crate's unit tests, feature `test-support`), and
+//! the built-in-profiles packet lab.
 #![allow(dead_code)]
 // Test helpers: a failed setup step should abort the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
-use corral_egress::netns::{Lab, Observed, Probe, ProbeResult};
+use corral_drill::lab::{Lab, Observed, Probe, ProbeResult};
 use corral_egress::plan::{HostPlan, PlanSettings, Resolution};
 use corral_sandbox_core::config::Config;
 use corral_sandbox_core::{BlockAction, EgressMode, ProfileSet};
 
-// The crate's own unit-test builders, one copy for both kinds of test: the
-// file names its parent's `HostPlan`, `PlanSettings` and `Resolution`,
-// which are the imports above.
-#[path = "../../src/plan/test_support.rs"]
-mod shared;
-
-// Each test crate that includes this module uses a different subset.
+// The crate's own unit-test builders (feature `test-support`).
 #[allow(unused_imports)]
-pub(crate) use shared::{allowlist_plan, api_resolution, dev_profile, profile};
+pub use corral_egress::plan::test_support::{allowlist_plan, api_resolution, dev_profile, profile};
 
 /// Run `f` in a new network namespace on a throwaway thread. `None` (after
 /// saying why) when namespaces are unavailable and `CI` is not `true`;

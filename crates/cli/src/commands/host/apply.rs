@@ -2,9 +2,10 @@
 //! then record what was applied so `status`, `verify` and `refresh` can
 //! recompute the same plan.
 
-use corral_egress::host::{ApplyReport, GatewayReport, HostError};
+use corral_egress::host::{ApplyReport, HostError};
 use corral_egress::link::BridgeOutcome;
 use corral_egress::plan::HostPlan;
+use corral_gateway::GatewayReport;
 use serde::Serialize;
 
 use super::context::{self, Planned};
@@ -67,10 +68,13 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
     })?;
     // After the apply: dnsmasq binds the gateway addresses and fills the
     // DNS sets the apply just created.
-    let gateways = target
-        .host
-        .start_gateways(store.dir(), &planned.config.profiles, &planned.config.host)
-        .map_err(|e| {
+    let gateways = corral_gateway::start_for_host(
+        &target.host,
+        store.dir(),
+        &planned.config.profiles,
+        &planned.config.host,
+    )
+    .map_err(|e| {
             CliError::failure(anyhow::Error::new(e).context(
                 "the ruleset is applied (sandboxes can reach only what it allows), but the gateway DHCP/DNS services did not start",
             ))

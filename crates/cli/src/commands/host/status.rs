@@ -1,7 +1,7 @@
 //! `corral host status`: bridges, profiles, sets and counters as they are.
 
-use corral_egress::gateway::GatewayStatus;
-use corral_egress::host::{GatewayState, Status};
+use corral_egress::host::Status;
+use corral_gateway::{GatewayState, GatewayStatus};
 use serde::Serialize;
 
 use super::context;
@@ -40,7 +40,7 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
             anyhow::Error::new(e).context(format!("reading the status of {}", target.describe())),
         )
     })?;
-    let gateways = target.host.gateway_status(store.dir());
+    let gateways = corral_gateway::status_recorded(store.dir());
     if args.json {
         print_json(&StatusJson {
             schema: "corral.host-status.v1",

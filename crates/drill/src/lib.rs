@@ -1,4 +1,4 @@
-//! The isolation drill: build the netns topology, apply the profiles inside
+//! `corral-drill`: the namespace lab ([`lab`]) and the isolation drill: build the netns topology, apply the profiles inside
 //! its simulated host, and prove each profile's promise with real packets.
 //!
 //! Every probe runs twice: first as a control, before corral's rules exist
@@ -8,7 +8,10 @@
 //! resolved through DNS: each one gets a documentation address (see
 //! [`drill_resolution`]) unless the caller passes a resolution.
 
+#![warn(missing_docs)]
+
 mod dns;
+pub mod lab;
 mod probes;
 mod report;
 
@@ -20,8 +23,8 @@ use corral_sandbox_core::{AllowTarget, ProfileSet};
 pub use probes::{PlannedProbe, allows, derive};
 pub use report::{DrillReport, DrillRow, Expect, Verdict, judge};
 
-use crate::netns::{Lab, LabError, Observed, ProbeResult, probe_from};
-use crate::resolve::Resolution;
+use crate::lab::{Lab, LabError, Observed, ProbeResult, probe_from};
+use corral_egress::resolve::Resolution;
 
 /// The drill's first line.
 pub const CLAIM: &str = "corral drill: each profile reaches exactly what it allows — proved with real packets in throwaway network namespaces, each probe checked against a control without corral's rules";
@@ -187,7 +190,7 @@ mod tests {
 
     #[test]
     fn builtin_drill_passes_every_probe() {
-        if !crate::netns::require_root("builtin_drill_passes_every_probe") {
+        if !corral_test_support::gate::netns() {
             return;
         }
         let cfg = Config::builtin_default();

@@ -249,7 +249,6 @@ fn set_loopback_up() -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::netns::require_root;
 
     fn ns_inode(path: &str) -> u64 {
         use std::os::unix::fs::MetadataExt;
@@ -267,7 +266,7 @@ mod tests {
 
     #[test]
     fn run_enters_a_different_namespace_and_lo_is_up() {
-        if !require_root("run_enters_a_different_namespace") {
+        if !corral_test_support::gate::netns() {
             return;
         }
         let ns = Netns::new().unwrap();
@@ -287,7 +286,7 @@ mod tests {
 
     #[test]
     fn run_async_has_a_runtime() {
-        if !require_root("run_async_has_a_runtime") {
+        if !corral_test_support::gate::netns() {
             return;
         }
         let ns = Netns::new().unwrap();
@@ -302,7 +301,7 @@ mod tests {
 
     #[test]
     fn spawn_runs_inside_the_namespace() {
-        if !require_root("spawn_runs_inside_the_namespace") {
+        if !corral_test_support::gate::netns() {
             return;
         }
         let ns = Netns::new().unwrap();

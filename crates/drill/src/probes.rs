@@ -10,13 +10,13 @@ use std::net::{IpAddr, SocketAddr};
 use corral_sandbox_core::{AllowEntry, AllowTarget, EgressMode, Profile, ProfileSet, Protocol};
 
 use super::report::Expect;
-use crate::netns::lab::allowlisted_endpoints;
-use crate::netns::topology::{
+use crate::lab::allowlisted_endpoints;
+use crate::lab::topology::{
     HOST_SERVICE_PORT, HOST_UPLINK_V4, LAN_HOST_V4, LAN_PORT, PRIVATE, PUBLIC_RESOLVER_V4,
     PUBLIC_RESOLVER_V6, PUBLIC_V4, PUBLIC_V6, SANDBOX_PORT, TCP_PORTS, Topology,
 };
-use crate::netns::{Probe, Transport};
-use crate::resolve::Resolution;
+use crate::lab::{Probe, Transport};
+use corral_egress::resolve::Resolution;
 
 /// One probe to run, before it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,8 @@
-//! A [`Topology`] plus the plan for its profiles and a [`Host`] acting in
-//! its host namespace: what enforcement tests, the drill and benchmarks
-//! share.
+//! The namespace lab: a simulated host with per-profile bridges, sandboxes,
+//! an "internet" with echo services and a LAN ([`topology`]), packet
+//! probes ([`probe`]), echo listeners, and [`Lab`] — a [`Topology`] plus
+//! the plan for its profiles and a [`Host`] acting in its host namespace:
+//! what enforcement tests, the drill and benchmarks share.
 //!
 //! Typical use: [`Lab::new`] → [`Lab::control`] (bridges without rules,
 //! ports attached: every probe must succeed) → [`Lab::apply`] → the same
@@ -11,12 +13,18 @@ use std::time::Duration;
 
 use corral_sandbox_core::{AllowTarget, EgressMode, ProfileSet, Protocol};
 
-use super::listen::Transport;
-use super::probe::{Probe, ProbeResult};
-use super::topology::{SandboxNs, Topology, TopologyError, probe_from};
-use crate::host::{ApplyReport, Host, HostError};
-use crate::plan::{HostPlan, PlanError, PlanSettings};
-use crate::resolve::Resolution;
+use corral_egress::host::{ApplyReport, Host, HostError};
+use corral_egress::plan::{HostPlan, PlanError, PlanSettings};
+use corral_egress::resolve::Resolution;
+
+mod icmp;
+mod listen;
+pub mod probe;
+pub mod topology;
+
+pub use listen::{Listeners, Transport};
+pub use probe::{Observed, Probe, ProbeResult};
+pub use topology::{SandboxNs, Topology, TopologyError, probe_from};
 
 /// Building or driving a lab failed.
 #[derive(Debug, thiserror::Error)]

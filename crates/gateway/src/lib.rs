@@ -1,4 +1,4 @@
-//! Gateway services on every profile bridge: DHCP, and a resolver on the
+//! `corral-gateway`: gateway services on every profile bridge: DHCP, and a resolver on the
 //! gateway address, served by one dnsmasq per bridge that corral configures
 //! and supervises (config, pid file, leases and log in
 //! `<state>/gateway/<bridge>/`).
@@ -45,8 +45,11 @@
 //! Answers with private addresses are dropped (`stop-dns-rebind`), so an
 //! allowlisted name can never put a LAN address into the allow set.
 
+#![warn(missing_docs)]
+
 mod error;
 mod fleet;
+mod lifecycle;
 mod names;
 mod paths;
 pub mod probe;
@@ -59,6 +62,7 @@ pub mod wire;
 
 pub use error::GatewayError;
 pub use fleet::{Started, start_all, status_all, stop_all, upstreams};
+pub use lifecycle::{GatewayReport, GatewayState, start_for_host, status_recorded, stop_recorded};
 pub use names::{DomainRule, NamePattern, NameRules};
 pub use paths::GatewayPaths;
 pub use process::{DEFAULT_DNSMASQ, Gateway, GatewayStatus};

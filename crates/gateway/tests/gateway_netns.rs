@@ -10,22 +10,21 @@
 // Test helpers outside #[test] fns unwrap too: a failed setup is a failed test.
 #![allow(clippy::unwrap_used)]
 
-mod nft_support;
-
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use corral_egress::gateway::probe::{query, query_tcp};
-use corral_egress::gateway::test_upstream::TestUpstream;
-use corral_egress::gateway::wire::{RCODE_NXDOMAIN, TYPE_A, TYPE_AAAA, TYPE_TXT};
-use corral_egress::gateway::{DnsTiming, Gateway, GatewaySpec, GatewayStatus};
+use corral_drill::lab::topology::{LAN_HOST_V4, LAN_PORT, PUBLIC_RESOLVER_V4};
+use corral_drill::lab::{Observed, Probe, Topology, Transport, probe_from};
 use corral_egress::host::Host;
-use corral_egress::netns::topology::{LAN_HOST_V4, LAN_PORT, PUBLIC_RESOLVER_V4};
-use corral_egress::netns::{Netns, Observed, Probe, Topology, Transport, probe_from, require_root};
+use corral_egress::netns::Netns;
 use corral_egress::plan::{DNS_SET_TIMEOUT, HostPlan, PlanSettings, SetKind};
 use corral_egress::resolve::Resolution;
+use corral_gateway::probe::{query, query_tcp};
+use corral_gateway::test_upstream::TestUpstream;
+use corral_gateway::wire::{RCODE_NXDOMAIN, TYPE_A, TYPE_AAAA, TYPE_TXT};
+use corral_gateway::{DnsTiming, Gateway, GatewaySpec, GatewayStatus};
 use corral_sandbox_core::{EgressMode, HostName, Profile, ProfileSet};
 
 const UPSTREAM: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
@@ -40,7 +39,7 @@ const T: Duration = Duration::from_millis(1500);
 fn profile(name: &str, bridge: &str, subnet: &str, mode: EgressMode, allow: &[&str]) -> Profile {
     Profile {
         allow_unresolved: true,
-        ..nft_support::profile(name, bridge, subnet, mode, allow)
+        ..corral_egress::plan::test_support::profile(name, bridge, subnet, mode, allow)
     }
 }
 
@@ -138,7 +137,7 @@ fn ask(
     server: Ipv4Addr,
     name: &str,
     qtype: u16,
-) -> Result<corral_egress::gateway::wire::Response, String> {
+) -> Result<corral_gateway::wire::Response, String> {
     ns.run(|| query(SocketAddr::new(server.into(), 53), name, qtype, T))
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())
@@ -156,7 +155,7 @@ fn allowlist_profile() -> Profile {
 
 #[test]
 fn rotation_is_followed_without_reapply() {
-    if !require_root("rotation_is_followed_without_reapply") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let timing = DnsTiming {
@@ -217,7 +216,7 @@ fn rotation_is_followed_without_reapply() {
 
 #[test]
 fn a_resolved_address_is_blocked_again_after_the_set_timeout() {
-    if !require_root("a_resolved_address_is_blocked_again_after_the_set_timeout") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     assert_eq!(DNS_SET_TIMEOUT, DnsTiming::default().set_timeout);
@@ -258,7 +257,7 @@ fn a_resolved_address_is_blocked_again_after_the_set_timeout() {
 
 #[test]
 fn unlisted_names_never_leave_the_host() {
-    if !require_root("unlisted_names_never_leave_the_host") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let env = env(vec![allowlist_profile()], DnsTiming::default());
@@ -330,7 +329,7 @@ fn unlisted_names_never_leave_the_host() {
 
 #[test]
 fn resolvers_other_than_the_gateway_are_blocked() {
-    if !require_root("resolvers_other_than_the_gateway_are_blocked") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let env = env(vec![allowlist_profile()], DnsTiming::default());
@@ -401,7 +400,7 @@ fn dhcp_lease(ns: &Netns, dir: &Path) -> (Vec<String>, Duration) {
 
 #[test]
 fn sandboxes_get_leases_on_every_bridge() {
-    if !require_root("sandboxes_get_leases_on_every_bridge") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let env = env(
@@ -456,7 +455,7 @@ fn sandboxes_get_leases_on_every_bridge() {
 
 #[test]
 fn restart_replaces_the_daemon_and_stop_ends_it() {
-    if !require_root("restart_replaces_the_daemon_and_stop_ends_it") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let env = env(vec![allowlist_profile()], DnsTiming::default());
@@ -498,7 +497,7 @@ fn restart_replaces_the_daemon_and_stop_ends_it() {
 
 #[test]
 fn a_missing_gateway_address_fails_the_start_with_dnsmasqs_reason() {
-    if !require_root("a_missing_gateway_address_fails_the_start_with_dnsmasqs_reason") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     // A namespace without the bridge: dnsmasq cannot bind the gateway address.
@@ -522,7 +521,7 @@ fn a_missing_gateway_address_fails_the_start_with_dnsmasqs_reason() {
 
 #[test]
 fn ipv6_answers_feed_the_v6_set_and_the_resolver_listens_on_v6() {
-    if !require_root("ipv6_answers_feed_the_v6_set_and_the_resolver_listens_on_v6") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let mut p = allowlist_profile();

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::netns::{Observed, Probe};
+use crate::lab::{Observed, Probe};
 
 /// What a probe should see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

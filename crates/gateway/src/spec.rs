@@ -29,7 +29,9 @@ impl Default for DnsTiming {
     fn default() -> Self {
         Self {
             client_ttl_cap: Duration::from_secs(60),
-            set_timeout: Duration::from_secs(600),
+            // The plan creates the DNS sets with this default timeout;
+            // dnsmasq adds elements without one of its own.
+            set_timeout: corral_egress::plan::DNS_SET_TIMEOUT,
         }
     }
 }

@@ -20,12 +20,12 @@ use std::time::Duration;
 use corral_sandbox_core::ProfileSet;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
-use super::Netns;
 use super::listen::{Listeners, Transport};
 use super::probe::{self, Observed, Probe, ProbeResult};
-use crate::link::{LinkError, Links};
-use crate::plan::BridgePlan;
-use crate::sysctl::Sysctls;
+use corral_egress::link::{LinkError, Links};
+use corral_egress::netns::Netns;
+use corral_egress::plan::BridgePlan;
+use corral_egress::sysctl::Sysctls;
 
 /// Host side of the uplink veth.
 pub const UPLINK_IF: &str = "up0";
@@ -103,7 +103,7 @@ pub enum TopologyError {
     },
     /// A sysctl in one of the namespaces could not be written.
     #[error("netns topology: {0}")]
-    Sysctl(#[from] crate::sysctl::SysctlError),
+    Sysctl(#[from] corral_egress::sysctl::SysctlError),
 }
 
 /// One simulated sandbox.
@@ -157,13 +157,13 @@ impl Topology {
         host.run(|| {
             let s = Sysctls::default();
             for key in ["net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"] {
-                s.apply_one(&crate::plan::SysctlPlan {
+                s.apply_one(&corral_egress::plan::SysctlPlan {
                     key: key.into(),
                     value: "1".into(),
                     reason: "route between the simulated networks".into(),
                 })?;
             }
-            Ok::<_, crate::sysctl::SysctlError>(())
+            Ok::<_, corral_egress::sysctl::SysctlError>(())
         })??;
 
         let mut sandboxes = Vec::new();
@@ -480,13 +480,13 @@ fn new_ns() -> Result<Netns, TopologyError> {
             "net.ipv6.conf.all.accept_dad",
             "net.ipv6.conf.default.accept_dad",
         ] {
-            s.apply_one(&crate::plan::SysctlPlan {
+            s.apply_one(&corral_egress::plan::SysctlPlan {
                 key: key.into(),
                 value: "0".into(),
                 reason: "addresses usable at once".into(),
             })?;
         }
-        Ok::<_, crate::sysctl::SysctlError>(())
+        Ok::<_, corral_egress::sysctl::SysctlError>(())
     })??;
     Ok(ns)
 }

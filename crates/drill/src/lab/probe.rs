@@ -204,11 +204,11 @@ mod tests {
 
     #[test]
     fn loopback_probes_connect_and_refuse() {
-        if !crate::netns::require_root("loopback_probes") {
+        if !corral_test_support::gate::netns() {
             return;
         }
-        let ns = super::super::Netns::new().unwrap();
-        let listeners = super::super::Listeners::start(&ns).unwrap();
+        let ns = corral_egress::netns::Netns::new().unwrap();
+        let listeners = super::super::listen::Listeners::start(&ns).unwrap();
         let tcp = listeners
             .add("127.0.0.1:0".parse().unwrap(), Transport::Tcp)
             .unwrap();

@@ -22,7 +22,7 @@ use super::error::GatewayError;
 use super::paths::{GatewayPaths, gateway_root};
 use super::render::render;
 use super::spec::GatewaySpec;
-use crate::netns::Netns;
+use corral_egress::netns::Netns;
 
 /// The dnsmasq binary used unless told otherwise (found on `PATH`).
 pub const DEFAULT_DNSMASQ: &str = "dnsmasq";
@@ -398,13 +398,9 @@ mod tests {
     fn a_missing_binary_is_reported_with_the_package() {
         let dir = tempfile::tempdir().unwrap();
         let gw = gateway(dir.path()).with_binary("/nonexistent/dnsmasq");
-        let p = crate::gateway::spec::tests::profile(
-            corral_sandbox_core::EgressMode::None,
-            &[],
-            "10.99.1.0/24",
-        );
-        let spec =
-            GatewaySpec::from_profile(&p, &[], crate::gateway::spec::DnsTiming::default()).unwrap();
+        let p =
+            crate::spec::tests::profile(corral_sandbox_core::EgressMode::None, &[], "10.99.1.0/24");
+        let spec = GatewaySpec::from_profile(&p, &[], crate::spec::DnsTiming::default()).unwrap();
         let err = gw.start(&spec).unwrap_err();
         assert!(err.to_string().contains("dnsmasq-base"), "{err}");
         // The configuration was written before the spawn failed.

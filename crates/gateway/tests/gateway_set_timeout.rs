@@ -10,13 +10,13 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use corral_egress::gateway::probe::query;
-use corral_egress::gateway::test_upstream::TestUpstream;
-use corral_egress::gateway::wire::TYPE_A;
-use corral_egress::gateway::{DnsTiming, Gateway, GatewaySpec, NFT_TABLE};
 use corral_egress::link::Links;
-use corral_egress::netns::{Netns, require_root};
+use corral_egress::netns::Netns;
 use corral_egress::nft::read_live;
+use corral_gateway::probe::query;
+use corral_gateway::test_upstream::TestUpstream;
+use corral_gateway::wire::TYPE_A;
+use corral_gateway::{DnsTiming, Gateway, GatewaySpec, NFT_TABLE};
 use corral_sandbox_core::{BlockAction, BridgeName, DnsPolicy, EgressMode, Profile, ProfileName};
 use ipnet::IpNet;
 use nftnl::{Batch, MsgType, ProtoFamily, Table, set::Set};
@@ -77,7 +77,7 @@ fn in_set(ns: &Netns, set: &str, ip: Ipv4Addr) -> bool {
 
 #[test]
 fn an_answer_enters_the_set_and_expires_with_the_set_timeout() {
-    if !require_root("an_answer_enters_the_set_and_expires_with_the_set_timeout") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let profile = Profile {

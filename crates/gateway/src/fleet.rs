@@ -10,7 +10,7 @@ use corral_sandbox_core::{BridgeName, ProfileSet};
 use super::error::GatewayError;
 use super::process::{Gateway, GatewayStatus, list};
 use super::spec::{DnsTiming, GatewaySpec};
-use crate::netns::Netns;
+use corral_egress::netns::Netns;
 
 /// The result of starting one bridge's gateway.
 #[derive(Debug)]
@@ -80,7 +80,7 @@ pub fn status_all(state_dir: &Path) -> Vec<(BridgeName, GatewayStatus)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::spec::tests::profile;
+    use crate::spec::tests::profile;
     use corral_sandbox_core::EgressMode;
 
     #[test]

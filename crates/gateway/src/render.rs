@@ -154,7 +154,7 @@ impl Conf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::spec::{DnsTiming, tests::profile};
+    use crate::spec::{DnsTiming, tests::profile};
     use corral_sandbox_core::{BridgeName, EgressMode};
     use std::path::Path;
 

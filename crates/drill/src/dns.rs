@@ -23,12 +23,13 @@ use std::time::{Duration, Instant};
 use corral_sandbox_core::{AllowTarget, DnsPolicy, EgressMode, Profile, Protocol};
 
 use super::report::{DrillRow, Expect, judge};
-use crate::gateway::probe::{ProbeError, query};
-use crate::gateway::test_upstream::TestUpstream;
-use crate::gateway::wire::{RCODE_NXDOMAIN, Response, TYPE_A, TYPE_TXT};
-use crate::gateway::{DnsTiming, NameRules, start_all, stop_all};
-use crate::netns::topology::SandboxNs;
-use crate::netns::{Lab, Netns, Observed, Probe, Transport, probe_from};
+use crate::lab::topology::SandboxNs;
+use crate::lab::{Lab, Observed, Probe, Transport, probe_from};
+use corral_egress::netns::Netns;
+use corral_gateway::probe::{ProbeError, query};
+use corral_gateway::test_upstream::TestUpstream;
+use corral_gateway::wire::{RCODE_NXDOMAIN, Response, TYPE_A, TYPE_TXT};
+use corral_gateway::{DnsTiming, NameRules, start_all, stop_all};
 
 /// The drill's upstream resolver. Answers are in 198.18.0.0/15: dnsmasq's
 /// `stop-dns-rebind` strips private and documentation-range answers.
@@ -486,7 +487,7 @@ mod tests {
 
     #[test]
     fn dns_rows_pass_for_every_kind_of_profile() {
-        if !crate::netns::require_root("dns_rows_pass_for_every_kind_of_profile") {
+        if !corral_test_support::gate::netns() {
             return;
         }
         let text = r#"

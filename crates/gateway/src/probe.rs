@@ -139,8 +139,8 @@ fn query_id() -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::test_upstream::TestUpstream;
-    use crate::gateway::wire::{RCODE_NXDOMAIN, TYPE_A};
+    use crate::test_upstream::TestUpstream;
+    use crate::wire::{RCODE_NXDOMAIN, TYPE_A};
 
     #[test]
     fn asks_and_times_out_on_loopback() {
