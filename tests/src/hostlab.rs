@@ -103,6 +103,8 @@ pub struct HostLab {
     _dest: Netns,
     _dest_listeners: Listeners,
     gateway_listeners: Option<Listeners>,
+    // Last field: released after everything above is torn down.
+    _lock: corral_test_support::HostLock,
 }
 
 impl HostLab {
@@ -111,6 +113,9 @@ impl HostLab {
     /// stamp and gateway address, exactly as `apply` makes it) but NO rules:
     /// the control state, in which every probe must succeed.
     pub fn new() -> Result<Self, LabError> {
+        // One test at a time changes the host namespace, across test
+        // binaries too.
+        let lock = corral_test_support::HostLock::acquire();
         let n = 20 + std::process::id() % 200;
         let bridge = format!("ce2e{n}");
         let veth = format!("ce2e{n}v");
@@ -154,6 +159,7 @@ impl HostLab {
             _dest_listeners: Listeners::start(&dest)?,
             _dest: dest,
             gateway_listeners: None,
+            _lock: lock,
         };
         // From here on `lab` is dropped (and cleans up) on any error.
         lab.build_destination()?;

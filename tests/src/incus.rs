@@ -3,39 +3,24 @@
 //! TCP probes run inside a container with its own busybox `nc`.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use corral_provider_incus::client::DEFAULT_SOCKET;
 use corral_provider_incus::{IncusConfig, IncusProvider};
 use corral_sandbox_core::SandboxName;
 use corral_sandbox_core::sandbox::{ExecRequest, ProviderError, Sandbox};
 
-/// True when the `CI` environment variable is `true`.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
-/// Skips (prints why, returns `None`) outside CI; panics under `CI=true`.
-pub fn skip_or_fail<T>(why: &str) -> Option<T> {
-    assert!(!in_ci(), "{why}");
-    eprintln!("skipped: {why}");
-    None
-}
-
-/// The provider on the local daemon, or `None` (skip) when there is no
-/// daemon socket and `CI` is not `true`. Under `CI=true` a missing socket
-/// fails the test.
+/// The provider on the local daemon, or `None` (a counted skip) when there
+/// is no daemon socket; under a truthy `CI` a missing socket fails the test
+/// (`corral_test_support::gate`).
 pub async fn local_provider() -> Option<IncusProvider> {
-    if !Path::new(DEFAULT_SOCKET).exists() {
-        return skip_or_fail(&format!(
-            "no Incus daemon socket at {DEFAULT_SOCKET}; run scripts/incus-setup.sh and scripts/incus-image.sh"
-        ));
-    }
+    let socket = corral_test_support::gate::incus()?;
     match IncusProvider::connect(IncusConfig::local()).await {
         Ok(p) => Some(p),
-        Err(e) => panic!("cannot connect to the local Incus daemon at {DEFAULT_SOCKET}: {e}"),
+        Err(e) => panic!(
+            "cannot connect to the local Incus daemon at {}: {e}",
+            socket.display()
+        ),
     }
 }
 

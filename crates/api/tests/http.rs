@@ -170,21 +170,9 @@ fn unix_socket_and_refusals() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad.conf:1"));
 }
 
-fn require_root(test: &str) -> bool {
-    match Netns::new() {
-        Ok(_) => true,
-        Err(e) => {
-            let msg = format!("{test}: needs root to create a network namespace: {e}");
-            assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
-            eprintln!("skipped: {msg}");
-            false
-        }
-    }
-}
-
 #[test]
 fn host_routes_read_a_namespace_the_test_applied() {
-    if !require_root("host_routes_read_a_namespace_the_test_applied") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     // A process holds the namespace; corrald opens it by path. The guard

@@ -91,7 +91,7 @@ fn quiet_check_prints_nothing_on_success() {
 /// names the missing capability and the remedy, and exits 1.
 #[test]
 fn missing_capability_is_named() {
-    if !common::require_root("missing_capability_is_named") {
+    if !corral_test_support::gate::root() {
         return;
     }
     for args in [

@@ -11,7 +11,7 @@ use common::{assert_fields, corral, schema};
 
 #[test]
 fn drill_passes_with_every_probe_listed() {
-    if !common::require_root("drill_passes_with_every_probe_listed") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -94,7 +94,7 @@ fn drill_passes_with_every_probe_listed() {
 
 #[test]
 fn drill_json_on_stdout_is_only_json() {
-    if !common::require_root("drill_json_on_stdout_is_only_json") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let run = corral(&["drill", "--json", "-"]);

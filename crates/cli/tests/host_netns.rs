@@ -47,7 +47,7 @@ fn first_rule(ns: &NamedNetns, chain: &str) -> (String, String) {
 
 #[test]
 fn apply_verify_status_drift_teardown_on_a_named_netns() {
-    if !common::require_root("apply_verify_status_drift_teardown_on_a_named_netns") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let ns = NamedNetns::new();
@@ -268,7 +268,7 @@ fn apply_verify_status_drift_teardown_on_a_named_netns() {
 
 #[test]
 fn netns_by_path_and_unknown_netns() {
-    if !common::require_root("netns_by_path_and_unknown_netns") {
+    if !corral_test_support::gate::netns() {
         return;
     }
     let ns = NamedNetns::new();

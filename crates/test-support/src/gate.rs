@@ -55,7 +55,9 @@ pub fn skip(why: impl Display) {
             .create(true)
             .append(true)
             .open(&path)
-            .and_then(|mut f| writeln!(f, "{line}"));
+            // One write of the whole line: O_APPEND keeps concurrent test
+            // binaries' lines whole.
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
         if let Err(e) = appended {
             eprintln!(
                 "cannot record the skip in {}: {e}",

@@ -86,27 +86,3 @@ pub fn assert_fields(value: &serde_json::Value, fields: &[&str], what: &str) {
         );
     }
 }
-
-/// True when this process runs as root.
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|u| u.split_whitespace().nth(1).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
-}
-
-/// For tests that need root: true when they may run. Without root they
-/// fail under `CI=true` (CI must not silently skip) and skip otherwise.
-pub fn require_root(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    let msg = format!("{test}: needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)");
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
-    eprintln!("skipped: {msg}");
-    false
-}

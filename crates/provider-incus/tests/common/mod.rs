@@ -1,11 +1,10 @@
 //! Shared set-up for the real-daemon tests: the provider, unique names, and
-//! the CI rule (a missing daemon fails under `CI=true`, skips otherwise).
+//! the CI rule (`corral_test_support::gate`: a missing daemon fails under a
+//! truthy `CI`, is a counted skip otherwise).
 #![allow(dead_code)]
 
-use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use corral_provider_incus::client::DEFAULT_SOCKET;
 use corral_provider_incus::{IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
 use corral_sandbox_core::SandboxName;
 use corral_sandbox_core::sandbox::SandboxSpec;
@@ -19,16 +18,10 @@ pub async fn provider() -> Option<IncusProvider> {
 /// Like [`provider`] with a custom config. `CORRAL_INCUS_SOCKET` overrides
 /// the socket path (to check the CI rule without stopping the daemon).
 pub async fn provider_with(mut config: IncusConfig) -> Option<IncusProvider> {
-    let socket = std::env::var("CORRAL_INCUS_SOCKET").unwrap_or_else(|_| DEFAULT_SOCKET.to_owned());
-    config.endpoint = corral_provider_incus::Endpoint::Unix(socket.clone().into());
-    if !Path::new(&socket).exists() {
-        let why = format!(
-            "no Incus daemon socket at {socket}; run scripts/incus-setup.sh and scripts/incus-image.sh"
-        );
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-        eprintln!("skipped: {why}");
-        return None;
-    }
+    // The one rule (fail under CI, counted skip elsewhere); it honours
+    // CORRAL_INCUS_SOCKET.
+    let socket = corral_test_support::gate::incus()?;
+    config.endpoint = corral_provider_incus::Endpoint::Unix(socket);
     match IncusProvider::connect(config).await {
         Ok(p) => Some(p),
         Err(e) => panic!("cannot connect to the local Incus daemon: {e}"),
