@@ -13,6 +13,7 @@
 mod dns;
 pub mod lab;
 mod probes;
+pub mod raw;
 mod report;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

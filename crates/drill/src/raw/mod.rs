@@ -1,0 +1,26 @@
+//! The attacker's toolkit: raw Ethernet frames built in Rust and sent from
+//! inside a simulated sandbox, as an agent with root could, and captures
+//! that tell whether a frame got somewhere.
+//!
+//! - [`frame`]: frames with any source, destination, tags and payload
+//!   (Ethernet II, 802.1Q single and double tags, ARP, IPv4/IPv6 with
+//!   UDP, TCP, ICMP/ICMPv6 and raw ethertypes), built with `etherparse`.
+//! - [`PacketSocket`]: an `AF_PACKET` socket bound to one interface of one
+//!   namespace; [`PacketSocket::send`] puts a frame on the wire as is, with
+//!   no route, no source check and no netfilter on the sending side.
+//! - [`Capture`]: a socket opened *before* an attack on the interface where
+//!   the frame would arrive; [`Capture::saw`] answers whether a frame
+//!   carrying the attack's [`Marker`] arrived there. A frame seen on the
+//!   far side of the host proves it crossed the host; for delivery to a
+//!   local socket, use a listener instead (a packet socket sees a frame
+//!   before netfilter's input hooks judge it).
+//!
+//! Every attack carries a fresh [`Marker`] in its payload, so a capture
+//! never mistakes another test's or an earlier attempt's frame for it.
+
+pub mod frame;
+mod marker;
+mod socket;
+
+pub use marker::Marker;
+pub use socket::{Capture, Direction, PacketSocket, Received};
