@@ -13,7 +13,7 @@
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
-use serde_yaml::{Mapping, Value};
+use yaml_serde::{Mapping, Value};
 
 /// Where the route-swap script lives in the guest.
 pub const SCRIPT_PATH: &str = "/usr/local/sbin/corral-route-swap";
@@ -41,7 +41,7 @@ pub enum CloudInitError {
     },
     /// YAML serialisation failed.
     #[error("cannot write cloud-init YAML: {0}")]
-    Yaml(#[from] serde_yaml::Error),
+    Yaml(#[from] yaml_serde::Error),
 }
 
 /// The network the route swap points the default route at.
@@ -149,7 +149,7 @@ pub fn user_data(
             ],
         )?;
     }
-    let body = serde_yaml::to_string(&Value::Mapping(doc))?;
+    let body = yaml_serde::to_string(&Value::Mapping(doc))?;
     Ok(format!("#cloud-config\n{body}"))
 }
 
@@ -160,7 +160,7 @@ fn parse_template(source: &str) -> Result<Mapping, CloudInitError> {
             reason: "its first line is not `#cloud-config`".to_owned(),
         });
     }
-    match serde_yaml::from_str::<Value>(source) {
+    match yaml_serde::from_str::<Value>(source) {
         Ok(Value::Mapping(m)) => Ok(m),
         Ok(Value::Null) => Ok(Mapping::new()),
         Ok(_) => Err(CloudInitError::NotCloudConfig {
@@ -185,7 +185,7 @@ mod tests {
 
     fn parsed(yaml: &str) -> Value {
         assert!(yaml.starts_with("#cloud-config\n"));
-        serde_yaml::from_str(yaml).unwrap()
+        yaml_serde::from_str(yaml).unwrap()
     }
 
     #[test]
