@@ -20,6 +20,6 @@ pub use config::{Config, ConfigError, ConfigErrors, HostConfig, Phase, PhaseProf
 pub use names::{BridgeName, HostName, InterfaceName, NameError, ProfileName, SandboxName};
 pub use platform::{Enforcement, EnforcementSite, HostOs, Isolation, SandboxKind, select_provider};
 pub use profile::{
-    AllowEntry, AllowTarget, BlockAction, DnsPolicy, EgressMode, PortRange, Profile, ProfileSet,
-    Protocol,
+    AllowEntry, AllowTarget, BlockAction, DnsPolicy, EgressMode, PortRange, PortRangeError,
+    Profile, ProfileSet, Protocol,
 };

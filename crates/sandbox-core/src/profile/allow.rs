@@ -63,22 +63,36 @@ pub struct AllowParseError {
     pub reason: String,
 }
 
+/// Why a port range was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PortRangeError {
+    /// Port 0 cannot be a destination.
+    #[error("port 0 is not a destination port; use 1 to 65535")]
+    Zero,
+    /// The first port is above the last.
+    #[error("port range {start}-{end} is backwards; write the lower port first")]
+    Backwards {
+        /// The first port as written.
+        start: u16,
+        /// The last port as written.
+        end: u16,
+    },
+}
+
 impl PortRange {
     /// A range `start..=end`; refused when `start` is 0 or `start > end`.
-    pub fn new(start: u16, end: u16) -> Result<Self, String> {
+    pub fn new(start: u16, end: u16) -> Result<Self, PortRangeError> {
         if start == 0 {
-            return Err("port 0 is not a destination port; use 1 to 65535".to_owned());
+            return Err(PortRangeError::Zero);
         }
         if start > end {
-            return Err(format!(
-                "port range {start}-{end} is backwards; write the lower port first"
-            ));
+            return Err(PortRangeError::Backwards { start, end });
         }
         Ok(Self { start, end })
     }
 
     /// A single port.
-    pub fn single(port: u16) -> Result<Self, String> {
+    pub fn single(port: u16) -> Result<Self, PortRangeError> {
         Self::new(port, port)
     }
 
@@ -214,8 +228,8 @@ fn parse_ports(text: &str) -> Result<PortRange, String> {
             .map_err(|_| format!("port `{p}` is not a number from 1 to 65535"))
     };
     match text.split_once('-') {
-        Some((a, b)) => PortRange::new(parse_one(a)?, parse_one(b)?),
-        None => PortRange::single(parse_one(text)?),
+        Some((a, b)) => PortRange::new(parse_one(a)?, parse_one(b)?).map_err(|e| e.to_string()),
+        None => PortRange::single(parse_one(text)?).map_err(|e| e.to_string()),
     }
 }
 

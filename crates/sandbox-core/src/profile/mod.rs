@@ -13,7 +13,7 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 use ipnet::{Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
-pub use allow::{AllowEntry, AllowParseError, AllowTarget, PortRange, Protocol};
+pub use allow::{AllowEntry, AllowParseError, AllowTarget, PortRange, PortRangeError, Protocol};
 pub use validate::{MAX_V4_PREFIX, MAX_V6_PREFIX, ProfileField, ValidationError, ValidationErrors};
 
 use crate::names::{BridgeName, ProfileName};
