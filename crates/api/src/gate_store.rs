@@ -1,12 +1,14 @@
 //! The verification gate's state on disk: `<state_dir>/verification.json`,
-//! loaded at start-up and written atomically (temp file, then rename), so a
-//! crash never leaves half a record and demotions survive a restart.
+//! loaded at start-up and written atomically (mode 0600) in the trusted
+//! state directory, so a crash never leaves half a record and demotions
+//! survive a restart.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use corral_sandbox_core::config::VerificationConfig;
 use corral_sandbox_core::verify::{Clock, Gate, Timestamp};
+use corral_state_files::{StateDir, StateFileError};
 
 /// The record's file name inside the state directory.
 pub const FILE: &str = "verification.json";
@@ -14,17 +16,9 @@ pub const FILE: &str = "verification.json";
 /// Why the gate record could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum GateStoreError {
-    /// A file operation failed.
-    #[error("cannot {op} {}; check that the state directory is writable by corrald (or pass --state-dir)", path.display())]
-    Io {
-        /// What was attempted.
-        op: &'static str,
-        /// The file or directory.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The state directory is not safe to use, or a file in it failed.
+    #[error(transparent)]
+    Files(#[from] StateFileError),
     /// The file is not a gate record.
     #[error("{} is not a verification gate record; move it away to start with a fresh gate", path.display())]
     Corrupt {
@@ -56,39 +50,26 @@ impl GateStore {
     /// The stored gate, `None` when there is no record yet.
     pub fn load(&self) -> Result<Option<Gate>, GateStoreError> {
         let path = self.path();
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(GateStoreError::Io {
-                    op: "read",
-                    path,
-                    source,
-                });
-            }
+        let Some(dir) = StateDir::open_existing(&self.dir)? else {
+            return Ok(None);
         };
-        serde_json::from_str(&text)
+        let Some(bytes) = dir.read(FILE)? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|source| GateStoreError::Corrupt { path, source })
     }
 
     /// Write `gate` atomically.
     pub fn save(&self, gate: &Gate) -> Result<(), GateStoreError> {
-        let path = self.path();
-        let io = |op, path: &Path, source| GateStoreError::Io {
-            op,
-            path: path.to_owned(),
-            source,
-        };
-        std::fs::create_dir_all(&self.dir).map_err(|e| io("create", &self.dir, e))?;
         let text =
             serde_json::to_string_pretty(gate).map_err(|source| GateStoreError::Corrupt {
-                path: path.clone(),
+                path: self.path(),
                 source,
             })?;
-        let tmp = self.dir.join(format!("{FILE}.tmp"));
-        std::fs::write(&tmp, text).map_err(|e| io("write", &tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| io("rename into place", &path, e))
+        StateDir::open(&self.dir)?.write(FILE, text.as_bytes())?;
+        Ok(())
     }
 
     /// The gate at start-up: the stored one with the configuration's opted-in
@@ -163,12 +144,12 @@ mod tests {
         assert!(store.load().unwrap().is_none());
         let gate = store.load_for(&cfg(&[SandboxKind::Tart])).unwrap();
         assert!(store.path().exists());
-        assert!(
-            !dir.path()
-                .join("state")
-                .join("verification.json.tmp")
-                .exists()
-        );
+        // Nothing but the record: no temp file left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("state"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["verification.json"]);
         assert_eq!(store.load().unwrap(), Some(gate));
     }
 
@@ -216,6 +197,17 @@ mod tests {
             KindStatus::Eligible
         );
         assert_eq!(store.load().unwrap(), Some(reloaded));
+    }
+
+    #[test]
+    fn an_open_state_directory_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let store = GateStore::new(dir.path());
+        let e = store.load_for(&cfg(&[])).unwrap_err();
+        assert!(matches!(e, GateStoreError::Files(_)), "{e}");
+        assert!(!store.path().exists());
     }
 
     #[test]

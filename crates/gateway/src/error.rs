@@ -27,17 +27,9 @@ pub enum GatewayError {
     /// The TTL cap and set timeout break the rule that keeps answers usable.
     #[error("invalid gateway DNS timing: {0}")]
     Timing(String),
-    /// A file in the gateway's state directory could not be written or read.
-    #[error("cannot {action} {}: check that the state directory is writable by corral", path.display())]
-    State {
-        /// What was attempted.
-        action: &'static str,
-        /// The file or directory.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: io::Error,
-    },
+    /// The state directory is not safe to use, or a file in it failed.
+    #[error(transparent)]
+    Files(#[from] corral_state_files::StateFileError),
     /// dnsmasq could not be started.
     #[error("cannot run dnsmasq ({}); install Debian's `dnsmasq-base` package", binary.display())]
     Spawn {

@@ -4,9 +4,16 @@ use std::path::{Path, PathBuf};
 
 use corral_sandbox_core::BridgeName;
 
+/// The configuration's file name in a gateway's directory.
+pub(crate) const CONF_FILE: &str = "dnsmasq.conf";
+/// The pid file's name in a gateway's directory.
+pub(crate) const PID_FILE: &str = "dnsmasq.pid";
+
 /// The state files of the gateway of one bridge.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayPaths {
+    state_dir: PathBuf,
+    bridge: String,
     dir: PathBuf,
 }
 
@@ -17,7 +24,19 @@ impl GatewayPaths {
         let base = std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_owned());
         Self {
             dir: gateway_root(&base).join(bridge.as_str()),
+            bridge: bridge.as_str().to_owned(),
+            state_dir: base,
         }
+    }
+
+    /// The host state directory these files live under.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// The name of this gateway's directory inside [`GATEWAY_DIR`].
+    pub fn dir_name(&self) -> &str {
+        &self.bridge
     }
 
     /// The directory holding everything below.
@@ -27,12 +46,12 @@ impl GatewayPaths {
 
     /// The generated dnsmasq configuration.
     pub fn conf(&self) -> PathBuf {
-        self.dir.join("dnsmasq.conf")
+        self.dir.join(CONF_FILE)
     }
 
     /// dnsmasq's pid file.
     pub fn pidfile(&self) -> PathBuf {
-        self.dir.join("dnsmasq.pid")
+        self.dir.join(PID_FILE)
     }
 
     /// The DHCP lease database (kept across restarts).
@@ -46,9 +65,13 @@ impl GatewayPaths {
     }
 }
 
+/// The name of the directory (in the state directory) holding one
+/// subdirectory per bridge gateway.
+pub const GATEWAY_DIR: &str = "gateway";
+
 /// The directory holding one subdirectory per bridge gateway.
 pub fn gateway_root(state_dir: &Path) -> PathBuf {
-    state_dir.join("gateway")
+    state_dir.join(GATEWAY_DIR)
 }
 
 #[cfg(test)]

@@ -4,23 +4,27 @@
 //! dnsmasq daemonises: the process we spawn exits once the daemon has bound
 //! its sockets (its exit status reports start-up errors), and the daemon
 //! writes its pid file. A pid is only ever trusted after checking that the
-//! process is a dnsmasq started with *this* gateway's configuration file, so
-//! a stale pid file that now names someone else's process is never
-//! signalled.
+//! process runs the dnsmasq executable corral started, as root or dnsmasq's
+//! unprivileged user, with *this* gateway's configuration file, so a stale
+//! pid file that now names someone else's process (even one dressed up as
+//! dnsmasq by a local user) is never signalled.
+//!
+//! Every file lives in the trusted state directory (`corral-state-files`):
+//! written atomically, read without following symlinks.
 
 use std::fs;
-use std::io::{self, Write as _};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use corral_sandbox_core::BridgeName;
+use corral_state_files::StateDir;
 use serde::Serialize;
 
 use super::error::GatewayError;
-use super::paths::{GatewayPaths, gateway_root};
-use super::render::render;
+use super::paths::{CONF_FILE, GATEWAY_DIR, GatewayPaths, PID_FILE};
+use super::render::{RUN_AS_USER, render};
 use super::spec::GatewaySpec;
 use corral_egress::netns::Netns;
 
@@ -149,37 +153,36 @@ impl Gateway {
         }
     }
 
-    /// Writes the configuration atomically (temp file + rename), mode 0600
-    /// in a 0700 directory.
+    /// Writes the configuration atomically, mode 0600, in this gateway's
+    /// directory (0700) of the trusted state directory.
     pub fn write_config(&self, spec: &GatewaySpec) -> Result<(), GatewayError> {
-        let dir = self.paths.dir();
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|source| state_err("create", dir, source))?;
-        let conf = self.paths.conf();
-        let tmp = conf.with_extension("conf.tmp");
         let text = render(spec, &self.paths);
-        let write = || -> io::Result<()> {
-            let mut f = fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            fs::rename(&tmp, &conf)
+        self.dir()?.write(CONF_FILE, text.as_bytes())?;
+        Ok(())
+    }
+
+    /// This gateway's directory, created if missing, checked.
+    fn dir(&self) -> Result<StateDir, GatewayError> {
+        Ok(StateDir::open(self.paths.state_dir())?
+            .subdir(GATEWAY_DIR)?
+            .subdir(self.paths.dir_name())?)
+    }
+
+    /// This gateway's directory if it exists, checked; creates nothing.
+    fn existing_dir(&self) -> Result<Option<StateDir>, GatewayError> {
+        let Some(state) = StateDir::open_existing(self.paths.state_dir())? else {
+            return Ok(None);
         };
-        write().map_err(|source| state_err("write", &conf, source))
+        let Some(root) = state.subdir_existing(GATEWAY_DIR)? else {
+            return Ok(None);
+        };
+        Ok(root.subdir_existing(self.paths.dir_name())?)
     }
 
     /// Stops our dnsmasq if it runs (SIGTERM, then SIGKILL after a grace
     /// period) and removes a stale pid file. Leases and configuration stay.
     /// Returns the pid that was stopped, if any.
     pub fn stop(&self) -> Result<Option<u32>, GatewayError> {
-        let pidfile = self.paths.pidfile();
         let stopped = match self.status() {
             GatewayStatus::Stopped => return Ok(None),
             GatewayStatus::Stale { .. } => None,
@@ -187,7 +190,7 @@ impl Gateway {
                 signal(pid, libc::SIGTERM);
                 if !wait_gone(pid, STOP_GRACE) {
                     // Re-check ownership right before the harder signal.
-                    if is_ours(pid, &self.paths.conf()).is_ok() {
+                    if is_ours(pid, &self.paths.conf(), &self.binary).is_ok() {
                         signal(pid, libc::SIGKILL);
                     }
                     if !wait_gone(pid, STOP_GRACE) {
@@ -200,28 +203,36 @@ impl Gateway {
                 Some(pid)
             }
         };
-        match fs::remove_file(&pidfile) {
-            Ok(()) => Ok(stopped),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(stopped),
-            Err(source) => Err(state_err("remove", &pidfile, source)),
+        if let Some(dir) = self.existing_dir()? {
+            dir.remove(PID_FILE)?;
         }
+        Ok(stopped)
     }
 
     /// Stops the daemon and deletes every file of this gateway (teardown).
     pub fn purge(&self) -> Result<Option<u32>, GatewayError> {
         let stopped = self.stop()?;
-        match fs::remove_dir_all(self.paths.dir()) {
-            Ok(()) => Ok(stopped),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(stopped),
-            Err(source) => Err(state_err("remove", self.paths.dir(), source)),
+        if let Some(state) = StateDir::open_existing(self.paths.state_dir())?
+            && let Some(root) = state.subdir_existing(GATEWAY_DIR)?
+        {
+            root.remove_subdir(self.paths.dir_name())?;
         }
+        Ok(stopped)
     }
 
     /// Whether our dnsmasq runs.
     pub fn status(&self) -> GatewayStatus {
-        let text = match fs::read_to_string(self.paths.pidfile()) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return GatewayStatus::Stopped,
+        // dnsmasq hands its pid file to the user it drops to.
+        let owners: Vec<u32> = user_uid(RUN_AS_USER).into_iter().collect();
+        let read = self.existing_dir().and_then(|dir| {
+            Ok(dir
+                .map(|d| d.read_owned_by(PID_FILE, &owners))
+                .transpose()?
+                .flatten())
+        });
+        let text = match read {
+            Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Ok(None) => return GatewayStatus::Stopped,
             Err(e) => {
                 return GatewayStatus::Stale {
                     pid: 0,
@@ -238,7 +249,7 @@ impl Gateway {
                 };
             }
         };
-        match is_ours(pid, &self.paths.conf()) {
+        match is_ours(pid, &self.paths.conf(), &self.binary) {
             Ok(()) => GatewayStatus::Running { pid },
             Err(reason) => GatewayStatus::Stale { pid, reason },
         }
@@ -246,13 +257,18 @@ impl Gateway {
 }
 
 /// Every gateway with files under `state_dir`, with its status.
+/// A state directory that fails the trust rule lists nothing (every
+/// operation on it reports the problem).
 pub(crate) fn list(state_dir: &Path) -> Vec<(BridgeName, GatewayStatus)> {
-    let Ok(entries) = fs::read_dir(gateway_root(state_dir)) else {
-        return Vec::new();
-    };
-    let mut out: Vec<(BridgeName, GatewayStatus)> = entries
-        .filter_map(Result::ok)
-        .filter_map(|e| BridgeName::new(e.file_name().to_string_lossy().into_owned()).ok())
+    let names = StateDir::open_existing(state_dir)
+        .ok()
+        .flatten()
+        .and_then(|d| d.subdir_existing(GATEWAY_DIR).ok().flatten())
+        .and_then(|d| d.names().ok())
+        .unwrap_or_default();
+    let mut out: Vec<(BridgeName, GatewayStatus)> = names
+        .into_iter()
+        .filter_map(|n| BridgeName::new(n).ok())
         .map(|b| {
             let status = Gateway::new(state_dir, &b).status();
             (b, status)
@@ -266,8 +282,11 @@ fn conf_arg(conf: &Path) -> String {
     format!("--conf-file={}", conf.display())
 }
 
-/// Ok when `pid` is a live dnsmasq started with `--conf-file=<conf>`.
-fn is_ours(pid: u32, conf: &Path) -> Result<(), String> {
+/// Ok when `pid` is a live process of the dnsmasq executable `binary`,
+/// running as root or dnsmasq's unprivileged user, started with
+/// `--conf-file=<conf>`. The command line alone is not enough: any local
+/// user can start a process whose arguments look like that.
+fn is_ours(pid: u32, conf: &Path, binary: &Path) -> Result<(), String> {
     let proc_dir = PathBuf::from(format!("/proc/{pid}"));
     let cmdline = match fs::read(proc_dir.join("cmdline")) {
         Ok(c) => c,
@@ -286,14 +305,68 @@ fn is_ours(pid: u32, conf: &Path) -> Result<(), String> {
         .and_then(|a| Path::new(a).file_name())
         .is_some_and(|n| n == "dnsmasq");
     let wanted = conf_arg(conf);
-    if is_dnsmasq && args.contains(&wanted) {
-        Ok(())
-    } else {
-        Err(format!(
+    if !is_dnsmasq || !args.contains(&wanted) {
+        return Err(format!(
             "process {pid} is `{}`, not dnsmasq with {wanted}",
-            args.join(" ")
-        ))
+            args.join(" ").escape_debug()
+        ));
     }
+    let exe = fs::read_link(proc_dir.join("exe"))
+        .map_err(|e| format!("the executable of process {pid} cannot be read: {e}"))?;
+    // An upgraded package leaves the running daemon on a deleted inode.
+    let exe_text = exe.to_string_lossy();
+    let exe = PathBuf::from(exe_text.strip_suffix(" (deleted)").unwrap_or(&exe_text));
+    match executable(binary) {
+        Some(want) if want == exe => {}
+        want => {
+            return Err(format!(
+                "process {pid} runs {}, not the dnsmasq executable {}",
+                exe.display(),
+                want.map_or_else(|| binary.display().to_string(), |w| w.display().to_string())
+            ));
+        }
+    }
+    let uids = process_uids(pid).ok_or_else(|| format!("process {pid} has no readable uids"))?;
+    let allowed = [Some(0), user_uid(RUN_AS_USER)];
+    if let Some(uid) = uids.iter().find(|u| !allowed.contains(&Some(**u))) {
+        return Err(format!(
+            "process {pid} runs as uid {uid}, not as root or {RUN_AS_USER}"
+        ));
+    }
+    Ok(())
+}
+
+/// `binary` as the kernel names a process's executable: searched on
+/// `PATH` when it is a bare name, symlinks resolved.
+fn executable(binary: &Path) -> Option<PathBuf> {
+    let found = if binary.components().count() > 1 {
+        Some(binary.to_owned())
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(binary))
+                .find(|p| p.is_file())
+        })
+    };
+    found.and_then(|p| fs::canonicalize(p).ok())
+}
+
+/// The real, effective, saved and filesystem uids of `pid`.
+fn process_uids(pid: u32) -> Option<Vec<u32>> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+    line.split_whitespace().map(|u| u.parse().ok()).collect()
+}
+
+/// The uid of the local user `name`, from `/etc/passwd`.
+fn user_uid(name: &str) -> Option<u32> {
+    let passwd = fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        (fields.next() == Some(name))
+            .then(|| fields.nth(1).and_then(|u| u.parse().ok()))
+            .flatten()
+    })
 }
 
 /// A daemon we did not spawn is reaped by init; until then it is a zombie.
@@ -327,14 +400,6 @@ fn signal(pid: u32, sig: i32) {
     // our dnsmasq (a positive pid, never 0 or -1, which would broadcast).
     unsafe {
         libc::kill(pid, sig);
-    }
-}
-
-fn state_err(action: &'static str, path: &Path, source: io::Error) -> GatewayError {
-    GatewayError::State {
-        action,
-        path: path.to_owned(),
-        source,
     }
 }
 

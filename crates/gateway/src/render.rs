@@ -11,7 +11,7 @@ use super::spec::{DnsService, GatewaySpec};
 
 /// The unprivileged user dnsmasq drops to after binding (it keeps
 /// CAP_NET_ADMIN, which DHCP and nftset need).
-const RUN_AS_USER: &str = "nobody";
+pub(crate) const RUN_AS_USER: &str = "nobody";
 const RUN_AS_GROUP: &str = "nogroup";
 
 /// The nft table holding the dynamic sets; the same name as the plan's

@@ -11,6 +11,8 @@
 //! - [`host_lock`]: an advisory lock for tests that change the host's own
 //!   network namespace (Incus containers live there), held across
 //!   processes so parallel test binaries never meet in it.
+//! - [`user`]: a real second Unix user, for tests of what a local user can
+//!   do to corral.
 //!
 //! Test code: failing loudly is the point, so setup errors panic.
 #![deny(unsafe_code)]
@@ -19,7 +21,9 @@
 pub mod exe;
 pub mod gate;
 pub mod host_lock;
+pub mod user;
 
 pub use exe::{copy_executable, write_executable};
 pub use gate::{in_ci, skip};
 pub use host_lock::HostLock;
+pub use user::TestUser;

@@ -5,10 +5,10 @@
 //! back to an equal `Config`) and the resolution results — never rendered
 //! rules — so a newer corral recomputes the plan from the same inputs.
 
-use std::io;
 use std::path::{Path, PathBuf};
 
 use corral_sandbox_core::config::{Config, HostConfig};
+use corral_state_files::{HOST_LOCK, StateDir, StateFileError, StateLock};
 use serde::{Deserialize, Serialize};
 
 use crate::plan::{HostPlan, PlanError, PlanSettings};
@@ -20,19 +20,6 @@ const FILE: &str = "applied.json";
 /// Reading or writing the state failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    /// The state file could not be read or written.
-    #[error(
-        "cannot {op} {path}: {source}; check that the state dir exists and is writable (run as root)"
-    )]
-    Io {
-        /// read, write, remove.
-        op: &'static str,
-        /// File.
-        path: PathBuf,
-        /// Cause.
-        #[source]
-        source: io::Error,
-    },
     /// The state file is not what this version writes.
     #[error("{path} is not a corral state file ({source}); remove it and apply again")]
     Corrupt {
@@ -53,6 +40,9 @@ pub enum StateError {
     /// The plan cannot be rebuilt from the stored inputs.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The state directory is not safe to use, or a file in it failed.
+    #[error(transparent)]
+    Files(#[from] StateFileError),
 }
 
 /// What was applied, as inputs.
@@ -105,41 +95,35 @@ impl StateStore {
         self.dir.join(FILE)
     }
 
-    /// Saves atomically (write a temp file, then rename).
+    /// Saves atomically, mode 0600, in the trusted state directory.
     pub fn save(&self, inputs: &AppliedInputs) -> Result<(), StateError> {
-        let path = self.path();
-        let io_err = |op, source| StateError::Io {
-            op,
-            path: path.clone(),
-            source,
-        };
-        std::fs::create_dir_all(&self.dir).map_err(|e| io_err("create the directory of", e))?;
         let text = serde_json::to_string_pretty(inputs).map_err(|e| StateError::Corrupt {
-            path: path.clone(),
+            path: self.path(),
             source: e,
         })?;
-        let tmp = self.dir.join(format!("{FILE}.tmp"));
-        std::fs::write(&tmp, text).map_err(|e| io_err("write", e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| io_err("rename into", e))
+        StateDir::open(&self.dir)?.write(FILE, text.as_bytes())?;
+        Ok(())
     }
 
     /// Loads the inputs; `None` when nothing was applied yet.
     pub fn load(&self) -> Result<Option<AppliedInputs>, StateError> {
         let path = self.path();
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(StateError::Io {
-                    op: "read",
-                    path,
-                    source: e,
-                });
-            }
+        let Some(dir) = StateDir::open_existing(&self.dir)? else {
+            return Ok(None);
         };
-        serde_json::from_str(&text)
+        let Some(bytes) = dir.read(FILE)? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|e| StateError::Corrupt { path, source: e })
+    }
+
+    /// Takes the host lock of this state directory (creating the directory
+    /// if needed): applies, refreshes and teardowns that hold it never
+    /// interleave. Waits while another holds it.
+    pub fn lock(&self) -> Result<StateLock, StateError> {
+        Ok(StateDir::open(&self.dir)?.lock(HOST_LOCK)?)
     }
 
     /// Rebuilds the applied plan from the stored inputs.
@@ -161,16 +145,10 @@ impl StateStore {
 
     /// Forgets the applied inputs (after teardown).
     pub fn clear(&self) -> Result<(), StateError> {
-        let path = self.path();
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StateError::Io {
-                op: "remove",
-                path,
-                source: e,
-            }),
+        if let Some(dir) = StateDir::open_existing(&self.dir)? {
+            dir.remove(FILE)?;
         }
+        Ok(())
     }
 
     /// The directory.

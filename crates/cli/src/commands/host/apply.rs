@@ -2,10 +2,11 @@
 //! then record what was applied so `status`, `verify` and `refresh` can
 //! recompute the same plan.
 
-use corral_egress::host::{ApplyReport, HostError};
+use corral_egress::host::{ApplyReport, HostError, StateStore};
 use corral_egress::link::BridgeOutcome;
 use corral_egress::plan::HostPlan;
 use corral_gateway::GatewayReport;
+use corral_state_files::StateLock;
 use serde::Serialize;
 
 use super::context::{self, Planned};
@@ -46,6 +47,14 @@ fn host_failure(out: &Output, what: &str, e: HostError) -> CliError {
     CliError::failure(anyhow::Error::new(e).context(what.to_owned()))
 }
 
+/// The state directory's host lock: an apply and a (timed) refresh never
+/// interleave; the second waits for the first.
+pub(super) fn host_lock(store: &StateStore) -> Result<StateLock, CliError> {
+    store
+        .lock()
+        .map_err(|e| CliError::failure(anyhow::Error::new(e).context("cannot take the host lock")))
+}
+
 /// Apply the configured profiles.
 pub fn run(args: &HostArgs, out: Output) -> CmdResult {
     let (config, origin) = context::load_config(&args.source)?;
@@ -56,6 +65,7 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
         &planned.config,
         args.netns.as_deref(),
     );
+    let _lock = host_lock(&store)?;
     let progress = out.progress(&format!("applying to {}", target.describe()));
     let result = target.host.apply(&planned.plan);
     drop(progress);
@@ -127,6 +137,9 @@ pub fn refresh(args: &HostArgs, out: Output) -> CmdResult {
     let (config, origin) = context::load_config(&args.source)?;
     let target = context::target("refresh", args.netns.as_deref())?;
     let store = context::state_store(args.state_dir.as_ref(), &config, args.netns.as_deref());
+    // Held from reading the applied plan to recording the new one, so an
+    // apply in between is never undone by this refresh's stale plan.
+    let _lock = host_lock(&store)?;
     let stored = store
         .load_plan()
         .map_err(|e| CliError::failure(anyhow::Error::new(e)))?;

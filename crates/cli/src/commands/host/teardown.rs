@@ -36,6 +36,7 @@ pub fn run(args: &TeardownArgs, out: Output) -> CmdResult {
     };
     let target = context::target("teardown", args.netns.as_deref())?;
     let store = context::state_store(args.state_dir.as_ref(), &config, args.netns.as_deref());
+    let _lock = super::apply::host_lock(&store)?;
     // Gateways first: dnsmasq holds the bridges' addresses.
     let gateway_errors = corral_gateway::stop_recorded(store.dir());
     let mut report = target.host.teardown().map_err(|e| {
