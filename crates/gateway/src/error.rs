@@ -27,6 +27,9 @@ pub enum GatewayError {
     /// The TTL cap and set timeout break the rule that keeps answers usable.
     #[error("invalid gateway DNS timing: {0}")]
     Timing(String),
+    /// A value cannot be written into dnsmasq's configuration safely.
+    #[error("cannot write the dnsmasq configuration: {0}")]
+    Render(String),
     /// The state directory is not safe to use, or a file in it failed.
     #[error(transparent)]
     Files(#[from] corral_state_files::StateFileError),

@@ -113,7 +113,12 @@ impl Gateway {
         self.stop()?;
         let conf = self.paths.conf();
         let mut cmd = Command::new(&self.binary);
+        // Paths go to dnsmasq as arguments of their own, never into the
+        // configuration text, so no path can add a directive.
         cmd.arg(conf_arg(&conf))
+            .arg(path_arg("--pid-file", &self.paths.pidfile()))
+            .arg(path_arg("--dhcp-leasefile", &self.paths.leases()))
+            .arg(path_arg("--log-facility", &self.paths.log()))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -156,7 +161,7 @@ impl Gateway {
     /// Writes the configuration atomically, mode 0600, in this gateway's
     /// directory (0700) of the trusted state directory.
     pub fn write_config(&self, spec: &GatewaySpec) -> Result<(), GatewayError> {
-        let text = render(spec, &self.paths);
+        let text = render(spec)?;
         self.dir()?.write(CONF_FILE, text.as_bytes())?;
         Ok(())
     }
@@ -276,6 +281,12 @@ pub(crate) fn list(state_dir: &Path) -> Vec<(BridgeName, GatewayStatus)> {
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
+}
+
+fn path_arg(option: &str, path: &Path) -> std::ffi::OsString {
+    let mut arg = std::ffi::OsString::from(format!("{option}="));
+    arg.push(path.as_os_str());
+    arg
 }
 
 fn conf_arg(conf: &Path) -> String {

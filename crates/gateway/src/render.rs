@@ -1,13 +1,25 @@
 //! The dnsmasq configuration of one gateway, as text. Pure: the same spec
-//! and paths always give the same bytes, so a diff of two applies is a diff
-//! of policy.
+//! always gives the same bytes, so a diff of two applies is a diff of
+//! policy.
+//!
+//! No host path is written here: the pid file, lease file and log go to
+//! dnsmasq as separate command-line arguments (`Gateway::start`), so no
+//! configured path can add a directive. Every value is checked again at
+//! this last step: a line break, carriage return or NUL in any value is
+//! refused, and so is any line longer than dnsmasq reads (it rejects lines
+//! over 1,024 bytes); the `nftset=` list of a long allowlist is split over
+//! as many lines as it needs.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
+use super::error::GatewayError;
 use super::names::DomainRule;
-use super::paths::GatewayPaths;
 use super::spec::{DnsService, GatewaySpec};
+
+/// The longest line written (dnsmasq refuses lines over 1,024 bytes; the
+/// margin keeps clear of its off-by-one in counting the newline).
+pub const MAX_LINE: usize = 1000;
 
 /// The unprivileged user dnsmasq drops to after binding (it keeps
 /// CAP_NET_ADMIN, which DHCP and nftset need).
@@ -18,8 +30,8 @@ const RUN_AS_GROUP: &str = "nogroup";
 /// `TABLE_NAME` (kept literal here so the gateway renders without the plan).
 pub const NFT_TABLE: &str = "corral";
 
-/// Renders the configuration file for `spec`, with state files in `paths`.
-pub fn render(spec: &GatewaySpec, paths: &GatewayPaths) -> String {
+/// Renders the configuration file for `spec`.
+pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
     let mut c = Conf::default();
     c.comment(&format!(
         "corral gateway for profile `{}` on bridge `{}`; generated on every apply, do not edit",
@@ -39,8 +51,6 @@ pub fn render(spec: &GatewaySpec, paths: &GatewayPaths) -> String {
     }
     c.kv("user", RUN_AS_USER);
     c.kv("group", RUN_AS_GROUP);
-    c.kv("pid-file", paths.pidfile().display());
-    c.kv("log-facility", paths.log().display());
 
     c.comment("DHCP: the whole subnet but the gateway; client-supplied names never enter DNS");
     // `spec` comes from `GatewaySpec::from_profile`, which checked the range.
@@ -49,7 +59,6 @@ pub fn render(spec: &GatewaySpec, paths: &GatewayPaths) -> String {
         let lease = spec.lease_time.as_secs();
         c.kv("dhcp-range", format!("{first},{last},{mask},{lease}s"));
     }
-    c.kv("dhcp-leasefile", paths.leases().display());
     c.kv("dhcp-option", format!("option:router,{}", spec.gateway_v4));
     c.line("dhcp-ignore-names");
     c.line("dhcp-authoritative");
@@ -107,11 +116,35 @@ pub fn render(spec: &GatewaySpec, paths: &GatewayPaths) -> String {
                 if let Some(v6) = v6 {
                     let _ = write!(sets, ",6#inet#{NFT_TABLE}#{v6}");
                 }
-                c.kv("nftset", format!("/{}/{sets}", domains.join("/")));
+                for chunk in nftset_chunks(&domains, &sets) {
+                    c.kv("nftset", chunk);
+                }
             }
         }
     }
-    c.text
+    c.finish()
+}
+
+/// `/d1/d2/…/<sets>` values, as many as needed for each `nftset=` line to
+/// stay within [`MAX_LINE`].
+fn nftset_chunks(domains: &[String], sets: &str) -> Vec<String> {
+    let fixed = "nftset=".len() + 1 + sets.len();
+    let mut out = Vec::new();
+    let mut current: Vec<&str> = Vec::new();
+    let mut len = fixed;
+    for d in domains {
+        if !current.is_empty() && len + d.len() + 1 > MAX_LINE {
+            out.push(format!("/{}/{sets}", current.join("/")));
+            current.clear();
+            len = fixed;
+        }
+        current.push(d);
+        len += d.len() + 1;
+    }
+    if !current.is_empty() {
+        out.push(format!("/{}/{sets}", current.join("/")));
+    }
+    out
 }
 
 /// Hardening shared by every resolver corral runs.
@@ -134,20 +167,45 @@ fn server_addr(up: &SocketAddr) -> String {
 #[derive(Default)]
 struct Conf {
     text: String,
+    /// The first value that cannot be written safely.
+    refused: Option<String>,
 }
 
 impl Conf {
-    fn line(&mut self, l: &str) {
-        self.text.push_str(l);
+    fn push(&mut self, line: String) {
+        if line.contains(['\n', '\r', '\0']) && self.refused.is_none() {
+            self.refused = Some(format!(
+                "`{}` holds a line break or NUL, which would start a new directive",
+                line.escape_debug()
+            ));
+        } else if line.len() > MAX_LINE && self.refused.is_none() {
+            self.refused = Some(format!(
+                "a {}-byte line (`{}…`) is longer than dnsmasq reads ({MAX_LINE} bytes)",
+                line.len(),
+                line.chars().take(40).collect::<String>().escape_debug()
+            ));
+        }
+        self.text.push_str(&line);
         self.text.push('\n');
     }
 
+    fn line(&mut self, l: &str) {
+        self.push(l.to_owned());
+    }
+
     fn kv(&mut self, k: &str, v: impl std::fmt::Display) {
-        let _ = writeln!(self.text, "{k}={v}");
+        self.push(format!("{k}={v}"));
     }
 
     fn comment(&mut self, l: &str) {
-        let _ = writeln!(self.text, "# {l}");
+        self.push(format!("# {l}"));
+    }
+
+    fn finish(self) -> Result<String, GatewayError> {
+        match self.refused {
+            None => Ok(self.text),
+            Some(reason) => Err(GatewayError::Render(reason)),
+        }
     }
 }
 
@@ -155,15 +213,7 @@ impl Conf {
 mod tests {
     use super::*;
     use crate::spec::{DnsTiming, tests::profile};
-    use corral_sandbox_core::{BridgeName, EgressMode};
-    use std::path::Path;
-
-    fn paths() -> GatewayPaths {
-        GatewayPaths::new(
-            Path::new("/var/lib/corral"),
-            &BridgeName::new("cb-claude").unwrap(),
-        )
-    }
+    use corral_sandbox_core::EgressMode;
 
     fn ups() -> Vec<SocketAddr> {
         vec![
@@ -185,7 +235,7 @@ mod tests {
         );
         p.subnet_v6 = Some("fd00:99:2::/64".parse().unwrap());
         let spec = GatewaySpec::from_profile(&p, &ups(), DnsTiming::default()).unwrap();
-        let text = render(&spec, &paths());
+        let text = render(&spec).unwrap();
         let d = directives(&text);
         for want in [
             "no-hosts",
@@ -193,7 +243,6 @@ mod tests {
             "bind-interfaces",
             "listen-address=10.99.2.1",
             "listen-address=fd00:99:2::1",
-            "pid-file=/var/lib/corral/gateway/cb-claude/dnsmasq.pid",
             "dhcp-range=10.99.2.2,10.99.2.254,255.255.255.0,3600s",
             "dhcp-option=option:router,10.99.2.1",
             "dhcp-option=option:dns-server,10.99.2.1",
@@ -223,7 +272,7 @@ mod tests {
     fn forwarder_and_leases_only() {
         let p = profile(EgressMode::Internet, &[], "10.99.5.0/24");
         let spec = GatewaySpec::from_profile(&p, &ups(), DnsTiming::default()).unwrap();
-        let d = render(&spec, &paths());
+        let d = render(&spec).unwrap();
         assert!(
             d.contains("\nserver=198.18.0.53\n") && d.contains("\nbogus-priv\n"),
             "{d}"
@@ -232,7 +281,7 @@ mod tests {
 
         let p = profile(EgressMode::None, &[], "10.99.1.0/24");
         let spec = GatewaySpec::from_profile(&p, &[], DnsTiming::default()).unwrap();
-        let d = render(&spec, &paths());
+        let d = render(&spec).unwrap();
         assert!(
             d.contains("\nport=0\n") && d.contains("\ndhcp-option=option:dns-server\n"),
             "{d}"
@@ -244,11 +293,46 @@ mod tests {
     fn addresses_only_allowlist_refuses_every_name() {
         let p = profile(EgressMode::Allowlist, &["192.0.2.7"], "10.99.3.0/24");
         let spec = GatewaySpec::from_profile(&p, &[], DnsTiming::default()).unwrap();
-        let d = render(&spec, &paths());
+        let d = render(&spec).unwrap();
         assert!(
             d.contains("\naddress=/#/\n") && !d.contains("server=") && !d.contains("nftset"),
             "{d}"
         );
+    }
+
+    #[test]
+    fn no_path_and_no_overlong_line_is_written() {
+        let names: Vec<String> = (0..60).map(|i| format!("name{i:03}.example.com")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let p = profile(EgressMode::Allowlist, &refs, "10.99.2.0/24");
+        let spec = GatewaySpec::from_profile(&p, &ups(), DnsTiming::default()).unwrap();
+        let text = render(&spec).unwrap();
+        assert!(text.lines().all(|l| l.len() <= MAX_LINE), "{text}");
+        let sets: Vec<&str> = text.lines().filter(|l| l.starts_with("nftset=")).collect();
+        assert!(sets.len() > 1, "{text}");
+        for n in &names {
+            assert_eq!(
+                sets.iter()
+                    .filter(|l| l.contains(&format!("/{n}/")))
+                    .count(),
+                1,
+                "{n}"
+            );
+        }
+        for key in ["pid-file", "dhcp-leasefile", "log-facility", "conf-file"] {
+            assert!(!text.contains(key), "{key} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_value_with_a_line_break_is_refused() {
+        let mut c = Conf::default();
+        c.kv("pid-file", "/x\nconf-file=/y");
+        let err = c.finish().unwrap_err().to_string();
+        assert!(err.contains("line break"), "{err}");
+        let mut c = Conf::default();
+        c.kv("server", "x".repeat(MAX_LINE));
+        assert!(c.finish().is_err());
     }
 
     proptest::proptest! {
@@ -268,7 +352,7 @@ mod tests {
             let DnsService::Filtered { names, .. } = &spec.dns else {
                 panic!("allowlist profile without a filtered resolver");
             };
-            let text = render(&spec, &paths());
+            let text = render(&spec).unwrap();
             let d = directives(&text);
             proptest::prop_assert!(d.contains(&"address=/#/"));
             for line in d.iter().filter(|l| l.starts_with("server=")) {

@@ -30,7 +30,23 @@ pub(crate) fn convert(
     let before = c.errors.len();
     let mut host = defaults::host();
     if let Some(dir) = &raw.state_dir {
-        if dir.get_ref().starts_with('/') {
+        let bad = dir
+            .get_ref()
+            .chars()
+            .find(|ch| ch.is_control() || ch.is_whitespace() || *ch == '#');
+        if let Some(ch) = bad {
+            // The path reaches generated files and daemons' command lines.
+            c.at(
+                start(dir),
+                Some(HOST),
+                Some("state_dir"),
+                format!(
+                    "the path holds {}, which corral refuses in a path it hands to \
+                     dnsmasq; use a path without whitespace, control characters or `#`",
+                    ch.escape_debug()
+                ),
+            );
+        } else if dir.get_ref().starts_with('/') {
             host.state_dir = PathBuf::from(dir.get_ref());
         } else {
             c.at(

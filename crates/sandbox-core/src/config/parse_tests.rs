@@ -407,3 +407,22 @@ fn the_annotated_example_loads_and_round_trips() {
     let again = Config::from_toml_str(&cfg.to_toml_string(), "rt").unwrap();
     assert_eq!(again, cfg);
 }
+
+#[test]
+fn a_state_dir_that_could_add_a_dnsmasq_directive_is_refused() {
+    for dir in [
+        "/x\\nconf-file=/y",
+        "/x\\rz",
+        "/var/lib/a b",
+        "/var/lib/a#b",
+    ] {
+        let e = one(&format!(
+            "[host]\nstate_dir = \"{dir}\"\n{}",
+            none("a", "cb-a", "10.99.1.0/24")
+        ));
+        assert!(
+            e.contains("host: state_dir: the path holds") && !e.contains('\n'),
+            "{dir}: {e}"
+        );
+    }
+}

@@ -1,0 +1,57 @@
+//! The rendered configuration checked by the real dnsmasq (`--test`): a
+//! long allowlist used to put every name on one `nftset=` line, which
+//! dnsmasq refuses (over 1,024 bytes), so the gateway did not start.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use corral_gateway::{DnsTiming, GatewaySpec, render};
+use corral_sandbox_core::{BlockAction, BridgeName, DnsPolicy, EgressMode, Profile, ProfileName};
+
+fn dnsmasq_test(text: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("dnsmasq.conf");
+    std::fs::write(&conf, text).unwrap();
+    let out = std::process::Command::new("dnsmasq")
+        .arg("--test")
+        .arg(format!("--conf-file={}", conf.display()))
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_sixty_name_allowlist_passes_dnsmasqs_own_check() {
+    if !corral_test_support::gate::tool("dnsmasq", "dnsmasq-base") {
+        return;
+    }
+    let names: Vec<String> = (0..60).map(|i| format!("name{i:03}.example.com")).collect();
+    let profile = Profile {
+        name: ProfileName::new("long").unwrap(),
+        bridge: BridgeName::new("cb-long").unwrap(),
+        subnet_v4: "10.99.7.0/24".parse().unwrap(),
+        subnet_v6: None,
+        mode: EgressMode::Allowlist,
+        allow: names.iter().map(|n| n.parse().unwrap()).collect(),
+        block: BlockAction::Reject,
+        dns: DnsPolicy::Gateway,
+        allow_unresolved: false,
+    };
+    let ups = ["198.18.0.53:53".parse().unwrap()];
+    let spec = GatewaySpec::from_profile(&profile, &ups, DnsTiming::default()).unwrap();
+    let text = render(&spec).unwrap();
+
+    // Control: the same names on one line, as corral wrote them before,
+    // are refused by dnsmasq, so the check below can fail.
+    let one_line = format!("nftset=/{}/4#inet#corral#long-dns4\n", names.join("/"));
+    let (ok, _) = dnsmasq_test(&one_line);
+    assert!(!ok, "dnsmasq accepted a {}-byte line", one_line.len());
+
+    let (ok, stderr) = dnsmasq_test(&text);
+    assert!(
+        ok,
+        "dnsmasq refused the rendered configuration: {stderr}\n{text}"
+    );
+}
