@@ -74,7 +74,10 @@ impl CliError {
                  drill need CAP_NET_ADMIN and CAP_SYS_ADMIN: run as root (`sudo corral …`)\n",
             );
         }
-        out
+        // Errors quote what they refused; the libraries escape those values,
+        // and this is the backstop for any message that did not: nothing
+        // but our own line breaks reaches the terminal unescaped.
+        corral_sandbox_core::text::escape_except(&out, &['\n']).into_owned()
     }
 }
 

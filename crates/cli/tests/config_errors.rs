@@ -168,3 +168,36 @@ fn bad_arguments_exit_2() {
     assert_eq!(run.code, Some(2));
     assert!(run.stderr.contains("linux"), "{}", run.stderr);
 }
+
+/// A name carrying terminal escapes and a line break must not forge an
+/// "ok … valid" line (or move the cursor) on the operator's terminal.
+#[test]
+fn refused_values_are_printed_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    // TOML's \u escapes put a real ESC, CR and line feed into the value.
+    let forged = r#"x\u001b[1A\u001b[2K\rok corral.toml: valid, 1 profile (x)\nmore"#;
+    write_case(
+        dir.path(),
+        "evil.toml",
+        &format!(
+            "[[profile]]\nname = \"{forged}\"\nbridge = \"br-a\"\nsubnet = \"10.50.0.0/24\"\nmode = \"none\"\n"
+        ),
+    );
+    let run = corral_in(Some(dir.path()), &["config", "check", "evil.toml"]).expect_code(2);
+    assert!(
+        !run.stderr.contains('\u{1b}'),
+        "raw ESC on stderr: {:?}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains('\r'),
+        "raw CR on stderr: {:?}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.lines().any(|l| l.starts_with("ok ")),
+        "a forged line: {:?}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("\\u{1b}[1A"), "{:?}", run.stderr);
+}

@@ -14,6 +14,7 @@ pub mod placement;
 pub mod platform;
 pub mod profile;
 pub mod sandbox;
+pub mod text;
 pub mod verify;
 
 pub use config::{Config, ConfigError, ConfigErrors, HostConfig, Phase, PhaseProfiles};

@@ -18,7 +18,10 @@ pub enum NameError {
         expected: &'static str,
     },
     /// The name is longer than allowed.
-    #[error("{what} `{value}` is {len} bytes long; the limit is {max} bytes")]
+    #[error(
+        "{what} `{}` is {len} bytes long; the limit is {max} bytes",
+        crate::text::Shown(value)
+    )]
     TooLong {
         /// Which kind of name.
         what: &'static str,
@@ -30,7 +33,11 @@ pub enum NameError {
         max: usize,
     },
     /// The name holds a character outside the allowed set, or is shaped wrong.
-    #[error("{what} `{value}` is invalid: {reason}; expected {expected}")]
+    #[error(
+        "{what} `{}` is invalid: {}; expected {expected}",
+        crate::text::Shown(value),
+        crate::text::Shown(reason)
+    )]
     Invalid {
         /// Which kind of name.
         what: &'static str,

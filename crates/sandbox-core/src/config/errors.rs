@@ -109,6 +109,12 @@ impl<'a> LineIndex<'a> {
     }
 }
 
+/// A problem quotes what was written, which may hold anything: escape it
+/// once here, so every configuration error is safe to print.
+fn shown(problem: String) -> String {
+    crate::text::escape_controls(&problem).into_owned()
+}
+
 /// Collects errors for one file, filling in the file name and positions.
 #[derive(Debug)]
 pub(crate) struct Collector<'a> {
@@ -145,9 +151,9 @@ impl<'a> Collector<'a> {
             file: self.file.clone(),
             line,
             column,
-            context: context.map(str::to_owned),
+            context: context.map(|c| shown(c.to_owned())),
             field: field.map(str::to_owned),
-            problem: problem.into(),
+            problem: shown(problem.into()),
         });
     }
 
@@ -164,9 +170,9 @@ impl<'a> Collector<'a> {
             file: self.file.clone(),
             line: Some(line),
             column,
-            context: context.map(str::to_owned),
+            context: context.map(|c| shown(c.to_owned())),
             field: field.map(str::to_owned),
-            problem: problem.into(),
+            problem: shown(problem.into()),
         });
     }
 

@@ -55,7 +55,11 @@ pub struct AllowEntry {
 
 /// Why an allow entry's text was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("allow entry `{entry}` is invalid: {reason}")]
+#[error(
+    "allow entry `{}` is invalid: {}",
+    crate::text::Shown(entry),
+    crate::text::Shown(reason)
+)]
 pub struct AllowParseError {
     /// The entry as written.
     pub entry: String,

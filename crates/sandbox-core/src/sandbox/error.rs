@@ -17,7 +17,7 @@ pub enum ProviderError {
         operation: Operation,
     },
     /// No such sandbox (or snapshot).
-    #[error("{what} `{name}` does not exist")]
+    #[error("{what} `{}` does not exist", crate::text::Shown(name))]
     NotFound {
         /// "sandbox", "snapshot", "image"…
         what: &'static str,
@@ -25,7 +25,10 @@ pub enum ProviderError {
         name: String,
     },
     /// The name is already taken.
-    #[error("{what} `{name}` already exists; choose another name or remove it first")]
+    #[error(
+        "{what} `{}` already exists; choose another name or remove it first",
+        crate::text::Shown(name)
+    )]
     AlreadyExists {
         /// "sandbox", "snapshot"…
         what: &'static str,
@@ -63,7 +66,7 @@ pub enum ProviderError {
         differences: Vec<String>,
     },
     /// The spec asks for something invalid.
-    #[error("invalid sandbox spec: {field}: {reason}")]
+    #[error("invalid sandbox spec: {field}: {}", crate::text::Shown(reason))]
     InvalidSpec {
         /// The offending field.
         field: &'static str,
@@ -71,7 +74,7 @@ pub enum ProviderError {
         reason: String,
     },
     /// The spec names a profile the configuration does not have.
-    #[error("profile `{profile}` is not configured; configured profiles: {}", configured.join(", "))]
+    #[error("profile `{}` is not configured; configured profiles: {}", crate::text::Shown(profile), configured.join(", "))]
     UnknownProfile {
         /// The missing profile.
         profile: String,
@@ -79,7 +82,11 @@ pub enum ProviderError {
         configured: Vec<String>,
     },
     /// A mount source is not allowed.
-    #[error("mount `{source_path}` refused: {reason}")]
+    #[error(
+        "mount `{}` refused: {}",
+        crate::text::Shown(source_path),
+        crate::text::Shown(reason)
+    )]
     Mount {
         /// The host path.
         source_path: String,
