@@ -1,13 +1,18 @@
 //! multipass-remote: the same argvs, run on a Linux executor over SSH.
 //!
 //! `ssh` joins everything after the destination into one string that the
-//! remote login shell parses again, so every argument is POSIX
-//! single-quoted first. The executor account's login shell must therefore
-//! parse POSIX quoting (sh, dash, bash, zsh, fish do; csh does not).
+//! executor account's login shell parses again, and login shells disagree
+//! about quoting (fish reads `\'` inside single quotes as a quote, so
+//! POSIX-quoted data could end a quote there and run a command). So no
+//! login shell ever parses user data: corral sends a fixed
+//! [`REMOTE_WRAPPER`] that starts `/bin/sh`, and the POSIX-quoted command
+//! travels as its argument in base64, whose alphabet no shell treats
+//! specially. Only `/bin/sh` decodes and parses it.
 
 use std::fmt;
 
 use async_trait::async_trait;
+use base64::Engine as _;
 use corral_provider_support::check_argv;
 
 use crate::runner::{Invocation, ProcessRunner, RunError, RunOutput, Runner};
@@ -90,7 +95,27 @@ pub fn quote(arg: &str) -> String {
     }
 }
 
-/// Runs argvs on an executor through `ssh <options> <target> -- <quoted argv>`.
+/// The fixed words every login shell sees: `/bin/sh` decodes its `$0`
+/// (base64) and evaluates it. It holds no backslash, no single quote
+/// inside its quotes and no `!`, so sh, bash, zsh, fish and csh all read
+/// it the same way.
+pub const REMOTE_WRAPPER: [&str; 3] =
+    ["/bin/sh", "-c", r#"'eval "$(printf %s "$0" | base64 -d)"'"#];
+
+/// The words after `ssh … --` that run `argv` on the executor: the wrapper
+/// and the POSIX-quoted command line in base64.
+pub fn remote_command(argv: &[String]) -> Vec<String> {
+    let line: Vec<String> = argv.iter().map(|a| quote(a)).collect();
+    let payload = base64::engine::general_purpose::STANDARD.encode(line.join(" "));
+    REMOTE_WRAPPER
+        .iter()
+        .map(|w| (*w).to_owned())
+        .chain(std::iter::once(payload))
+        .collect()
+}
+
+/// Runs argvs on an executor through `ssh <options> <target> -- <wrapper>
+/// <base64 command>`.
 #[derive(Debug, Clone)]
 pub struct SshRunner {
     target: SshTarget,
@@ -129,7 +154,7 @@ impl SshRunner {
             self.target.as_str().to_owned(),
             "--".to_owned(),
         ];
-        argv.extend(remote.iter().map(|a| quote(a)));
+        argv.extend(remote_command(remote));
         argv
     }
 }
@@ -228,20 +253,29 @@ mod tests {
             "it's $(x)".into(),
         ]);
         assert_eq!(
-            argv,
+            argv[..8],
             [
                 "ssh",
                 "-o",
                 "BatchMode=yes",
                 "ops@exec-1",
                 "--",
-                "multipass",
-                "exec",
-                "corral-a",
-                "--",
-                "echo",
-                r"'it'\''s $(x)'"
+                "/bin/sh",
+                "-c",
+                r#"'eval "$(printf %s "$0" | base64 -d)"'"#,
             ]
+        );
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(&argv[8])
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(decoded).unwrap(),
+            r"multipass exec corral-a -- echo 'it'\''s $(x)'"
+        );
+        assert!(
+            argv[8]
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+/=".contains(c))
         );
     }
 
@@ -269,6 +303,45 @@ mod tests {
         ] {
             let err = SshTarget::new(bad);
             assert!(err.is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    /// What `login_shell -c "<words joined>"` runs, as sshd does it.
+    fn through_login_shell(login_shell: &str, argv: &[String]) -> Vec<String> {
+        let mut remote = vec!["printf".to_owned(), "%s\\0".to_owned()];
+        remote.extend(argv.iter().cloned());
+        let words = remote_command(&remote);
+        let out = std::process::Command::new(login_shell)
+            .arg("-c")
+            .arg(words.join(" "))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{login_shell}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut words: Vec<String> = out
+            .stdout
+            .split(|b| *b == 0)
+            .map(|s| String::from_utf8(s.to_vec()).unwrap())
+            .collect();
+        words.pop();
+        words
+    }
+
+    #[test]
+    fn no_login_shell_parses_user_data() {
+        let mut shells = vec!["/bin/sh"];
+        if corral_test_support::gate::tool("fish", "fish") {
+            shells.push("fish");
+        }
+        let marker = std::env::temp_dir().join(format!("corral-fish-{}", std::process::id()));
+        let mut args: Vec<String> = HOSTILE.iter().map(|s| (*s).to_owned()).collect();
+        args.push(format!("\\'; touch {} #", marker.display()));
+        for shell in shells {
+            assert_eq!(through_login_shell(shell, &args), args, "{shell}");
+            assert!(!marker.exists(), "{shell} ran an injected command");
         }
     }
 
