@@ -231,6 +231,62 @@ pub fn check_image(image: &str) -> Result<(), ProviderError> {
     }
 }
 
+/// What a spec (an API caller's request) may make `multipass launch` read
+/// on the host: a release or alias (`24.04`, `noble`, `daily:24.04`) or an
+/// `https://` image, fetched by Multipass itself; a `file://` image only
+/// when it resolves beneath one of the operator's `local_dirs` (never for
+/// multipass-remote, whose files are not here to check). Anything else
+/// that names a host resource is refused: `http://` (no integrity), other
+/// schemes, and paths.
+pub fn check_image_access(
+    image: &str,
+    local_dirs: &[std::path::PathBuf],
+) -> Result<(), ProviderError> {
+    let refuse = |why: String| Err(invalid("image", format!("`{image}` {why}")));
+    let Some((scheme, rest)) = image.split_once("://") else {
+        if image.starts_with('/') || image.starts_with('.') || image.starts_with('~') {
+            return refuse(
+                "is a host path; name a release (e.g. `24.04`) or an https:// image".to_owned(),
+            );
+        }
+        return Ok(());
+    };
+    match scheme {
+        "https" => Ok(()),
+        "file" => {
+            if local_dirs.is_empty() {
+                return refuse(
+                    "is a file on the host, and no local image directory is configured; \
+                     name a release or an https:// image"
+                        .to_owned(),
+                );
+            }
+            if rest.contains('%') || rest.contains('?') || rest.contains('#') {
+                return refuse("is a file URL with escapes, a query or a fragment".to_owned());
+            }
+            let path = std::path::Path::new(rest);
+            let Ok(resolved) = std::fs::canonicalize(path) else {
+                return refuse("names a file that does not exist".to_owned());
+            };
+            let inside = resolved.is_file()
+                && local_dirs
+                    .iter()
+                    .any(|d| std::fs::canonicalize(d).is_ok_and(|d| resolved.starts_with(d)));
+            if inside {
+                Ok(())
+            } else {
+                refuse(format!(
+                    "resolves to {}, which is not a file beneath the local image directories",
+                    resolved.display()
+                ))
+            }
+        }
+        other => refuse(format!(
+            "uses the `{other}://` scheme; only https:// images (and file:// beneath the local image directories) are accepted"
+        )),
+    }
+}
+
 /// Check a snapshot name: Multipass wants a letter, then letters, digits
 /// and `-`; corral also keeps `.` out because `VM.SNAP` addresses snapshots.
 pub fn check_snapshot_name(snapshot: &str) -> Result<(), ProviderError> {
@@ -439,6 +495,35 @@ mod tests {
             mp().exec("v", &rel),
             Err(ProviderError::InvalidSpec { field: "cwd", .. })
         ));
+    }
+
+    #[test]
+    fn images_may_not_reach_host_files_unless_the_operator_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("x.img");
+        std::fs::write(&img, b"img").unwrap();
+        let dirs = vec![dir.path().to_owned()];
+        for ok in ["24.04", "daily:noble", "https://example.invalid/x.img"] {
+            assert!(check_image_access(ok, &[]).is_ok(), "{ok}");
+        }
+        let file = format!("file://{}", img.display());
+        assert!(check_image_access(&file, &[]).is_err());
+        assert!(check_image_access(&file, &dirs).is_ok());
+        for bad in [
+            "file:///etc/shadow".to_owned(),
+            format!("file://{}/../../etc/shadow", dir.path().display()),
+            format!("file://{}", dir.path().display()),
+            format!("file://{}%2e", img.display()),
+            "http://example.invalid/x.img".to_owned(),
+            "ftp://example.invalid/x.img".to_owned(),
+            "/var/img/x.img".to_owned(),
+        ] {
+            let err = check_image_access(&bad, &dirs);
+            assert!(
+                matches!(err, Err(ProviderError::InvalidSpec { field: "image", .. })),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

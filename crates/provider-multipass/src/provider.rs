@@ -13,7 +13,7 @@ use corral_sandbox_core::sandbox::{
 };
 use corral_sandbox_core::{HostOs, ProfileSet, SandboxKind, SandboxName};
 
-use crate::argv::{CloudInitSource, MultipassArgv, check_image};
+use crate::argv::{CloudInitSource, MultipassArgv, check_image, check_image_access};
 use crate::cloud_init;
 use crate::json;
 use crate::runner::{Invocation, ProcessRunner, RunError, Runner};
@@ -57,6 +57,10 @@ pub struct MultipassConfig {
     pub name_prefix: String,
     /// Time bounds.
     pub timeouts: Timeouts,
+    /// Host directories whose image files a spec may name as `file://…`
+    /// (operator's choice; empty: no local image file may be named, which
+    /// is the default, and always the case for multipass-remote).
+    pub local_image_dirs: Vec<PathBuf>,
 }
 
 impl MultipassConfig {
@@ -68,6 +72,7 @@ impl MultipassConfig {
             program: "multipass".to_owned(),
             name_prefix: "corral-".to_owned(),
             timeouts: Timeouts::default(),
+            local_image_dirs: Vec::new(),
         }
     }
 }
@@ -177,6 +182,11 @@ impl MultipassProvider {
                 profiles: config.profiles,
                 timeouts: config.timeouts,
                 prefix: config.name_prefix,
+                // The executor's files cannot be checked from here.
+                local_image_dirs: match kind {
+                    SandboxKind::Multipass => config.local_image_dirs,
+                    _ => Vec::new(),
+                },
             }),
         })
     }
@@ -216,6 +226,7 @@ impl SandboxProvider for MultipassProvider {
             "the Multipass provider does not mount host directories; copy files in with exec instead",
         )?;
         check_image(&spec.image)?;
+        check_image_access(&spec.image, &s.local_image_dirs)?;
         let swap = spec
             .network
             .as_ref()

@@ -31,6 +31,7 @@ pub(crate) struct Shared {
     pub(crate) profiles: ProfileSet,
     pub(crate) timeouts: Timeouts,
     pub(crate) prefix: String,
+    pub(crate) local_image_dirs: Vec<std::path::PathBuf>,
 }
 
 /// How `multipass` failures read: "does not exist" names the instance, or

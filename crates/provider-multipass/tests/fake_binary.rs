@@ -523,3 +523,18 @@ async fn ssh_failure_is_reported_as_such() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn an_api_callers_file_image_never_reaches_multipass() {
+    let fake = Fake::new();
+    let provider = local(&fake);
+    let before = fake.count();
+    let mut s = spec("img");
+    s.image = "file:///etc/shadow".into();
+    let err = provider.create(&s).await.err();
+    assert!(
+        matches!(err, Some(ProviderError::InvalidSpec { field: "image", .. })),
+        "{err:?}"
+    );
+    assert_eq!(fake.count(), before, "multipass was called");
+}

@@ -40,7 +40,10 @@ pub enum SoftnetError {
         max: usize,
     },
     /// A configured extra `tart run` argument is refused.
-    #[error("extra tart run argument `{arg}` is refused: {reason}")]
+    #[error(
+        "extra tart run argument `{}` is refused: {reason}",
+        corral_sandbox_core::text::Shown(arg)
+    )]
     RunArg {
         /// The argument.
         arg: String,
@@ -159,34 +162,65 @@ impl SoftnetPolicy {
     }
 }
 
-/// Validate extra `tart run` arguments from the configuration: long
-/// options only, written `--name` or `--name=value` (so no value can pose
-/// as another option), and nothing that touches the network.
+/// The `tart run` options the configuration may add: they change only the
+/// VM's own devices. Everything else is refused because it reaches the
+/// host or the network: `--dir` (host folders), `--disk` (host disk
+/// images), `--serial-path` (a host path), `--vnc*` (a listener on the
+/// host), `--rosetta` (a host directory share), `--net-*` (corral owns the
+/// network flags), and any option a newer Tart adds.
+pub const ALLOWED_RUN_OPTIONS: [&str; 9] = [
+    "--no-audio",
+    "--no-clipboard",
+    "--no-trackpad",
+    "--no-pointer",
+    "--no-keyboard",
+    "--suspendable",
+    "--nested",
+    "--serial",
+    "--root-disk-opts",
+];
+
+/// Validate extra `tart run` arguments from the configuration: written
+/// `--name` or `--name=value` (so no value can pose as another option),
+/// and only [`ALLOWED_RUN_OPTIONS`].
 pub fn check_extra_run_args(args: &[String]) -> Result<(), SoftnetError> {
     for arg in args {
-        let refuse = |reason| {
+        let refuse = |reason: &'static str| {
             Err(SoftnetError::RunArg {
                 arg: arg.clone(),
                 reason,
             })
         };
-        let name = arg.split('=').next().unwrap_or("");
+        let (name, value) = match arg.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (arg.as_str(), None),
+        };
         if !arg.starts_with("--") || name.len() < 3 {
             return refuse("write each as `--option` or `--option=value`");
-        }
-        if !name[2..]
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        {
-            return refuse("option names are lower-case letters, digits and `-`");
         }
         if name.starts_with("--net") {
             return refuse(
                 "corral owns the network flags (Softnet); `--net-*` cannot be overridden",
             );
         }
-        if arg.contains('\0') || arg.contains('\n') {
-            return refuse("it contains a NUL or newline");
+        if !ALLOWED_RUN_OPTIONS.contains(&name) {
+            return refuse(
+                "only options that change the VM's own devices are accepted (--no-audio, \
+                 --no-clipboard, --no-trackpad, --no-pointer, --no-keyboard, --suspendable, \
+                 --nested, --serial, --root-disk-opts=…); host folders, disks, paths and \
+                 listeners are refused",
+            );
+        }
+        match (name, value) {
+            ("--root-disk-opts", Some(v))
+                if !v.is_empty()
+                    && v.chars()
+                        .all(|c| c.is_ascii_lowercase() || "=,-".contains(c)) => {}
+            ("--root-disk-opts", _) => {
+                return refuse("write it as --root-disk-opts=<options> (lower-case, `=`, `,`)");
+            }
+            (_, Some(_)) => return refuse("this option takes no value"),
+            (_, None) => {}
         }
     }
     Ok(())
@@ -287,6 +321,15 @@ mod tests {
             "--",
             "--Net-host",
             "--a\nb",
+            "--dir=home:/Users/me",
+            "--dir=/",
+            "--disk=/dev/disk2",
+            "--serial-path=/tmp/x",
+            "--vnc",
+            "--vnc-experimental",
+            "--rosetta=r",
+            "--no-audio=1",
+            "--root-disk-opts=sync none",
         ] {
             assert!(check_extra_run_args(&[bad.to_owned()]).is_err(), "{bad:?}");
         }
