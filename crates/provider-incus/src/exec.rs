@@ -2,9 +2,15 @@
 //! server-side (no websockets), corral fetches and then deletes the logs.
 //!
 //! Recorded-output exec takes no standard input, so stdin is pushed to a
-//! private file in the guest (owned by the exec user, mode 0600) and the
-//! command is started as `sh -c 'exec "$@" < "$0"' <file> <argv…>`: the
+//! private file in the guest (owned by the exec user, mode 0600), and the
+//! command is started through a fixed `sh` wrapper that redirects it: the
 //! shell replaces itself with the program, whose argv arrives intact.
+//!
+//! The caller's environment never goes to Incus as exec environment: Incus
+//! passes that on the command line of its `forkexec` helper, which every
+//! local user can read with `ps`. It is pushed the same way, as a 0600
+//! file of `export KEY='value'` lines that the wrapper sources and deletes
+//! before it runs the program.
 //!
 //! Incus cannot cancel such an exec, so a timeout is enforced by tagging the
 //! command's environment with a one-off marker and, when time runs out,
@@ -40,45 +46,113 @@ pub async fn run(
         });
     }
     let owner = request.user.map_or((0, 0), |u| (u.uid, u.gid));
-    let stdin_file = match &request.stdin {
-        Some(bytes) => {
-            let id = crate::stamp::Stamp::new(None, None, "stdin")?.id;
-            let path = format!("/tmp/.corral-stdin-{id}");
-            crate::files::push_owned(sandbox, &path, bytes, 0o600, owner).await?;
-            Some(path)
+    let env_text = env_file_text(&request.env)?;
+    let mut pushed: Vec<String> = Vec::new();
+    let mut env_file = None;
+    let mut stdin_file = None;
+    let mut inputs = Ok(());
+    for (kind, bytes, slot) in [
+        ("env", env_text.map(String::into_bytes), &mut env_file),
+        ("stdin", request.stdin.clone(), &mut stdin_file),
+    ] {
+        let Some(bytes) = bytes else { continue };
+        let id = crate::stamp::Stamp::new(None, None, kind)?.id;
+        let path = format!("/tmp/.corral-{kind}-{id}");
+        pushed.push(path.clone());
+        if let Err(e) = crate::files::push_owned(sandbox, &path, &bytes, 0o600, owner).await {
+            inputs = Err(e);
+            break;
         }
-        None => None,
+        *slot = Some(path);
+    }
+    let result = match inputs {
+        Ok(()) => run_inner(sandbox, request, env_file.as_deref(), stdin_file.as_deref()).await,
+        Err(e) => Err(e),
     };
-    let result = run_inner(sandbox, request, stdin_file.as_deref()).await;
-    if let Some(path) = &stdin_file
-        && let Err(e) = crate::files::remove(sandbox, path).await
-    {
-        tracing::debug!(error = %e, path, "could not remove an exec stdin file");
+    for path in &pushed {
+        // The wrapper already deleted the env file; a missing file is fine.
+        if let Err(e) = crate::files::remove(sandbox, path).await {
+            tracing::debug!(error = %e, path, "could not remove an exec input file");
+        }
     }
     result
 }
 
-/// `argv`, reading standard input from `stdin_file` when there is one.
-pub fn wrapped_argv(argv: &[String], stdin_file: Option<&str>) -> Vec<String> {
-    match stdin_file {
-        None => argv.to_vec(),
-        Some(file) => ["/bin/sh", "-c", STDIN_WRAPPER, file]
-            .into_iter()
-            .map(str::to_owned)
-            .chain(argv.iter().cloned())
-            .collect(),
+/// The environment as a file the wrapper sources: `export KEY='value'`
+/// lines (POSIX single quotes, `'` written `'\''`); `None` when empty.
+pub fn env_file_text(
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<Option<String>, ProviderError> {
+    if env.is_empty() {
+        return Ok(None);
     }
+    let mut text = String::new();
+    for (key, value) in env {
+        let ok = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok || key == MARKER_VAR {
+            return Err(ProviderError::InvalidSpec {
+                field: "env",
+                reason: format!(
+                    "variable name `{}` is invalid; expected [A-Za-z_][A-Za-z0-9_]*, not {MARKER_VAR}",
+                    corral_sandbox_core::text::Shown(key)
+                ),
+            });
+        }
+        if value.contains('\0') {
+            return Err(ProviderError::InvalidSpec {
+                field: "env",
+                reason: format!("the value of `{key}` holds a NUL byte"),
+            });
+        }
+        text.push_str(&format!(
+            "export {key}='{}'\n",
+            value.replace('\'', r"'\''")
+        ));
+    }
+    Ok(Some(text))
 }
 
-const STDIN_WRAPPER: &str = r#"exec "$@" < "$0""#;
+/// `argv`, with the environment sourced from `env_file` and standard input
+/// read from `stdin_file` when there are such files.
+pub fn wrapped_argv(
+    argv: &[String],
+    env_file: Option<&str>,
+    stdin_file: Option<&str>,
+) -> Vec<String> {
+    if env_file.is_none() && stdin_file.is_none() {
+        return argv.to_vec();
+    }
+    [
+        "/bin/sh",
+        "-c",
+        WRAPPER,
+        "corral-exec",
+        env_file.unwrap_or(""),
+        stdin_file.unwrap_or(""),
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain(argv.iter().cloned())
+    .collect()
+}
+
+/// Sources and deletes the env file (`$1`), then runs the program with
+/// standard input from `$2` when given.
+const WRAPPER: &str = r#"e=$1; i=$2; shift 2
+if [ -n "$e" ]; then . "$e" && rm -f "$e" || exit 127; fi
+if [ -n "$i" ]; then exec "$@" < "$i"; fi
+exec "$@""#;
 
 async fn run_inner(
     sandbox: &IncusSandbox,
     request: &ExecRequest,
+    env_file: Option<&str>,
     stdin_file: Option<&str>,
 ) -> Result<ExecOutput, ProviderError> {
     let client = sandbox.provider.client();
-    let mut env = request.env.clone();
+    // Only corral's own marker travels as Incus exec environment.
+    let mut env = std::collections::BTreeMap::new();
     let marker = match request.timeout {
         Some(_) => {
             let id = crate::stamp::Stamp::new(None, None, "exec")?.id;
@@ -88,7 +162,7 @@ async fn run_inner(
         None => None,
     };
     let body = api::exec_body(
-        &wrapped_argv(&request.argv, stdin_file),
+        &wrapped_argv(&request.argv, env_file, stdin_file),
         &env,
         request.user.map(|u| (u.uid, u.gid)),
         request.cwd.as_deref(),
@@ -190,23 +264,59 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stdin_wrapping_keeps_argv_as_separate_arguments() {
+    fn wrapping_keeps_argv_as_separate_arguments() {
         let argv = vec![
             "grep".to_owned(),
             "-c".to_owned(),
             "a b; rm -rf /".to_owned(),
         ];
-        assert_eq!(wrapped_argv(&argv, None), argv);
-        let wrapped = wrapped_argv(&argv, Some("/tmp/.corral-stdin-ab"));
+        assert_eq!(wrapped_argv(&argv, None, None), argv);
+        let wrapped = wrapped_argv(&argv, None, Some("/tmp/.corral-stdin-ab"));
         assert_eq!(
-            wrapped[..4],
+            wrapped[..6],
             [
                 "/bin/sh",
                 "-c",
-                r#"exec "$@" < "$0""#,
+                WRAPPER,
+                "corral-exec",
+                "",
                 "/tmp/.corral-stdin-ab"
             ]
         );
-        assert_eq!(wrapped[4..], argv[..]);
+        assert_eq!(wrapped[6..], argv[..]);
+    }
+
+    #[test]
+    fn the_env_file_round_trips_through_a_real_shell() {
+        let env = std::collections::BTreeMap::from([
+            ("A".to_owned(), "it's $(x) `y`\nz\\".to_owned()),
+            ("B_2".to_owned(), String::new()),
+        ]);
+        let text = env_file_text(&env).unwrap().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("env");
+        std::fs::write(&file, &text).unwrap();
+        let argv = wrapped_argv(
+            &[
+                "sh".into(),
+                "-c".into(),
+                r#"printf '%s|%s|' "$A" "$B_2"; [ -e "$0" ] || echo gone"#.into(),
+                file.display().to_string(),
+            ],
+            Some(&file.display().to_string()),
+            None,
+        );
+        let out = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{}||gone\n", env["A"])
+        );
+        for bad in ["1A", "A-B", "", MARKER_VAR] {
+            let env = std::collections::BTreeMap::from([(bad.to_owned(), "v".to_owned())]);
+            assert!(env_file_text(&env).is_err(), "{bad}");
+        }
     }
 }
