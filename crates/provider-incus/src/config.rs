@@ -42,7 +42,17 @@ pub struct IncusConfig {
     pub request_timeout: Duration,
     /// Bound on one background operation (create, copy, backup…).
     pub operation_timeout: Duration,
+    /// Largest guest file `pull` brings to the host.
+    pub max_pull_bytes: u64,
+    /// Most bytes of each exec output stream kept on the host; the rest
+    /// is dropped and the output marked truncated.
+    pub max_exec_output: u64,
 }
+
+/// Default [`IncusConfig::max_pull_bytes`]: 64 MiB.
+pub const DEFAULT_MAX_PULL_BYTES: u64 = 64 << 20;
+/// Default [`IncusConfig::max_exec_output`]: 16 MiB per stream.
+pub const DEFAULT_MAX_EXEC_OUTPUT: u64 = 16 << 20;
 
 impl IncusConfig {
     /// The local daemon on its default socket, project `corral`, pool `default`.
@@ -55,6 +65,8 @@ impl IncusConfig {
             mounts: MountPolicy::default(),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             operation_timeout: Duration::from_secs(300),
+            max_pull_bytes: DEFAULT_MAX_PULL_BYTES,
+            max_exec_output: DEFAULT_MAX_EXEC_OUTPUT,
         }
     }
 

@@ -181,56 +181,81 @@ async fn run_inner(
             if let Some(marker) = &marker {
                 kill_marked(sandbox, marker).await;
             }
+            // The killed command's operation ends; its logs go with it.
+            let _ = client.wait(&what, &id, Duration::from_secs(10)).await;
+            delete_logs(sandbox, &id).await;
             return Err(ProviderError::Timeout {
                 operation: format!("{what}: {:?}", request.argv),
                 after: wait,
             });
         }
-        Err(e) => return Err(sandbox.provider.err(e)),
+        Err(e) => {
+            delete_logs(sandbox, &id).await;
+            return Err(sandbox.provider.err(e));
+        }
     };
+    let cap = sandbox.provider.config().max_exec_output;
     let meta = op.metadata.unwrap_or(Value::Null);
-    let exit_code = meta
-        .get("return")
-        .and_then(Value::as_i64)
-        .and_then(|c| i32::try_from(c).ok())
-        .ok_or_else(|| ProviderError::Malformed {
-            kind: sandbox.provider.inner.kind,
-            operation: what.clone(),
-            detail: format!("no exit code in {meta}"),
-        })?;
-    let stdout = fetch_log(sandbox, &meta, "1").await?;
-    let stderr = fetch_log(sandbox, &meta, "2").await?;
-    Ok(ExecOutput {
-        exit_code,
-        stdout,
-        stderr,
-    })
+    let fetched = async {
+        let exit_code = meta
+            .get("return")
+            .and_then(Value::as_i64)
+            .and_then(|c| i32::try_from(c).ok())
+            .ok_or_else(|| ProviderError::Malformed {
+                kind: sandbox.provider.inner.kind,
+                operation: what.clone(),
+                detail: format!("no exit code in {meta}"),
+            })?;
+        let (stdout, out_cut) = fetch_log(sandbox, &meta, "1", cap).await?;
+        let (stderr, err_cut) = fetch_log(sandbox, &meta, "2", cap).await?;
+        Ok(ExecOutput {
+            exit_code,
+            stdout,
+            stderr,
+            truncated: out_cut || err_cut,
+        })
+    }
+    .await;
+    delete_logs(sandbox, &id).await;
+    fetched
 }
 
-/// Read and delete one recorded stream.
+/// Read one recorded stream, keeping at most `cap` bytes (true: cut).
 async fn fetch_log(
     sandbox: &IncusSandbox,
     meta: &Value,
     fd: &str,
-) -> Result<Vec<u8>, ProviderError> {
+    cap: u64,
+) -> Result<(Vec<u8>, bool), ProviderError> {
     let Some(url) = meta
         .get("output")
         .and_then(|o| o.get(fd))
         .and_then(Value::as_str)
     else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), false));
     };
-    let client = sandbox.provider.client();
-    let (_, bytes) = client
-        .get_bytes(url)
+    let (_, bytes, truncated) = sandbox
+        .provider
+        .client()
+        .get_capped(url, cap)
         .await
         .map_err(|e| sandbox.provider.err(e))?;
-    // Logs pile up in the instance's log directory otherwise; losing the
-    // race with a concurrent cleanup is harmless.
-    if let Err(e) = client.call(Method::DELETE, url, None).await {
-        tracing::debug!(error = %e, url, "could not delete an exec log");
+    Ok((bytes.to_vec(), truncated))
+}
+
+/// Delete both recorded streams of exec operation `id` (they live under
+/// Incus's instance directory until deleted), whatever happened to the
+/// command; a log already gone is fine.
+async fn delete_logs(sandbox: &IncusSandbox, id: &str) {
+    let client = sandbox.provider.client();
+    for stream in ["stdout", "stderr"] {
+        let url = sandbox.path(&format!("/logs/exec-output/exec_{id}.{stream}"));
+        if let Err(e) = client.call(Method::DELETE, &url, None).await
+            && !e.is_not_found()
+        {
+            tracing::debug!(error = %e, url, "could not delete an exec log");
+        }
     }
-    Ok(bytes.to_vec())
 }
 
 /// Kill every guest process whose environment holds `marker`.
@@ -252,6 +277,7 @@ async fn kill_marked(sandbox: &IncusSandbox, marker: &str) {
             {
                 tracing::warn!(error = %e, sandbox = %sandbox.name, "could not kill a timed-out command");
             }
+            delete_logs(sandbox, &id).await;
         }
         Err(e) => {
             tracing::warn!(error = %e, sandbox = %sandbox.name, "could not kill a timed-out command")

@@ -1,5 +1,14 @@
 //! File push and pull through Incus's file API (works on stopped
 //! containers too, which clone and import rely on).
+//!
+//! The guest decides what lies at a path, so a pull looks before it reads:
+//! a `HEAD` gives the type and size without opening the file. Directories
+//! and symlinks are reported, never read. Incus reports FIFOs, devices and
+//! `/proc` files as files of size 0, and a `GET` of a FIFO hangs until
+//! its timeout, so a size-0 file is never opened: it reads as empty. A
+//! file over the byte limit is refused before any byte moves, and the read
+//! itself is a stream that stops at the limit (the file may grow between
+//! the look and the read).
 
 use bytes::Bytes;
 use corral_sandbox_core::sandbox::ProviderError;
@@ -68,29 +77,54 @@ pub enum Pulled {
     Other(String),
 }
 
-/// Read `path` in the guest, whatever it is.
-pub async fn pull_any(sandbox: &IncusSandbox, path: &str) -> Result<Pulled, ProviderError> {
+/// Read `path` in the guest, whatever it is; a regular file of more than
+/// `max` bytes is refused.
+pub async fn pull_any(
+    sandbox: &IncusSandbox,
+    path: &str,
+    max: u64,
+) -> Result<Pulled, ProviderError> {
     check_path(path)?;
-    let (headers, body) = sandbox
-        .provider
-        .client()
-        .get_bytes(&sandbox.path(&format!("/files?path={}", encode_query(path))))
-        .await
-        .map_err(|e| {
-            sandbox
-                .provider
-                .not_found_as(e, "file", &format!("{}:{path}", sandbox.name))
-        })?;
-    let kind = headers
+    let client = sandbox.provider.client();
+    let url = sandbox.path(&format!("/files?path={}", encode_query(path)));
+    let not_found = |e| {
+        sandbox
+            .provider
+            .not_found_as(e, "file", &format!("{}:{path}", sandbox.name))
+    };
+    let head = client.head(&url).await.map_err(not_found)?;
+    let kind = head
         .get("X-Incus-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("file")
         .to_owned();
-    Ok(if kind == "file" {
-        Pulled::File(body.to_vec())
-    } else {
-        Pulled::Other(kind)
-    })
+    if kind != "file" {
+        return Ok(Pulled::Other(kind));
+    }
+    let size = head
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    if size == 0 {
+        // Empty, or a FIFO, device or /proc file: never opened.
+        return Ok(Pulled::File(Vec::new()));
+    }
+    let too_large = |size: String| ProviderError::InvalidSpec {
+        field: "path",
+        reason: format!(
+            "{} is {size} bytes, over the {max}-byte limit on what pull brings to the host",
+            corral_sandbox_core::text::Shown(path)
+        ),
+    };
+    if size > max {
+        return Err(too_large(size.to_string()));
+    }
+    let (_, body, truncated) = client.get_capped(&url, max).await.map_err(not_found)?;
+    if truncated {
+        return Err(too_large(format!("more than {max}")));
+    }
+    Ok(Pulled::File(body.to_vec()))
 }
 
 /// Remove the file at `path` in the guest.
@@ -109,9 +143,11 @@ pub async fn remove(sandbox: &IncusSandbox, path: &str) -> Result<(), ProviderEr
         .map_err(|e| sandbox.provider.err(e))
 }
 
-/// Read the regular file at `path` in the guest.
+/// Read the regular file at `path` in the guest, within the provider's
+/// `max_pull_bytes`.
 pub async fn pull(sandbox: &IncusSandbox, path: &str) -> Result<Vec<u8>, ProviderError> {
-    match pull_any(sandbox, path).await? {
+    let max = sandbox.provider.config().max_pull_bytes;
+    match pull_any(sandbox, path, max).await? {
         Pulled::File(bytes) => Ok(bytes),
         Pulled::Other(kind) => Err(ProviderError::InvalidSpec {
             field: "path",

@@ -134,17 +134,22 @@ where
     provider.check_topology(&after, &after_stamp)
 }
 
+/// A machine id is 33 bytes; anything much larger is not one.
+const MACHINE_ID_MAX: u64 = 4096;
+
 /// Empty `/etc/machine-id` (if the image has one) and drop a separate
 /// D-Bus copy, so the guest makes a new identity on its next boot.
 async fn reset_machine_id(sandbox: &IncusSandbox) -> Result<(), ProviderError> {
-    match files::pull_any(sandbox, "/etc/machine-id").await {
+    match files::pull_any(sandbox, "/etc/machine-id", MACHINE_ID_MAX).await {
         Ok(Pulled::File(bytes)) if !bytes.is_empty() => {
             files::push(sandbox, "/etc/machine-id", b"", 0o444).await?;
         }
         Ok(_) | Err(ProviderError::NotFound { .. }) => {}
         Err(e) => return Err(e),
     }
-    if let Ok(Pulled::File(_)) = files::pull_any(sandbox, "/var/lib/dbus/machine-id").await {
+    if let Ok(Pulled::File(_)) =
+        files::pull_any(sandbox, "/var/lib/dbus/machine-id", MACHINE_ID_MAX).await
+    {
         let path = sandbox.path("/files?path=/var/lib/dbus/machine-id");
         sandbox
             .provider

@@ -35,7 +35,7 @@ pub mod stamp;
 pub mod topology;
 
 pub use client::{IncusClient, RemoteCredentials};
-pub use config::{Endpoint, IncusConfig};
+pub use config::{DEFAULT_MAX_EXEC_OUTPUT, DEFAULT_MAX_PULL_BYTES, Endpoint, IncusConfig};
 pub use mounts::MountPolicy;
 pub use network::assign_static_ipv4;
 pub use provider::IncusProvider;

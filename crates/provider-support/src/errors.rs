@@ -111,6 +111,7 @@ pub fn exec_output(output: RunOutput) -> ExecOutput {
         exit_code: output.exit_code,
         stdout: output.stdout,
         stderr: output.stderr,
+        truncated: false,
     }
 }
 

@@ -281,6 +281,7 @@ mod tests {
             exit_code: 3,
             stdout: b"hi\xff".to_vec(),
             stderr: Vec::new(),
+            truncated: false,
         });
         assert_eq!(a.stdout, "hi\u{fffd}");
         assert_eq!(a.stdout_base64, "aGn/");

@@ -313,6 +313,78 @@ impl IncusClient {
         Ok((headers, body))
     }
 
+    /// HEAD `path`: the response headers (file type and size, without
+    /// opening the file).
+    pub async fn head(&self, path: &str) -> Result<HeaderMap, ClientError> {
+        let what = format!("HEAD {path}");
+        let response = self
+            .exchange(Method::HEAD, path, full(Bytes::new()), &[], self.timeout)
+            .await?;
+        let (status, headers, body) = Self::read_body(response, &what, self.timeout).await?;
+        if !status.is_success() {
+            return Err(Self::envelope(&what, status, &body)
+                .err()
+                .unwrap_or(ClientError::Api {
+                    what,
+                    status: status.as_u16(),
+                    message: status.to_string(),
+                }));
+        }
+        Ok(headers)
+    }
+
+    /// GET raw bytes, keeping at most `cap` of them: the body is read as a
+    /// stream and the transfer stops once more than `cap` bytes arrived
+    /// (the third value is then true). Memory never exceeds the cap.
+    pub async fn get_capped(
+        &self,
+        path: &str,
+        cap: u64,
+    ) -> Result<(HeaderMap, Bytes, bool), ClientError> {
+        let what = format!("GET {path}");
+        let read = async {
+            let response = self
+                .exchange(Method::GET, path, full(Bytes::new()), &[], self.timeout)
+                .await?;
+            if !response.status().is_success() {
+                let (status, _, body) = Self::read_body(response, &what, self.timeout).await?;
+                return Err(Self::envelope(&what, status, &body).err().unwrap_or(
+                    ClientError::Api {
+                        what: what.clone(),
+                        status: status.as_u16(),
+                        message: status.to_string(),
+                    },
+                ));
+            }
+            let (parts, mut body) = response.into_parts();
+            let cap_usize = usize::try_from(cap).unwrap_or(usize::MAX);
+            let mut kept = Vec::new();
+            let mut truncated = false;
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|source| ClientError::Http {
+                    what: what.clone(),
+                    source,
+                })?;
+                if let Ok(data) = frame.into_data() {
+                    let room = cap_usize - kept.len();
+                    if data.len() > room {
+                        kept.extend_from_slice(&data[..room]);
+                        truncated = true;
+                        break;
+                    }
+                    kept.extend_from_slice(&data);
+                }
+            }
+            Ok((parts.headers, Bytes::from(kept), truncated))
+        };
+        tokio::time::timeout(self.timeout, read)
+            .await
+            .map_err(|_| ClientError::Timeout {
+                what: what.clone(),
+                after: self.timeout,
+            })?
+    }
+
     /// Send raw `bytes` with `headers` (file push) and return the envelope.
     pub async fn send_bytes(
         &self,

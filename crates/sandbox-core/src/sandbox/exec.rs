@@ -63,6 +63,11 @@ pub struct ExecOutput {
     pub stdout: Vec<u8>,
     /// Captured standard error.
     pub stderr: Vec<u8>,
+    /// True when a stream was longer than the provider keeps, and `stdout`
+    /// or `stderr` holds only its first bytes (the guest decides how much
+    /// it prints; the host bounds what it holds).
+    #[serde(default)]
+    pub truncated: bool,
 }
 
 impl ExecOutput {
