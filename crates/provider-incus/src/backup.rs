@@ -91,11 +91,21 @@ pub async fn import(
         ("X-Incus-name", name.to_string()),
         ("X-Incus-pool", config.storage_pool.clone()),
     ];
+    // What the file would create is read first and held to the allowlists
+    // (see `backup_index`): nothing unchecked is uploaded.
+    let file = source.to_owned();
+    tokio::task::spawn_blocking(move || crate::backup_index::check(&file))
+        .await
+        .map_err(|e| ProviderError::Io {
+            context: format!("checking {}", source.display()),
+            source: std::io::Error::other(e),
+        })??;
     // Incus 6.0 counts the `volatile.*` keys every backup carries as
     // low-level settings and refuses them in a project restricted like
     // corral's, so the restriction is lifted for the upload alone (imports
-    // are serialised) and put back whatever happens. Nothing imported can
-    // start before the topology check below, which refuses `raw.*`.
+    // are serialised) and put back whatever happens. If anything fails, what
+    // was uploaded is deleted before the restriction is put back, so no
+    // instance can keep the project from returning to `block`.
     let uploaded = {
         let _one_at_a_time = provider.inner.import_lock.lock().await;
         let mut attempt = 0;
@@ -111,12 +121,19 @@ pub async fn import(
             // Another corral process converging the project at this moment
             // puts the restriction back mid-upload; try again, a few times.
             let raced = matches!(&uploaded, Err(e) if is_lowlevel_refusal(&e.to_string()));
-            if !raced || attempt == 3 {
-                project::set_lowlevel(provider.client(), config.project.as_str(), "block")
-                    .await
-                    .map_err(|e| provider.err(e))?;
-                break uploaded;
+            if raced && attempt < 3 {
+                continue;
             }
+            let mut restored =
+                project::set_lowlevel(provider.client(), config.project.as_str(), "block").await;
+            if uploaded.is_err() || restored.is_err() {
+                remove_uploaded(provider, name).await;
+                restored =
+                    project::set_lowlevel(provider.client(), config.project.as_str(), "block")
+                        .await;
+            }
+            restored.map_err(|e| provider.err(e))?;
+            break uploaded;
         }
     };
     uploaded.map_err(|e| provider.err(e))?;
@@ -176,6 +193,36 @@ pub async fn import(
         return Err(e);
     }
     Ok(())
+}
+
+/// Force-delete instance `name` if the upload created it (the name was
+/// checked free before), so the project's restriction can be put back.
+async fn remove_uploaded(provider: &IncusProvider, name: &SandboxName) {
+    let path = format!("/1.0/instances/{name}");
+    let client = provider.client();
+    if client.call(Method::GET, &path, None).await.is_err() {
+        return;
+    }
+    let stop = crate::api::state_body("stop", true, None);
+    let _ = client
+        .run(
+            Method::PUT,
+            &format!("{path}/state"),
+            Some(&stop),
+            provider.config().operation_timeout,
+        )
+        .await;
+    if let Err(e) = client
+        .run(
+            Method::DELETE,
+            &path,
+            None,
+            provider.config().operation_timeout,
+        )
+        .await
+    {
+        tracing::warn!(error = %e, instance = %name, "could not delete a refused import");
+    }
 }
 
 /// Incus's refusal of a backup's `volatile.*` keys in a restricted project.

@@ -19,8 +19,10 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod allowed;
 pub mod api;
 pub mod backup;
+pub mod backup_index;
 pub mod client;
 pub mod config;
 pub mod exec;

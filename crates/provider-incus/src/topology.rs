@@ -21,11 +21,7 @@ pub struct Expected<'a> {
     pub mount_roots: &'a [PathBuf],
 }
 
-/// Config keys that weaken the container boundary when true.
-const FORBIDDEN_TRUE: [&str; 2] = ["security.nesting", "security.privileged"];
-
-/// Keys a mount device may carry.
-const MOUNT_KEYS: [&str; 4] = ["type", "source", "path", "readonly"];
+use crate::allowed::{self, MOUNT_KEYS};
 
 /// Every way `instance` differs from `expected`; empty when it matches.
 pub fn differences(instance: &Instance, expected: &Expected<'_>) -> Vec<String> {
@@ -71,16 +67,10 @@ pub fn differences(instance: &Instance, expected: &Expected<'_>) -> Vec<String> 
         }
         out.push(format!("unexpected device `{name}` ({})", render(device)));
     }
-    for (key, value) in config {
-        if key.starts_with("raw.") {
-            out.push(format!(
-                "`{key}` is set (raw settings bypass corral's checks)"
-            ));
-        }
-        if FORBIDDEN_TRUE.contains(&key.as_str()) && is_true(value) {
-            out.push(format!("`{key}` is `{value}`"));
-        }
-    }
+    // An allowlist: what corral sets and Incus records, nothing else
+    // (`raw.*`, `security.privileged`, `security.nesting`, and any key a
+    // later Incus adds until corral judges it).
+    out.extend(allowed::config_problems(config));
     out
 }
 
@@ -114,6 +104,7 @@ fn check_root(root: Option<&Device>, pool: &str, out: &mut Vec<String>) {
     if get("source").is_some() {
         out.push("root disk has a host `source`".to_owned());
     }
+    out.extend(allowed::device_problem(ROOT_DEVICE, root));
 }
 
 fn check_mount(name: &str, device: &Device, roots: &[PathBuf], out: &mut Vec<String>) {
@@ -151,13 +142,6 @@ fn beneath_any(path: &Path, roots: &[PathBuf]) -> bool {
             .components()
             .any(|c| matches!(c, std::path::Component::ParentDir))
         && roots.iter().any(|root| path.starts_with(root))
-}
-
-fn is_true(value: &str) -> bool {
-    matches!(
-        value.to_ascii_lowercase().as_str(),
-        "true" | "1" | "yes" | "on"
-    )
 }
 
 fn render(device: &Device) -> String {
@@ -252,8 +236,17 @@ mod tests {
         assert_eq!(differences(&inst, &expect(None, &[])).len(), 4);
         inst.profiles.clear();
         inst.expanded_config.clear();
+        // An allowlist: a key corral does not set is refused whatever its value.
         inst.expanded_config
             .insert("security.nesting".into(), "false".into());
+        assert_eq!(differences(&inst, &expect(None, &[])).len(), 1);
+        inst.expanded_config.clear();
+        inst.expanded_config
+            .insert("linux.kernel_modules".into(), "ip_tables".into());
+        assert_eq!(differences(&inst, &expect(None, &[])).len(), 1);
+        inst.expanded_config.clear();
+        inst.expanded_config
+            .insert("volatile.uuid".into(), "x".into());
         assert!(differences(&inst, &expect(None, &[])).is_empty());
     }
 
