@@ -234,6 +234,11 @@ pub fn create_body(
         });
     }
     let mut config = stamp.to_config();
+    // Each container gets its own host id range, so one sandbox's root
+    // (and any file it leaves in a read-write mount) is not another's.
+    if spec.instance_type == InstanceType::Container {
+        config.insert("security.idmap.isolated".into(), "true".into());
+    }
     let r = &spec.resources;
     if let Some(cpus) = r.cpus {
         if cpus == 0 {
@@ -394,6 +399,7 @@ mod tests {
             .map(|d| d.keys().cloned().collect::<Vec<_>>());
         assert_eq!(devices, Some(vec!["root".to_owned()]));
         assert!(body["config"].get("limits.cpu").is_none());
+        assert_eq!(body["config"]["security.idmap.isolated"], "true");
     }
 
     #[test]

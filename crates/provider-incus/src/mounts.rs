@@ -5,7 +5,11 @@
 //! - a read-only mount is a *snapshot*: the tree is copied, within a byte
 //!   bound, into a private staging directory and that copy is mounted, so
 //!   the guest never holds a live view of host data it may not change;
-//! - a read-write mount is the resolved source itself;
+//! - a read-write mount is the resolved source itself, and only on a
+//!   filesystem mounted `nosuid`: the guest's root can create setuid files
+//!   there, owned by the container's host uid, and on a suid-honouring
+//!   filesystem any local user could run them as that uid (and write into
+//!   what that uid owns, such as the sandbox's root filesystem);
 //! - the staging root is mode 0700, owned by this process, and carries a
 //!   marker file (mode 0600, exact content) so corral never adopts or
 //!   deletes a directory it did not make;
@@ -120,6 +124,7 @@ impl MountPolicy {
                 copy_tree(&resolved, &dir, &mut budget, self.max_copy_bytes)?;
                 dir
             } else {
+                check_nosuid(&resolved)?;
                 resolved
             };
             devices.push(MountDevice {
@@ -299,6 +304,31 @@ impl MountPolicy {
     }
 }
 
+/// A read-write source must be on a filesystem mounted `nosuid`.
+pub fn check_nosuid(path: &Path) -> Result<(), ProviderError> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| refuse(path, "the path holds a NUL byte"))?;
+    // SAFETY: `statvfs` is plain old data; all-zero is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a writable `statvfs`, both alive for the call.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io(format!(
+            "cannot inspect the filesystem of {}",
+            path.display()
+        ))(std::io::Error::last_os_error()));
+    }
+    if st.f_flag & libc::ST_NOSUID == 0 {
+        return Err(refuse(
+            path,
+            "read-write mounts must be on a filesystem mounted nosuid (the guest's root could \
+             plant setuid files there that any local user could run as the container's host \
+             uid); bind it nosuid (`mount --bind DIR DIR && mount -o remount,bind,nosuid DIR`) \
+             or mount it read-only",
+        ));
+    }
+    Ok(())
+}
+
 fn check_target(mount: &MountSpec) -> Result<(), ProviderError> {
     let target = Path::new(&mount.target);
     let bad = |reason: &str| refuse(&mount.source, format!("target `{}` {reason}", mount.target));
@@ -401,15 +431,35 @@ mod tests {
     }
 
     #[test]
-    fn read_write_mounts_are_the_resolved_source() {
+    fn read_write_mounts_are_the_resolved_source_on_nosuid_only() {
+        if !corral_test_support::gate::root() {
+            return;
+        }
         let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let p = policy(tmp.path());
+        let nosuid = corral_test_support::Tmpfs::mount(tmp.path(), true);
+        let p = policy(nosuid.path());
         let devices = p
-            .prepare("ab12", &[mount(tmp.path().join("roots/repo/./sub"), false)])
+            .prepare(
+                "ab12",
+                &[mount(nosuid.path().join("roots/repo/./sub"), false)],
+            )
             .unwrap_or_else(|e| panic!("{e}"));
-        let canonical =
-            fs::canonicalize(tmp.path().join("roots/repo/sub")).unwrap_or_else(|e| panic!("{e}"));
+        let canonical = fs::canonicalize(nosuid.path().join("roots/repo/sub"))
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(devices[0].source, canonical.display().to_string());
+        // The same tree on a filesystem that honours setuid bits: refused.
+        let suid = corral_test_support::Tmpfs::mount(tmp.path(), false);
+        let p = policy(suid.path());
+        let err = p
+            .prepare("ab12", &[mount(suid.path().join("roots/repo"), false)])
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("nosuid")));
+        // Read-only mounts are copies, so the source's options do not matter.
+        assert!(
+            p.prepare("ab12", &[mount(suid.path().join("roots/repo"), true)])
+                .is_ok()
+        );
     }
 
     #[test]

@@ -27,3 +27,5 @@ pub use exe::{copy_executable, write_executable};
 pub use gate::{in_ci, skip};
 pub use host_lock::HostLock;
 pub use user::TestUser;
+pub mod tmpfs;
+pub use tmpfs::Tmpfs;
