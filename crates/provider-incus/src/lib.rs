@@ -35,6 +35,7 @@ pub mod provider;
 pub mod sandbox;
 pub mod stamp;
 pub mod topology;
+pub mod tree_copy;
 
 pub use client::{IncusClient, RemoteCredentials};
 pub use config::{DEFAULT_MAX_EXEC_OUTPUT, DEFAULT_MAX_PULL_BYTES, Endpoint, IncusConfig};

@@ -24,6 +24,7 @@ use std::path::{Component, Path, PathBuf};
 use corral_sandbox_core::sandbox::{MountSpec, ProviderError};
 
 use crate::api::MountDevice;
+use crate::tree_copy::copy_beneath;
 
 /// The marker file's name inside the staging root.
 pub const MARKER_NAME: &str = ".corral-incus-staging-v1";
@@ -121,7 +122,8 @@ impl MountPolicy {
             let resolved = self.resolve(&mount.source)?;
             let source = if mount.read_only {
                 let dir = self.sandbox_dir(stamp_id)?.join(i.to_string());
-                copy_tree(&resolved, &dir, &mut budget, self.max_copy_bytes)?;
+                let root = self.root_of(&resolved)?;
+                copy_beneath(&root, &resolved, &dir, &mut budget, self.max_copy_bytes)?;
                 dir
             } else {
                 check_nosuid(&resolved)?;
@@ -166,6 +168,15 @@ impl MountPolicy {
             ));
         }
         Ok(resolved)
+    }
+
+    /// The (resolved) allowed root that `resolved` lies beneath.
+    fn root_of(&self, resolved: &Path) -> Result<PathBuf, ProviderError> {
+        self.allowed_roots
+            .iter()
+            .filter_map(|r| fs::canonicalize(r).ok())
+            .find(|r| resolved.starts_with(r))
+            .ok_or_else(|| refuse(resolved, "it is no longer beneath an allowed root"))
     }
 
     /// The staging root, created (0700 + marker) or checked.
@@ -299,7 +310,13 @@ impl MountPolicy {
         };
         let to = self.sandbox_dir(to_id)?.join(rest);
         let mut budget = self.max_copy_bytes;
-        copy_tree(Path::new(source), &to, &mut budget, self.max_copy_bytes)?;
+        copy_beneath(
+            &self.staging_root,
+            Path::new(source),
+            &to,
+            &mut budget,
+            self.max_copy_bytes,
+        )?;
         Ok(Some(to.display().to_string()))
     }
 }
@@ -343,44 +360,6 @@ fn check_target(mount: &MountSpec) -> Result<(), ProviderError> {
     }
     if target == Path::new("/") {
         return Err(bad("must not be the guest's root"));
-    }
-    Ok(())
-}
-
-/// Copy `from` to `to` without following symlinks (they are recreated as
-/// links, which then resolve inside the guest), skipping device nodes,
-/// sockets and fifos; refuse once `budget` bytes are used up.
-fn copy_tree(from: &Path, to: &Path, budget: &mut u64, bound: u64) -> Result<(), ProviderError> {
-    let meta = fs::symlink_metadata(from).map_err(io(format!("cannot read {}", from.display())))?;
-    let ft = meta.file_type();
-    if ft.is_symlink() {
-        let target =
-            fs::read_link(from).map_err(io(format!("cannot read link {}", from.display())))?;
-        return std::os::unix::fs::symlink(&target, to)
-            .map_err(io(format!("cannot create link {}", to.display())));
-    }
-    if ft.is_dir() {
-        fs::DirBuilder::new()
-            .mode(0o700)
-            .create(to)
-            .map_err(io(format!("cannot create {}", to.display())))?;
-        let entries = fs::read_dir(from).map_err(io(format!("cannot list {}", from.display())))?;
-        for entry in entries {
-            let entry = entry.map_err(io(format!("cannot list {}", from.display())))?;
-            copy_tree(&entry.path(), &to.join(entry.file_name()), budget, bound)?;
-        }
-        return fs::set_permissions(to, fs::Permissions::from_mode(meta.mode() & 0o777))
-            .map_err(io(format!("cannot set mode on {}", to.display())));
-    }
-    if ft.is_file() {
-        if meta.len() > *budget {
-            return Err(refuse(
-                from,
-                format!("read-only mounts are copied and this one exceeds the {bound}-byte bound"),
-            ));
-        }
-        *budget -= meta.len();
-        fs::copy(from, to).map_err(io(format!("cannot copy {}", from.display())))?;
     }
     Ok(())
 }
