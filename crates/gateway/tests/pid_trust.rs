@@ -23,6 +23,9 @@ fn a_local_users_lookalike_process_is_never_ours() {
         .arg0("dnsmasq")
         .args(["-c", "sleep 300; :"])
         .arg(format!("--conf-file={}", gw.paths().conf().display()))
+        // Its own process group, so the test can end the shell and its
+        // `sleep` together (the user cannot be deleted while either runs).
+        .process_group(0)
         .spawn()
         .unwrap();
     let pid = lookalike.id();
@@ -38,7 +41,10 @@ fn a_local_users_lookalike_process_is_never_ours() {
     let status = gw.status();
     let stopped = gw.stop();
     let alive = lookalike.try_wait().unwrap().is_none();
-    let _ = lookalike.kill();
+    // SAFETY: kill(2) with the negated pid of the group this test created.
+    unsafe {
+        libc::kill(-i32::try_from(pid).unwrap(), libc::SIGKILL);
+    }
     let _ = lookalike.wait();
     match status {
         GatewayStatus::Stale { pid: p, reason } => {
