@@ -20,16 +20,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod backend;
 pub mod encode;
 pub mod error;
 pub mod gate_store;
-pub mod load;
 pub mod routes;
 pub mod serve;
 pub mod state;
 
-pub use backend::Backend;
+pub use corral_service::{Backend, Settings};
 pub use routes::router;
 pub use serve::{Listen, serve};
-pub use state::{AppState, Settings};
+pub use state::AppState;

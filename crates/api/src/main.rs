@@ -12,8 +12,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use corral_api::gate_store::GateStore;
 use corral_api::serve::DEFAULT_SOCKET;
-use corral_api::{AppState, Backend, Listen, Settings, load, serve};
+use corral_api::{AppState, Backend, Listen, Settings, serve};
 use corral_sandbox_core::SandboxKind;
+use corral_service::config::{ConfigSource, load};
 use tracing_subscriber::EnvFilter;
 
 /// corrald: corral's HTTP API (sandboxes, profiles, matrix, host plan/status/verify, verification gate).
@@ -65,17 +66,21 @@ fn main() -> ExitCode {
         print_error(&e);
         return ExitCode::from(2);
     }
-    let (config, source) = match load::load(args.config.as_deref(), args.networks_conf.as_deref()) {
+    let loaded = match load(&ConfigSource {
+        config: args.config.clone(),
+        networks_conf: args.networks_conf.clone(),
+    }) {
         Ok(loaded) => loaded,
         Err(e) => {
-            print_error(&e);
-            return ExitCode::from(2);
+            let usage = e.is_usage();
+            print_error(&anyhow::Error::new(e));
+            return ExitCode::from(if usage { 2 } else { 1 });
         }
     };
     let backend = match Backend::select(
         std::env::consts::OS,
         args.provider,
-        &config.host,
+        &loaded.config.host,
         args.incus_socket,
     ) {
         Ok(b) => b,
@@ -84,14 +89,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let settings = Settings {
-        config,
-        source,
-        netns: args.netns,
-        state_dir: args.state_dir,
-    };
+    // The same state-directory rule as the CLI's, `--netns` included.
+    let settings = Settings::new(loaded, args.netns, args.state_dir.as_deref());
     let gate =
-        match GateStore::new(settings.state_dir()).load_for(&settings.config.host.verification) {
+        match GateStore::new(&settings.state_dir).load_for(&settings.config.host.verification) {
             Ok(g) => g,
             Err(e) => {
                 print_error(&anyhow::Error::new(e).context("cannot load the verification gate"));

@@ -108,7 +108,7 @@ fn providers_the_matrix_refuses_are_usage_errors() {
     for (kind, words) in [
         ("tart", "tart is not supported on linux"),
         ("process", "does not enforce egress"),
-        ("multipass", "corrald can drive only incus"),
+        ("multipass", "corral can drive only incus"),
         ("beos", "unknown sandbox kind"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_corrald"))

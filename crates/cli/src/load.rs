@@ -3,34 +3,17 @@
 //! file, reads it, and classifies failures (a bad or missing file the user
 //! named is a usage error, exit 2).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::anyhow;
-use corral_sandbox_core::config::{
-    self as core_config, Config, ConfigChoice, DEFAULT_CONFIG_PATH, choose_config,
-};
+use corral_sandbox_core::config::{self as core_config, Config};
+use corral_service::config::{self as service_config, LoadError};
 
 use crate::args::{ConfigFormat, ConfigSource};
 use crate::error::CliError;
 
 /// Where a loaded configuration came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
-    /// A file.
-    File(PathBuf),
-    /// No file: the built-in profiles.
-    Builtin,
-}
-
-impl Origin {
-    /// For messages and JSON: the path, or `built-in defaults`.
-    pub fn describe(&self) -> String {
-        match self {
-            Origin::File(p) => p.display().to_string(),
-            Origin::Builtin => "built-in defaults".to_owned(),
-        }
-    }
-}
+pub use corral_service::Origin;
 
 /// A validated configuration and where it came from.
 #[derive(Debug, Clone)]
@@ -41,32 +24,41 @@ pub struct Loaded {
     pub origin: Origin,
 }
 
-/// Load what `source` names; which file (or the built-in profiles) is the
-/// library's rule, `choose_config`.
-pub fn load(source: &ConfigSource) -> Result<Loaded, CliError> {
-    let default_exists = match std::fs::metadata(DEFAULT_CONFIG_PATH) {
-        Ok(_) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-        Err(e) => {
-            return Err(CliError::failure(
-                anyhow::Error::new(e).context(format!("cannot inspect {DEFAULT_CONFIG_PATH}")),
-            ));
-        }
-    };
-    match choose_config(
-        source.networks_conf.as_deref(),
-        source.config.as_deref(),
-        default_exists,
-    ) {
-        ConfigChoice::File { path, format } => load_file(path, format.into()),
-        ConfigChoice::Builtin => {
-            tracing::info!("{DEFAULT_CONFIG_PATH} does not exist; using the built-in profiles");
-            Ok(Loaded {
-                config: Config::builtin_default(),
-                origin: Origin::Builtin,
-            })
+impl From<corral_service::LoadedConfig> for Loaded {
+    fn from(l: corral_service::LoadedConfig) -> Self {
+        Self {
+            config: l.config,
+            origin: l.origin,
         }
     }
+}
+
+impl ConfigSource {
+    /// The service's view of this source.
+    pub fn to_service(&self) -> service_config::ConfigSource {
+        service_config::ConfigSource {
+            config: self.config.clone(),
+            networks_conf: self.networks_conf.clone(),
+        }
+    }
+}
+
+/// A load failure, classified: a bad or missing file the user named is a
+/// usage error (exit 2).
+pub fn load_error(e: LoadError) -> CliError {
+    if e.is_usage() {
+        CliError::usage(e)
+    } else {
+        CliError::failure(e)
+    }
+}
+
+/// Load what `source` names; which file (or the built-in profiles) is the
+/// library's rule, applied by the service.
+pub fn load(source: &ConfigSource) -> Result<Loaded, CliError> {
+    service_config::load(&source.to_service())
+        .map(Loaded::from)
+        .map_err(load_error)
 }
 
 impl From<core_config::ConfigFormat> for ConfigFormat {
@@ -89,14 +81,9 @@ impl From<ConfigFormat> for core_config::ConfigFormat {
 
 /// Read and parse one file in a known format.
 pub fn load_file(path: &Path, format: ConfigFormat) -> Result<Loaded, CliError> {
-    let text = read(path)?;
-    let name = path.display().to_string();
-    let parsed = Config::parse(&text, &name, format.into());
-    let config = parsed.map_err(CliError::usage)?;
-    Ok(Loaded {
-        config,
-        origin: Origin::File(path.to_owned()),
-    })
+    service_config::load_file(path, format.into())
+        .map(Loaded::from)
+        .map_err(load_error)
 }
 
 /// Read a file the user named; "not found" and "not readable" are usage

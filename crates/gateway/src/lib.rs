@@ -49,6 +49,7 @@
 
 mod error;
 mod fleet;
+pub mod leases;
 mod lifecycle;
 mod names;
 mod paths;
@@ -62,10 +63,11 @@ pub mod wire;
 
 pub use error::GatewayError;
 pub use fleet::{Started, start_all, status_all, stop_all, upstreams};
+pub use leases::{Lease, leases};
 pub use lifecycle::{GatewayReport, GatewayState, start_for_host, status_recorded, stop_recorded};
 pub use names::{DomainRule, NamePattern, NameRules};
 pub use paths::GatewayPaths;
 pub use process::{DEFAULT_DNSMASQ, Gateway, GatewayStatus};
 pub use render::{NFT_TABLE, render};
 pub use resolv_conf::{RESOLV_CONF, nameservers, upstreams_or_host};
-pub use spec::{DEFAULT_LEASE_TIME, DnsService, DnsTiming, GatewaySpec};
+pub use spec::{DEFAULT_LEASE_TIME, DnsService, DnsTiming, GatewaySpec, serves_dns};

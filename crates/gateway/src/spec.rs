@@ -97,6 +97,13 @@ pub struct GatewaySpec {
     pub dns: DnsService,
 }
 
+/// True when the gateway of `profile` runs a resolver on its gateway
+/// address (a forwarder or the filtered resolver); false for `none`
+/// profiles and `dns = "off"`, whose gateway serves leases only.
+pub fn serves_dns(profile: &Profile) -> bool {
+    profile.dns == DnsPolicy::Gateway && profile.mode != EgressMode::None
+}
+
 /// Default DHCP lease time: long enough that a restart of the gateway never
 /// strands a sandbox, short enough that freed addresses come back.
 pub const DEFAULT_LEASE_TIME: Duration = Duration::from_secs(3600);
@@ -110,11 +117,11 @@ impl GatewaySpec {
     ) -> Result<Self, GatewayError> {
         let names = NameRules::from_allow(&profile.allow);
         let dns = match (profile.dns, profile.mode) {
-            (DnsPolicy::Off, _) | (_, EgressMode::None) => DnsService::Off,
-            (DnsPolicy::Gateway, EgressMode::Internet) => DnsService::Forward {
+            _ if !serves_dns(profile) => DnsService::Off,
+            (_, EgressMode::Internet) => DnsService::Forward {
                 upstreams: upstreams.to_vec(),
             },
-            (DnsPolicy::Gateway, EgressMode::Allowlist) => {
+            _ => {
                 timing.validate()?;
                 DnsService::Filtered {
                     upstreams: upstreams.to_vec(),

@@ -27,7 +27,7 @@ pub async fn get(State(state): State<AppState>) -> Json<Health> {
     Json(Health {
         status: "ok",
         version: env!("CARGO_PKG_VERSION"),
-        source: state.settings().source.clone(),
+        source: state.settings().origin.to_string(),
         netns: state.settings().netns.clone(),
         provider: *state.backend().selection(),
     })

@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use corral_egress::host::{HostDrift, Status};
 use corral_egress::plan::HostPlan;
+use corral_service::host::Planned;
 use serde::Serialize;
 
 use crate::error::ApiError;
@@ -47,6 +48,14 @@ pub struct StatusAnswer {
     pub status: Status,
 }
 
+fn basis(planned: &Planned) -> &'static str {
+    if planned.from_applied {
+        "applied"
+    } else {
+        "configuration"
+    }
+}
+
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
 ) -> Result<T, ApiError> {
@@ -60,7 +69,7 @@ async fn blocking<T: Send + 'static>(
 pub async fn plan(State(state): State<AppState>) -> Result<Json<PlanAnswer>, ApiError> {
     blocking(move || {
         let planned = state.configured_plan()?;
-        let drift = state.host()?.plan_diff(&planned.plan)?;
+        let drift = state.host()?.plan_diff(&planned)?;
         Ok(Json(PlanAnswer {
             nft: planned.plan.render_nft(),
             in_sync: drift.is_empty(),
@@ -75,9 +84,9 @@ pub async fn plan(State(state): State<AppState>) -> Result<Json<PlanAnswer>, Api
 pub async fn status(State(state): State<AppState>) -> Result<Json<StatusAnswer>, ApiError> {
     blocking(move || {
         let planned = state.plan_to_check()?;
-        let status = state.host()?.status(&planned.plan)?;
+        let (status, _) = state.host()?.status(&planned)?;
         Ok(Json(StatusAnswer {
-            basis: planned.basis,
+            basis: basis(&planned),
             status,
         }))
     })
@@ -91,7 +100,7 @@ pub async fn verify(
 ) -> Result<(StatusCode, Json<VerifyAnswer>), ApiError> {
     blocking(move || {
         let planned = state.plan_to_check()?;
-        let drift = state.host()?.verify(&planned.plan)?;
+        let drift = state.host()?.verify(&planned)?;
         let status = if drift.is_empty() {
             StatusCode::OK
         } else {
@@ -100,7 +109,7 @@ pub async fn verify(
         Ok((
             status,
             Json(VerifyAnswer {
-                basis: planned.basis,
+                basis: basis(&planned),
                 in_sync: drift.is_empty(),
                 drift,
             }),

@@ -19,7 +19,7 @@ pub struct Profiles {
 /// The profiles loaded at start-up.
 pub async fn get(State(state): State<AppState>) -> Json<Profiles> {
     Json(Profiles {
-        source: state.settings().source.clone(),
+        source: state.settings().origin.to_string(),
         profiles: state.settings().config.profiles.clone(),
     })
 }

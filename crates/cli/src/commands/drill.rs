@@ -174,7 +174,7 @@ pub fn run(args: &DrillArgs, out: Output) -> CmdResult {
     let names = loaded.config.profiles.names();
     human.info(&format!(
         "profiles from {}: {}",
-        loaded.origin.describe(),
+        loaded.origin,
         loaded
             .config
             .profiles
@@ -189,7 +189,7 @@ pub fn run(args: &DrillArgs, out: Output) -> CmdResult {
     let report = result.map_err(|e| CliError::failure(anyhow::Error::new(e)))?;
 
     if let Some(path) = &args.json {
-        write_json(path, &to_json(&report, loaded.origin.describe(), names))
+        write_json(path, &to_json(&report, loaded.origin.to_string(), names))
             .map_err(CliError::failure)?;
     }
     if !json_only {

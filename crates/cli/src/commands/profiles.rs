@@ -76,12 +76,12 @@ pub fn run(args: &ProfilesArgs, out: Output) -> CmdResult {
     if args.json {
         print_json(&ProfilesReport {
             schema: "corral.profiles.v1",
-            source: loaded.origin.describe(),
+            source: loaded.origin.to_string(),
             profiles: views,
         })?;
         return Ok(Outcome::Ok);
     }
-    out.info(&format!("profiles from {}", loaded.origin.describe()));
+    out.info(&format!("profiles from {}", loaded.origin));
     let mut table = Table::new([
         "profile", "bridge", "subnet", "ipv6", "mode", "allow", "block", "phases",
     ]);

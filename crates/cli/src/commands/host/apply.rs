@@ -1,15 +1,13 @@
-//! `corral host apply` and `corral host refresh`: change the live state,
-//! then record what was applied so `status`, `verify` and `refresh` can
-//! recompute the same plan.
+//! `corral host apply` and `corral host refresh`: the service changes the
+//! live state and records what was applied; this module renders it.
 
-use corral_egress::host::{ApplyReport, HostError, StateStore};
+use corral_egress::host::{ApplyReport, HostError};
 use corral_egress::link::BridgeOutcome;
-use corral_egress::plan::HostPlan;
 use corral_gateway::GatewayReport;
-use corral_state_files::StateLock;
+use corral_service::host::{ApplyError, Planned, RefreshError};
 use serde::Serialize;
 
-use super::context::{self, Planned};
+use super::context;
 use super::render::{count, drift_table};
 use crate::args::HostArgs;
 use crate::error::{CliError, CmdResult, Outcome};
@@ -40,70 +38,48 @@ struct RefreshJson<'a> {
 }
 
 /// An apply or refresh failed; drift after the change gets its own table.
-fn host_failure(out: &Output, what: &str, e: HostError) -> CliError {
-    if let HostError::NotEnforced(drift) = &e {
+fn host_failure(out: &Output, e: &HostError) {
+    if let HostError::NotEnforced(drift) = e {
         out.table(&drift_table(out, drift), true);
     }
-    CliError::failure(anyhow::Error::new(e).context(what.to_owned()))
-}
-
-/// The state directory's host lock: an apply and a (timed) refresh never
-/// interleave; the second waits for the first.
-pub(super) fn host_lock(store: &StateStore) -> Result<StateLock, CliError> {
-    store
-        .lock()
-        .map_err(|e| CliError::failure(anyhow::Error::new(e).context("cannot take the host lock")))
 }
 
 /// Apply the configured profiles.
 pub fn run(args: &HostArgs, out: Output) -> CmdResult {
-    let (config, origin) = context::load_config(&args.source)?;
-    let planned: Planned = context::plan_config(config, origin)?;
-    let target = context::target("apply", args.netns.as_deref())?;
-    let store = context::state_store(
-        args.state_dir.as_ref(),
-        &planned.config,
+    let loaded = context::load_config(&args.source)?;
+    let planned: Planned = context::plan_config(loaded.clone())?;
+    let service = context::service(
+        "apply",
+        &loaded,
         args.netns.as_deref(),
-    );
-    let _lock = host_lock(&store)?;
-    let progress = out.progress(&format!("applying to {}", target.describe()));
-    let result = target.host.apply(&planned.plan);
+        args.state_dir.as_deref(),
+    )?;
+    let target = service.target().describe();
+    let progress = out.progress(&format!("applying to {target}"));
+    let result = service.apply(&planned);
     drop(progress);
-    let report =
-        result.map_err(|e| host_failure(&out, &format!("applying to {}", target.describe()), e))?;
-    store.save(&planned.inputs()).map_err(|e| {
-        CliError::failure(anyhow::Error::new(e).context(
-            "the ruleset is applied, but recording it failed; status, verify and refresh will not know it",
-        ))
+    let applied = result.map_err(|e| {
+        if let ApplyError::Host { source, .. } = &e {
+            host_failure(&out, source);
+        }
+        CliError::failure(e)
     })?;
-    // After the apply: dnsmasq binds the gateway addresses and fills the
-    // DNS sets the apply just created.
-    let gateways = corral_gateway::start_for_host(
-        &target.host,
-        store.dir(),
-        &planned.config.profiles,
-        &planned.config.host,
-    )
-    .map_err(|e| {
-            CliError::failure(anyhow::Error::new(e).context(
-                "the ruleset is applied (sandboxes can reach only what it allows), but the gateway DHCP/DNS services did not start",
-            ))
-        })?;
+    let (report, gateways) = (&applied.report, &applied.gateways);
     if args.json {
         print_json(&ApplyJson {
             schema: "corral.host-apply.v1",
             source: &planned.origin,
-            netns: target.netns.as_deref(),
-            state_file: store.path().display().to_string(),
-            gateways: &gateways,
-            report: &report,
+            netns: service.target().netns.as_deref(),
+            state_file: applied.state_file.display().to_string(),
+            gateways,
+            report,
         })?;
         return Ok(Outcome::Ok);
     }
     out.info(&format!(
         "{} {} from {} in {} ms: {}, {}, {}; read back: matches the plan",
         out.paint(Style::Good, "applied"),
-        target.describe(),
+        target,
         planned.origin,
         report.ms,
         count(report.bridges.len(), "bridge", "bridges"),
@@ -125,7 +101,7 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
     }
     out.table(&table, false);
     let mut table = Table::new(["bridge", "gateway (dnsmasq)"]);
-    for g in &gateways {
+    for g in gateways {
         table.row([g.bridge.clone(), format!("running (pid {})", g.pid)]);
     }
     out.table(&table, false);
@@ -134,44 +110,31 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
 
 /// Re-resolve host names and update set elements in place.
 pub fn refresh(args: &HostArgs, out: Output) -> CmdResult {
-    let (config, origin) = context::load_config(&args.source)?;
-    let target = context::target("refresh", args.netns.as_deref())?;
-    let store = context::state_store(args.state_dir.as_ref(), &config, args.netns.as_deref());
-    // Held from reading the applied plan to recording the new one, so an
-    // apply in between is never undone by this refresh's stale plan.
-    let _lock = host_lock(&store)?;
-    let stored = store
-        .load_plan()
-        .map_err(|e| CliError::failure(anyhow::Error::new(e)))?;
-    let Some((applied_config, old)): Option<(_, HostPlan)> = stored else {
-        return Err(CliError::failure(anyhow::anyhow!(
-            "nothing has been applied to {} yet (no {}); run `corral host apply` first",
-            target.describe(),
-            store.path().display()
-        )));
-    };
+    let loaded = context::load_config(&args.source)?;
+    let service = context::service(
+        "refresh",
+        &loaded,
+        args.netns.as_deref(),
+        args.state_dir.as_deref(),
+    )?;
     // An explicit file replaces the applied configuration; otherwise the
     // applied one is re-resolved as it stands.
-    let (config, origin) = if context::explicit(&args.source) {
-        (config, origin)
-    } else {
-        (applied_config, "what was applied".to_owned())
-    };
-    let new = context::plan_config(config, origin)?;
-    let report = target
-        .host
-        .refresh(&old, &new.plan)
-        .map_err(|e| host_failure(&out, &format!("refreshing {}", target.describe()), e))?;
-    store.save(&new.inputs()).map_err(|e| {
-        CliError::failure(
-            anyhow::Error::new(e).context("the sets are refreshed, but recording it failed"),
-        )
+    let explicit = args.source.to_service().is_explicit().then_some(loaded);
+    let (_, refreshed) = service.refresh(explicit).map_err(|e| match e {
+        RefreshError::Host { ref source, .. } => {
+            host_failure(&out, source);
+            CliError::failure(e)
+        }
+        RefreshError::Planning(p) => context::planning_error(p),
+        other => CliError::failure(other),
     })?;
+    let report = refreshed.report;
+    let target = service.target().describe();
     if args.json {
         print_json(&RefreshJson {
             schema: "corral.host-refresh.v1",
-            netns: target.netns.as_deref(),
-            state_file: store.path().display().to_string(),
+            netns: service.target().netns.as_deref(),
+            state_file: refreshed.state_file.display().to_string(),
             changed: report.batch.is_some(),
             sets: report.sets,
             added: report.added,
@@ -181,14 +144,13 @@ pub fn refresh(args: &HostArgs, out: Output) -> CmdResult {
     }
     if report.batch.is_none() {
         out.info(&format!(
-            "{}: every allowlisted name resolves as before",
-            target.describe()
+            "{target}: every allowlisted name resolves as before"
         ));
     } else {
         out.info(&format!(
             "{} {}: {} added, {} removed in {} ({})",
             out.paint(Style::Good, "refreshed"),
-            target.describe(),
+            target,
             count(report.added, "range", "ranges"),
             report.removed,
             count(report.sets.len(), "set", "sets"),

@@ -27,10 +27,16 @@ struct PlanReport {
 
 /// Print the plan and its diff against the live state.
 pub fn run(args: &HostArgs, out: Output) -> CmdResult {
-    let (config, origin) = context::load_config(&args.source)?;
-    let planned = context::plan_config(config, origin)?;
-    let target = context::target("plan", args.netns.as_deref())?;
-    let drift = target.host.plan_diff(&planned.plan).map_err(|e| {
+    let loaded = context::load_config(&args.source)?;
+    let planned = context::plan_config(loaded.clone())?;
+    let service = context::service(
+        "plan",
+        &loaded,
+        args.netns.as_deref(),
+        args.state_dir.as_deref(),
+    )?;
+    let target = service.target();
+    let drift = service.plan_diff(&planned).map_err(|e| {
         CliError::failure(
             anyhow::Error::new(e).context("reading the live state to compare with the plan"),
         )

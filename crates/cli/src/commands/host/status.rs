@@ -31,16 +31,20 @@ fn yes_no(out: &Output, ok: bool, yes: &str, no: &str) -> String {
 
 /// Show the live state next to the plan.
 pub fn run(args: &HostArgs, out: Output) -> CmdResult {
-    let (config, origin) = context::load_config(&args.source)?;
-    let target = context::target("status", args.netns.as_deref())?;
-    let store = context::state_store(args.state_dir.as_ref(), &config, args.netns.as_deref());
-    let planned = context::plan_to_check(args, config, origin, &store)?;
-    let status = target.host.status(&planned.plan).map_err(|e| {
+    let loaded = context::load_config(&args.source)?;
+    let service = context::service(
+        "status",
+        &loaded,
+        args.netns.as_deref(),
+        args.state_dir.as_deref(),
+    )?;
+    let target = service.target();
+    let planned = context::plan_to_check(loaded, &args.source, &service)?;
+    let (status, gateways) = service.status(&planned).map_err(|e| {
         CliError::failure(
             anyhow::Error::new(e).context(format!("reading the status of {}", target.describe())),
         )
     })?;
-    let gateways = corral_gateway::status_recorded(store.dir());
     if args.json {
         print_json(&StatusJson {
             schema: "corral.host-status.v1",

@@ -3,6 +3,7 @@
 
 use corral_egress::host::TeardownReport;
 use corral_sandbox_core::config::Config;
+use corral_service::{LoadedConfig, Origin};
 use serde::Serialize;
 
 use super::context;
@@ -24,41 +25,36 @@ struct TeardownJson<'a> {
 pub fn run(args: &TeardownArgs, out: Output) -> CmdResult {
     // Only the state directory is needed from the configuration; a broken
     // config file must not stand in the way of removing corral.
-    let config = match context::load_config(&ConfigSource {
+    let loaded = match context::load_config(&ConfigSource {
         config: None,
         networks_conf: None,
     }) {
-        Ok((config, _)) => config,
+        Ok(loaded) => loaded,
         Err(e) => {
             tracing::warn!("{}; using the default state directory", e.error);
-            Config::builtin_default()
+            LoadedConfig {
+                config: Config::builtin_default(),
+                origin: Origin::Builtin,
+            }
         }
     };
-    let target = context::target("teardown", args.netns.as_deref())?;
-    let store = context::state_store(args.state_dir.as_ref(), &config, args.netns.as_deref());
-    let _lock = super::apply::host_lock(&store)?;
-    // Gateways first: dnsmasq holds the bridges' addresses.
-    let gateway_errors = corral_gateway::stop_recorded(store.dir());
-    let mut report = target.host.teardown().map_err(|e| {
+    let service = context::service(
+        "teardown",
+        &loaded,
+        args.netns.as_deref(),
+        args.state_dir.as_deref(),
+    )?;
+    let target = service.target();
+    let report = service.teardown().map_err(|e| {
         CliError::failure(
             anyhow::Error::new(e).context(format!("tearing down {}", target.describe())),
         )
     })?;
-    report.errors.extend(
-        gateway_errors
-            .into_iter()
-            .map(|e| format!("stop gateway services: {e}")),
-    );
-    if report.is_clean()
-        && let Err(e) = store.clear()
-    {
-        report.errors.push(e.to_string());
-    }
     if args.json {
         print_json(&TeardownJson {
             schema: "corral.host-teardown.v1",
             netns: target.netns.as_deref(),
-            state_file: store.path().display().to_string(),
+            state_file: service.store().path().display().to_string(),
             report: &report,
         })?;
     } else if report.is_clean() {

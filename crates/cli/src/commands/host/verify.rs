@@ -21,11 +21,16 @@ struct VerifyReport {
 
 /// Compare and report.
 pub fn run(args: &HostArgs, out: Output) -> CmdResult {
-    let (config, origin) = context::load_config(&args.source)?;
-    let target = context::target("verify", args.netns.as_deref())?;
-    let store = context::state_store(args.state_dir.as_ref(), &config, args.netns.as_deref());
-    let planned = context::plan_to_check(args, config, origin, &store)?;
-    let drift = target.host.verify(&planned.plan).map_err(|e| {
+    let loaded = context::load_config(&args.source)?;
+    let service = context::service(
+        "verify",
+        &loaded,
+        args.netns.as_deref(),
+        args.state_dir.as_deref(),
+    )?;
+    let target = service.target();
+    let planned = context::plan_to_check(loaded, &args.source, &service)?;
+    let drift = service.verify(&planned).map_err(|e| {
         CliError::failure(anyhow::Error::new(e).context(format!("verifying {}", target.describe())))
     })?;
     let outcome = if drift.is_empty() {

@@ -1,6 +1,6 @@
-//! The sandbox provider corrald drives: chosen once at start-up through the
-//! platform matrix (`select_provider`), connected on first use so the host
-//! routes keep answering while the backend daemon is down.
+//! The sandbox provider both front-ends drive: chosen through the platform
+//! matrix (`select_provider`), connected on first use so host commands and
+//! corrald's host routes keep working while the backend daemon is down.
 
 use std::path::PathBuf;
 
@@ -11,18 +11,18 @@ use corral_sandbox_core::sandbox::{ProviderError, SandboxProvider};
 use corral_sandbox_core::{HostOs, SandboxKind, select_provider};
 use tokio::sync::OnceCell;
 
-/// Why corrald refused to start with the requested provider.
+/// Why the requested provider was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     /// This build does not know the host OS.
-    #[error("corrald does not know the host OS `{0}`; it runs on linux, macos or windows hosts")]
+    #[error("corral does not know the host OS `{0}`; it runs on linux, macos or windows hosts")]
     UnknownHost(String),
     /// The matrix refuses the host/kind combination.
     #[error(transparent)]
     Refused(#[from] SelectError),
-    /// The matrix allows it, but corrald has no driver for it yet.
+    /// The matrix allows it, but corral has no driver for it here yet.
     #[error(
-        "corrald can drive only incus sandboxes (the local daemon); {0} is allowed on this host but not served by corrald — use --provider incus"
+        "corral can drive only incus sandboxes (the local daemon) from here; {0} is allowed on this host but not served — use incus"
     )]
     NotServed(SandboxKind),
 }
@@ -65,7 +65,7 @@ impl Backend {
     }
 
     /// The provider, connecting (and converging corral's project) on first
-    /// use; a failed connection is retried by the next request.
+    /// use; a failed connection is retried by the next call.
     pub async fn provider(&self) -> Result<&dyn SandboxProvider, ProviderError> {
         let p = self
             .provider

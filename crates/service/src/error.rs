@@ -1,0 +1,55 @@
+//! What a sandbox operation of the service can fail with.
+
+use std::time::Duration;
+
+use corral_sandbox_core::sandbox::ProviderError;
+
+use crate::gate::GateError;
+use crate::hooks::HookError;
+
+/// A sandbox operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The provider refused or failed (not found, not corral's, bad spec…).
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// The start gate refused (the profile's enforcement is incomplete) or
+    /// could not look; boxed, as it carries every missing item.
+    #[error(transparent)]
+    Gate(Box<GateError>),
+    /// A hook refused the sandbox before it was handed out.
+    #[error(transparent)]
+    Hook(#[from] HookError),
+    /// The sandbox did not become ready in time.
+    #[error("sandbox `{name}` started but is not ready after {waited:?}: {what}")]
+    NotReady {
+        /// The sandbox.
+        name: String,
+        /// How long the service waited.
+        waited: Duration,
+        /// What it was still waiting for.
+        what: String,
+    },
+    /// The blocking worker of a host check failed.
+    #[error("the start gate's worker failed: {0}")]
+    Worker(#[source] tokio::task::JoinError),
+}
+
+impl From<GateError> for ServiceError {
+    fn from(e: GateError) -> Self {
+        ServiceError::Gate(Box::new(e))
+    }
+}
+
+impl ServiceError {
+    /// The start gate's refusal, when that is what this is.
+    pub fn refusal(&self) -> Option<&crate::gate::Refusal> {
+        match self {
+            ServiceError::Gate(g) => match g.as_ref() {
+                GateError::Refused(r) => Some(r),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}

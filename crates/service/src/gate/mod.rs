@@ -1,0 +1,349 @@
+//! The start gate: before a profiled sandbox is created or started, the
+//! live enforcement of ITS profile is read back and compared with what was
+//! applied. Anything missing refuses the start (fail closed), naming what
+//! is missing and the command that restores it.
+//!
+//! What is checked, for profile P:
+//! 1. something was applied to this target (`<state>/applied.json`), and
+//!    it holds P exactly as the configuration defines it;
+//! 2. the live nftables state of P's scope ([`ProfileScope`]): both corral
+//!    tables, P's chains, the base chains that dispatch to them, the sets
+//!    they look up; P's bridge present, up, with its gateway address(es);
+//!    the forwarding and bridge-netfilter sysctls;
+//! 3. P's gateway (dnsmasq: DHCP, and the resolver when P has one) runs,
+//!    and its resolver answers a query on the gateway address.
+//!
+//! The check runs with blocking netlink calls: async callers use
+//! `tokio::task::spawn_blocking`.
+
+mod scope;
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use corral_egress::host::{HostDrift, HostError, StateStore};
+use corral_gateway::{Gateway, GatewayStatus};
+use corral_sandbox_core::config::Config;
+use corral_sandbox_core::{Profile, ProfileName};
+use serde::Serialize;
+
+pub use scope::ProfileScope;
+
+use crate::host::{PlanningError, applied};
+use crate::target::{Target, TargetError};
+
+/// How long the resolver gets to answer the liveness query.
+const RESOLVER_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A dotless name: every corral resolver answers it itself (`domain-needed`,
+/// and the filtered resolver's catch-all), so the query never leaves the host.
+const LIVENESS_NAME: &str = "corral-gate-check";
+
+/// One thing the profile's enforcement lacks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "what", rename_all = "snake_case")]
+pub enum Missing {
+    /// Nothing was ever applied to this target.
+    NothingApplied {
+        /// The record that does not exist.
+        state_file: PathBuf,
+    },
+    /// What was applied has no such profile.
+    ProfileNotApplied,
+    /// The configured profile differs from the applied one.
+    ProfileChanged,
+    /// A planned object differs from the live one.
+    Enforcement {
+        /// The difference.
+        drift: HostDrift,
+    },
+    /// The profile's gateway (dnsmasq) is not running.
+    Gateway {
+        /// The bridge it serves.
+        bridge: String,
+        /// Its state.
+        state: String,
+    },
+    /// The gateway runs but its resolver does not answer.
+    Resolver {
+        /// The address asked.
+        address: SocketAddr,
+        /// What happened.
+        error: String,
+    },
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Missing::NothingApplied { state_file } => write!(
+                f,
+                "nothing has been applied here ({} does not exist)",
+                state_file.display()
+            ),
+            Missing::ProfileNotApplied => f.write_str("the profile is not in what was applied"),
+            Missing::ProfileChanged => f.write_str(
+                "the configured profile differs from the applied one (bridge, subnet, mode or allowlist changed since the last apply)",
+            ),
+            Missing::Enforcement { drift } => write!(f, "{drift}"),
+            Missing::Gateway { bridge, state } => {
+                write!(f, "gateway (dnsmasq) of bridge {bridge} is {state}")
+            }
+            Missing::Resolver { address, error } => {
+                write!(f, "gateway resolver at {address} does not answer: {error}")
+            }
+        }
+    }
+}
+
+/// The profile's enforcement is incomplete: the sandbox must not start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    /// The profile.
+    pub profile: String,
+    /// `this host` or the namespace.
+    pub target: String,
+    /// Every problem found.
+    pub missing: Vec<Missing>,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list: Vec<String> = self.missing.iter().map(ToString::to_string).collect();
+        write!(
+            f,
+            "profile `{}` is not enforced on {} ({} problem{}: {}); refusing to start a sandbox on it — run `corral host apply` (with the same --config, --netns and --state-dir) to restore it",
+            self.profile,
+            self.target,
+            list.len(),
+            if list.len() == 1 { "" } else { "s" },
+            list.join("; ")
+        )
+    }
+}
+
+/// The gate refused, or could not look (which refuses as well).
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// The enforcement is incomplete.
+    #[error("{0}")]
+    Refused(Refusal),
+    /// The namespace could not be opened.
+    #[error("start gate: cannot check the enforcement of profile `{profile}`")]
+    Target {
+        /// The profile.
+        profile: String,
+        /// The cause.
+        #[source]
+        source: TargetError,
+    },
+    /// The applied record could not be read.
+    #[error("start gate: cannot check the enforcement of profile `{profile}`")]
+    Planning {
+        /// The profile.
+        profile: String,
+        /// The cause.
+        #[source]
+        source: PlanningError,
+    },
+    /// The live state could not be read.
+    #[error("start gate: cannot read the live enforcement of profile `{profile}`")]
+    Host {
+        /// The profile.
+        profile: String,
+        /// The cause.
+        #[source]
+        source: HostError,
+    },
+}
+
+/// The profile's enforcement matched: what was checked, for reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GatePass {
+    /// The profile.
+    pub profile: String,
+    /// Its bridge.
+    pub bridge: String,
+    /// Chains read back, as `family name`.
+    pub chains: Vec<String>,
+    /// Sets read back.
+    pub sets: Vec<String>,
+    /// The gateway's pid.
+    pub gateway_pid: u32,
+    /// The resolver that answered, when the profile has one.
+    pub resolver: Option<SocketAddr>,
+}
+
+/// Check the enforcement of `profile` (as `config` defines it) on the
+/// namespace `netns`, against what was applied under `state_dir`.
+pub fn check(
+    config: &Config,
+    profile: &ProfileName,
+    netns: Option<&str>,
+    state_dir: &Path,
+) -> Result<GatePass, GateError> {
+    let name = profile.to_string();
+    let target = Target::open(netns).map_err(|source| GateError::Target {
+        profile: name.clone(),
+        source,
+    })?;
+    let refuse = |missing: Vec<Missing>| {
+        GateError::Refused(Refusal {
+            profile: name.clone(),
+            target: target.describe(),
+            missing,
+        })
+    };
+    let store = StateStore::new(state_dir);
+    let Some(applied) = applied(&store).map_err(|source| GateError::Planning {
+        profile: name.clone(),
+        source,
+    })?
+    else {
+        return Err(refuse(vec![Missing::NothingApplied {
+            state_file: store.path(),
+        }]));
+    };
+    let Some(applied_profile) = applied.config.profiles.get(profile.as_str()) else {
+        return Err(refuse(vec![Missing::ProfileNotApplied]));
+    };
+    if config.profiles.get(profile.as_str()) != Some(applied_profile) {
+        return Err(refuse(vec![Missing::ProfileChanged]));
+    }
+    let scope = ProfileScope::of(&applied.plan, profile.as_str());
+    let drift = target
+        .host
+        .verify(&applied.plan)
+        .map_err(|source| GateError::Host {
+            profile: name.clone(),
+            source,
+        })?;
+    let mut missing: Vec<Missing> = drift
+        .into_iter()
+        .filter(|d| scope.covers(d))
+        .map(|drift| Missing::Enforcement { drift })
+        .collect();
+    let (gateway_pid, resolver) = match check_gateway(&target, state_dir, applied_profile) {
+        Ok(found) => found,
+        Err(m) => {
+            missing.push(m);
+            (0, None)
+        }
+    };
+    if !missing.is_empty() {
+        return Err(refuse(missing));
+    }
+    Ok(GatePass {
+        profile: name,
+        bridge: applied_profile.bridge.to_string(),
+        chains: scope
+            .chains
+            .iter()
+            .map(|(f, c)| format!("{} {c}", f.keyword()))
+            .collect(),
+        sets: scope.sets.iter().map(|(_, s)| s.clone()).collect(),
+        gateway_pid,
+        resolver,
+    })
+}
+
+/// The gateway of `profile` runs and, when it serves DNS, answers.
+fn check_gateway(
+    target: &Target,
+    state_dir: &Path,
+    profile: &Profile,
+) -> Result<(u32, Option<SocketAddr>), Missing> {
+    let pid = match Gateway::new(state_dir, &profile.bridge).status() {
+        GatewayStatus::Running { pid } => pid,
+        other => {
+            return Err(Missing::Gateway {
+                bridge: profile.bridge.to_string(),
+                state: other.to_string(),
+            });
+        }
+    };
+    if !corral_gateway::serves_dns(profile) {
+        return Ok((pid, None));
+    }
+    let address = SocketAddr::new(IpAddr::V4(profile.gateway_v4()), 53);
+    let answer = target.host.netns().run(|| {
+        corral_gateway::probe::query(
+            address,
+            LIVENESS_NAME,
+            corral_gateway::wire::TYPE_A,
+            RESOLVER_TIMEOUT,
+        )
+    });
+    match answer {
+        Ok(Ok(_)) => Ok((pid, Some(address))),
+        Ok(Err(e)) => Err(Missing::Resolver {
+            address,
+            error: e.to_string(),
+        }),
+        Err(e) => Err(Missing::Resolver {
+            address,
+            error: format!("cannot query from the target namespace: {e}"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use corral_egress::drift::{Drift, DriftKind, DriftObject};
+    use corral_egress::plan::TableFamily;
+
+    use super::*;
+
+    #[test]
+    fn a_refusal_names_every_problem_and_the_fix() {
+        let r = Refusal {
+            profile: "allowlist".into(),
+            target: "this host".into(),
+            missing: vec![
+                Missing::Enforcement {
+                    drift: HostDrift::Nft(Drift {
+                        kind: DriftKind::Missing,
+                        object: DriftObject::Table,
+                        family: TableFamily::Inet,
+                        location: "table inet corral".into(),
+                        detail: "the table does not exist; apply the plan".into(),
+                    }),
+                },
+                Missing::Gateway {
+                    bridge: "corral-allow".into(),
+                    state: "stopped".into(),
+                },
+            ],
+        };
+        let text = r.to_string();
+        for needle in [
+            "profile `allowlist` is not enforced on this host",
+            "2 problems",
+            "table inet corral",
+            "gateway (dnsmasq) of bridge corral-allow is stopped",
+            "`corral host apply`",
+        ] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["missing"][1]["what"], "gateway");
+    }
+
+    #[test]
+    fn nothing_applied_refuses_before_touching_the_kernel() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::builtin_default();
+        let p = ProfileName::new("internet").unwrap();
+        match check(&config, &p, None, dir.path()) {
+            Err(GateError::Refused(r)) => {
+                assert!(
+                    matches!(r.missing.as_slice(), [Missing::NothingApplied { .. }]),
+                    "{r}"
+                );
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+}

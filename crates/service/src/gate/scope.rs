@@ -1,0 +1,225 @@
+//! Which parts of a host plan enforce one profile: its own chains (and any
+//! chain they jump to), the base chains that dispatch to them, the sets
+//! their rules look up, its bridge. Drift anywhere in that scope means the
+//! profile is not enforced as planned; drift elsewhere (another profile's
+//! chains or sets) does not stop this profile's sandboxes.
+
+use std::collections::BTreeSet;
+
+use corral_egress::drift::{Drift, DriftObject};
+use corral_egress::host::HostDrift;
+use corral_egress::plan::{HostPlan, Match, TableFamily, Verdict};
+
+/// The names that enforce one profile, per table family.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProfileScope {
+    /// (family, chain) pairs: the profile's chains, what they jump to, and
+    /// the base chains that jump to them.
+    pub chains: BTreeSet<(TableFamily, String)>,
+    /// (family, set) pairs looked up by those chains.
+    pub sets: BTreeSet<(TableFamily, String)>,
+    /// The profile's bridge.
+    pub bridge: Option<String>,
+}
+
+impl ProfileScope {
+    /// The scope of `profile` in `plan` (empty when the plan lacks it).
+    pub fn of(plan: &HostPlan, profile: &str) -> Self {
+        let mut scope = Self {
+            bridge: plan
+                .bridges
+                .iter()
+                .find(|b| b.profile.as_str() == profile)
+                .map(|b| b.name.to_string()),
+            ..Self::default()
+        };
+        for table in plan.tables() {
+            let own: BTreeSet<String> = table
+                .chains
+                .iter()
+                .filter(|c| c.profile.as_deref() == Some(profile))
+                .map(|c| c.name.clone())
+                .collect();
+            // Chains reachable from the profile's own, by jumps.
+            let mut reach = own.clone();
+            loop {
+                let more: Vec<String> = table
+                    .chains
+                    .iter()
+                    .filter(|c| reach.contains(&c.name))
+                    .flat_map(|c| &c.rules)
+                    .filter_map(|r| match &r.verdict {
+                        Verdict::Jump(to) if !reach.contains(to) => Some(to.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                if more.is_empty() {
+                    break;
+                }
+                reach.extend(more);
+            }
+            // Base chains that dispatch into them.
+            for c in table.chains.iter().filter(|c| c.base.is_some()) {
+                let dispatches = c
+                    .rules
+                    .iter()
+                    .any(|r| matches!(&r.verdict, Verdict::Jump(to) if own.contains(to)));
+                if dispatches {
+                    reach.insert(c.name.clone());
+                }
+            }
+            for c in table.chains.iter().filter(|c| reach.contains(&c.name)) {
+                for r in &c.rules {
+                    for m in &r.matches {
+                        if let Match::DaddrInSet(_, set) = m {
+                            scope.sets.insert((table.family, set.clone()));
+                        }
+                    }
+                }
+            }
+            scope
+                .chains
+                .extend(reach.into_iter().map(|c| (table.family, c)));
+        }
+        scope
+    }
+
+    /// True when `drift` concerns this profile's enforcement.
+    pub fn covers(&self, drift: &HostDrift) -> bool {
+        match drift {
+            HostDrift::Nft(d) => self.covers_nft(d),
+            HostDrift::Bridge { name, .. } => self.bridge.as_deref() == Some(name.as_str()),
+            // Forwarding and bridge-netfilter switches hold for every
+            // profile's rules at once.
+            HostDrift::Sysctl(_) => true,
+        }
+    }
+
+    fn covers_nft(&self, d: &Drift) -> bool {
+        let object_name = |prefix: &str| {
+            d.location
+                .strip_prefix(prefix)
+                .map(|rest| rest.split(' ').next().unwrap_or_default().to_owned())
+        };
+        match d.object {
+            DriftObject::Table => true,
+            DriftObject::Chain | DriftObject::Rule => {
+                object_name("chain ").is_some_and(|c| self.chains.contains(&(d.family, c)))
+            }
+            DriftObject::Set | DriftObject::Element => {
+                object_name("set ").is_some_and(|s| self.sets.contains(&(d.family, s)))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use corral_egress::drift::DriftKind;
+    use corral_egress::host::plan_settings;
+    use corral_egress::plan::Resolution;
+    use corral_sandbox_core::Config;
+
+    use super::*;
+
+    fn plan() -> HostPlan {
+        let config = Config::builtin_default();
+        HostPlan::build(
+            &config.profiles,
+            &plan_settings(&config.host),
+            &Resolution::new(),
+        )
+        .unwrap()
+    }
+
+    fn nft(object: DriftObject, family: TableFamily, location: &str) -> HostDrift {
+        HostDrift::Nft(Drift {
+            kind: DriftKind::Missing,
+            object,
+            family,
+            location: location.to_owned(),
+            detail: String::new(),
+        })
+    }
+
+    #[test]
+    fn a_profile_owns_its_chains_their_dispatchers_and_their_sets() {
+        let plan = plan();
+        let s = ProfileScope::of(&plan, "internet");
+        for (f, c) in [
+            (TableFamily::Inet, "internet-out"),
+            (TableFamily::Inet, "internet-in"),
+            (TableFamily::Inet, "internet-host"),
+            (TableFamily::Inet, "forward"),
+            (TableFamily::Inet, "input"),
+            (TableFamily::Bridge, "internet-ports"),
+            (TableFamily::Bridge, "forward"),
+        ] {
+            assert!(s.chains.contains(&(f, c.to_owned())), "{f:?} {c}: {s:?}");
+        }
+        assert!(
+            !s.chains
+                .contains(&(TableFamily::Inet, "isolated-out".to_owned()))
+        );
+        assert!(
+            s.sets
+                .contains(&(TableFamily::Inet, "reserved4".to_owned()))
+        );
+        assert_eq!(s.bridge.as_deref(), Some("corral-net"));
+
+        assert!(s.covers(&nft(
+            DriftObject::Table,
+            TableFamily::Bridge,
+            "table bridge corral"
+        )));
+        assert!(s.covers(&nft(
+            DriftObject::Rule,
+            TableFamily::Inet,
+            "chain forward rule 3"
+        )));
+        assert!(s.covers(&nft(
+            DriftObject::Chain,
+            TableFamily::Inet,
+            "chain internet-out"
+        )));
+        assert!(s.covers(&nft(
+            DriftObject::Element,
+            TableFamily::Inet,
+            "set reserved4"
+        )));
+        // Another profile's chain, and a same-named chain in the other family.
+        assert!(!s.covers(&nft(
+            DriftObject::Chain,
+            TableFamily::Inet,
+            "chain isolated-out"
+        )));
+        assert!(!s.covers(&nft(
+            DriftObject::Chain,
+            TableFamily::Inet,
+            "chain internet-ports"
+        )));
+        assert!(!s.covers(&HostDrift::Bridge {
+            name: "corral-iso".into(),
+            problem: "missing".into()
+        }));
+        assert!(s.covers(&HostDrift::Bridge {
+            name: "corral-net".into(),
+            problem: "down".into()
+        }));
+        assert_eq!(ProfileScope::of(&plan, "nope").bridge, None);
+    }
+
+    #[test]
+    fn an_allowlist_profile_owns_its_allow_sets() {
+        let plan = plan();
+        let s = ProfileScope::of(&plan, "allowlist");
+        let own: Vec<&String> = s
+            .sets
+            .iter()
+            .map(|(_, n)| n)
+            .filter(|n| n.starts_with("allowlist-"))
+            .collect();
+        assert!(!own.is_empty(), "{s:?}");
+        assert!(!s.sets.iter().any(|(_, n)| n.starts_with("internet-")));
+    }
+}

@@ -1,0 +1,255 @@
+//! The host lifecycle, in the order that keeps it fail-closed:
+//! sysctls → nftables (one transaction) → bridges → read-back (all in
+//! `Host::apply`) → record what was applied → gateways (dnsmasq binds the
+//! bridges' gateway addresses and fills the DNS sets the apply created).
+//! Teardown runs the other way: gateways, tables and bridges, then the
+//! record. Front-ends call these and render the answers.
+//!
+//! Apply, refresh and teardown hold the state directory's host lock for
+//! their whole run, so a timed refresh never interleaves with an apply (and
+//! never records a stale plan over it).
+
+mod planned;
+
+use std::path::{Path, PathBuf};
+
+use corral_egress::host::{
+    ApplyReport, HostDrift, HostError, StateError, StateStore, Status, TeardownReport,
+};
+use corral_egress::nft::RefreshReport;
+use corral_gateway::{GatewayError, GatewayReport, GatewayState};
+
+pub use planned::{Planned, PlanningError, applied, plan_config, plan_to_check};
+
+use crate::target::Target;
+
+/// What an apply did.
+#[derive(Debug)]
+pub struct Applied {
+    /// The host facade's report (sysctls, bridges, rules, timing).
+    pub report: ApplyReport,
+    /// The gateway started on every profile bridge.
+    pub gateways: Vec<GatewayReport>,
+    /// Where the applied inputs were recorded.
+    pub state_file: PathBuf,
+}
+
+/// An apply stopped part-way; each variant says what is in force.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The state directory's host lock could not be taken; nothing changed.
+    #[error("cannot take the host lock; nothing was changed")]
+    Lock(#[source] StateError),
+    /// The host refused the change or does not match the plan afterwards;
+    /// the previous ruleset stays in force (one transaction).
+    #[error("applying to {target}")]
+    Host {
+        /// `this host` or the namespace.
+        target: String,
+        /// The cause (`NotEnforced` carries the drift).
+        #[source]
+        source: HostError,
+    },
+    /// The rules are in force but the record of them could not be written.
+    #[error(
+        "the ruleset is applied, but recording it failed; status, verify, refresh and sandbox starts will not know it"
+    )]
+    Record(#[source] StateError),
+    /// The rules are in force but a gateway did not start.
+    #[error(
+        "the ruleset is applied (sandboxes can reach only what it allows), but the gateway DHCP/DNS services did not start"
+    )]
+    Gateways(#[source] GatewayError),
+}
+
+/// A refresh failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RefreshError {
+    /// The state directory's host lock could not be taken; nothing changed.
+    #[error("cannot take the host lock; nothing was changed")]
+    Lock(#[source] StateError),
+    /// Nothing to refresh.
+    #[error("nothing has been applied to {target} yet (no {}); run `corral host apply` first", state_file.display())]
+    NothingApplied {
+        /// `this host` or the namespace.
+        target: String,
+        /// The missing record.
+        state_file: PathBuf,
+    },
+    /// Reading what was applied, or planning the new inputs, failed.
+    #[error(transparent)]
+    Planning(#[from] PlanningError),
+    /// The host refused the update or drifted.
+    #[error("refreshing {target}")]
+    Host {
+        /// `this host` or the namespace.
+        target: String,
+        /// The cause.
+        #[source]
+        source: HostError,
+    },
+    /// The sets are updated but the record could not be written.
+    #[error("the sets are refreshed, but recording it failed")]
+    Record(#[source] StateError),
+}
+
+/// A teardown failed before it could start.
+#[derive(Debug, thiserror::Error)]
+pub enum TeardownError {
+    /// The state directory's host lock could not be taken; nothing changed.
+    #[error("cannot take the host lock; nothing was changed")]
+    Lock(#[source] StateError),
+    /// The host could not be entered.
+    #[error(transparent)]
+    Host(HostError),
+}
+
+/// What a refresh did.
+#[derive(Debug)]
+pub struct Refreshed {
+    /// Elements added and removed.
+    pub report: RefreshReport,
+    /// Where the new inputs were recorded.
+    pub state_file: PathBuf,
+}
+
+/// The host commands on one target and state directory.
+#[derive(Debug)]
+pub struct HostService {
+    target: Target,
+    state_dir: PathBuf,
+}
+
+impl HostService {
+    /// Act on `target`, with state in `state_dir` (see
+    /// [`crate::state_dir::state_dir`] for the rule that picks it).
+    pub fn new(target: Target, state_dir: PathBuf) -> Self {
+        Self { target, state_dir }
+    }
+
+    /// The target.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// The state directory.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// The record of applied inputs.
+    pub fn store(&self) -> StateStore {
+        StateStore::new(&self.state_dir)
+    }
+
+    fn host_error(&self, source: HostError) -> (String, HostError) {
+        (self.target.describe(), source)
+    }
+
+    /// Every difference between `planned` and the live state (what an apply
+    /// would change). Changes nothing.
+    pub fn plan_diff(&self, planned: &Planned) -> Result<Vec<HostDrift>, HostError> {
+        self.target.host.plan_diff(&planned.plan)
+    }
+
+    /// Every difference between `planned` and the live state.
+    pub fn verify(&self, planned: &Planned) -> Result<Vec<HostDrift>, HostError> {
+        self.target.host.verify(&planned.plan)
+    }
+
+    /// Bridges, counters, sets and drift, plus every recorded gateway.
+    pub fn status(&self, planned: &Planned) -> Result<(Status, Vec<GatewayState>), HostError> {
+        let status = self.target.host.status(&planned.plan)?;
+        Ok((status, corral_gateway::status_recorded(&self.state_dir)))
+    }
+
+    /// Apply `planned`: the sequence in the module docs.
+    pub fn apply(&self, planned: &Planned) -> Result<Applied, ApplyError> {
+        let _lock = self.store().lock().map_err(ApplyError::Lock)?;
+        let report = self.target.host.apply(&planned.plan).map_err(|e| {
+            let (target, source) = self.host_error(e);
+            ApplyError::Host { target, source }
+        })?;
+        let store = self.store();
+        store.save(&planned.inputs()).map_err(ApplyError::Record)?;
+        let gateways = corral_gateway::start_for_host(
+            &self.target.host,
+            &self.state_dir,
+            &planned.config.profiles,
+            &planned.config.host,
+        )
+        .map_err(ApplyError::Gateways)?;
+        Ok(Applied {
+            report,
+            gateways,
+            state_file: store.path(),
+        })
+    }
+
+    /// Re-resolve allowlisted names and update set elements in place. With
+    /// `explicit`, that configuration replaces the applied one; otherwise
+    /// the applied configuration is re-resolved as it stands.
+    pub fn refresh(
+        &self,
+        explicit: Option<crate::config::LoadedConfig>,
+    ) -> Result<(Planned, Refreshed), RefreshError> {
+        let store = self.store();
+        // Held from reading the applied plan to recording the new one, so an
+        // apply in between is never undone by this refresh's stale plan.
+        let _lock = store.lock().map_err(RefreshError::Lock)?;
+        let Some(old) = applied(&store)? else {
+            return Err(RefreshError::NothingApplied {
+                target: self.target.describe(),
+                state_file: store.path(),
+            });
+        };
+        let new = match explicit {
+            Some(loaded) => plan_config(loaded)?,
+            None => {
+                let mut again = plan_config(crate::config::LoadedConfig {
+                    config: old.config.clone(),
+                    origin: crate::config::Origin::Builtin,
+                })?;
+                again.origin = "what was applied".to_owned();
+                again
+            }
+        };
+        let report = self
+            .target
+            .host
+            .refresh(&old.plan, &new.plan)
+            .map_err(|e| {
+                let (target, source) = self.host_error(e);
+                RefreshError::Host { target, source }
+            })?;
+        store.save(&new.inputs()).map_err(RefreshError::Record)?;
+        Ok((
+            new,
+            Refreshed {
+                report,
+                state_file: store.path(),
+            },
+        ))
+    }
+
+    /// Stop the gateways, remove corral's tables and the bridges corral
+    /// created, then forget what was applied; keeps going past failures and
+    /// reports every one.
+    pub fn teardown(&self) -> Result<TeardownReport, TeardownError> {
+        let _lock = self.store().lock().map_err(TeardownError::Lock)?;
+        // Gateways first: dnsmasq holds the bridges' addresses.
+        let gateway_errors = corral_gateway::stop_recorded(&self.state_dir);
+        let mut report = self.target.host.teardown().map_err(TeardownError::Host)?;
+        report.errors.extend(
+            gateway_errors
+                .into_iter()
+                .map(|e| format!("stop gateway services: {e}")),
+        );
+        if report.is_clean()
+            && let Err(e) = self.store().clear()
+        {
+            report.errors.push(e.to_string());
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,135 @@
+//! The plan a host command acts on: the configuration's (names resolved
+//! now), or what was last applied (names as they resolved then).
+
+use corral_egress::host::{AppliedInputs, StateError, StateStore, plan_settings};
+use corral_egress::plan::{HostPlan, PlanError};
+use corral_egress::resolve::{Resolution, ResolveError, SystemResolver, resolve_profiles};
+use corral_sandbox_core::config::Config;
+
+use crate::config::LoadedConfig;
+
+/// A configuration with the addresses its names resolve to, and its plan.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    /// The configuration.
+    pub config: Config,
+    /// Where it came from, for messages (a path, `built-in defaults`, or
+    /// `what was applied (<state file>)`).
+    pub origin: String,
+    /// Resolved host names.
+    pub resolution: Resolution,
+    /// The plan.
+    pub plan: HostPlan,
+    /// True when this is what was last applied rather than the configuration.
+    pub from_applied: bool,
+}
+
+impl Planned {
+    /// The inputs to persist after an apply or refresh.
+    pub fn inputs(&self) -> AppliedInputs {
+        AppliedInputs::new(&self.config, self.resolution.clone())
+    }
+}
+
+/// The configuration could not be planned.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanningError {
+    /// An allowlisted name could not be resolved.
+    #[error("resolving allowlisted host names")]
+    Resolve(#[source] ResolveError),
+    /// The profiles cannot be turned into a plan (a usage error: the
+    /// configuration must change).
+    #[error("the configuration cannot be planned")]
+    Plan(#[source] PlanError),
+    /// What was applied could not be read back.
+    #[error("reading what was applied")]
+    State(#[source] StateError),
+}
+
+impl PlanningError {
+    /// True when the fix is a different configuration.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, PlanningError::Plan(_))
+    }
+}
+
+/// Resolve the allowlisted names with the host's resolver and build the plan.
+pub fn plan_config(loaded: LoadedConfig) -> Result<Planned, PlanningError> {
+    let config = loaded.config;
+    let resolution =
+        resolve_profiles(&config.profiles, &SystemResolver).map_err(PlanningError::Resolve)?;
+    let plan = HostPlan::build(&config.profiles, &plan_settings(&config.host), &resolution)
+        .map_err(PlanningError::Plan)?;
+    Ok(Planned {
+        config,
+        origin: loaded.origin.to_string(),
+        resolution,
+        plan,
+        from_applied: false,
+    })
+}
+
+/// What was last applied, rebuilt from the stored inputs; `None` when
+/// nothing was applied.
+pub fn applied(store: &StateStore) -> Result<Option<Planned>, PlanningError> {
+    let Some(inputs) = store.load().map_err(PlanningError::State)? else {
+        return Ok(None);
+    };
+    let config = inputs.config().map_err(|message| {
+        PlanningError::State(StateError::Config {
+            path: store.path(),
+            message,
+        })
+    })?;
+    let plan = HostPlan::build(
+        &config.profiles,
+        &plan_settings(&config.host),
+        &inputs.resolution,
+    )
+    .map_err(|e| PlanningError::State(StateError::Plan(e)))?;
+    Ok(Some(Planned {
+        config,
+        origin: format!("what was applied ({})", store.path().display()),
+        resolution: inputs.resolution,
+        plan,
+        from_applied: true,
+    }))
+}
+
+/// The plan to check the live state against (`status`, `verify`): an
+/// explicitly named file wins; otherwise what was last applied (so names
+/// are not re-resolved), else the configuration.
+pub fn plan_to_check(
+    loaded: LoadedConfig,
+    explicit: bool,
+    store: &StateStore,
+) -> Result<Planned, PlanningError> {
+    if !explicit && let Some(planned) = applied(store)? {
+        return Ok(planned);
+    }
+    plan_config(loaded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Origin;
+
+    #[test]
+    fn what_was_applied_wins_unless_a_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::new(dir.path());
+        let builtin = LoadedConfig {
+            config: Config::builtin_default(),
+            origin: Origin::Builtin,
+        };
+        let p = plan_to_check(builtin.clone(), false, &store).unwrap();
+        assert!(!p.from_applied);
+        assert_eq!(p.origin, "built-in defaults");
+        store.save(&p.inputs()).unwrap();
+        let p = plan_to_check(builtin.clone(), false, &store).unwrap();
+        assert!(p.from_applied);
+        assert!(p.origin.starts_with("what was applied"), "{}", p.origin);
+        assert!(!plan_to_check(builtin, true, &store).unwrap().from_applied);
+    }
+}

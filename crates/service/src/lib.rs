@@ -1,0 +1,40 @@
+//! `corral-service`: the lifecycle both front-ends (`corral` and `corrald`)
+//! call, so neither holds policy — they parse, call and render.
+//!
+//! - [`config`]: which configuration to load (sandbox-core's rule) and
+//!   loading it;
+//! - [`state_dir`]: the one rule for where host state lives, `--netns`
+//!   included; [`Settings`] bundles configuration, namespace and that
+//!   directory;
+//! - [`host`]: plan, apply (sysctls → nftables → bridges → read-back →
+//!   record → gateways), verify, status, refresh, teardown;
+//! - [`gate`]: the start gate — the live enforcement of one profile read
+//!   back and compared with what was applied, before any sandbox on it is
+//!   created or started;
+//! - [`provider`]: provider selection through the platform matrix;
+//! - [`sandboxes`]: create (gate → create → start → ready → hooks), start,
+//!   stop, restart, delete, list, info, exec;
+//! - [`hooks`]: where a per-sandbox canary and a durable store plug in.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod error;
+pub mod gate;
+pub mod hooks;
+pub mod host;
+pub mod provider;
+pub mod sandboxes;
+pub mod settings;
+pub mod state_dir;
+pub mod target;
+
+pub use config::{ConfigSource, LoadedConfig, Origin};
+pub use error::ServiceError;
+pub use gate::{GateError, GatePass, Missing, Refusal};
+pub use hooks::{Event, HookError, Hooks, NoHooks};
+pub use host::HostService;
+pub use provider::Backend;
+pub use sandboxes::{CreateOptions, HandedOut, NewSandbox, SandboxService};
+pub use settings::Settings;
+pub use target::Target;

@@ -1,0 +1,340 @@
+//! Sandbox operations both front-ends call. Every operation that names a
+//! sandbox goes through the provider's `open`, which checks corral's
+//! ownership stamp; every create and start of a profiled sandbox passes the
+//! start gate first.
+//!
+//! Create pipeline ([`SandboxService::create`]):
+//! check the request → start gate → provider create → (start → ready:
+//! DHCP lease from the profile's gateway and exec answering →
+//! [`Hooks::before_handout`]) → hand out. A failure after the provider
+//! created the sandbox deletes it again, so a failed create leaves nothing
+//! behind.
+
+mod ready;
+mod spec;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_sandbox_core::sandbox::{
+    ExecOutput, ExecRequest, Sandbox, SandboxInfo, SandboxState, StopOptions,
+};
+use corral_sandbox_core::{Profile, ProfileName};
+use serde::Serialize;
+
+pub use ready::{Ready, wait_ready};
+pub use spec::{ByteSize, NewSandbox, Size, SizeError, sandbox_name, spec_for};
+
+use crate::error::ServiceError;
+use crate::gate::{self, GatePass};
+use crate::hooks::{Event, Hooks, NoHooks};
+use crate::provider::Backend;
+use crate::settings::Settings;
+
+/// How long a create waits for readiness unless told otherwise.
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How a create proceeds after the provider made the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreateOptions {
+    /// Start it, wait until it is ready and run the hooks; otherwise leave
+    /// it stopped.
+    pub start: bool,
+    /// How long to wait for readiness.
+    pub ready_timeout: Duration,
+}
+
+impl Default for CreateOptions {
+    fn default() -> Self {
+        Self {
+            start: true,
+            ready_timeout: DEFAULT_READY_TIMEOUT,
+        }
+    }
+}
+
+/// A sandbox the service handed out.
+#[derive(Debug, Clone, Serialize)]
+pub struct HandedOut {
+    /// Its state after the operation.
+    pub info: SandboxInfo,
+    /// What the start gate checked (profiled sandboxes).
+    pub gate: Option<GatePass>,
+    /// What readiness found (started creates).
+    pub ready: Option<Ready>,
+}
+
+/// The sandbox lifecycle on the selected provider.
+#[derive(Debug, Clone)]
+pub struct SandboxService {
+    settings: Arc<Settings>,
+    backend: Arc<Backend>,
+    hooks: Arc<dyn Hooks>,
+}
+
+impl SandboxService {
+    /// The lifecycle under `settings` on `backend`, without extra stages.
+    pub fn new(settings: Arc<Settings>, backend: Arc<Backend>) -> Self {
+        Self {
+            settings,
+            backend,
+            hooks: Arc::new(NoHooks),
+        }
+    }
+
+    /// The same lifecycle with `hooks` added (canary, durable store).
+    pub fn with_hooks(mut self, hooks: Arc<dyn Hooks>) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The provider backend.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The configured profile `name`, or `UnknownProfile`.
+    fn profile(&self, name: &str) -> Result<&Profile, ServiceError> {
+        self.settings.config.profiles.get(name).ok_or_else(|| {
+            ServiceError::Provider(
+                corral_sandbox_core::sandbox::ProviderError::UnknownProfile {
+                    profile: name.to_owned(),
+                    configured: self.settings.config.profiles.names(),
+                },
+            )
+        })
+    }
+
+    /// The start gate for `profile` (blocking netlink work, run off the
+    /// async threads).
+    pub async fn gate(&self, profile: &ProfileName) -> Result<GatePass, ServiceError> {
+        let settings = Arc::clone(&self.settings);
+        let profile = profile.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            gate::check(
+                &settings.config,
+                &profile,
+                settings.netns.as_deref(),
+                &settings.state_dir,
+            )
+        })
+        .await
+        .map_err(ServiceError::Worker)?;
+        result.map_err(ServiceError::from)
+    }
+
+    async fn gate_or_record(
+        &self,
+        name: &str,
+        profile: Option<&ProfileName>,
+    ) -> Result<Option<GatePass>, ServiceError> {
+        let Some(profile) = profile else {
+            return Ok(None);
+        };
+        match self.gate(profile).await {
+            Ok(pass) => Ok(Some(pass)),
+            Err(e) => {
+                if let Some(r) = e.refusal() {
+                    self.hooks
+                        .record(&Event::Refused {
+                            name: name.to_owned(),
+                            reason: r.to_string(),
+                        })
+                        .await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Create a sandbox (see the module docs for the pipeline).
+    pub async fn create(
+        &self,
+        req: &NewSandbox,
+        options: CreateOptions,
+    ) -> Result<HandedOut, ServiceError> {
+        let spec = spec_for(&self.settings.config, req)?;
+        let profile = spec.network.as_ref().map(|n| n.profile.clone());
+        let gate = self.gate_or_record(&req.name, profile.as_ref()).await?;
+        let provider = self.backend.provider().await?;
+        let sandbox = provider.create(&spec).await?;
+        self.hooks
+            .record(&Event::Created {
+                name: req.name.clone(),
+                profile: profile.as_ref().map(ToString::to_string),
+            })
+            .await;
+        if !options.start {
+            let info = sandbox.info().await?;
+            return Ok(HandedOut {
+                info,
+                gate,
+                ready: None,
+            });
+        }
+        match self
+            .start_and_hand_out(sandbox.as_ref(), profile.as_ref(), options.ready_timeout)
+            .await
+        {
+            Ok((info, ready)) => Ok(HandedOut {
+                info,
+                gate,
+                ready: Some(ready),
+            }),
+            Err(e) => {
+                // A create that failed leaves nothing behind.
+                let name = sandbox.name().to_string();
+                if let Err(d) = sandbox.delete().await {
+                    tracing::warn!(sandbox = %name, error = %d, "could not delete a sandbox whose create failed");
+                } else {
+                    self.hooks.record(&Event::Deleted { name }).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Start, wait until ready, run the hooks; on a hook refusal stop it.
+    async fn start_and_hand_out(
+        &self,
+        sandbox: &dyn Sandbox,
+        profile: Option<&ProfileName>,
+        ready_timeout: Duration,
+    ) -> Result<(SandboxInfo, Ready), ServiceError> {
+        sandbox.start().await?;
+        let profile = match profile {
+            Some(p) => Some(self.profile(p.as_str())?),
+            None => None,
+        };
+        let ready = wait_ready(sandbox, profile, &self.settings.state_dir, ready_timeout).await?;
+        let info = sandbox.info().await?;
+        if let Err(e) = self.hooks.before_handout(sandbox, &info).await {
+            let _ = sandbox
+                .stop(StopOptions {
+                    force: true,
+                    timeout: None,
+                })
+                .await;
+            self.hooks
+                .record(&Event::Refused {
+                    name: info.name.to_string(),
+                    reason: e.to_string(),
+                })
+                .await;
+            return Err(e.into());
+        }
+        self.hooks
+            .record(&Event::Started {
+                name: info.name.to_string(),
+            })
+            .await;
+        Ok((info, ready))
+    }
+
+    /// A handle on sandbox `name` (ownership checked by the provider).
+    pub async fn open(&self, name: &str) -> Result<Box<dyn Sandbox>, ServiceError> {
+        let name = sandbox_name(name)?;
+        Ok(self.backend.provider().await?.open(&name).await?)
+    }
+
+    /// Every sandbox corral owns on the backend.
+    pub async fn list(&self) -> Result<Vec<SandboxInfo>, ServiceError> {
+        Ok(self.backend.provider().await?.list().await?)
+    }
+
+    /// One sandbox's information.
+    pub async fn info(&self, name: &str) -> Result<SandboxInfo, ServiceError> {
+        Ok(self.open(name).await?.info().await?)
+    }
+
+    /// Start a stopped sandbox: the start gate for its (stamped) profile,
+    /// the provider's topology check, then the hooks; waits until it is
+    /// ready up to `ready_timeout`.
+    pub async fn start(
+        &self,
+        name: &str,
+        ready_timeout: Duration,
+    ) -> Result<HandedOut, ServiceError> {
+        let sandbox = self.open(name).await?;
+        let info = sandbox.info().await?;
+        let gate = self.gate_or_record(name, info.profile.as_ref()).await?;
+        let (info, ready) = self
+            .start_and_hand_out(sandbox.as_ref(), info.profile.as_ref(), ready_timeout)
+            .await?;
+        Ok(HandedOut {
+            info,
+            gate,
+            ready: Some(ready),
+        })
+    }
+
+    /// Stop a sandbox.
+    pub async fn stop(
+        &self,
+        name: &str,
+        options: StopOptions,
+    ) -> Result<SandboxInfo, ServiceError> {
+        let sandbox = self.open(name).await?;
+        sandbox.stop(options).await?;
+        self.hooks
+            .record(&Event::Stopped {
+                name: name.to_owned(),
+            })
+            .await;
+        Ok(sandbox.info().await?)
+    }
+
+    /// Stop (when running) and start again, through the start gate.
+    pub async fn restart(
+        &self,
+        name: &str,
+        options: StopOptions,
+        ready_timeout: Duration,
+    ) -> Result<HandedOut, ServiceError> {
+        let sandbox = self.open(name).await?;
+        let info = sandbox.info().await?;
+        // Check before stopping: a refused restart leaves it as it was.
+        let gate = self.gate_or_record(name, info.profile.as_ref()).await?;
+        if info.state.can_stop() {
+            sandbox.stop(options).await?;
+        }
+        let (info, ready) = self
+            .start_and_hand_out(sandbox.as_ref(), info.profile.as_ref(), ready_timeout)
+            .await?;
+        Ok(HandedOut {
+            info,
+            gate,
+            ready: Some(ready),
+        })
+    }
+
+    /// Delete a sandbox and its snapshots (stopping it first).
+    pub async fn delete(&self, name: &str) -> Result<(), ServiceError> {
+        self.open(name).await?.delete().await?;
+        self.hooks
+            .record(&Event::Deleted {
+                name: name.to_owned(),
+            })
+            .await;
+        Ok(())
+    }
+
+    /// Run a command to completion and return what it printed.
+    pub async fn exec(
+        &self,
+        name: &str,
+        request: &ExecRequest,
+    ) -> Result<ExecOutput, ServiceError> {
+        Ok(self.open(name).await?.exec(request).await?)
+    }
+}
+
+/// True when `state` is one a start applies to (used by `--all`).
+pub fn startable(state: SandboxState) -> bool {
+    state.can_start()
+}

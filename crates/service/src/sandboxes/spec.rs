@@ -1,0 +1,235 @@
+//! From what a caller asks for to the provider's `SandboxSpec`: the name
+//! checked, the profile looked up (its one network attachment), the size
+//! presets and size strings.
+
+use std::fmt;
+use std::str::FromStr;
+
+use corral_sandbox_core::SandboxName;
+use corral_sandbox_core::config::Config;
+use corral_sandbox_core::sandbox::{
+    InstanceType, NetworkAttachment, ProviderError, Resources, SandboxSpec,
+};
+use serde::{Deserialize, Serialize};
+
+/// A sandbox to create.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewSandbox {
+    /// Its name.
+    pub name: String,
+    /// The image (an alias or fingerprint the backend knows).
+    pub image: String,
+    /// The network profile; `None` means no network at all.
+    pub profile: Option<String>,
+    /// Resource limits.
+    pub resources: Resources,
+    /// Container or virtual machine.
+    pub instance_type: InstanceType,
+}
+
+/// A sandbox name from caller input.
+pub fn sandbox_name(raw: &str) -> Result<SandboxName, ProviderError> {
+    SandboxName::new(raw).map_err(|e| ProviderError::InvalidSpec {
+        field: "name",
+        reason: e.to_string(),
+    })
+}
+
+/// The spec `req` asks for under `config`.
+pub fn spec_for(config: &Config, req: &NewSandbox) -> Result<SandboxSpec, ProviderError> {
+    let name = sandbox_name(&req.name)?;
+    if req.image.trim().is_empty() {
+        return Err(ProviderError::InvalidSpec {
+            field: "image",
+            reason: "empty; expected an image alias or fingerprint the backend knows".into(),
+        });
+    }
+    let network = match &req.profile {
+        None => None,
+        Some(p) => {
+            let profile = config
+                .profiles
+                .get(p)
+                .ok_or_else(|| ProviderError::UnknownProfile {
+                    profile: p.clone(),
+                    configured: config.profiles.names(),
+                })?;
+            // The allowlist is enforced in the host kernel, not by the
+            // provider, so no resolved addresses travel with the attachment.
+            Some(NetworkAttachment::for_profile(profile, Vec::new()))
+        }
+    };
+    Ok(SandboxSpec {
+        network,
+        resources: req.resources,
+        instance_type: req.instance_type,
+        ..SandboxSpec::new(name, req.image.clone())
+    })
+}
+
+/// A resource preset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Size {
+    /// 1 CPU, 1 GiB memory, 5 GiB disk.
+    Small,
+    /// 2 CPUs, 4 GiB memory, 20 GiB disk.
+    Medium,
+    /// 4 CPUs, 8 GiB memory, 50 GiB disk.
+    Large,
+}
+
+impl Size {
+    /// The limits of this preset.
+    pub fn resources(self) -> Resources {
+        let (cpus, memory_mib, disk_gib) = match self {
+            Size::Small => (1, 1024, 5),
+            Size::Medium => (2, 4096, 20),
+            Size::Large => (4, 8192, 50),
+        };
+        Resources {
+            cpus: Some(cpus),
+            memory_mib: Some(memory_mib),
+            disk_gib: Some(disk_gib),
+        }
+    }
+}
+
+/// A size string is not `<number>[unit]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{0}` is not a size; write a whole number with a unit, e.g. 512MiB, 2GiB, 20G (M/MB/MiB and G/GB/GiB are all binary)"
+)]
+pub struct SizeError(pub String);
+
+/// A byte size as written on a command line, in MiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize {
+    /// The size in MiB.
+    pub mib: u64,
+}
+
+impl ByteSize {
+    /// Whole GiB, rounded up (disk sizes are set in GiB).
+    pub fn gib_ceil(self) -> u64 {
+        self.mib.div_ceil(1024)
+    }
+}
+
+impl FromStr for ByteSize {
+    type Err = SizeError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || SizeError(s.to_owned());
+        let t = s.trim();
+        let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let (digits, unit) = t.split_at(split);
+        let n: u64 = digits.parse().map_err(|_| err())?;
+        let factor = match unit.trim().to_ascii_lowercase().as_str() {
+            "m" | "mb" | "mib" => 1,
+            "g" | "gb" | "gib" | "" => 1024,
+            "t" | "tb" | "tib" => 1024 * 1024,
+            _ => return Err(err()),
+        };
+        let mib = n.checked_mul(factor).filter(|m| *m > 0).ok_or_else(err)?;
+        Ok(Self { mib })
+    }
+}
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.mib.is_multiple_of(1024) {
+            write!(f, "{}GiB", self.mib / 1024)
+        } else {
+            write!(f, "{}MiB", self.mib)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn req(name: &str, profile: Option<&str>) -> NewSandbox {
+        NewSandbox {
+            name: name.into(),
+            image: "corral-test".into(),
+            profile: profile.map(Into::into),
+            resources: Resources::default(),
+            instance_type: InstanceType::Container,
+        }
+    }
+
+    #[test]
+    fn profile_becomes_the_attachment_of_that_profile() {
+        let config = Config::builtin_default();
+        let spec = spec_for(&config, &req("a1", Some("allowlist"))).unwrap();
+        let profile = config.profiles.get("allowlist").unwrap();
+        let net = spec.network.unwrap();
+        assert_eq!(net.bridge, profile.bridge);
+        assert_eq!(net.subnet_v4, profile.subnet_v4);
+        assert_eq!(net.gateway_v4, profile.gateway_v4());
+        assert!(
+            spec_for(&config, &req("a1", None))
+                .unwrap()
+                .network
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn refusals_name_what_is_wrong() {
+        let config = Config::builtin_default();
+        let e = spec_for(&config, &req("a1", Some("nope"))).unwrap_err();
+        assert!(
+            matches!(&e, ProviderError::UnknownProfile { configured, .. } if configured.len() == 3)
+        );
+        assert!(
+            e.to_string().contains("isolated, internet, allowlist"),
+            "{e}"
+        );
+        let e = spec_for(&config, &req("bad name!", None)).unwrap_err();
+        assert!(matches!(
+            e,
+            ProviderError::InvalidSpec { field: "name", .. }
+        ));
+        let mut r = req("a1", None);
+        r.image = " ".into();
+        assert!(matches!(
+            spec_for(&config, &r).unwrap_err(),
+            ProviderError::InvalidSpec { field: "image", .. }
+        ));
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!("512MiB".parse::<ByteSize>().unwrap().mib, 512);
+        assert_eq!("2G".parse::<ByteSize>().unwrap().mib, 2048);
+        assert_eq!("3".parse::<ByteSize>().unwrap().gib_ceil(), 3);
+        assert_eq!("1500m".parse::<ByteSize>().unwrap().gib_ceil(), 2);
+        for bad in [
+            "",
+            "G",
+            "-1G",
+            "1.5G",
+            "0",
+            "2 parsecs",
+            "99999999999999999999T",
+        ] {
+            assert!(bad.parse::<ByteSize>().is_err(), "{bad}");
+        }
+        assert_eq!(Size::Small.resources().cpus, Some(1));
+        assert!(Size::Large.resources().memory_mib > Size::Medium.resources().memory_mib);
+    }
+
+    proptest! {
+        /// Display and parse agree.
+        #[test]
+        fn size_round_trip(mib in 1u64..10_000_000) {
+            let s = ByteSize { mib };
+            prop_assert_eq!(s.to_string().parse::<ByteSize>().unwrap(), s);
+        }
+    }
+}
