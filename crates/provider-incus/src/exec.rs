@@ -259,7 +259,7 @@ async fn delete_logs(sandbox: &IncusSandbox, id: &str) {
 }
 
 /// Kill every guest process whose environment holds `marker`.
-async fn kill_marked(sandbox: &IncusSandbox, marker: &str) {
+pub(crate) async fn kill_marked(sandbox: &IncusSandbox, marker: &str) {
     let argv: Vec<String> = ["/bin/sh", "-c", KILL_SCRIPT, "corral-kill", marker]
         .into_iter()
         .map(str::to_owned)

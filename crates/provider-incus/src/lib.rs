@@ -26,6 +26,7 @@ pub mod backup_index;
 pub mod client;
 pub mod config;
 pub mod exec;
+pub mod exec_stream;
 pub mod files;
 pub mod identity;
 pub mod mounts;

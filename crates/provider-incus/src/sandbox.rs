@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use corral_sandbox_core::sandbox::{
-    ExecOutput, ExecRequest, Operation, ProviderError, Sandbox, SandboxInfo, SandboxState,
-    SnapshotInfo, StopOptions,
+    ExecOutput, ExecRequest, ExecStreams, Operation, ProviderError, Sandbox, SandboxInfo,
+    SandboxState, SnapshotInfo, StopOptions,
 };
 use corral_sandbox_core::{SandboxKind, SandboxName};
 use http::Method;
@@ -151,6 +151,18 @@ impl Sandbox for IncusSandbox {
             return Err(self.invalid(inst.state(), Operation::Exec, "start it first"));
         }
         crate::exec::run(self, request).await
+    }
+
+    async fn exec_streamed(
+        &self,
+        request: &ExecRequest,
+        streams: ExecStreams,
+    ) -> Result<i32, ProviderError> {
+        let (inst, _) = self.owned().await?;
+        if !inst.state().can_exec() {
+            return Err(self.invalid(inst.state(), Operation::Exec, "start it first"));
+        }
+        crate::exec_stream::run(self, request, streams).await
     }
 
     async fn delete(self: Box<Self>) -> Result<(), ProviderError> {

@@ -9,6 +9,7 @@ mod operation;
 mod transfer;
 mod transport;
 mod unix;
+mod websocket;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +27,7 @@ pub use https::{HttpsConnector, RemoteCredentials};
 pub use operation::{Envelope, Operation, OperationState, operation_id};
 pub use transport::{Body, BoxStream, Connector, Stream};
 pub use unix::{DEFAULT_SOCKET, UnixConnector};
+pub use websocket::IncusSocket;
 
 /// How long a plain request may take, by default.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

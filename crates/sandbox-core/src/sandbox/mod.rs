@@ -5,6 +5,7 @@ mod exec;
 mod provider;
 mod spec;
 mod state;
+mod streams;
 
 pub use error::ProviderError;
 pub use exec::{ExecOutput, ExecRequest, ExecUser};
@@ -13,3 +14,4 @@ pub use spec::{
     InstanceType, MountSpec, NetworkAttachment, Resources, SandboxInfo, SandboxSpec, SnapshotInfo,
 };
 pub use state::SandboxState;
+pub use streams::{BufferSource, ByteSink, ByteSource, ExecStreams, read_all};

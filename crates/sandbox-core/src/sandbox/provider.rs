@@ -6,7 +6,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::{ExecOutput, ExecRequest, ProviderError, SandboxInfo, SandboxSpec, SnapshotInfo};
+use super::{
+    ExecOutput, ExecRequest, ExecStreams, ProviderError, SandboxInfo, SandboxSpec, SnapshotInfo,
+};
 use crate::names::SandboxName;
 use crate::platform::SandboxKind;
 
@@ -175,6 +177,46 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
 
     /// Delete it, with its snapshots.
     async fn delete(self: Box<Self>) -> Result<(), ProviderError>;
+
+    /// Run a command with its standard streams connected to `streams` and
+    /// return its exit status (128 + signal when killed). `request.stdin`
+    /// is ignored: input comes from `streams.stdin`. Backends that can
+    /// stream do so as the command runs; this default reads the whole input
+    /// first, runs [`Sandbox::exec`], then delivers the output.
+    async fn exec_streamed(
+        &self,
+        request: &ExecRequest,
+        mut streams: ExecStreams,
+    ) -> Result<i32, ProviderError> {
+        let io_err = |what: &str, source: std::io::Error| ProviderError::Io {
+            context: format!("exec in {}: {what}", self.name()),
+            source,
+        };
+        let stdin = match streams.stdin.as_mut() {
+            Some(source) => Some(
+                super::read_all(source.as_mut())
+                    .await
+                    .map_err(|e| io_err("reading standard input", e))?,
+            ),
+            None => None,
+        };
+        let request = ExecRequest {
+            stdin,
+            ..request.clone()
+        };
+        let out = self.exec(&request).await?;
+        streams
+            .stdout
+            .write(&out.stdout)
+            .await
+            .map_err(|e| io_err("writing standard output", e))?;
+        streams
+            .stderr
+            .write(&out.stderr)
+            .await
+            .map_err(|e| io_err("writing standard error", e))?;
+        Ok(out.exit_code)
+    }
 
     /// Stop then start.
     async fn restart(&self, options: StopOptions) -> Result<(), ProviderError> {

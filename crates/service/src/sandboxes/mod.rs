@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corral_sandbox_core::sandbox::{
-    ExecOutput, ExecRequest, Sandbox, SandboxInfo, SandboxState, StopOptions,
+    ExecOutput, ExecRequest, ExecStreams, Sandbox, SandboxInfo, SandboxState, StopOptions,
 };
 use corral_sandbox_core::{Profile, ProfileName};
 use serde::Serialize;
@@ -322,6 +322,21 @@ impl SandboxService {
             })
             .await;
         Ok(())
+    }
+
+    /// Run a command with its standard streams connected to `streams`
+    /// (live where the backend can); returns its exit status.
+    pub async fn exec_streamed(
+        &self,
+        name: &str,
+        request: &ExecRequest,
+        streams: ExecStreams,
+    ) -> Result<i32, ServiceError> {
+        Ok(self
+            .open(name)
+            .await?
+            .exec_streamed(request, streams)
+            .await?)
     }
 
     /// Run a command to completion and return what it printed.
