@@ -5,7 +5,7 @@
 # project, whose disk-path allowlist differs from `corral`'s). No image server is needed: the
 # rootfs is Debian's static busybox plus a few files.
 #
-# Idempotent: an alias that already exists is left alone (< 1 s).
+# Idempotent: an alias holding the current image version is left alone (< 1 s).
 #
 #   scripts/incus-image.sh                  # alias corral-test, project corral
 #
@@ -44,8 +44,17 @@ ensure_project() {
     fi
 }
 
+# Bump when the image's content changes: an older image under the alias is
+# replaced, so every machine tests the same image.
+IMAGE_VERSION=2
+
 has_alias() {
     incus image alias list --project "$1" --format csv 2>/dev/null | cut -d, -f1 | grep -qx "$ALIAS"
+}
+
+is_current() {
+    incus image show "$ALIAS" --project "$1" 2>/dev/null |
+        grep -Eq "corral_image_version: \"?$IMAGE_VERSION\"?$"
 }
 
 work=""
@@ -68,8 +77,48 @@ EOF
 #!/bin/sh
 hostname -F /etc/hostname 2>/dev/null || true
 ip link set lo up 2>/dev/null || true
+# A sandbox gets its address from its profile's gateway (corral's dnsmasq)
+# without anyone typing udhcpc. In the background: init must not wait for a
+# bridge that has no DHCP server (tests that assign static addresses).
+if [ -e /sys/class/net/eth0 ]; then
+    ip link set eth0 up
+    udhcpc -i eth0 -f -t 10 -T 1 -A 2 -s /etc/udhcpc.script >/var/log/udhcpc.log 2>&1 &
+fi
 EOF
     chmod 0755 "$root/etc/init.d/rcS"
+    # udhcpc's event script: address, default route and resolver from the
+    # lease. It only ever removes the address it added itself, so a static
+    # address a test assigns is never flushed.
+    cat >"$root/etc/udhcpc.script" <<'EOF'
+#!/bin/sh
+state=/run/udhcpc.$interface
+case "$1" in
+    deconfig)
+        if [ -f "$state" ]; then
+            ip addr del "$(cat "$state")" dev "$interface" 2>/dev/null
+            rm -f "$state"
+        fi
+        ;;
+    bound|renew)
+        new="$ip/${mask:-24}"
+        if [ -f "$state" ] && [ "$(cat "$state")" != "$new" ]; then
+            ip addr del "$(cat "$state")" dev "$interface" 2>/dev/null
+        fi
+        ip addr replace "$new" dev "$interface"
+        echo "$new" >"$state"
+        for r in $router; do
+            ip route replace default via "$r" dev "$interface"
+            break
+        done
+        : >/etc/resolv.conf
+        for d in $dns; do
+            echo "nameserver $d" >>/etc/resolv.conf
+        done
+        ;;
+esac
+exit 0
+EOF
+    chmod 0755 "$root/etc/udhcpc.script"
     printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$root/etc/passwd"
     printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
     printf 'corral-test\n' >"$root/etc/hostname"
@@ -79,9 +128,10 @@ EOF
 architecture: $(uname -m)
 creation_date: $(date +%s)
 properties:
-  description: corral test image (busybox)
+  description: corral test image (busybox, DHCP client at boot)
   os: busybox
   release: "1"
+  corral_image_version: "$IMAGE_VERSION"
 EOF
     tarball=$work/corral-test.tar.gz
     tar -C "$work" -czf "$tarball" metadata.yaml rootfs
@@ -90,7 +140,11 @@ EOF
 for project in "$PROJECT" "$MOUNT_TEST_PROJECT" default; do
     ensure_project "$project"
     if has_alias "$project"; then
-        continue
+        if is_current "$project"; then
+            continue
+        fi
+        log "replacing an older $ALIAS in project $project"
+        incus image delete "$ALIAS" --project "$project" >/dev/null
     fi
     build_image
     log "importing $ALIAS into project $project"

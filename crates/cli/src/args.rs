@@ -65,6 +65,23 @@ pub enum Command {
     /// Prove isolation: build a simulated host in network namespaces, apply the
     /// profiles there and send real packets. Never touches this host's network.
     Drill(DrillArgs),
+    /// Create a sandbox on a profile's bridge, start it, and wait until it
+    /// holds its DHCP lease from the profile's gateway and answers exec.
+    New(NewArgs),
+    /// List the sandboxes corral owns.
+    Ls(ListArgs),
+    /// Show one sandbox.
+    Info(InfoArgs),
+    /// Run a command in a sandbox; its exit status becomes corral's.
+    Exec(ExecArgs),
+    /// Start stopped sandboxes (each passes the start gate first).
+    Start(PowerArgs),
+    /// Stop running sandboxes.
+    Stop(StopArgs),
+    /// Stop and start sandboxes again (through the start gate).
+    Restart(StopArgs),
+    /// Delete sandboxes and their snapshots.
+    Rm(RmArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
     /// Print the man page (roff) on stdout, or write one page per command.
@@ -141,6 +158,184 @@ pub struct TeardownArgs {
     /// Print machine-readable JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Where sandbox commands find the profiles, the enforcement to check and
+/// the backend.
+#[derive(Debug, Clone, Args)]
+pub struct SandboxContext {
+    /// Profiles (the same file `host apply` used).
+    #[command(flatten)]
+    pub source: ConfigSource,
+    /// The network namespace whose enforcement the start gate checks (where
+    /// `host apply --netns` applied it).
+    #[arg(long, value_name = "NAME|PATH")]
+    pub netns: Option<String>,
+    /// Where `host apply` recorded what it applied.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The local Incus daemon's socket.
+    #[arg(long, value_name = "PATH", env = "CORRAL_INCUS_SOCKET", default_value = DEFAULT_INCUS_SOCKET, hide_default_value = true)]
+    pub incus_socket: PathBuf,
+}
+
+/// The Incus daemon's socket unless told otherwise.
+pub const DEFAULT_INCUS_SOCKET: &str = "/var/lib/incus/unix.socket";
+
+/// A resource preset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SizeArg {
+    /// 1 CPU, 1 GiB memory, 5 GiB disk.
+    Small,
+    /// 2 CPUs, 4 GiB memory, 20 GiB disk.
+    Medium,
+    /// 4 CPUs, 8 GiB memory, 50 GiB disk.
+    Large,
+}
+
+/// `corral new`.
+#[derive(Debug, Clone, Args)]
+pub struct NewArgs {
+    /// The sandbox's name (letters, digits and `-`).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Network profile (default: the `[phases] work` profile of the config).
+    #[arg(long, value_name = "PROFILE", conflicts_with = "no_network")]
+    pub profile: Option<String>,
+    /// No network at all: the sandbox gets no NIC.
+    #[arg(long)]
+    pub no_network: bool,
+    /// Image: an alias or fingerprint the backend has.
+    #[arg(long, value_name = "IMAGE", default_value = DEFAULT_IMAGE)]
+    pub image: String,
+    /// Virtual CPUs.
+    #[arg(long, value_name = "N", conflicts_with = "size")]
+    pub cpu: Option<u32>,
+    /// Memory, e.g. 512MiB or 2GiB.
+    #[arg(long, value_name = "SIZE", conflicts_with = "size")]
+    pub memory: Option<String>,
+    /// Root disk, e.g. 10GiB.
+    #[arg(long, value_name = "SIZE", conflicts_with = "size")]
+    pub disk: Option<String>,
+    /// A resource preset instead of --cpu/--memory/--disk.
+    #[arg(long, value_enum)]
+    pub size: Option<SizeArg>,
+    /// A virtual machine instead of a container.
+    #[arg(long)]
+    pub vm: bool,
+    /// Give up waiting for the sandbox to be ready after this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub timeout: u64,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the profiles and enforcement are.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// The image `corral new` uses unless told otherwise.
+pub const DEFAULT_IMAGE: &str = "debian/12";
+
+/// `corral ls`.
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the backend is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral info`.
+#[derive(Debug, Clone, Args)]
+pub struct InfoArgs {
+    /// The sandbox.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the backend is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral exec`.
+#[derive(Debug, Clone, Args)]
+pub struct ExecArgs {
+    /// The sandbox.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Give the command an empty standard input instead of corral's.
+    #[arg(short = 'n', long)]
+    pub no_stdin: bool,
+    /// Working directory inside the sandbox.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// Extra environment variable (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Where the backend is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+    /// The program and its arguments, passed as they are (after `--`).
+    #[arg(value_name = "ARGV", last = true, required = true)]
+    pub argv: Vec<String>,
+}
+
+/// `corral start`.
+#[derive(Debug, Clone, Args)]
+pub struct PowerArgs {
+    /// The sandboxes.
+    #[arg(
+        value_name = "NAME",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    pub names: Vec<String>,
+    /// Every sandbox corral owns (that the verb applies to).
+    #[arg(long)]
+    pub all: bool,
+    /// Wait at most this many seconds for each sandbox: to be ready after a
+    /// start, to shut down cleanly on a stop.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub timeout: u64,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the profiles and enforcement are.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral stop` and `corral restart`.
+#[derive(Debug, Clone, Args)]
+pub struct StopArgs {
+    /// Which sandboxes.
+    #[command(flatten)]
+    pub power: PowerArgs,
+    /// Kill instead of a clean shutdown.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `corral rm`.
+#[derive(Debug, Clone, Args)]
+pub struct RmArgs {
+    /// The sandboxes.
+    #[arg(value_name = "NAME", required = true)]
+    pub names: Vec<String>,
+    /// Do not ask; needed when standard input is not a terminal.
+    #[arg(short, long)]
+    pub force: bool,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the backend is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
 }
 
 /// `corral config …`.

@@ -96,6 +96,9 @@ pub enum Outcome {
     /// The command ran but found a problem it already reported, such as drift
     /// or a failed probe (exit 1).
     Failed,
+    /// A command run in a sandbox exited with this status, which becomes
+    /// corral's own.
+    Passthrough(u8),
 }
 
 impl Outcome {
@@ -104,6 +107,7 @@ impl Outcome {
         ExitCode::from(match self {
             Outcome::Ok => EXIT_OK,
             Outcome::Failed => EXIT_FAILURE,
+            Outcome::Passthrough(code) => code,
         })
     }
 }

@@ -8,6 +8,7 @@ mod host;
 mod man;
 mod matrix;
 mod profiles;
+mod sandbox;
 
 use crate::args::Command;
 use crate::error::{CmdResult, Outcome};
@@ -21,6 +22,14 @@ pub fn run(command: Command, out: Output) -> CmdResult {
         Command::Matrix(args) => matrix::run(&args, out),
         Command::Profiles(args) => profiles::run(&args, out),
         Command::Drill(args) => drill::run(&args, out),
+        Command::New(args) => sandbox::new(&args, out),
+        Command::Ls(args) => sandbox::ls(&args, out),
+        Command::Info(args) => sandbox::info(&args, out),
+        Command::Exec(args) => sandbox::exec(&args, out),
+        Command::Start(args) => sandbox::start(&args, out),
+        Command::Stop(args) => sandbox::stop(&args, out),
+        Command::Restart(args) => sandbox::restart(&args, out),
+        Command::Rm(args) => sandbox::rm(&args, out),
         Command::Completions(args) => {
             completions::run(&args);
             Ok(Outcome::Ok)

@@ -23,7 +23,7 @@ use corral_sandbox_core::{Profile, ProfileName};
 use serde::Serialize;
 
 pub use ready::{Ready, wait_ready};
-pub use spec::{ByteSize, NewSandbox, Size, SizeError, sandbox_name, spec_for};
+pub use spec::{ByteSize, NewSandbox, Size, SizeError, default_profile, sandbox_name, spec_for};
 
 use crate::error::ServiceError;
 use crate::gate::{self, GatePass};

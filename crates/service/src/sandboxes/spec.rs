@@ -35,6 +35,22 @@ pub fn sandbox_name(raw: &str) -> Result<SandboxName, ProviderError> {
     })
 }
 
+/// The profile a sandbox gets when the caller names none: the `[phases]
+/// work` profile of the configuration.
+pub fn default_profile(config: &Config) -> Result<String, ProviderError> {
+    config
+        .phases
+        .name_for(corral_sandbox_core::Phase::Work)
+        .map(ToString::to_string)
+        .ok_or_else(|| ProviderError::InvalidSpec {
+            field: "profile",
+            reason: format!(
+                "none given and the configuration sets no `[phases] work` profile; name one of: {} (or ask for no network)",
+                config.profiles.names().join(", ")
+            ),
+        })
+}
+
 /// The spec `req` asks for under `config`.
 pub fn spec_for(config: &Config, req: &NewSandbox) -> Result<SandboxSpec, ProviderError> {
     let name = sandbox_name(&req.name)?;

@@ -1,0 +1,64 @@
+//! What every sandbox command needs: the configuration, the service's
+//! settings (namespace and state directory by the same rule as `host
+//! apply`), the provider chosen through the platform matrix, an async
+//! runtime; and how the service's errors become exit codes.
+
+use std::sync::Arc;
+
+use corral_sandbox_core::SandboxKind;
+use corral_sandbox_core::sandbox::ProviderError;
+use corral_service::{Backend, SandboxService, ServiceError, Settings};
+
+use crate::args::SandboxContext;
+use crate::error::CliError;
+use crate::load;
+
+/// The service for one command, with the runtime it runs on.
+pub fn service(
+    ctx: &SandboxContext,
+) -> Result<(SandboxService, tokio::runtime::Runtime), CliError> {
+    let loaded = load::load(&ctx.source)?;
+    let backend = Backend::select(
+        std::env::consts::OS,
+        SandboxKind::Incus,
+        &loaded.config.host,
+        ctx.incus_socket.clone(),
+    )
+    .map_err(CliError::usage)?;
+    let settings = Settings::new(
+        corral_service::LoadedConfig {
+            config: loaded.config,
+            origin: loaded.origin,
+        },
+        ctx.netns.clone(),
+        ctx.state_dir.as_deref(),
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            CliError::failure(anyhow::Error::new(e).context("cannot start the async runtime"))
+        })?;
+    Ok((
+        SandboxService::new(Arc::new(settings), Arc::new(backend)),
+        runtime,
+    ))
+}
+
+/// A service error as a CLI error: input that must change (a bad name or
+/// spec, an unknown profile) is usage (exit 2); everything else — refused by
+/// the start gate, not corral's, not found, taken — is a failure (exit 1).
+pub fn fail(e: ServiceError) -> CliError {
+    let usage = matches!(
+        &e,
+        ServiceError::Provider(
+            ProviderError::InvalidSpec { .. } | ProviderError::UnknownProfile { .. }
+        )
+    );
+    if usage {
+        CliError::usage(e)
+    } else {
+        CliError::failure(e)
+    }
+}

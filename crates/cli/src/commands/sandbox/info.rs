@@ -1,0 +1,56 @@
+//! `corral info NAME`: one sandbox (ownership checked).
+
+use corral_sandbox_core::sandbox::SandboxInfo;
+use serde::Serialize;
+
+use super::context::{fail, service};
+use super::render;
+use crate::args::InfoArgs;
+use crate::error::{CmdResult, Outcome};
+use crate::output::{Output, print_json};
+
+/// `corral info --json`.
+#[derive(Debug, Serialize)]
+struct InfoJson<'a> {
+    schema: &'static str,
+    #[serde(flatten)]
+    info: &'a SandboxInfo,
+}
+
+/// Show.
+pub fn run(args: &InfoArgs, out: Output) -> CmdResult {
+    let (svc, rt) = service(&args.ctx)?;
+    let info = rt.block_on(svc.info(&args.name)).map_err(fail)?;
+    if args.json {
+        print_json(&InfoJson {
+            schema: "corral.sandbox-info.v1",
+            info: &info,
+        })?;
+        return Ok(Outcome::Ok);
+    }
+    let rows = [
+        ("name", info.name.to_string()),
+        ("state", render::state(&out, info.state)),
+        ("kind", info.kind.to_string()),
+        (
+            "profile",
+            info.profile
+                .as_ref()
+                .map_or_else(|| "(no network)".to_owned(), ToString::to_string),
+        ),
+        (
+            "addresses",
+            info.addresses
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        ("image", info.image.clone().unwrap_or_default()),
+        ("created", info.created.clone().unwrap_or_default()),
+    ];
+    for (k, v) in rows {
+        out.data(&format!("{k:<10} {v}"));
+    }
+    Ok(Outcome::Ok)
+}

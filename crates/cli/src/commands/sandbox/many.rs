@@ -1,0 +1,107 @@
+//! Verbs that take several sandboxes (`NAME…` or `--all`): each is acted on
+//! in turn; one failure does not stop the others, and the command fails
+//! (exit 1) when any did. With one name its error is the command's error.
+
+use std::future::Future;
+
+use corral_sandbox_core::sandbox::{SandboxInfo, SandboxState};
+use corral_service::{SandboxService, ServiceError};
+
+use super::context::fail;
+use super::render::{self, ActionJson, ActionResult};
+use crate::args::PowerArgs;
+use crate::error::{CmdResult, Outcome};
+use crate::output::{Output, Style, print_json};
+
+/// The names a verb acts on: those given, or with `--all` every owned
+/// sandbox whose state `wanted` accepts.
+pub fn names(
+    svc: &SandboxService,
+    rt: &tokio::runtime::Runtime,
+    args: &PowerArgs,
+    wanted: fn(SandboxState) -> bool,
+) -> Result<Vec<String>, crate::error::CliError> {
+    if !args.all {
+        return Ok(args.names.clone());
+    }
+    let mut all: Vec<SandboxInfo> = rt.block_on(svc.list()).map_err(fail)?;
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(all
+        .into_iter()
+        .filter(|i| wanted(i.state))
+        .map(|i| i.name.to_string())
+        .collect())
+}
+
+/// Run `verb` on every name and report.
+pub fn each<F, Fut>(
+    out: &Output,
+    rt: &tokio::runtime::Runtime,
+    action: &str,
+    done: &str,
+    names: &[String],
+    json: bool,
+    mut verb: F,
+) -> CmdResult
+where
+    F: FnMut(String) -> Fut,
+    Fut: Future<Output = Result<Option<SandboxState>, ServiceError>>,
+{
+    if names.is_empty() {
+        if json {
+            print_json(&ActionJson {
+                schema: "corral.sandbox-action.v1",
+                action,
+                results: &[],
+            })?;
+        } else {
+            out.info(&format!("no sandbox to {action}"));
+        }
+        return Ok(Outcome::Ok);
+    }
+    let single = names.len() == 1 && !json;
+    let mut results = Vec::new();
+    for name in names {
+        let progress = out.progress(&format!("{action} {name}"));
+        let r = rt.block_on(verb(name.clone()));
+        drop(progress);
+        match r {
+            Ok(state) => {
+                if !json {
+                    out.data(&format!("{} {name}", out.paint(Style::Good, done)));
+                }
+                results.push(ActionResult {
+                    name: name.clone(),
+                    ok: true,
+                    state,
+                    error: None,
+                });
+            }
+            Err(e) if single => return Err(fail(e)),
+            Err(e) => {
+                let text = render::chain(&e);
+                if !json {
+                    eprintln!("error: {name}: {text}");
+                }
+                results.push(ActionResult {
+                    name: name.clone(),
+                    ok: false,
+                    state: None,
+                    error: Some(text),
+                });
+            }
+        }
+    }
+    if json {
+        print_json(&ActionJson {
+            schema: "corral.sandbox-action.v1",
+            action,
+            results: &results,
+        })?;
+    }
+    Ok(if results.iter().all(|r| r.ok) {
+        Outcome::Ok
+    } else {
+        Outcome::Failed
+    })
+}

@@ -1,0 +1,122 @@
+//! `corral new`: create a sandbox on a profile's bridge (after the start
+//! gate), start it, wait until it holds its DHCP lease and answers exec.
+
+use std::time::Duration;
+
+use corral_sandbox_core::sandbox::{InstanceType, Resources};
+use corral_service::sandboxes::{ByteSize, NewSandbox, Size, default_profile};
+use corral_service::{CreateOptions, HandedOut};
+use serde::Serialize;
+
+use super::context::{fail, service};
+use super::render;
+use crate::args::{NewArgs, SizeArg};
+use crate::error::{CliError, CmdResult, Outcome};
+use crate::output::{Output, Style, print_json};
+
+/// `corral new --json`.
+#[derive(Debug, Serialize)]
+struct NewJson<'a> {
+    schema: &'static str,
+    #[serde(flatten)]
+    handed_out: &'a HandedOut,
+}
+
+fn resources(args: &NewArgs) -> Result<Resources, CliError> {
+    if let Some(size) = args.size {
+        return Ok(match size {
+            SizeArg::Small => Size::Small,
+            SizeArg::Medium => Size::Medium,
+            SizeArg::Large => Size::Large,
+        }
+        .resources());
+    }
+    let parse = |flag: &str, v: &Option<String>| -> Result<Option<ByteSize>, CliError> {
+        v.as_deref()
+            .map(|s| {
+                s.parse::<ByteSize>().map_err(|e| {
+                    CliError::usage(anyhow::Error::new(e).context(format!("--{flag}")))
+                })
+            })
+            .transpose()
+    };
+    Ok(Resources {
+        cpus: args.cpu,
+        memory_mib: parse("memory", &args.memory)?.map(|s| s.mib),
+        disk_gib: parse("disk", &args.disk)?.map(ByteSize::gib_ceil),
+    })
+}
+
+/// Create, start and wait.
+pub fn run(args: &NewArgs, out: Output) -> CmdResult {
+    if args.cpu == Some(0) {
+        return Err(CliError::usage(anyhow::anyhow!(
+            "--cpu 0: give at least one CPU"
+        )));
+    }
+    let resources = resources(args)?;
+    let (svc, rt) = service(&args.ctx)?;
+    let profile = match (&args.profile, args.no_network) {
+        (Some(p), _) => Some(p.clone()),
+        (None, true) => None,
+        (None, false) => Some(default_profile(&svc.settings().config).map_err(|e| fail(e.into()))?),
+    };
+    let req = NewSandbox {
+        name: args.name.clone(),
+        image: args.image.clone(),
+        profile,
+        resources,
+        instance_type: if args.vm {
+            InstanceType::Vm
+        } else {
+            InstanceType::Container
+        },
+    };
+    let options = CreateOptions {
+        start: true,
+        ready_timeout: Duration::from_secs(args.timeout),
+    };
+    let progress = out.progress(&format!("creating {}", args.name));
+    let result = rt.block_on(svc.create(&req, options));
+    drop(progress);
+    let made = result.map_err(fail)?;
+    if args.json {
+        print_json(&NewJson {
+            schema: "corral.sandbox-new.v1",
+            handed_out: &made,
+        })?;
+        return Ok(Outcome::Ok);
+    }
+    let ready = made.ready.as_ref();
+    out.data(&format!(
+        "{} {} on {}{}; ready in {} ms",
+        out.paint(Style::Good, "created"),
+        made.info.name,
+        made.info
+            .profile
+            .as_ref()
+            .map_or_else(|| "no network".to_owned(), |p| format!("profile {p}")),
+        ready
+            .and_then(|r| r.lease)
+            .map_or_else(String::new, |ip| format!(
+                ", address {ip} (leased by the gateway)"
+            )),
+        ready.map_or(0, |r| r.ms),
+    ));
+    if let Some(gate) = &made.gate {
+        out.info(&format!(
+            "start gate: {} chains, {} sets, bridge {} and gateway (pid {}) checked{}",
+            gate.chains.len(),
+            gate.sets.len(),
+            gate.bridge,
+            gate.gateway_pid,
+            gate.resolver
+                .map_or_else(String::new, |r| format!(", resolver {r} answered"))
+        ));
+    }
+    out.table(
+        &render::table(&out, std::slice::from_ref(&made.info)),
+        false,
+    );
+    Ok(Outcome::Ok)
+}
