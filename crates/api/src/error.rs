@@ -6,6 +6,7 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use corral_sandbox_core::sandbox::ProviderError;
+use corral_service::{GateError, ServiceError};
 use serde::Serialize;
 
 /// A failed request.
@@ -111,6 +112,29 @@ impl From<ProviderError> for ApiError {
     fn from(e: ProviderError) -> Self {
         let (status, code) = provider_status(&e);
         Self::new(status, code, e)
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::Provider(p) => p.into(),
+            ServiceError::Gate(g) => match *g {
+                // The profile's enforcement is incomplete: the request
+                // conflicts with the host's state until `corral host apply`.
+                GateError::Refused(r) => Self::new(
+                    StatusCode::CONFLICT,
+                    "not_enforced",
+                    anyhow::Error::new(GateError::Refused(r)),
+                ),
+                other => Self::internal(other),
+            },
+            ServiceError::Hook(h) => Self::new(StatusCode::CONFLICT, "refused_by_check", h),
+            e @ ServiceError::NotReady { .. } => {
+                Self::new(StatusCode::GATEWAY_TIMEOUT, "not_ready", e)
+            }
+            e => Self::internal(e),
+        }
     }
 }
 

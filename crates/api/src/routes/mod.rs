@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-pub use sandboxes::{CreateRequest, ExecAnswer, ExecBody, StopBody, spec_for};
+pub use sandboxes::{CreateRequest, ExecAnswer, ExecBody, StopBody, new_sandbox};
 
 /// One route: its method, its path (in OpenAPI's `{param}` syntax, which is
 /// also axum's) and its handler.

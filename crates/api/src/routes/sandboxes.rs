@@ -1,6 +1,6 @@
 //! `/v1/sandboxes…`: create, list, inspect, start, stop, exec and delete
-//! sandboxes through the provider selected at start-up. Every refusal is
-//! the provider's `ProviderError`, mapped to a status in `error.rs`.
+//! sandboxes through the lifecycle service (start gate and ownership checks
+//! included). Every refusal is mapped to a status in `error.rs`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,12 +9,10 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use corral_sandbox_core::SandboxName;
-use corral_sandbox_core::config::Config;
 use corral_sandbox_core::sandbox::{
-    ExecOutput, ExecRequest, NetworkAttachment, ProviderError, Resources, Sandbox, SandboxInfo,
-    SandboxSpec, StopOptions,
+    ExecOutput, ExecRequest, InstanceType, ProviderError, Resources, SandboxInfo, StopOptions,
 };
+use corral_service::{CreateOptions, NewSandbox};
 use serde::{Deserialize, Serialize};
 
 use super::{json, json_or_default};
@@ -94,63 +92,38 @@ impl From<ExecOutput> for ExecAnswer {
     }
 }
 
-fn name(raw: String) -> Result<SandboxName, ProviderError> {
-    SandboxName::new(raw).map_err(|e| ProviderError::InvalidSpec {
-        field: "name",
-        reason: e.to_string(),
-    })
-}
+/// How long a start waits for the sandbox to be ready (lease and exec).
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The spec a create request asks for under `config`: the name checked, the
-/// profile looked up and turned into the sandbox's one network attachment.
-pub fn spec_for(config: &Config, req: CreateRequest) -> Result<SandboxSpec, ProviderError> {
-    let name = name(req.name)?;
-    if req.image.trim().is_empty() {
-        return Err(ProviderError::InvalidSpec {
-            field: "image",
-            reason: "empty; expected an image alias or fingerprint the backend knows".into(),
-        });
-    }
-    let network = match req.profile {
-        None => None,
-        Some(p) => {
-            let profile = config
-                .profiles
-                .get(&p)
-                .ok_or_else(|| ProviderError::UnknownProfile {
-                    profile: p.clone(),
-                    configured: config.profiles.names(),
-                })?;
-            // The allowlist is enforced in the host kernel, not by the
-            // provider, so no resolved addresses travel with the attachment.
-            Some(NetworkAttachment::for_profile(profile, Vec::new()))
-        }
-    };
-    Ok(SandboxSpec {
-        network,
+/// The service's request for a create request.
+pub fn new_sandbox(req: CreateRequest) -> NewSandbox {
+    NewSandbox {
+        name: req.name,
+        image: req.image,
+        profile: req.profile,
         resources: req.resources,
-        ..SandboxSpec::new(name, req.image)
-    })
-}
-
-async fn open(state: &AppState, raw: String) -> Result<Box<dyn Sandbox>, ApiError> {
-    let name = name(raw)?;
-    Ok(state.backend().provider().await?.open(&name).await?)
+        instance_type: InstanceType::Container,
+    }
 }
 
 /// Every sandbox corral owns on the backend.
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<SandboxInfo>>, ApiError> {
-    Ok(Json(state.backend().provider().await?.list().await?))
+    Ok(Json(state.sandboxes().list().await?))
 }
 
-/// Create (but do not start) a sandbox; 201 with its information.
+/// Create (but do not start) a sandbox; 201 with its information. A
+/// profiled sandbox passes the start gate first (409 `not_enforced`).
 pub async fn create(
     State(state): State<AppState>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<SandboxInfo>), ApiError> {
-    let spec = spec_for(&state.settings().config, json(&body)?)?;
-    let sandbox = state.backend().provider().await?.create(&spec).await?;
-    Ok((StatusCode::CREATED, Json(sandbox.info().await?)))
+    let req = new_sandbox(json(&body)?);
+    let options = CreateOptions {
+        start: false,
+        ..CreateOptions::default()
+    };
+    let made = state.sandboxes().create(&req, options).await?;
+    Ok((StatusCode::CREATED, Json(made.info)))
 }
 
 /// One sandbox's information.
@@ -158,17 +131,19 @@ pub async fn get(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Json<SandboxInfo>, ApiError> {
-    Ok(Json(open(&state, name).await?.info().await?))
+    Ok(Json(state.sandboxes().info(&name).await?))
 }
 
-/// Start a sandbox; answers its information afterwards.
+/// Start a sandbox through the start gate (409 `not_enforced` when its
+/// profile's enforcement is incomplete); answers its information once it
+/// is ready.
 pub async fn start(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Json<SandboxInfo>, ApiError> {
-    let sandbox = open(&state, name).await?;
-    sandbox.start().await?;
-    Ok(Json(sandbox.info().await?))
+    Ok(Json(
+        state.sandboxes().start(&name, READY_TIMEOUT).await?.info,
+    ))
 }
 
 /// Stop a sandbox; answers its information afterwards.
@@ -178,14 +153,11 @@ pub async fn stop(
     body: Bytes,
 ) -> Result<Json<SandboxInfo>, ApiError> {
     let req: StopBody = json_or_default(&body)?;
-    let sandbox = open(&state, name).await?;
-    sandbox
-        .stop(StopOptions {
-            force: req.force,
-            timeout: req.timeout_secs.map(Duration::from_secs),
-        })
-        .await?;
-    Ok(Json(sandbox.info().await?))
+    let options = StopOptions {
+        force: req.force,
+        timeout: req.timeout_secs.map(Duration::from_secs),
+    };
+    Ok(Json(state.sandboxes().stop(&name, options).await?))
 }
 
 /// Run a command inside a sandbox and answer what it produced.
@@ -202,14 +174,13 @@ pub async fn exec(
         }
         .into());
     }
-    let sandbox = open(&state, name).await?;
     let request = ExecRequest {
         env: req.env,
         cwd: req.cwd,
         timeout: req.timeout_secs.map(Duration::from_secs),
         ..ExecRequest::new(req.argv)
     };
-    Ok(Json(sandbox.exec(&request).await?.into()))
+    Ok(Json(state.sandboxes().exec(&name, &request).await?.into()))
 }
 
 /// Delete a sandbox and its snapshots; 204.
@@ -217,63 +188,13 @@ pub async fn delete(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    open(&state, name).await?.delete().await?;
+    state.sandboxes().delete(&name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn req(name: &str, profile: Option<&str>) -> CreateRequest {
-        CreateRequest {
-            name: name.into(),
-            image: "corral-test".into(),
-            profile: profile.map(Into::into),
-            resources: Resources::default(),
-        }
-    }
-
-    #[test]
-    fn profile_becomes_the_attachment_of_that_profile() {
-        let config = Config::builtin_default();
-        let spec = spec_for(&config, req("a1", Some("allowlist"))).unwrap();
-        let profile = config.profiles.get("allowlist").unwrap();
-        let net = spec.network.unwrap();
-        assert_eq!(net.bridge, profile.bridge);
-        assert_eq!(net.subnet_v4, profile.subnet_v4);
-        assert_eq!(net.gateway_v4, profile.gateway_v4());
-        assert!(
-            spec_for(&config, req("a1", None))
-                .unwrap()
-                .network
-                .is_none()
-        );
-    }
-
-    #[test]
-    fn refusals_name_what_is_wrong() {
-        let config = Config::builtin_default();
-        let e = spec_for(&config, req("a1", Some("nope"))).unwrap_err();
-        assert!(
-            matches!(&e, ProviderError::UnknownProfile { configured, .. } if configured.len() == 3)
-        );
-        assert!(
-            e.to_string().contains("isolated, internet, allowlist"),
-            "{e}"
-        );
-        let e = spec_for(&config, req("bad name!", None)).unwrap_err();
-        assert!(matches!(
-            e,
-            ProviderError::InvalidSpec { field: "name", .. }
-        ));
-        let mut r = req("a1", None);
-        r.image = " ".into();
-        assert!(matches!(
-            spec_for(&config, r).unwrap_err(),
-            ProviderError::InvalidSpec { field: "image", .. }
-        ));
-    }
 
     #[test]
     fn exec_answer_keeps_bytes_exact() {
@@ -286,5 +207,17 @@ mod tests {
         assert_eq!(a.stdout, "hi\u{fffd}");
         assert_eq!(a.stdout_base64, "aGn/");
         assert_eq!(a.stderr_base64, "");
+    }
+
+    #[test]
+    fn a_create_request_is_a_container_with_what_it_names() {
+        let n = new_sandbox(CreateRequest {
+            name: "a1".into(),
+            image: "img".into(),
+            profile: Some("internet".into()),
+            resources: Resources::default(),
+        });
+        assert_eq!(n.instance_type, InstanceType::Container);
+        assert_eq!(n.profile.as_deref(), Some("internet"));
     }
 }
