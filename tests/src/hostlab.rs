@@ -33,6 +33,7 @@ use corral_egress::netns::Netns;
 use corral_egress::nft;
 use corral_egress::plan::{HostPlan, Resolution, SysctlPlan, TableFamily};
 use corral_egress::sysctl::Sysctls;
+use corral_gateway::test_upstream::TestUpstream;
 use corral_sandbox_core::sandbox::NetworkAttachment;
 use corral_sandbox_core::{Config, Profile};
 use futures::TryStreamExt;
@@ -51,6 +52,15 @@ pub const OTHER_ADDR: SocketAddr =
 pub const METADATA: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)), 80);
 /// A TCP service on the gateway (the host) that is not DNS.
 pub const GATEWAY_PORT: u16 = 2222;
+
+/// The allowlisted name of [`HostLab::for_apply`]'s profile; the lab's
+/// resolver answers it with [`HostLab::dns_allowed`].
+pub const ALLOWED_NAME: &str = "allowed.corral.test";
+/// A name on no allowlist; the lab's resolver would answer it with
+/// [`HostLab::dns_unlisted`].
+pub const UNLISTED_NAME: &str = "unlisted.corral.test";
+/// The port the DNS-reached destinations listen on.
+pub const DNS_PORT: u16 = 8080;
 
 /// Host side of the link to the destination namespace.
 const LINK_HOST: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 253);
@@ -103,8 +113,19 @@ pub struct HostLab {
     _dest: Netns,
     _dest_listeners: Listeners,
     gateway_listeners: Option<Listeners>,
+    n: u32,
+    apply: Option<ApplyParts>,
     // Last field: released after everything above is torn down.
     _lock: corral_test_support::HostLock,
+}
+
+/// What [`HostLab::for_apply`] adds: a configuration file for `corral
+/// host apply`, its state directory, and the upstream resolver its gateway
+/// forwards to.
+#[derive(Debug)]
+struct ApplyParts {
+    dir: tempfile::TempDir,
+    _upstream: TestUpstream,
 }
 
 impl HostLab {
@@ -113,13 +134,91 @@ impl HostLab {
     /// stamp and gateway address, exactly as `apply` makes it) but NO rules:
     /// the control state, in which every probe must succeed.
     pub fn new() -> Result<Self, LabError> {
+        let mut lab = Self::build(false)?;
+        let bridge_plan = lab.plan.bridges.first().cloned();
+        let here = Netns::current()?;
+        here.run_async(|| async {
+            let links = Links::connect()?;
+            if let Some(b) = &bridge_plan {
+                links.ensure_bridge(b).await?;
+            }
+            Ok::<_, LinkError>(())
+        })??;
+        // Forwarding is needed for the control as well; apply writes the
+        // same values.
+        Sysctls::default().apply(&lab.plan.sysctls)?;
+        let gw = Listeners::start(&here)?;
+        gw.add(
+            SocketAddr::new(IpAddr::V4(lab.profile.gateway_v4()), GATEWAY_PORT),
+            Transport::Tcp,
+        )?;
+        lab.gateway_listeners = Some(gw);
+        Ok(lab)
+    }
+
+    /// The destination namespace, routes and an upstream resolver, but no
+    /// bridge and no rules: `corral host apply --config` [`Self::config_path`]
+    /// `--state-dir` [`Self::state_dir`] makes those (and the gateway). The
+    /// profile allows only [`ALLOWED_NAME`], learned through the gateway
+    /// resolver; the upstream answers it with [`Self::dns_allowed`] and
+    /// [`UNLISTED_NAME`] with [`Self::dns_unlisted`]. Drop tears down what
+    /// the apply made (gateways included) through corral's service.
+    pub fn for_apply() -> Result<Self, LabError> {
+        let mut lab = Self::build(true)?;
+        let n = lab.n;
+        let upstream = TestUpstream::bind(SocketAddr::new(IpAddr::V4(upstream_v4(n)), 53))?;
+        upstream.set(ALLOWED_NAME, &[IpAddr::V4(dns_allowed(n))], 30);
+        upstream.set(UNLISTED_NAME, &[IpAddr::V4(dns_unlisted(n))], 30);
+        let dir = tempfile::tempdir()?;
+        std::fs::write(
+            dir.path().join("corral.toml"),
+            apply_config(lab.profile.bridge.as_str(), n),
+        )?;
+        lab.apply = Some(ApplyParts {
+            dir,
+            _upstream: upstream,
+        });
+        Ok(lab)
+    }
+
+    /// The configuration file [`Self::for_apply`] wrote.
+    pub fn config_path(&self) -> std::path::PathBuf {
+        self.apply
+            .as_ref()
+            .map(|a| a.dir.path().join("corral.toml"))
+            .unwrap_or_default()
+    }
+
+    /// The state directory for `--state-dir`.
+    pub fn state_dir(&self) -> std::path::PathBuf {
+        self.apply
+            .as_ref()
+            .map(|a| a.dir.path().join("state"))
+            .unwrap_or_default()
+    }
+
+    /// The destination [`ALLOWED_NAME`] resolves to.
+    pub fn dns_allowed(&self) -> SocketAddr {
+        SocketAddr::new(IpAddr::V4(dns_allowed(self.n)), DNS_PORT)
+    }
+
+    /// The destination [`UNLISTED_NAME`] resolves to (on no allowlist).
+    pub fn dns_unlisted(&self) -> SocketAddr {
+        SocketAddr::new(IpAddr::V4(dns_unlisted(self.n)), DNS_PORT)
+    }
+
+    fn build(for_apply: bool) -> Result<Self, LabError> {
         // One test at a time changes the host namespace, across test
         // binaries too.
         let lock = corral_test_support::HostLock::acquire();
         let n = 20 + std::process::id() % 200;
         let bridge = format!("ce2e{n}");
         let veth = format!("ce2e{n}v");
-        let config = profile_config(&bridge, n);
+        let config = if for_apply {
+            apply_config(&bridge, n)
+        } else {
+            profile_config(&bridge, n)
+        };
         let config = Config::from_toml_str(&config, "hostlab.toml")
             .map_err(|e| LabError::Plan(e.to_string()))?;
         let profile = config
@@ -131,7 +230,7 @@ impl HostLab {
         let plan = HostPlan::build(
             &config.profiles,
             &plan_settings(&config.host),
-            &Resolution::new(),
+            &lab_resolution(),
         )
         .map_err(|e| LabError::Plan(e.to_string()))?;
         let table = 0x00c0_0000 + n;
@@ -159,28 +258,13 @@ impl HostLab {
             _dest_listeners: Listeners::start(&dest)?,
             _dest: dest,
             gateway_listeners: None,
+            n,
+            apply: None,
             _lock: lock,
         };
         // From here on `lab` is dropped (and cleans up) on any error.
         lab.build_destination()?;
         lab.rules = lab.add_policy_routes(&bridge, priority)?;
-        let bridge_plan = lab.plan.bridges.first().cloned();
-        here.run_async(|| async {
-            let links = Links::connect()?;
-            if let Some(b) = &bridge_plan {
-                links.ensure_bridge(b).await?;
-            }
-            Ok::<_, LinkError>(())
-        })??;
-        // Forwarding is needed for the control as well; apply writes the
-        // same values.
-        sysctls.apply(&lab.plan.sysctls)?;
-        let gw = Listeners::start(&here)?;
-        gw.add(
-            SocketAddr::new(IpAddr::V4(lab.profile.gateway_v4()), GATEWAY_PORT),
-            Transport::Tcp,
-        )?;
-        lab.gateway_listeners = Some(gw);
         Ok(lab)
     }
 
@@ -227,19 +311,33 @@ impl HostLab {
             links.set_up(&veth).await
         })??;
         let subnet = IpNet::V4(self.profile.subnet_v4);
+        let n = self.n;
         self._dest.run_async(|| async {
             let links = Links::connect()?;
             links
                 .add_address("eth0", v4net(LINK_DEST, LINK_PREFIX))
                 .await?;
             links.set_up("eth0").await?;
-            for ip in [ALLOWED.ip(), OTHER_ADDR.ip(), METADATA.ip()] {
+            for ip in [
+                ALLOWED.ip(),
+                OTHER_ADDR.ip(),
+                METADATA.ip(),
+                dns_allowed(n).into(),
+                dns_unlisted(n).into(),
+            ] {
                 links.add_address("lo", IpNet::from(ip)).await?;
             }
             // Replies to the sandbox subnet (before corral's masquerade).
             links.add_route(subnet, IpAddr::V4(LINK_HOST)).await
         })??;
-        for addr in [ALLOWED, OTHER_PORT, OTHER_ADDR, METADATA] {
+        for addr in [
+            ALLOWED,
+            OTHER_PORT,
+            OTHER_ADDR,
+            METADATA,
+            self.dns_allowed(),
+            self.dns_unlisted(),
+        ] {
             self._dest_listeners.add(addr, Transport::Tcp)?;
         }
         Ok(())
@@ -250,12 +348,16 @@ impl HostLab {
     fn add_policy_routes(&self, bridge: &str, priority: u32) -> Result<Vec<RuleMessage>, LabError> {
         let table = self.table;
         let bridge = bridge.to_owned();
+        let dns_net = format!("{}/24", dns_allowed(self.n));
         let rules =
             Netns::current()?.run_async(|| async move {
                 let links = Links::connect()?;
                 let handle = links.handle();
-                for dest in ["198.51.100.0/24", "169.254.169.254/32"] {
-                    let dest: Ipv4Net = dest.parse().unwrap_or_default();
+                for dest in ["198.51.100.0/24", "169.254.169.254/32", dns_net.as_str()] {
+                    let dest: Ipv4Net = dest
+                        .parse::<Ipv4Net>()
+                        .map(|d| d.trunc())
+                        .unwrap_or_default();
                     let msg = rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new()
                         .destination_prefix(dest.addr(), dest.prefix_len())
                         .gateway(LINK_DEST)
@@ -295,7 +397,19 @@ impl HostLab {
     /// returns every error.
     pub fn cleanup(&mut self) -> Vec<String> {
         let mut errors = Vec::new();
-        match self.host.teardown() {
+        // What `corral host apply` made (gateways included) goes through
+        // corral's own teardown; the plain lab only has tables and a bridge.
+        let teardown = match &self.apply {
+            Some(_) => corral_service::Target::open(None)
+                .map_err(|e| e.to_string())
+                .and_then(|t| {
+                    corral_service::HostService::new(t, self.state_dir())
+                        .teardown()
+                        .map_err(|e| e.to_string())
+                }),
+            None => self.host.teardown().map_err(|e| e.to_string()),
+        };
+        match teardown {
             Ok(report) => errors.extend(report.errors),
             Err(e) => errors.push(format!("teardown: {e}")),
         }
@@ -425,6 +539,57 @@ allow = ["{ALLOWED}/tcp"]
 block = "reject"
 "#
     )
+}
+
+/// The profile of [`HostLab::for_apply`]: only [`ALLOWED_NAME`], learned
+/// through the gateway resolver, which forwards to the lab's upstream.
+fn apply_config(bridge: &str, n: u32) -> String {
+    format!(
+        r#"
+[host]
+dns_upstreams = ["{upstream}"]
+
+[[profile]]
+name = "e2e"
+bridge = "{bridge}"
+subnet = "10.251.{n}.0/24"
+mode = "allowlist"
+allow = ["{ALLOWED_NAME}"]
+allow_unresolved = true
+block = "reject"
+"#,
+        upstream = upstream_v4(n)
+    )
+}
+
+/// Apply-time resolution for the lab's plan: the allowlisted name is
+/// learned only through the gateway resolver, never at apply.
+fn lab_resolution() -> Resolution {
+    let mut r = Resolution::new();
+    if let Ok(name) = corral_sandbox_core::HostName::new(ALLOWED_NAME) {
+        r.insert(&name, []);
+    }
+    r
+}
+
+/// The lab's upstream resolver, on loopback in the host namespace.
+fn upstream_v4(n: u32) -> Ipv4Addr {
+    Ipv4Addr::new(127, 83, octet(n), 53)
+}
+
+/// What [`ALLOWED_NAME`] resolves to: benchmarking space (dnsmasq's rebind
+/// protection strips documentation and private answers).
+fn dns_allowed(n: u32) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, octet(n), 10)
+}
+
+/// What [`UNLISTED_NAME`] resolves to.
+fn dns_unlisted(n: u32) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, octet(n), 20)
+}
+
+fn octet(n: u32) -> u8 {
+    u8::try_from(n).unwrap_or(u8::MAX)
 }
 
 fn netlink_error(what: &str, e: rtnetlink::Error) -> LabError {
