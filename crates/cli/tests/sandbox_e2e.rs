@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{CORRAL, Run, corral};
+use common::{CORRAL, Run, corral, schema};
 use corral_provider_incus::api::Instance;
 use corral_provider_incus::{IncusClient, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
 use corral_tests::hostlab::{ALLOWED_NAME, HostLab, UNLISTED_NAME};
@@ -171,12 +171,14 @@ fn verbs_on_an_unprofiled_sandbox() {
     .expect_code(0)
     .json();
     assert_eq!(made["schema"], "corral.sandbox-new.v1");
+    schema::check(&made);
     assert_eq!(made["info"]["state"], "running", "{made}");
     assert_eq!(made["gate"], serde_json::Value::Null);
     assert_eq!(incus_status(&client, &name).as_deref(), Some("Running"));
 
     let list = corral(&["ls", "--json"]).expect_code(0).json();
     assert_eq!(list["schema"], "corral.sandbox-list.v1");
+    schema::check(&list);
     assert!(
         list["sandboxes"]
             .as_array()
@@ -187,6 +189,7 @@ fn verbs_on_an_unprofiled_sandbox() {
     );
     let info = corral(&["info", &name, "--json"]).expect_code(0).json();
     assert_eq!(info["schema"], "corral.sandbox-info.v1");
+    schema::check(&info);
     assert_eq!(info["image"], TEST_IMAGE_ALIAS);
     assert_eq!(info["profile"], serde_json::Value::Null);
     let human = corral(&["ls"]).expect_code(0);
@@ -235,6 +238,7 @@ fn verbs_on_an_unprofiled_sandbox() {
         .expect_code(0)
         .json();
     assert_eq!(restarted["schema"], "corral.sandbox-action.v1");
+    schema::check(&restarted);
     assert_eq!(restarted["results"][0]["ok"], true, "{restarted}");
     assert_eq!(restarted["results"][0]["state"], "running", "{restarted}");
 
@@ -353,6 +357,7 @@ fn bad_input_is_refused_and_changes_nothing() {
     let both = corral(&["stop", "--force", "--json", &taken, &foreign])
         .expect_code(1)
         .json();
+    schema::check(&both);
     assert_eq!(both["results"][0]["ok"], true, "{both}");
     assert_eq!(both["results"][1]["ok"], false, "{both}");
     assert_eq!(incus_status(&client, &taken).as_deref(), Some("Stopped"));
@@ -406,6 +411,7 @@ fn an_allowlist_sandbox_from_new_to_rm_through_the_start_gate() {
 
     in_lab(&lab, &["host", "apply"]).expect_code(0);
     let made = new(&box1).expect_code(0).json();
+    schema::check(&made);
     let lease = made["ready"]["lease"]
         .as_str()
         .unwrap_or_else(|| panic!("{made}"));

@@ -129,6 +129,10 @@ fn the_document_parses_into_every_schema() {
         "corral.host-refresh.v1",
         "corral.host-teardown.v1",
         "corral.drill.v1",
+        "corral.sandbox-new.v1",
+        "corral.sandbox-list.v1",
+        "corral.sandbox-info.v1",
+        "corral.sandbox-action.v1",
         DRIFT,
     ] {
         assert!(
