@@ -105,9 +105,9 @@ pub fn run(args: &NewArgs, out: Output) -> CmdResult {
     ));
     if let Some(gate) = &made.gate {
         out.info(&format!(
-            "start gate: {} chains, {} sets, bridge {} and gateway (pid {}) checked{}",
-            gate.chains.len(),
-            gate.sets.len(),
+            "start gate: {}, {}, bridge {} and gateway (pid {}) checked{}",
+            plural(gate.chains.len(), "chain"),
+            plural(gate.sets.len(), "set"),
             gate.bridge,
             gate.gateway_pid,
             gate.resolver
@@ -119,4 +119,8 @@ pub fn run(args: &NewArgs, out: Output) -> CmdResult {
         false,
     );
     Ok(Outcome::Ok)
+}
+
+fn plural(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
