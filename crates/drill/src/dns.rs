@@ -31,9 +31,15 @@ use corral_gateway::test_upstream::TestUpstream;
 use corral_gateway::wire::{RCODE_NXDOMAIN, Response, TYPE_A, TYPE_TXT};
 use corral_gateway::{DnsTiming, NameRules, start_all, stop_all};
 
-/// The drill's upstream resolver. Answers are in 198.18.0.0/15: dnsmasq's
-/// `stop-dns-rebind` strips private and documentation-range answers.
+/// The drill's upstream resolver (reached by the gateway, never by a
+/// sandbox, so a reserved range is fine).
 const UPSTREAM: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
+/// The first three octets of the addresses the upstream answers for
+/// names a sandbox then connects to: 192.175.48.0/24 (AS112, RFC 7534) is
+/// public space that neither dnsmasq's `stop-dns-rebind` (it strips
+/// private and documentation ranges) nor corral's reserved list covers.
+/// It exists only inside the drill's "internet" namespace.
+const ANSWERS: [u8; 3] = [192, 175, 48];
 /// Random-label queries of the tunnel probe.
 const TUNNEL_QUERIES: usize = 50;
 
@@ -228,7 +234,12 @@ impl Drill<'_> {
     /// A rotation after apply: blocked before the lookup, resolved by the
     /// gateway, reachable after it.
     fn rotation(&self, name: &str, port: u16, t: Transport, pi: usize) -> Vec<DrillRow> {
-        let fresh = IpAddr::V4(Ipv4Addr::new(198, 18, 16, host_octet(pi)));
+        let fresh = IpAddr::V4(Ipv4Addr::new(
+            ANSWERS[0],
+            ANSWERS[1],
+            ANSWERS[2],
+            host_octet(pi),
+        ));
         if let Err(e) = self.lab.topo.add_internet_listener(fresh, port, t) {
             return vec![self.row(
                 "rotated address listener",
@@ -449,6 +460,7 @@ mod tests {
             block: corral_sandbox_core::BlockAction::Reject,
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
+            deny: Vec::new(),
         }
     }
 

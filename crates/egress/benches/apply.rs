@@ -41,6 +41,7 @@ fn plan_with(addrs: impl Iterator<Item = Ipv4Addr>) -> HostPlan {
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
+        deny: Vec::new(),
     };
     let set = ProfileSet::new(vec![profile]).expect("valid profile set");
     HostPlan::build(&set, &PlanSettings::default(), &Resolution::new()).expect("plan builds")

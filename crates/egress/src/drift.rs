@@ -3,8 +3,12 @@
 //! [`diff`] compares a [`HostPlan`] with a [`LiveState`] read back over
 //! netlink and returns one typed item per difference, each saying what and
 //! where. An empty list means the kernel enforces exactly the plan.
-//! Elements of dynamic (`<profile>-dnsN`) sets are filled at run time by
-//! the gateway resolver and are not compared.
+//! Elements of dynamic (`<profile>-dnsN-…`) sets are filled at run time by
+//! the gateway resolver and are not compared with the plan; each one is
+//! checked instead against the reserved ranges, the host's networks and the
+//! profile's deny list (a learned element there is drift: something other
+//! than the filtered resolver put it in, or the resolver let it through).
+//! A table with flags (`dormant` switches every chain of it off) is drift.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -12,9 +16,12 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::nft::{LiveBase, LiveSet, LiveState, LiveTable, fingerprint};
+use ipnet::IpNet;
+
 use crate::plan::render::range_text;
+use crate::plan::reserved;
 use crate::plan::{
-    AddrRange, BaseChain, ChainPlan, HostPlan, SetKind, SetPlan, TableFamily, TablePlan,
+    AddrRange, BaseChain, ChainPlan, HostPlan, Match, SetKind, SetPlan, TableFamily, TablePlan,
 };
 
 /// Missing from the kernel, present but not planned, or different.
@@ -110,14 +117,32 @@ pub fn diff(plan: &HostPlan, live: &LiveState) -> Vec<Drift> {
                 format!("table {} corral", t.family.keyword()),
                 "the table does not exist; apply the plan".to_owned(),
             ),
-            Some(lt) => diff_table(t, lt, &mut out),
+            Some(lt) => {
+                if lt.flags != 0 {
+                    out.push(
+                        DriftKind::Changed,
+                        DriftObject::Table,
+                        format!("table {} corral", t.family.keyword()),
+                        format!(
+                            "the table has flags {:#x}{}; apply the plan again",
+                            lt.flags,
+                            if lt.flags & 1 != 0 {
+                                " (dormant: none of its chains is evaluated, nothing is enforced)"
+                            } else {
+                                ""
+                            }
+                        ),
+                    );
+                }
+                diff_table(plan, t, lt, &mut out);
+            }
         }
         all.extend(out.items);
     }
     all
 }
 
-fn diff_table(t: &TablePlan, lt: &LiveTable, out: &mut Out) {
+fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
     for s in &t.sets {
         match lt.set(&s.name) {
             None => out.push(
@@ -126,7 +151,12 @@ fn diff_table(t: &TablePlan, lt: &LiveTable, out: &mut Out) {
                 format!("set {}", s.name),
                 "the set does not exist".to_owned(),
             ),
-            Some(ls) => diff_set(s, ls, out),
+            Some(ls) => {
+                diff_set(s, ls, out);
+                if s.kind == SetKind::Dynamic {
+                    refused_learned(plan, s, ls, out);
+                }
+            }
         }
     }
     for ls in &lt.sets {
@@ -242,6 +272,43 @@ fn diff_set(s: &SetPlan, ls: &LiveSet, out: &mut Out) {
     }
 }
 
+/// The deny list of the profile whose rules look `set` up.
+fn deny_of(plan: &HostPlan, set: &str) -> Vec<IpNet> {
+    let profile = plan.inet.chains.iter().find(|c| {
+        c.rules.iter().any(|r| {
+            r.matches
+                .iter()
+                .any(|m| matches!(m, Match::DaddrInSet(_, n) if n == set))
+        })
+    });
+    let Some(profile) = profile.and_then(|c| c.profile.as_deref()) else {
+        return Vec::new();
+    };
+    plan.inet
+        .sets
+        .iter()
+        .filter(|s| s.name == format!("{profile}-deny4") || s.name == format!("{profile}-deny6"))
+        .flat_map(|s| s.elements.iter().filter_map(AddrRange::as_net))
+        .collect()
+}
+
+fn refused_learned(plan: &HostPlan, s: &SetPlan, ls: &LiveSet, out: &mut Out) {
+    let deny = deny_of(plan, &s.name);
+    for r in &ls.elements {
+        if let Some(why) = reserved::refusal(r.start, plan.host_nets(), &deny) {
+            out.push(
+                DriftKind::Extra,
+                DriftObject::Element,
+                format!("set {}", s.name),
+                format!(
+                    "learned {} must never be reachable by a name: {why}",
+                    range_text(r)
+                ),
+            );
+        }
+    }
+}
+
 fn diff_rules(family: TableFamily, c: &ChainPlan, live: &[&str], out: &mut Out) {
     let n = c.rules.len().max(live.len());
     for i in 0..n {
@@ -293,6 +360,7 @@ mod tests {
                 .iter()
                 .map(|t| LiveTable {
                     family: t.family,
+                    flags: 0,
                     sets: t
                         .sets
                         .iter()
@@ -305,6 +373,7 @@ mod tests {
                             },
                             elements: s.elements.clone(),
                             timeout_ms: s.timeout.map_or(0, |t| t.as_millis() as u64),
+                            expires_ms: Vec::new(),
                         })
                         .collect(),
                     chains: t
@@ -340,6 +409,33 @@ mod tests {
     fn a_mirror_has_no_drift() {
         let plan = sample_plan();
         assert_eq!(diff(&plan, &mirror(&plan)), vec![]);
+    }
+
+    #[test]
+    fn a_dormant_table_and_a_reserved_learned_element_are_drift() {
+        let plan = sample_plan();
+        let mut live = mirror(&plan);
+        live.tables[0].flags = 1;
+        let learned = live.tables[0]
+            .sets
+            .iter_mut()
+            .find(|s| s.name == "dev-dns4-tcp-443")
+            .unwrap();
+        learned
+            .elements
+            .push(AddrRange::single("169.254.169.254".parse().unwrap()));
+        learned
+            .elements
+            .push(AddrRange::single("198.51.100.99".parse().unwrap()));
+        let d = diff(&plan, &live);
+        assert_eq!(d.len(), 2, "{d:#?}");
+        assert!(d[0].detail.contains("dormant"), "{d:#?}");
+        assert!(
+            d[1].location == "set dev-dns4-tcp-443"
+                && d[1].detail.contains("169.254.169.254")
+                && d[1].detail.contains("169.254.0.0/16"),
+            "{d:#?}"
+        );
     }
 
     #[test]

@@ -11,8 +11,10 @@
 //! the namespace lab and the isolation drill in `corral-drill`.
 #![warn(missing_docs)]
 
+pub mod conntrack;
 pub mod drift;
 pub mod host;
+pub mod hostnet;
 pub mod link;
 pub mod netns;
 pub mod nft;

@@ -104,17 +104,19 @@ impl Sysctls {
         Self { root: root.into() }
     }
 
-    /// The file for a dotted key.
+    /// The file for a dotted key. As in sysctl(8), a `/` inside a
+    /// component stands for a `.` of that component (an interface named
+    /// `br.x` is `net.ipv4.conf.br/x.rp_filter`).
     pub fn path(&self, key: &str) -> Result<PathBuf, SysctlError> {
+        let parts: Vec<String> = key.split('.').map(|p| p.replace('/', ".")).collect();
         if key.is_empty()
-            || key.contains('/')
-            || key.split('.').any(|part| part.is_empty() || part == "..")
+            || parts
+                .iter()
+                .any(|part| part.is_empty() || part == "." || part == "..")
         {
             return Err(SysctlError::BadKey(key.to_owned()));
         }
-        Ok(key
-            .split('.')
-            .fold(self.root.clone(), |p, part| p.join(part)))
+        Ok(parts.iter().fold(self.root.clone(), |p, part| p.join(part)))
     }
 
     /// Reads a key (trimmed); `None` when it does not exist.
@@ -297,9 +299,13 @@ mod tests {
     #[test]
     fn keys_cannot_escape_the_root() {
         let s = Sysctls::default();
-        for bad in ["", "net..x", "net/ipv4", "..", "net.ipv4.."] {
+        for bad in ["", "net..x", "..", "net.ipv4..", "net./", "net.//.x"] {
             assert!(s.path(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            s.path("net.ipv4.conf.br/x.rp_filter").unwrap(),
+            PathBuf::from("/proc/sys/net/ipv4/conf/br.x/rp_filter")
+        );
         assert_eq!(
             s.path("net.ipv4.ip_forward").unwrap(),
             PathBuf::from("/proc/sys/net/ipv4/ip_forward")

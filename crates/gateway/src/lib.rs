@@ -12,9 +12,12 @@
 //!
 //! # Contract with the plan (`plan`, `nft`)
 //!
-//! dnsmasq's nftset adds to `table inet corral`, sets `<profile>-dns4` and,
-//! when the profile has IPv6, `<profile>-dns6` (see [`GatewaySpec::set_names`]),
-//! only when the profile has host or wildcard entries. Each set must be
+//! dnsmasq's nftset adds to `table inet corral`, to one learned set per
+//! (protocol, ports) class of the profile's host and wildcard entries and
+//! per family (`<profile>-dns4-tcp-443`, `<profile>-dns6`, ...; see
+//! [`NameRules::set_lines`]): each domain's answers feed only the sets of
+//! the classes listed for it, so a name's port limit holds after it is
+//! resolved. Each set must be
 //! created with **`flags timeout` and a default `timeout` equal to
 //! [`DnsTiming::set_timeout`]** (600 s by default): dnsmasq 2.90 runs
 //! `add element inet corral <set> { <addr> }` with no timeout of its own, so
@@ -65,7 +68,7 @@ pub use error::GatewayError;
 pub use fleet::{Started, start_all, status_all, stop_all, upstreams};
 pub use leases::{Lease, leases};
 pub use lifecycle::{GatewayReport, GatewayState, start_for_host, status_recorded, stop_recorded};
-pub use names::{DomainRule, NamePattern, NameRules};
+pub use names::{DomainRule, NamePattern, NameRules, SetLine};
 pub use paths::GatewayPaths;
 pub use process::{DEFAULT_DNSMASQ, Gateway, GatewayStatus};
 pub use render::{NFT_TABLE, render};

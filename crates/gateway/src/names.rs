@@ -14,7 +14,9 @@
 
 use std::collections::BTreeSet;
 
-use corral_sandbox_core::{AllowEntry, AllowTarget};
+use corral_egress::plan::AddrFamily;
+use corral_egress::plan::names::dns_set;
+use corral_sandbox_core::{AllowEntry, AllowTarget, PortRange, Profile, Protocol};
 
 /// One admitted name pattern.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -30,6 +32,18 @@ pub enum NamePattern {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NameRules {
     patterns: BTreeSet<NamePattern>,
+}
+
+/// A (protocol, ports) class of allow entries.
+type Class = (Option<Protocol>, Option<PortRange>);
+
+/// One `nftset=` line: a domain and the learned sets its answers feed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetLine {
+    /// The domain (it and its subdomains, as dnsmasq matches it).
+    pub domain: String,
+    /// Family and name of every set.
+    pub sets: Vec<(AddrFamily, String)>,
 }
 
 /// One dnsmasq domain directive, before upstream addresses are attached.
@@ -108,6 +122,67 @@ impl NameRules {
         domains.into_iter().collect()
     }
 
+    /// The `nftset=` lines of a profile: one per domain whose answers feed
+    /// nft sets, each naming every learned set (one per (protocol, ports)
+    /// class and family, `plan::names::dns_set`) the answers go to.
+    ///
+    /// dnsmasq applies only the line of the longest domain matching a
+    /// query (measured on 2.90), so each domain's line carries the classes
+    /// of every entry admitting names that select it: its own host entry,
+    /// and every wildcard at or above it. A name under a wildcard that is
+    /// also listed as a host entry (or a wildcard's apex listed as one)
+    /// thus also feeds the host entry's classes; dnsmasq cannot tell the
+    /// two apart (see docs/gateway.md).
+    pub fn set_lines(profile: &Profile) -> Vec<SetLine> {
+        let entries: Vec<(NamePattern, Class)> = profile
+            .allow
+            .iter()
+            .filter_map(|e| {
+                let class = (e.protocol, e.ports);
+                match &e.target {
+                    AllowTarget::Host(h) => Some((NamePattern::Exact(h.normalized()), class)),
+                    AllowTarget::Wildcard(w) => {
+                        Some((NamePattern::Subdomains(w.normalized()), class))
+                    }
+                    AllowTarget::Net(_) => None,
+                }
+            })
+            .collect();
+        let domains: BTreeSet<&str> = entries
+            .iter()
+            .map(|(p, _)| match p {
+                NamePattern::Exact(d) | NamePattern::Subdomains(d) => d.as_str(),
+            })
+            .collect();
+        let mut families = vec![AddrFamily::V4];
+        if profile.subnet_v6.is_some() {
+            families.push(AddrFamily::V6);
+        }
+        domains
+            .into_iter()
+            .map(|d| {
+                let classes: BTreeSet<Class> = entries
+                    .iter()
+                    .filter(|(p, _)| match p {
+                        NamePattern::Exact(h) => h == d,
+                        NamePattern::Subdomains(w) => w == d || is_strict_subdomain(d, w),
+                    })
+                    .map(|(_, c)| *c)
+                    .collect();
+                let mut sets = Vec::new();
+                for c in &classes {
+                    for f in &families {
+                        sets.push((*f, dns_set(&profile.name, *f, c.0, c.1)));
+                    }
+                }
+                SetLine {
+                    domain: d.to_owned(),
+                    sets,
+                }
+            })
+            .collect()
+    }
+
     /// True when some wildcard admits every strict subdomain of `host`.
     fn subdomains_admitted(&self, host: &str) -> bool {
         self.patterns.iter().any(|p| match p {
@@ -168,6 +243,41 @@ mod tests {
             ]
         );
         assert!(r.admits("example.com") && r.admits("x.a.b.example.com"));
+    }
+
+    #[test]
+    fn each_domain_feeds_exactly_its_classes_sets() {
+        let mut p = crate::spec::tests::profile(
+            corral_sandbox_core::EgressMode::Allowlist,
+            &[
+                "api.example.com:443/tcp",
+                "api.example.com:80/tcp",
+                "*.cdn.test:8443/tcp",
+                "img.cdn.test:53/udp",
+                "other.test",
+            ],
+            "10.99.2.0/24",
+        );
+        p.subnet_v6 = Some("fd00:99:2::/64".parse().unwrap());
+        let lines = NameRules::set_lines(&p);
+        let show: Vec<String> = lines
+            .iter()
+            .map(|l| {
+                let sets: Vec<&str> = l.sets.iter().map(|(_, s)| s.as_str()).collect();
+                format!("{} {}", l.domain, sets.join(","))
+            })
+            .collect();
+        assert_eq!(
+            show,
+            [
+                "api.example.com claude-dns4-tcp-80,claude-dns6-tcp-80,claude-dns4-tcp-443,claude-dns6-tcp-443",
+                "cdn.test claude-dns4-tcp-8443,claude-dns6-tcp-8443",
+                // A host entry under a wildcard: dnsmasq picks this line
+                // for img.cdn.test and its subdomains alike.
+                "img.cdn.test claude-dns4-tcp-8443,claude-dns6-tcp-8443,claude-dns4-udp-53,claude-dns6-udp-53",
+                "other.test claude-dns4,claude-dns6",
+            ]
+        );
     }
 
     #[test]

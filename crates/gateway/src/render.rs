@@ -7,15 +7,16 @@
 //! configured path can add a directive. Every value is checked again at
 //! this last step: a line break, carriage return or NUL in any value is
 //! refused, and so is any line longer than dnsmasq reads (it rejects lines
-//! over 1,024 bytes); the `nftset=` list of a long allowlist is split over
-//! as many lines as it needs.
+//! over 1,024 bytes). Each listed domain gets an `nftset=` line of its own
+//! (dnsmasq applies only the line of the longest matching domain), naming
+//! the learned sets of exactly its entries' classes.
 
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 
 use super::error::GatewayError;
 use super::names::DomainRule;
 use super::spec::{DnsService, GatewaySpec};
+use corral_egress::plan::AddrFamily;
 
 /// The longest line written (dnsmasq refuses lines over 1,024 bytes; the
 /// margin keeps clear of its off-by-one in counting the newline).
@@ -86,6 +87,7 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
             upstreams,
             names,
             timing,
+            set_lines,
         } => {
             c.comment("allowlist profile: answer only admitted names; NXDOMAIN for all else, never forwarded");
             c.kv(
@@ -109,42 +111,23 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
                     DomainRule::Refuse(domain) => c.kv("address", format!("/{domain}/")),
                 }
             }
-            let domains = names.set_domains();
-            if !domains.is_empty() {
-                let (v4, v6) = spec.set_names();
-                let mut sets = format!("4#inet#{NFT_TABLE}#{v4}");
-                if let Some(v6) = v6 {
-                    let _ = write!(sets, ",6#inet#{NFT_TABLE}#{v6}");
-                }
-                for chunk in nftset_chunks(&domains, &sets) {
-                    c.kv("nftset", chunk);
-                }
+            for line in set_lines {
+                let sets: Vec<String> = line
+                    .sets
+                    .iter()
+                    .map(|(f, name)| {
+                        let digit = match f {
+                            AddrFamily::V4 => 4,
+                            AddrFamily::V6 => 6,
+                        };
+                        format!("{digit}#inet#{NFT_TABLE}#{name}")
+                    })
+                    .collect();
+                c.kv("nftset", format!("/{}/{}", line.domain, sets.join(",")));
             }
         }
     }
     c.finish()
-}
-
-/// `/d1/d2/…/<sets>` values, as many as needed for each `nftset=` line to
-/// stay within [`MAX_LINE`].
-fn nftset_chunks(domains: &[String], sets: &str) -> Vec<String> {
-    let fixed = "nftset=".len() + 1 + sets.len();
-    let mut out = Vec::new();
-    let mut current: Vec<&str> = Vec::new();
-    let mut len = fixed;
-    for d in domains {
-        if !current.is_empty() && len + d.len() + 1 > MAX_LINE {
-            out.push(format!("/{}/{sets}", current.join("/")));
-            current.clear();
-            len = fixed;
-        }
-        current.push(d);
-        len += d.len() + 1;
-    }
-    if !current.is_empty() {
-        out.push(format!("/{}/{sets}", current.join("/")));
-    }
-    out
 }
 
 /// Hardening shared by every resolver corral runs.
@@ -255,7 +238,8 @@ mod tests {
             "server=/api.example.com/2001:db8::53#5353",
             "address=/*.api.example.com/",
             "server=/*.cdn.test/198.18.0.53",
-            "nftset=/api.example.com/cdn.test/4#inet#corral#claude-dns4,6#inet#corral#claude-dns6",
+            "nftset=/api.example.com/4#inet#corral#claude-dns4-443,6#inet#corral#claude-dns6-443",
+            "nftset=/cdn.test/4#inet#corral#claude-dns4,6#inet#corral#claude-dns6",
         ] {
             assert!(d.contains(&want), "missing `{want}` in:\n{text}");
         }

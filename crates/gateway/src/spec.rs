@@ -9,7 +9,7 @@ use corral_sandbox_core::{BridgeName, DnsPolicy, EgressMode, Profile, ProfileNam
 use ipnet::Ipv4Net;
 
 use super::error::GatewayError;
-use super::names::NameRules;
+use super::names::{NameRules, SetLine};
 
 /// TTL handling of a filtered resolver (see the module docs of `gateway` for
 /// the rule and the measurements behind it).
@@ -74,6 +74,8 @@ pub enum DnsService {
         names: NameRules,
         /// TTL cap and set timeout.
         timing: DnsTiming,
+        /// The `nftset=` lines: which learned sets each domain feeds.
+        set_lines: Vec<SetLine>,
     },
 }
 
@@ -125,6 +127,7 @@ impl GatewaySpec {
                 timing.validate()?;
                 DnsService::Filtered {
                     upstreams: upstreams.to_vec(),
+                    set_lines: NameRules::set_lines(profile),
                     names,
                     timing,
                 }
@@ -171,14 +174,6 @@ impl GatewaySpec {
         }
         Ok((Ipv4Addr::from(lo), Ipv4Addr::from(last)))
     }
-
-    /// The nft set names dnsmasq fills: `<profile>-dns4` (and `-dns6`).
-    pub fn set_names(&self) -> (String, Option<String>) {
-        (
-            format!("{}-dns4", self.profile),
-            self.gateway_v6.map(|_| format!("{}-dns6", self.profile)),
-        )
-    }
 }
 
 #[cfg(test)]
@@ -197,6 +192,7 @@ pub(crate) mod tests {
             block: BlockAction::Reject,
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
+            deny: Vec::new(),
         }
     }
 
@@ -219,8 +215,16 @@ pub(crate) mod tests {
         assert!(matches!(inet.dns, DnsService::Forward { .. }));
         let allow = profile(EgressMode::Allowlist, &["api.example.com"], "10.99.1.0/24");
         let spec = GatewaySpec::from_profile(&allow, &up(), t).unwrap();
-        assert!(matches!(spec.dns, DnsService::Filtered { .. }));
-        assert_eq!(spec.set_names(), ("claude-dns4".to_owned(), None));
+        let DnsService::Filtered { set_lines, .. } = &spec.dns else {
+            panic!("not filtered: {:?}", spec.dns);
+        };
+        assert_eq!(
+            set_lines[0].sets,
+            [(
+                corral_egress::plan::AddrFamily::V4,
+                "claude-dns4".to_owned()
+            )]
+        );
         let mut off = allow.clone();
         off.dns = DnsPolicy::Off;
         assert_eq!(

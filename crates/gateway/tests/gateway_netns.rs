@@ -3,9 +3,12 @@
 //! a test upstream resolver in the "internet" namespace whose query log
 //! proves what left the host.
 //!
-//! Addresses the resolver hands out are in 198.18.0.0/15: dnsmasq's
+//! Addresses the resolver hands out are in 192.175.48.0/24 (AS112, RFC
+//! 7534; they exist only inside the test's namespaces): dnsmasq's
 //! `stop-dns-rebind` (which corral turns on) strips the private *and* the
-//! documentation ranges (192.0.2/24, 198.51.100/24, 203.0.113/24).
+//! documentation ranges (192.0.2/24, 198.51.100/24, 203.0.113/24), and
+//! corral's reserved list refuses benchmarking space (198.18.0.0/15) and
+//! the rest of the special-purpose ranges.
 
 // Test helpers outside #[test] fns unwrap too: a failed setup is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -28,9 +31,9 @@ use corral_gateway::{DnsTiming, Gateway, GatewaySpec, GatewayStatus};
 use corral_sandbox_core::{EgressMode, HostName, Profile, ProfileSet};
 
 const UPSTREAM: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
-const STATIC_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 1);
-const ROTATED_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 2);
-const CDN_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 1);
+const STATIC_ADDR: Ipv4Addr = Ipv4Addr::new(192, 175, 48, 1);
+const ROTATED_ADDR: Ipv4Addr = Ipv4Addr::new(192, 175, 48, 2);
+const CDN_ADDR: Ipv4Addr = Ipv4Addr::new(192, 175, 48, 3);
 const PORT: u16 = 443;
 const T: Duration = Duration::from_millis(1500);
 
@@ -39,6 +42,7 @@ const T: Duration = Duration::from_millis(1500);
 fn profile(name: &str, bridge: &str, subnet: &str, mode: EgressMode, allow: &[&str]) -> Profile {
     Profile {
         allow_unresolved: true,
+        deny: Vec::new(),
         ..corral_egress::plan::test_support::profile(name, bridge, subnet, mode, allow)
     }
 }

@@ -38,6 +38,7 @@ fn a_sixty_name_allowlist_passes_dnsmasqs_own_check() {
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
+        deny: Vec::new(),
     };
     let ups = ["198.18.0.53:53".parse().unwrap()];
     let spec = GatewaySpec::from_profile(&profile, &ups, DnsTiming::default()).unwrap();

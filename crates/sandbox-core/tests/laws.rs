@@ -283,6 +283,7 @@ fn profile(i: u8) -> impl Strategy<Value = Profile> {
                     DnsPolicy::Gateway
                 },
                 allow_unresolved: unresolved,
+                deny: Vec::new(),
             },
         )
 }

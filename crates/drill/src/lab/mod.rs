@@ -73,9 +73,14 @@ impl Lab {
         profiles: &ProfileSet,
         resolution: &Resolution,
     ) -> Result<Self, LabError> {
-        let plan = HostPlan::build(profiles, &PlanSettings::default(), resolution)?;
         let topo = Topology::build(profiles)?;
         let host = Host::in_netns(topo.host.try_clone()?);
+        let bridges: Vec<String> = profiles.iter().map(|p| p.bridge.to_string()).collect();
+        let settings = PlanSettings {
+            host_networks: Some(host.networks(&bridges)?.to_nets()),
+            ..PlanSettings::default()
+        };
+        let plan = HostPlan::build(profiles, &settings, resolution)?;
         Ok(Self {
             topo,
             plan,

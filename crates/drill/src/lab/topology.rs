@@ -5,7 +5,9 @@
 //!   (2 per profile,        (made by apply or          (public, private and
 //!    static addresses,      ensure_bridges)            metadata addresses,
 //!    default via gateway)                              TCP/UDP echo)
-//!                                        └──lan0── LAN ns (one host)
+//!                                        └──lan0── LAN ns (one host, on a
+//!                                                  private and a public-looking
+//!                                                  network)
 //! ```
 //!
 //! Every namespace is anonymous and owned by the [`Topology`]; dropping it
@@ -43,6 +45,15 @@ pub const ROUTER_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0,
 pub const HOST_LAN_V4: Ipv4Addr = Ipv4Addr::new(192, 168, 50, 1);
 /// The one other machine on the LAN.
 pub const LAN_HOST_V4: Ipv4Addr = Ipv4Addr::new(192, 168, 50, 10);
+/// The host's address in the LAN's public-looking network: a host whose
+/// LAN or uplink is not private space (a provider's /24, a lab).
+pub const HOST_LAN_PUBLIC_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+/// The LAN machine's address in that network (a neighbour of the host).
+pub const LAN_PUBLIC_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
+/// IPv6 twin of [`HOST_LAN_PUBLIC_V4`].
+pub const HOST_LAN_PUBLIC_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x50, 0, 0, 0, 0, 1);
+/// IPv6 twin of [`LAN_PUBLIC_V4`].
+pub const LAN_PUBLIC_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x50, 0, 0, 0, 0, 0x10);
 /// Public-looking IPv4 addresses in the internet namespace.
 pub const PUBLIC_V4: [Ipv4Addr; 4] = [
     Ipv4Addr::new(198, 51, 100, 10),
@@ -212,6 +223,12 @@ impl Topology {
                 .add_address(UPLINK_IF, v6net(HOST_UPLINK_V6, 64))
                 .await?;
             links.add_address(LAN_IF, v4net(HOST_LAN_V4, 24)).await?;
+            links
+                .add_address(LAN_IF, v4net(HOST_LAN_PUBLIC_V4, 24))
+                .await?;
+            links
+                .add_address(LAN_IF, v6net(HOST_LAN_PUBLIC_V6, 64))
+                .await?;
             links.set_up(UPLINK_IF).await?;
             links.set_up(LAN_IF).await?;
             links.add_default_route(IpAddr::V4(ROUTER_V4)).await?;
@@ -246,8 +263,13 @@ impl Topology {
         lan.run_async(|| async {
             let links = Links::connect()?;
             links.add_address("eth0", v4net(LAN_HOST_V4, 24)).await?;
+            links.add_address("eth0", v4net(LAN_PUBLIC_V4, 24)).await?;
+            links.add_address("eth0", v6net(LAN_PUBLIC_V6, 64)).await?;
             links.set_up("eth0").await?;
             links.add_default_route(IpAddr::V4(HOST_LAN_V4)).await?;
+            links
+                .add_default_route(IpAddr::V6(HOST_LAN_PUBLIC_V6))
+                .await?;
             Ok::<_, LinkError>(())
         })??;
 
@@ -298,8 +320,14 @@ impl Topology {
             host_listeners.add(SocketAddr::new(ip, HOST_SERVICE_PORT), Transport::Tcp)?;
         }
         let lan_listeners = Listeners::start(&lan)?;
-        for t in [Transport::Tcp, Transport::Udp] {
-            lan_listeners.add(SocketAddr::new(IpAddr::V4(LAN_HOST_V4), LAN_PORT), t)?;
+        for ip in [
+            IpAddr::V4(LAN_HOST_V4),
+            IpAddr::V4(LAN_PUBLIC_V4),
+            IpAddr::V6(LAN_PUBLIC_V6),
+        ] {
+            for t in [Transport::Tcp, Transport::Udp] {
+                lan_listeners.add(SocketAddr::new(ip, LAN_PORT), t)?;
+            }
         }
 
         // Prime neighbour caches on the uplink and LAN from the far side.
@@ -310,6 +338,7 @@ impl Topology {
             (&internet, IpAddr::V4(HOST_UPLINK_V4)),
             (&internet, IpAddr::V6(HOST_UPLINK_V6)),
             (&lan, IpAddr::V4(HOST_LAN_V4)),
+            (&lan, IpAddr::V6(HOST_LAN_PUBLIC_V6)),
         ] {
             let r = probe_from(ns, &Probe::Icmp { to: ip }, Duration::from_secs(2));
             if !r.observed.reached() {

@@ -2,14 +2,19 @@
 //! teardown, refresh — on this host or inside a network namespace.
 //!
 //! Apply order: sysctls → nftables (one transaction, so the rules are in
-//! place before a new bridge comes up) → bridges (create or adopt, gateway
-//! addresses, up) → read everything back; any difference from the plan
-//! fails the apply. Teardown deletes corral's two tables and only the
+//! place before a new bridge comes up; the gateway resolver's learned
+//! elements are carried over) → bridges (create or adopt, gateway
+//! addresses, up) → the bridges' own sysctls → read everything back (any
+//! difference from the plan fails the apply) → revocation: every tracked
+//! flow from a profile subnet that the new plan would not let start is
+//! deleted from conntrack (`crate::conntrack`), so narrowing a profile
+//! also ends what it no longer allows. Refresh ends the same way. Teardown deletes corral's two tables and only the
 //! bridges carrying corral's stamp, keeps going past failures and returns
 //! every error. Sysctls are not reverted by teardown: forwarding may serve
 //! other users of the host.
 
 mod report;
+mod revoke;
 mod state;
 
 use std::time::Instant;
@@ -17,12 +22,13 @@ use std::time::Instant;
 use crate::link::{LinkError, Links};
 use crate::netns::Netns;
 use crate::nft::{self, NftError};
-use crate::plan::HostPlan;
+use crate::plan::{HostPlan, SysctlPlan};
 use crate::sysctl::{SysctlError, Sysctls};
 
 pub use report::{
     ApplyReport, BridgeReport, BridgeStatus, HostDrift, SetStatus, Status, TeardownReport,
 };
+pub use revoke::RevokeReport;
 pub use state::{AppliedInputs, StateError, StateStore, plan_settings};
 
 /// A host operation failed.
@@ -40,6 +46,9 @@ pub enum HostError {
     /// A bridge, address or route operation failed.
     #[error(transparent)]
     Link(#[from] LinkError),
+    /// Listing or deleting conntrack entries failed.
+    #[error(transparent)]
+    Conntrack(#[from] crate::conntrack::ConntrackError),
     /// After apply, the live state still differs from the plan.
     #[error(
         "applied, but the host does not match the plan ({} difference(s), first: {}); run `corral host verify` for the list",
@@ -90,12 +99,24 @@ impl Host {
         self.verify(plan)
     }
 
+    /// The host's directly connected networks and routers, leaving out the
+    /// plan's own bridges: what `PlanSettings::host_networks` should hold.
+    pub fn networks(&self, bridges: &[String]) -> Result<crate::hostnet::HostNetworks, HostError> {
+        self.within(|| async {
+            let links = Links::connect()?;
+            let names: Vec<&str> = bridges.iter().map(String::as_str).collect();
+            Ok(links.host_networks(&names).await?)
+        })
+    }
+
     /// Applies `plan`; see the module docs for the order.
     pub fn apply(&self, plan: &HostPlan) -> Result<ApplyReport, HostError> {
         self.within(|| async {
             let start = Instant::now();
-            let sysctls = Sysctls::default().apply(&plan.sysctls)?;
-            let stats = nft::apply(plan)?;
+            let (early, per_bridge) = split_sysctls(plan);
+            let mut sysctls = Sysctls::default().apply(&early)?;
+            let keep = kept_learned(plan, &nft::read_live()?);
+            let stats = nft::apply_keeping(plan, &keep)?;
             let links = Links::connect()?;
             let mut bridges = Vec::new();
             for b in &plan.bridges {
@@ -106,10 +127,12 @@ impl Host {
                     outcome,
                 });
             }
-            let drift = verify_inside(plan, &links).await?;
+            sysctls.extend(Sysctls::default().apply(&per_bridge)?);
+            let drift = verify_inside(plan, &links, false).await?;
             if !drift.is_empty() {
                 return Err(HostError::NotEnforced(drift));
             }
+            let revoked = revoke::revoke(plan)?;
             Ok(ApplyReport {
                 sysctls,
                 bridges,
@@ -117,6 +140,7 @@ impl Host {
                 nft_bytes: stats.bytes,
                 rules: plan.rule_count(),
                 set_elements: plan.element_count(),
+                revoked,
                 ms: elapsed_ms(start),
             })
         })
@@ -128,7 +152,7 @@ impl Host {
     pub fn verify(&self, plan: &HostPlan) -> Result<Vec<HostDrift>, HostError> {
         self.within(|| async {
             let links = Links::connect()?;
-            verify_inside(plan, &links).await
+            verify_inside(plan, &links, true).await
         })
     }
 
@@ -166,7 +190,7 @@ impl Host {
                         .map(|l| l.elements.len()),
                 })
                 .collect();
-            let drift = verify_inside(plan, &links).await?.len();
+            let drift = verify_inside(plan, &links, true).await?.len();
             Ok(Status {
                 bridges,
                 counters: nft::profile_counters(plan, &live),
@@ -211,28 +235,89 @@ impl Host {
         })
     }
 
-    /// Re-resolved addresses: updates set elements in place (no rule
-    /// rebuilt, established flows untouched), then checks the result.
-    pub fn refresh(&self, old: &HostPlan, new: &HostPlan) -> Result<nft::RefreshReport, HostError> {
+    /// Re-resolved addresses and re-read host networks: updates set
+    /// elements in place (no rule rebuilt), checks the result, then revokes
+    /// the tracked flows the new plan no longer allows (flows it still
+    /// allows are untouched).
+    pub fn refresh(
+        &self,
+        old: &HostPlan,
+        new: &HostPlan,
+    ) -> Result<(nft::RefreshReport, RevokeReport), HostError> {
         self.within(|| async {
             let report = nft::refresh_sets(old, new)?;
             let links = Links::connect()?;
-            let drift = verify_inside(new, &links).await?;
+            let drift = verify_inside(new, &links, false).await?;
             if !drift.is_empty() {
                 return Err(HostError::NotEnforced(drift));
             }
-            Ok(report)
+            let revoked = revoke::revoke(new)?;
+            Ok((report, revoked))
         })
     }
 }
 
-/// Drift of nft objects, bridges and sysctls, from inside the namespace.
-async fn verify_inside(plan: &HostPlan, links: &Links) -> Result<Vec<HostDrift>, HostError> {
+/// Sysctls that exist before the bridges, and the bridges' own
+/// (`net.ipv4.conf.<bridge>.*`), which exist only once the bridge does.
+fn split_sysctls(plan: &HostPlan) -> (Vec<SysctlPlan>, Vec<SysctlPlan>) {
+    plan.sysctls.iter().cloned().partition(|s| {
+        !plan.bridges.iter().any(|b| {
+            let dev = b.name.as_str().replace('.', "/");
+            s.key.contains(&format!(".conf.{dev}."))
+        })
+    })
+}
+
+/// What the gateway resolver learned, for the new plan's dynamic sets:
+/// elements of sets the plan still has, without any the plan refuses.
+fn kept_learned(plan: &HostPlan, live: &nft::LiveState) -> nft::Learned {
+    let mut keep = nft::learned(live);
+    keep.retain(|name, _| {
+        plan.set(name)
+            .is_some_and(|s| s.kind == crate::plan::SetKind::Dynamic)
+    });
+    for els in keep.values_mut() {
+        els.retain(|(r, _)| {
+            crate::plan::reserved::refusal(r.start, plan.host_nets(), &[]).is_none()
+        });
+    }
+    keep
+}
+
+/// Drift of nft objects, bridges, sysctls and the host's networks, from
+/// inside the namespace. With `strays`, packets from a profile subnet that
+/// arrived elsewhere than on its bridge (counted by the prerouting drops
+/// since the last apply) are reported too: a sandbox whose port left its
+/// bridge.
+async fn verify_inside(
+    plan: &HostPlan,
+    links: &Links,
+    strays: bool,
+) -> Result<Vec<HostDrift>, HostError> {
     let live = nft::read_live()?;
     let mut out: Vec<HostDrift> = crate::drift::diff(plan, &live)
         .into_iter()
         .map(HostDrift::Nft)
         .collect();
+    if strays {
+        out.extend(stray_sources(plan, &live));
+    }
+    if let Some(planned) = &plan.host_networks {
+        let bridges: Vec<&str> = plan.bridges.iter().map(|b| b.name.as_str()).collect();
+        let now = links.host_networks(&bridges).await?.to_nets();
+        if &now != planned {
+            let fmt = |v: Vec<&ipnet::IpNet>| {
+                v.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            out.push(HostDrift::HostNetworks {
+                new: fmt(now.iter().filter(|n| !planned.contains(n)).collect()),
+                gone: fmt(planned.iter().filter(|n| !now.contains(n)).collect()),
+            });
+        }
+    }
     for b in &plan.bridges {
         let name = b.name.as_str();
         let Some(link) = links.get(name).await? else {
@@ -258,11 +343,24 @@ async fn verify_inside(plan: &HostPlan, links: &Links) -> Result<Vec<HostDrift>,
         let addrs = links.addresses(name).await?;
         let wanted = std::iter::once(ipnet::IpNet::V4(b.gateway_v4))
             .chain(b.gateway_v6.map(ipnet::IpNet::V6));
-        for w in wanted {
-            if !addrs.contains(&w) {
+        let wanted: Vec<ipnet::IpNet> = wanted.collect();
+        for w in &wanted {
+            if !addrs.contains(w) {
                 out.push(HostDrift::Bridge {
                     name: name.to_owned(),
                     problem: format!("gateway address {w} missing"),
+                });
+            }
+        }
+        for a in &addrs {
+            let link_local =
+                matches!(a, ipnet::IpNet::V6(v6) if (v6.addr().segments()[0] & 0xffc0) == 0xfe80);
+            if !wanted.contains(a) && !link_local {
+                out.push(HostDrift::Bridge {
+                    name: name.to_owned(),
+                    problem: format!(
+                        "extra address {a} (not planned: it makes the host reachable on another address and its subnet connected to the bridge)"
+                    ),
                 });
             }
         }
@@ -274,6 +372,46 @@ async fn verify_inside(plan: &HostPlan, links: &Links) -> Result<Vec<HostDrift>,
             .map(HostDrift::Sysctl),
     );
     Ok(out)
+}
+
+/// Packets the prerouting arrival rules dropped, per profile.
+fn stray_sources(plan: &HostPlan, live: &nft::LiveState) -> Vec<HostDrift> {
+    let Some(pre) = live
+        .table(crate::plan::TableFamily::Inet)
+        .and_then(|t| t.chain(crate::plan::names::PREROUTING))
+    else {
+        return Vec::new();
+    };
+    let Some(planned) = plan
+        .inet
+        .chains
+        .iter()
+        .find(|c| c.name == crate::plan::names::PREROUTING)
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for b in &plan.bridges {
+        let packets: u64 = planned
+            .rules
+            .iter()
+            .zip(&pre.rules)
+            .filter(|(r, _)| {
+                r.verdict == crate::plan::Verdict::Drop
+                    && r.matches
+                        .contains(&crate::plan::Match::IifNameNot(b.name.to_string()))
+            })
+            .map(|(_, l)| l.packets)
+            .sum();
+        if packets > 0 {
+            out.push(HostDrift::StraySource {
+                profile: b.profile.to_string(),
+                bridge: b.name.to_string(),
+                packets,
+            });
+        }
+    }
+    out
 }
 
 fn elapsed_ms(start: Instant) -> u64 {

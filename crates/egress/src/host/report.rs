@@ -24,6 +24,8 @@ pub struct ApplyReport {
     pub rules: usize,
     /// Set elements in the plan.
     pub set_elements: usize,
+    /// Tracked flows the new plan no longer allows, deleted.
+    pub revoked: super::RevokeReport,
     /// Wall time of the whole apply including read-back, milliseconds.
     pub ms: u64,
 }
@@ -54,6 +56,27 @@ pub enum HostDrift {
     },
     /// A sysctl has another value.
     Sysctl(SysctlDrift),
+    /// The host's directly connected networks or routers changed since the
+    /// plan was applied (`corral host refresh` brings the sets up to date).
+    #[serde(rename = "host_networks")]
+    HostNetworks {
+        /// Networks and routers the host has now that the plan lacks.
+        new: String,
+        /// Networks and routers in the plan the host no longer has.
+        gone: String,
+    },
+    /// Packets from a profile's subnet arrived on another interface than
+    /// its bridge (and were dropped): a sandbox port is no longer on its
+    /// bridge.
+    #[serde(rename = "stray_source")]
+    StraySource {
+        /// The profile.
+        profile: String,
+        /// Its bridge.
+        bridge: String,
+        /// Packets dropped since the last apply.
+        packets: u64,
+    },
 }
 
 impl fmt::Display for HostDrift {
@@ -61,6 +84,20 @@ impl fmt::Display for HostDrift {
         match self {
             HostDrift::Nft(d) => write!(f, "{d}"),
             HostDrift::Bridge { name, problem } => write!(f, "bridge {name}: {problem}"),
+            HostDrift::HostNetworks { new, gone } => write!(
+                f,
+                "the host's networks changed since apply (new: {}; gone: {}); run `corral host refresh`",
+                if new.is_empty() { "none" } else { new },
+                if gone.is_empty() { "none" } else { gone }
+            ),
+            HostDrift::StraySource {
+                profile,
+                bridge,
+                packets,
+            } => write!(
+                f,
+                "{packets} packet(s) from profile {profile}'s subnet arrived elsewhere than on bridge {bridge} (dropped): a sandbox port has left its bridge; re-attach or restart that sandbox"
+            ),
             HostDrift::Sysctl(s) => write!(
                 f,
                 "sysctl {} is {} (planned {})",

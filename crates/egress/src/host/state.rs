@@ -56,6 +56,10 @@ pub struct AppliedInputs {
     pub resolution: Resolution,
     /// When, seconds since the Unix epoch.
     pub applied_at: u64,
+    /// The host's networks and routers at apply (or last refresh) time,
+    /// blocked for every sandbox (absent in records of older versions).
+    #[serde(default)]
+    pub host_networks: Option<Vec<ipnet::IpNet>>,
 }
 
 impl AppliedInputs {
@@ -69,6 +73,22 @@ impl AppliedInputs {
             config_toml: config.to_toml_string(),
             resolution,
             applied_at,
+            host_networks: None,
+        }
+    }
+
+    /// The same record with the host networks the plan was built with.
+    #[must_use]
+    pub fn with_host_networks(mut self, nets: Option<Vec<ipnet::IpNet>>) -> Self {
+        self.host_networks = nets;
+        self
+    }
+
+    /// The plan settings these inputs were applied with.
+    pub fn settings(&self, config: &Config) -> PlanSettings {
+        PlanSettings {
+            host_networks: self.host_networks.clone(),
+            ..plan_settings(&config.host)
         }
     }
 
@@ -137,7 +157,7 @@ impl StateStore {
         })?;
         let plan = HostPlan::build(
             &config.profiles,
-            &plan_settings(&config.host),
+            &inputs.settings(&config),
             &inputs.resolution,
         )?;
         Ok(Some((config, plan)))
@@ -157,11 +177,15 @@ impl StateStore {
     }
 }
 
-/// The plan settings a configuration's `[host]` section implies.
+/// The plan settings a configuration's `[host]` section implies. The host
+/// networks are not configuration: the caller reads them from the host
+/// (`Host::networks`) and sets `host_networks`.
 pub fn plan_settings(host: &HostConfig) -> PlanSettings {
     PlanSettings {
         multipass_bridge: Some(host.multipass_bridge.clone()),
         uplink: host.uplink.as_ref().map(ToString::to_string),
+        host_networks: None,
+        deny: host.deny.clone(),
     }
 }
 

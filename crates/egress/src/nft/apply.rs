@@ -9,7 +9,7 @@ use super::NftError;
 use super::batch::{Batch, Finished, Op};
 use super::expr::build_rule;
 use super::obj::{Chain, Table, cstr};
-use super::set::{definition, queue_elements};
+use super::set::{definition, queue_elements, queue_learned};
 use super::socket::NlSocket;
 use crate::plan::{
     AddrRange, ChainPlan, HostPlan, RulePlan, SetKind, TABLE_NAME, TableFamily, TablePlan, Verdict,
@@ -64,7 +64,35 @@ fn chain_obj(family: TableFamily, c: &ChainPlan) -> Result<Chain, NftError> {
     Ok(ch)
 }
 
-fn queue_table(b: &mut Batch, t: &TablePlan, next_set_id: &mut u32) -> Result<(), NftError> {
+/// Elements of the gateway resolver's dynamic sets to carry into a new
+/// ruleset, by set name, each with the milliseconds it has left.
+pub type Learned = std::collections::BTreeMap<String, Vec<(AddrRange, u64)>>;
+
+/// The dynamic sets' elements of a live read-back.
+pub fn learned(live: &super::LiveState) -> Learned {
+    live.table(TableFamily::Inet)
+        .map(|t| {
+            t.sets
+                .iter()
+                .filter(|s| s.flags & libc::NFT_SET_INTERVAL as u32 == 0)
+                .map(|s| {
+                    let exp = s.expires_ms.iter().copied().chain(std::iter::repeat(0));
+                    (
+                        s.name.clone(),
+                        s.elements.iter().copied().zip(exp).collect(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn queue_table(
+    b: &mut Batch,
+    t: &TablePlan,
+    next_set_id: &mut u32,
+    keep: &Learned,
+) -> Result<(), NftError> {
     let fam = t.family.nfproto();
     let kw = t.family.keyword();
     b.table(
@@ -82,6 +110,13 @@ fn queue_table(b: &mut Batch, t: &TablePlan, next_set_id: &mut u32) -> Result<()
         );
         if s.kind == SetKind::Interval {
             queue_elements(b, Op::Add, t.family, s, &s.elements)?;
+        } else if let Some(kept) = keep.get(&s.name) {
+            let mine: Vec<(AddrRange, u64)> = kept
+                .iter()
+                .copied()
+                .filter(|(r, _)| r.family() == s.family)
+                .collect();
+            queue_learned(b, t.family, s, &mine)?;
         }
     }
     for c in &t.chains {
@@ -104,14 +139,18 @@ fn queue_table(b: &mut Batch, t: &TablePlan, next_set_id: &mut u32) -> Result<()
     Ok(())
 }
 
-fn apply_batch(plan: &HostPlan, fault: Option<Fault>) -> Result<Finished, NftError> {
+fn apply_batch(
+    plan: &HostPlan,
+    fault: Option<Fault>,
+    keep: &Learned,
+) -> Result<Finished, NftError> {
     let mut b = Batch::new();
     for t in plan.tables() {
         queue_delete(&mut b, t.family)?;
     }
     let mut ids = 0;
     for t in plan.tables() {
-        queue_table(&mut b, t, &mut ids)?;
+        queue_table(&mut b, t, &mut ids, keep)?;
     }
     if let Some(Fault::JumpToMissingChain) = fault
         && let Some(c) = plan.inet.chains.first()
@@ -139,12 +178,21 @@ fn send(f: &Finished) -> Result<BatchStats, NftError> {
 /// current thread's network namespace. On any error the kernel aborts the
 /// whole transaction and the previous ruleset stays in force.
 pub fn apply(plan: &HostPlan) -> Result<BatchStats, NftError> {
-    send(&apply_batch(plan, None)?)
+    send(&apply_batch(plan, None, &Learned::new())?)
+}
+
+/// [`apply`], carrying elements the gateway resolver learned into the new
+/// ruleset's dynamic sets of the same name (same profile and class), each
+/// with the lifetime it had left, so an apply does not cut sandboxes off
+/// names they resolved a moment ago. Elements of sets the plan no longer
+/// has are dropped.
+pub fn apply_keeping(plan: &HostPlan, keep: &Learned) -> Result<BatchStats, NftError> {
+    send(&apply_batch(plan, None, keep)?)
 }
 
 /// [`apply`] with a deliberate error the kernel must reject (fault tests).
 pub fn apply_with_fault(plan: &HostPlan, fault: Fault) -> Result<BatchStats, NftError> {
-    send(&apply_batch(plan, Some(fault))?)
+    send(&apply_batch(plan, Some(fault), &Learned::new())?)
 }
 
 /// Delete both corral tables (whether or not they exist) in one

@@ -84,6 +84,7 @@ mod tests {
         let plan = sample_plan();
         let live = LiveState {
             tables: vec![LiveTable {
+                flags: 0,
                 family: TableFamily::Inet,
                 sets: vec![],
                 chains: vec![

@@ -23,6 +23,12 @@ const NETWORK: u32 = libc::NFT_PAYLOAD_NETWORK_HEADER as u32;
 const TRANSPORT: u32 = libc::NFT_PAYLOAD_TRANSPORT_HEADER as u32;
 /// `ct state` bits (host byte order) for established and related.
 const CT_ESTABLISHED_RELATED: u32 = (1 << 1) | (1 << 2);
+/// `ct state` bit of invalid.
+const CT_INVALID: u32 = 1;
+/// `NFT_FIB_RESULT_ADDRTYPE`: the fib expression yields an `RTN_*` type.
+const FIB_RESULT_ADDRTYPE: u32 = 3;
+/// `NFTA_FIB_F_SADDR`: look the source address up.
+const FIB_F_SADDR: u32 = 1;
 
 fn e(name: &'static std::ffi::CStr) -> Result<Expr, NftError> {
     Expr::new(name)
@@ -129,7 +135,13 @@ fn l3_check(family: TableFamily, f: AddrFamily) -> Result<[Expr; 2], NftError> {
 /// bytes), as `nft` does: a prefix ending on a byte boundary loads only the
 /// bytes it covers and needs no mask; any other prefix loads the whole
 /// field and masks it.
-fn prefix_match(off: u32, len: u32, net_bytes: &[u8], prefix: u8) -> Result<Vec<Expr>, NftError> {
+fn prefix_match(
+    off: u32,
+    len: u32,
+    net_bytes: &[u8],
+    prefix: u8,
+    op: i32,
+) -> Result<Vec<Expr>, NftError> {
     if prefix == 0 {
         return Ok(Vec::new());
     }
@@ -138,7 +150,7 @@ fn prefix_match(off: u32, len: u32, net_bytes: &[u8], prefix: u8) -> Result<Vec<
         let whole = (usize::from(prefix) / 8).min(n);
         return Ok(vec![
             payload(NETWORK, off, whole as u32)?,
-            cmp(libc::NFT_CMP_EQ, &net_bytes[..whole])?,
+            cmp(op, &net_bytes[..whole])?,
         ]);
     }
     let mut mask = vec![0u8; n];
@@ -149,12 +161,17 @@ fn prefix_match(off: u32, len: u32, net_bytes: &[u8], prefix: u8) -> Result<Vec<
     Ok(vec![
         payload(NETWORK, off, len)?,
         bitwise(&mask)?,
-        cmp(libc::NFT_CMP_EQ, &net_bytes[..n])?,
+        cmp(op, &net_bytes[..n])?,
     ])
 }
 
-/// `ip saddr NET` / `ip6 daddr NET` and friends.
-fn net_match(family: TableFamily, net: ipnet::IpNet, dest: bool) -> Result<Vec<Expr>, NftError> {
+/// `ip saddr NET` / `ip6 daddr != NET` and friends.
+fn net_match(
+    family: TableFamily,
+    net: ipnet::IpNet,
+    dest: bool,
+    op: i32,
+) -> Result<Vec<Expr>, NftError> {
     let f = AddrFamily::of(net.addr());
     let (off, len) = addr_field(f, dest);
     let mut v = Vec::from(l3_check(family, f)?);
@@ -163,8 +180,29 @@ fn net_match(family: TableFamily, net: ipnet::IpNet, dest: bool) -> Result<Vec<E
         len,
         &addr_bytes(net.network()),
         net.prefix_len(),
+        op,
     )?);
     Ok(v)
+}
+
+fn ct(key: i32) -> Result<Expr, NftError> {
+    Ok(e(c"ct")?
+        .u32(sys::NFTNL_EXPR_CT_KEY, key as u32)
+        .u32(sys::NFTNL_EXPR_CT_DREG, REG1))
+}
+
+/// The address family a match checks the protocol of first (`nft` emits
+/// that check once per rule: later address matches of the same family
+/// reuse it).
+fn l3_dependency(m: &Match) -> Option<AddrFamily> {
+    match m {
+        Match::DaddrInSet(f, _) => Some(*f),
+        Match::Daddr(a) => Some(AddrFamily::of(*a)),
+        Match::SaddrIn(n) | Match::DaddrIn(n) | Match::SaddrNotIn(n) => {
+            Some(AddrFamily::of(n.addr()))
+        }
+        _ => None,
+    }
 }
 
 fn match_exprs(m: &Match, family: TableFamily) -> Result<Vec<Expr>, NftError> {
@@ -184,11 +222,29 @@ fn match_exprs(m: &Match, family: TableFamily) -> Result<Vec<Expr>, NftError> {
             ]
         }
         Match::CtEstablishedRelated => vec![
-            e(c"ct")?
-                .u32(sys::NFTNL_EXPR_CT_KEY, libc::NFT_CT_STATE as u32)
-                .u32(sys::NFTNL_EXPR_CT_DREG, REG1),
+            ct(libc::NFT_CT_STATE)?,
             bitwise(&CT_ESTABLISHED_RELATED.to_ne_bytes())?,
             cmp(libc::NFT_CMP_NEQ, &0u32.to_ne_bytes())?,
+        ],
+        Match::CtInvalid => vec![
+            ct(libc::NFT_CT_STATE)?,
+            bitwise(&CT_INVALID.to_ne_bytes())?,
+            cmp(libc::NFT_CMP_NEQ, &0u32.to_ne_bytes())?,
+        ],
+        Match::CtDirection(d) => vec![
+            ct(libc::NFT_CT_DIRECTION)?,
+            cmp(libc::NFT_CMP_EQ, &[d.number()])?,
+        ],
+        Match::IifNameNot(n) => vec![
+            meta(libc::NFT_META_IIFNAME)?,
+            cmp(libc::NFT_CMP_NEQ, &ifname(n)?)?,
+        ],
+        Match::FibSaddrType(t) => vec![
+            e(c"fib")?
+                .u32(sys::NFTNL_EXPR_FIB_DREG, REG1)
+                .u32(sys::NFTNL_EXPR_FIB_RESULT, FIB_RESULT_ADDRTYPE)
+                .u32(sys::NFTNL_EXPR_FIB_FLAGS, FIB_F_SADDR),
+            cmp(libc::NFT_CMP_EQ, &t.number().to_ne_bytes())?,
         ],
         Match::NfProto(f) => nfproto(*f)?.into(),
         Match::L4Proto(p) => vec![
@@ -231,13 +287,20 @@ fn match_exprs(m: &Match, family: TableFamily) -> Result<Vec<Expr>, NftError> {
                 cmp(libc::NFT_CMP_EQ, &addr_bytes(*addr))?,
             ]
         }
-        Match::SaddrIn(net) => net_match(family, *net, false)?,
-        Match::DaddrIn(net) => net_match(family, *net, true)?,
+        Match::SaddrIn(net) => net_match(family, *net, false, libc::NFT_CMP_EQ)?,
+        Match::DaddrIn(net) => net_match(family, *net, true, libc::NFT_CMP_EQ)?,
+        Match::SaddrNotIn(net) => net_match(family, *net, false, libc::NFT_CMP_NEQ)?,
         Match::ArpTargetIn(net) => {
             let mut v = Vec::from(ethertype(ETH_P_ARP)?);
             // Target protocol address of an Ethernet/IPv4 ARP packet.
             let bytes = net.network().octets();
-            v.extend(prefix_match(24, 4, &bytes, net.prefix_len())?);
+            v.extend(prefix_match(
+                24,
+                4,
+                &bytes,
+                net.prefix_len(),
+                libc::NFT_CMP_EQ,
+            )?);
             v
         }
     })
@@ -270,6 +333,7 @@ fn verdict_exprs(v: &Verdict) -> Result<Vec<Expr>, NftError> {
                 ),
         ],
         Verdict::Masquerade => vec![e(c"masq")?],
+        Verdict::Return => vec![imm(libc::NFT_RETURN)?],
     })
 }
 
@@ -284,8 +348,18 @@ pub(crate) fn build_rule(
     r.set_u32(sys::NFTNL_RULE_FAMILY, u32::from(family.nfproto()));
     r.set_str(sys::NFTNL_RULE_TABLE, &cstr(table)?);
     r.set_str(sys::NFTNL_RULE_CHAIN, &cstr(chain)?);
+    let mut l3_checked: Option<AddrFamily> = None;
     for m in &rule.matches {
-        for x in match_exprs(m, family)? {
+        let mut exprs = match_exprs(m, family)?;
+        if let Some(f) = l3_dependency(m) {
+            // The first two expressions of an address match are its
+            // protocol check; `nft` emits it once per family and rule.
+            if l3_checked == Some(f) && exprs.len() > 2 {
+                exprs.drain(..2);
+            }
+            l3_checked = Some(f);
+        }
+        for x in exprs {
             r.push(x);
         }
     }

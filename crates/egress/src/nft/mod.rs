@@ -41,7 +41,8 @@ mod set;
 mod socket;
 
 pub use apply::{
-    BatchStats, Fault, RefreshReport, apply, apply_with_fault, delete_tables, refresh_sets,
+    BatchStats, Fault, Learned, RefreshReport, apply, apply_keeping, apply_with_fault,
+    delete_tables, learned, refresh_sets,
 };
 pub use counters::{ProfileCounters, profile_counters};
 pub use expr::fingerprint;

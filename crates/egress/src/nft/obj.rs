@@ -106,6 +106,10 @@ impl Table {
         // SAFETY: valid object; the returned string lives as long as it.
         unsafe { owned_str(sys::nftnl_table_get_str(self.as_ptr(), attr as u16)) }
     }
+    pub(crate) fn get_u32(&self, attr: u32) -> u32 {
+        // SAFETY: valid object; an unset attribute reads as 0.
+        unsafe { sys::nftnl_table_get_u32(self.as_ptr(), attr as u16) }
+    }
 }
 
 impl Chain {
@@ -168,6 +172,17 @@ impl Set {
     /// Append one element with `key` and optional flags; the set takes
     /// ownership of the element.
     pub(crate) fn add_elem(&mut self, key: &[u8], flags: Option<u32>) -> Result<(), NftError> {
+        self.add_elem_timeout(key, flags, None)
+    }
+
+    /// Append one element with `key`, optional flags and an optional
+    /// timeout of its own (milliseconds); the set takes ownership of it.
+    pub(crate) fn add_elem_timeout(
+        &mut self,
+        key: &[u8],
+        flags: Option<u32>,
+        timeout_ms: Option<u64>,
+    ) -> Result<(), NftError> {
         // SAFETY: allocation; null is checked below.
         let elem = nonnull(unsafe { sys::nftnl_set_elem_alloc() }, "nftnl_set_elem")?;
         // SAFETY: `elem` is valid; libnftnl copies `key` (at most 16 bytes
@@ -183,13 +198,17 @@ impl Set {
             if let Some(f) = flags {
                 sys::nftnl_set_elem_set_u32(elem.as_ptr(), sys::NFTNL_SET_ELEM_FLAGS as u16, f);
             }
+            if let Some(t) = timeout_ms {
+                sys::nftnl_set_elem_set_u64(elem.as_ptr(), sys::NFTNL_SET_ELEM_TIMEOUT as u16, t);
+            }
             sys::nftnl_set_elem_add(self.as_ptr(), elem.as_ptr());
         }
         Ok(())
     }
 
-    /// Every element as (key bytes, flags).
-    pub(crate) fn elems(&self) -> Result<Vec<(Vec<u8>, u32)>, NftError> {
+    /// Every element as (key bytes, flags, milliseconds until it expires;
+    /// 0 when it does not).
+    pub(crate) fn elems(&self) -> Result<Vec<(Vec<u8>, u32, u64)>, NftError> {
         let mut out = Vec::new();
         // SAFETY: valid set; the iterator is destroyed before returning and
         // the element pointers it yields are owned by the set.
@@ -207,12 +226,18 @@ impl Set {
                 } else {
                     0
                 };
+                let expires =
+                    if sys::nftnl_set_elem_is_set(e, sys::NFTNL_SET_ELEM_EXPIRATION as u16) {
+                        sys::nftnl_set_elem_get_u64(e, sys::NFTNL_SET_ELEM_EXPIRATION as u16)
+                    } else {
+                        0
+                    };
                 let bytes = if key.is_null() {
                     Vec::new()
                 } else {
                     std::slice::from_raw_parts(key.cast::<u8>(), len as usize).to_vec()
                 };
-                out.push((bytes, flags));
+                out.push((bytes, flags, expires));
                 e = sys::nftnl_set_elems_iter_next(iter.as_ptr());
             }
             sys::nftnl_set_elems_iter_destroy(iter.as_ptr());

@@ -9,7 +9,7 @@ use nftnl_sys as sys;
 use super::NftError;
 use super::expr::{counters_and_class, rule_text};
 use super::obj::{Chain, Rule, Set, Table, cstr};
-use super::set::ranges_from_wire;
+use super::set::{learned_from_wire, ranges_from_wire};
 use super::socket::{Msg, NlSocket};
 use crate::plan::{AddrFamily, AddrRange, SetKind, TABLE_NAME, TableFamily, VerdictClass};
 
@@ -25,6 +25,8 @@ pub struct LiveState {
 pub struct LiveTable {
     /// Family.
     pub family: TableFamily,
+    /// Raw `NFT_TABLE_F_*` flags (`dormant` = 1 switches every chain off).
+    pub flags: u32,
     /// Sets with their elements.
     pub sets: Vec<LiveSet>,
     /// Chains with their rules, in kernel order.
@@ -44,6 +46,9 @@ pub struct LiveSet {
     pub elements: Vec<AddrRange>,
     /// Default element timeout in milliseconds (0 = none).
     pub timeout_ms: u64,
+    /// Milliseconds until each element of `elements` expires (dynamic
+    /// sets; empty for interval sets).
+    pub expires_ms: Vec<u64>,
 }
 
 /// Hook, priority, type and policy of a live base chain, raw.
@@ -129,7 +134,7 @@ fn request(
     h
 }
 
-fn table_names(sock: &NlSocket, family: TableFamily) -> Result<Vec<String>, NftError> {
+fn table_names(sock: &NlSocket, family: TableFamily) -> Result<Vec<(String, u32)>, NftError> {
     let mut names = Vec::new();
     sock.dump(
         "tables",
@@ -141,7 +146,10 @@ fn table_names(sock: &NlSocket, family: TableFamily) -> Result<Vec<String>, NftE
             if unsafe { sys::nftnl_table_nlmsg_parse(m.hdr, t.as_ptr()) } < 0 {
                 return Err(parse_err("table"));
             }
-            names.push(t.get_str(sys::NFTNL_TABLE_NAME));
+            names.push((
+                t.get_str(sys::NFTNL_TABLE_NAME),
+                t.get_u32(sys::NFTNL_TABLE_FLAGS),
+            ));
             Ok(())
         },
     )?;
@@ -269,9 +277,10 @@ fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftEr
             SetKind::Dynamic
         };
         let elems = read_elements(sock, family, &name)?;
-        let elements = match fam {
-            Some(f) => ranges_from_wire(f, kind, &elems),
-            None => Vec::new(),
+        let (elements, expires_ms) = match (fam, kind) {
+            (Some(f), SetKind::Interval) => (ranges_from_wire(f, kind, &elems), Vec::new()),
+            (Some(f), SetKind::Dynamic) => learned_from_wire(f, &elems).into_iter().unzip(),
+            (None, _) => (Vec::new(), Vec::new()),
         };
         out.push(LiveSet {
             name,
@@ -279,6 +288,7 @@ fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftEr
             flags,
             elements,
             timeout_ms,
+            expires_ms,
         });
     }
     Ok(out)
@@ -288,7 +298,7 @@ fn read_elements(
     sock: &NlSocket,
     family: TableFamily,
     set: &str,
-) -> Result<Vec<(Vec<u8>, u32)>, NftError> {
+) -> Result<Vec<(Vec<u8>, u32, u64)>, NftError> {
     let mut req = Set::new()?;
     req.set_str(sys::NFTNL_SET_TABLE, &cstr(TABLE_NAME)?);
     req.set_str(sys::NFTNL_SET_NAME, &cstr(set)?);
@@ -319,14 +329,18 @@ pub fn read_live() -> Result<LiveState, NftError> {
     let sock = NlSocket::open()?;
     let mut state = LiveState::default();
     for family in [TableFamily::Inet, TableFamily::Bridge] {
-        if !table_names(&sock, family)?.iter().any(|n| n == TABLE_NAME) {
+        let Some(flags) = table_names(&sock, family)?
+            .into_iter()
+            .find_map(|(n, f)| (n == TABLE_NAME).then_some(f))
+        else {
             continue;
-        }
+        };
         let mut chains = read_chains(&sock, family)?;
         read_rules(&sock, family, &mut chains)?;
         let sets = read_sets(&sock, family)?;
         state.tables.push(LiveTable {
             family,
+            flags,
             sets,
             chains,
         });

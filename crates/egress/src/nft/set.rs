@@ -129,25 +129,72 @@ pub(crate) fn queue_elements(
     flush(batch, &mut chunk)
 }
 
+fn decode(family: AddrFamily, k: &[u8]) -> Option<u128> {
+    match family {
+        AddrFamily::V4 => k
+            .try_into()
+            .ok()
+            .map(|b: [u8; 4]| u128::from(u32::from_be_bytes(b))),
+        AddrFamily::V6 => k.try_into().ok().map(u128::from_be_bytes),
+    }
+}
+
+/// Elements of a dynamic set read back from the kernel: each address with
+/// the milliseconds until it expires, sorted by address.
+pub(crate) fn learned_from_wire(
+    family: AddrFamily,
+    elems: &[(Vec<u8>, u32, u64)],
+) -> Vec<(AddrRange, u64)> {
+    let mut out: Vec<(AddrRange, u64)> = elems
+        .iter()
+        .filter_map(|(k, _, exp)| {
+            let a = from_u128(family, decode(family, k)?)?;
+            Some((AddrRange::single(a), *exp))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Queue messages adding learned elements with their remaining lifetime
+/// (an element re-added without a timeout would get the set's default
+/// afresh, living longer than its answer allowed).
+pub(crate) fn queue_learned(
+    batch: &mut Batch,
+    family: TableFamily,
+    set: &SetPlan,
+    elems: &[(AddrRange, u64)],
+) -> Result<(), NftError> {
+    for chunk in elems.chunks(ELEMS_PER_MSG) {
+        let mut s = carrier(family, &set.name)?;
+        for (r, ms) in chunk {
+            let key = key_bytes(set.family, to_u128(r.start));
+            s.add_elem_timeout(&key, None, (*ms > 0).then_some(*ms))?;
+        }
+        batch.elems(
+            Op::Add,
+            family.nfproto(),
+            &s,
+            format!(
+                "keeping {} learned elements of set {}",
+                chunk.len(),
+                set.name
+            ),
+        );
+    }
+    Ok(())
+}
+
 /// Rebuild ranges from wire elements read back from the kernel.
 pub(crate) fn ranges_from_wire(
     family: AddrFamily,
     kind: SetKind,
-    elems: &[(Vec<u8>, u32)],
+    elems: &[(Vec<u8>, u32, u64)],
 ) -> Vec<AddrRange> {
-    let decode = |k: &[u8]| -> Option<u128> {
-        match family {
-            AddrFamily::V4 => k
-                .try_into()
-                .ok()
-                .map(|b: [u8; 4]| u128::from(u32::from_be_bytes(b))),
-            AddrFamily::V6 => k.try_into().ok().map(u128::from_be_bytes),
-        }
-    };
     let end_flag = libc::NFT_SET_ELEM_INTERVAL_END as u32;
     let mut keys: Vec<(u128, bool)> = elems
         .iter()
-        .filter_map(|(k, f)| decode(k).map(|v| (v, f & end_flag != 0)))
+        .filter_map(|(k, f, _)| decode(family, k).map(|v| (v, f & end_flag != 0)))
         .collect();
     if kind != SetKind::Interval {
         keys.sort();
@@ -194,10 +241,10 @@ mod tests {
     }
 
     fn round_trip(f: AddrFamily, ranges: Vec<AddrRange>) {
-        let wire: Vec<(Vec<u8>, u32)> = wire_elements(f, SetKind::Interval, &ranges)
+        let wire: Vec<(Vec<u8>, u32, u64)> = wire_elements(f, SetKind::Interval, &ranges)
             .into_iter()
             .rev()
-            .map(|(k, fl)| (k, fl.unwrap_or(0)))
+            .map(|(k, fl)| (k, fl.unwrap_or(0), 0))
             .collect();
         assert_eq!(ranges_from_wire(f, SetKind::Interval, &wire), ranges);
     }
@@ -232,9 +279,9 @@ mod tests {
     #[test]
     fn a_leading_lone_end_element_is_ignored() {
         let wire = vec![
-            (vec![0, 0, 0, 0], 1),
-            (vec![1, 2, 3, 4], 0),
-            (vec![1, 2, 3, 5], 1),
+            (vec![0, 0, 0, 0], 1, 0),
+            (vec![1, 2, 3, 4], 0, 0),
+            (vec![1, 2, 3, 5], 1, 0),
         ];
         assert_eq!(
             ranges_from_wire(AddrFamily::V4, SetKind::Interval, &wire),

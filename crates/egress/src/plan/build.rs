@@ -1,16 +1,25 @@
 //! From profiles and resolved addresses to the two corral tables.
 //!
-//! Per profile (see ARCHITECTURE.md, "Host enforcement"):
+//! Per profile (the source, arrival, direction and host-input rules are
+//! in [`super::guard`], the reserved lists in [`super::reserved`]):
 //! - `inet corral`, chain `<p>-out` (sandbox → world): established/related
-//!   accept; DNS to anything blocked (the gateway resolver is reached via
-//!   input); then by mode; then the profile's block action.
-//! - `<p>-in` (world → sandbox): established/related accept, else drop;
-//!   the base chain jumps here *before* any `<p>-out`, so traffic between
-//!   two corral bridges (or two ports of one bridge, when bridged traffic
-//!   reaches the inet hooks) is dropped unless it is a reply.
-//! - `<p>-host` (sandbox → host, input): established/related, DHCP, DNS to
-//!   the gateway when the profile has a gateway resolver, ICMPv6 neighbour
-//!   discovery when the profile has IPv6; everything else dropped.
+//!   accept in the original direction; DNS to anything blocked (the
+//!   gateway resolver is reached via input); the deny lists (host-wide and
+//!   the profile's) blocked; then by mode:
+//!   - `internet`: reserved ranges and the host's own networks blocked,
+//!     everything else accepted (IPv6 only with an IPv6 subnet);
+//!   - `allowlist`: the operator's CIDR entries and the names resolved at
+//!     apply (one interval set per (protocol, ports) class), then reserved
+//!     ranges and host networks blocked, then the addresses the gateway
+//!     resolver learned (one dynamic set per class, so a name's port limit
+//!     holds);
+//!   - `none`: nothing;
+//!
+//!   then the profile's block action.
+//! - `<p>-in` (world → sandbox): replies only; the base chain jumps here
+//!   *before* any `<p>-out`, so traffic between two corral bridges (or two
+//!   ports of one bridge, when bridged traffic reaches the inet hooks) is
+//!   dropped unless it is a reply.
 //! - `postrouting` (nat): masquerade the profile's subnets leaving by any
 //!   interface but their own bridge (or only by the uplink, when set).
 //! - `bridge corral`, chain `<p>-ports`: frames between two bridge ports
@@ -36,42 +45,19 @@ use corral_sandbox_core::{
 };
 use ipnet::IpNet;
 
+use super::guard;
 use super::model::{
     AddrFamily, AddrRange, BaseChain, ChainPlan, ChainType, Hook, L4Proto, Match, RejectKind,
     RulePlan, SetKind, SetPlan, TABLE_NAME, TableFamily, TablePlan, Verdict, merge_ranges,
 };
 use super::names;
+use super::reserved::{self, RESERVED_V4, RESERVED_V6};
 use super::{PlanError, PlanSettings};
 use crate::resolve::Resolution;
 
-/// IPv4 ranges an internet-mode sandbox never reaches (issue 3).
-pub const RESERVED_V4: [&str; 11] = [
-    "0.0.0.0/8",
-    "10.0.0.0/8",
-    "100.64.0.0/10",
-    "127.0.0.0/8",
-    "169.254.0.0/16",
-    "172.16.0.0/12",
-    "192.0.0.0/24",
-    "192.168.0.0/16",
-    "198.18.0.0/15",
-    "224.0.0.0/4",
-    "240.0.0.0/4",
-];
-
-/// IPv6 ranges an internet-mode sandbox never reaches (issue 3).
-pub const RESERVED_V6: [&str; 6] = [
-    "::/128",
-    "::1/128",
-    "::ffff:0:0/96",
-    "fc00::/7",
-    "fe80::/10",
-    "ff00::/8",
-];
-
-/// ICMPv6 neighbour discovery types a v6 sandbox needs to reach its
-/// gateway: router solicitation, neighbour solicitation and advertisement.
-const ND_TYPES: [u8; 3] = [133, 135, 136];
+/// Priority of the prerouting guard: after conntrack (-200), so `ct state`
+/// is known, and before destination NAT (-100), so sources are seen as sent.
+pub const GUARD_PRIORITY: i32 = -150;
 
 /// A (protocol, ports) class of allow entries; one set per class and family.
 type Class = (Option<Protocol>, Option<PortRange>);
@@ -95,13 +81,25 @@ pub(super) fn tables(
         chains: Vec::new(),
     };
 
-    if profiles.iter().any(|p| p.mode == EgressMode::Internet) {
+    if !profiles.is_empty() {
         inet.sets
             .push(interval_set(names::RESERVED4, AddrFamily::V4, &RESERVED_V4));
         inet.sets
             .push(interval_set(names::RESERVED6, AddrFamily::V6, &RESERVED_V6));
+        for (name, fam) in [
+            (names::HOSTNET4, AddrFamily::V4),
+            (names::HOSTNET6, AddrFamily::V6),
+        ] {
+            inet.sets.push(nets_set(
+                name,
+                fam,
+                settings.host_networks.as_deref().unwrap_or_default(),
+            ));
+        }
     }
 
+    let mut prerouting = Vec::new();
+    let mut guards = Vec::new();
     let mut forward_in = Vec::new();
     let mut forward_out = Vec::new();
     let mut input = Vec::new();
@@ -110,18 +108,28 @@ pub(super) fn tables(
 
     for p in profiles {
         let br = p.bridge.to_string();
-        let (sets, out_rules) = out_chain(p, resolution)?;
+        let (sets, out_rules) = out_chain(p, settings, resolution)?;
         inet.sets.extend(sets);
+        inet.chains.push(chain(
+            &names::guard_chain(&p.name),
+            p,
+            guard::guard_rules(p),
+        ));
         inet.chains
             .push(chain(&names::out_chain(&p.name), p, out_rules));
         inet.chains
-            .push(chain(&names::in_chain(&p.name), p, in_rules()));
+            .push(chain(&names::in_chain(&p.name), p, guard::in_rules()));
         inet.chains
-            .push(chain(&names::host_chain(&p.name), p, host_rules(p)));
+            .push(chain(&names::host_chain(&p.name), p, guard::host_rules(p)));
         bridge
             .chains
             .push(chain(&names::ports_chain(&p.name), p, port_rules(p)));
 
+        prerouting.extend(guard::arrival_rules(p));
+        guards.push(RulePlan::counted(
+            vec![Match::IifName(br.clone())],
+            Verdict::Jump(names::guard_chain(&p.name)),
+        ));
         forward_in.push(RulePlan::counted(
             vec![Match::OifName(br.clone())],
             Verdict::Jump(names::in_chain(&p.name)),
@@ -139,9 +147,7 @@ pub(super) fn tables(
             Verdict::Jump(names::ports_chain(&p.name)),
         ));
         if p.mode != EgressMode::None {
-            let mut nets: Vec<IpNet> = vec![IpNet::V4(p.subnet_v4.trunc())];
-            nets.extend(p.subnet_v6.map(|n| IpNet::V6(n.trunc())));
-            for net in nets {
+            for net in guard::subnets(p) {
                 let leaving = match &settings.uplink {
                     Some(uplink) => Match::OifName(uplink.clone()),
                     None => Match::OifNameNot(br.clone()),
@@ -153,6 +159,7 @@ pub(super) fn tables(
             }
         }
     }
+    prerouting.extend(guards);
 
     let mut forward = Vec::new();
     if let Some(mp) = &settings.multipass_bridge {
@@ -161,11 +168,36 @@ pub(super) fn tables(
             vec![Match::IifName(mp.clone())],
             Verdict::Drop,
         ));
-        forward.push(RulePlan::counted(vec![Match::OifName(mp)], Verdict::Drop));
+        forward.push(RulePlan::counted(
+            vec![Match::OifName(mp.clone())],
+            Verdict::Drop,
+        ));
+        inet.chains.push(ChainPlan {
+            name: names::MULTIPASS_HOST.to_owned(),
+            base: None,
+            profile: None,
+            rules: guard::multipass_host_rules(),
+        });
+        input.insert(
+            0,
+            RulePlan::counted(
+                vec![Match::IifName(mp)],
+                Verdict::Jump(names::MULTIPASS_HOST.to_owned()),
+            ),
+        );
     }
     forward.extend(forward_in);
     forward.extend(forward_out);
 
+    if !profiles.is_empty() {
+        inet.chains.push(base(
+            names::PREROUTING,
+            ChainType::Filter,
+            Hook::Prerouting,
+            GUARD_PRIORITY,
+            prerouting,
+        ));
+    }
     inet.chains.push(base(
         names::FORWARD,
         ChainType::Filter,
@@ -215,10 +247,16 @@ fn base(name: &str, kind: ChainType, hook: Hook, priority: i32, rules: Vec<RuleP
 }
 
 fn interval_set(name: &str, family: AddrFamily, nets: &[&str]) -> SetPlan {
+    let nets: Vec<IpNet> = nets.iter().filter_map(|n| n.parse().ok()).collect();
+    nets_set(name, family, &nets)
+}
+
+/// An interval set of the `family` members of `nets`.
+fn nets_set(name: &str, family: AddrFamily, nets: &[IpNet]) -> SetPlan {
     let ranges = nets
         .iter()
-        .filter_map(|n| n.parse::<IpNet>().ok())
-        .map(AddrRange::from_net)
+        .map(|n| AddrRange::from_net(*n))
+        .filter(|r| r.family() == family)
         .collect();
     SetPlan {
         name: name.to_owned(),
@@ -288,29 +326,32 @@ fn families(p: &Profile) -> Vec<AddrFamily> {
 
 fn out_chain(
     p: &Profile,
+    settings: &PlanSettings,
     resolution: &Resolution,
 ) -> Result<(Vec<SetPlan>, Vec<RulePlan>), PlanError> {
     let mut sets = Vec::new();
-    let mut rules = vec![RulePlan::counted(
-        vec![Match::CtEstablishedRelated],
-        Verdict::Accept,
-    )];
+    let mut rules = vec![guard::established_out()];
     for proto in [L4Proto::Udp, L4Proto::Tcp] {
         rules.extend(block(
             vec![Match::L4Proto(proto), Match::Dport(dns_port())],
             p.block,
         ));
     }
+    let deny: Vec<IpNet> = settings.deny.iter().chain(&p.deny).copied().collect();
+    for fam in [AddrFamily::V4, AddrFamily::V6] {
+        let set = nets_set(&names::deny_set(&p.name, fam), fam, &deny);
+        if !set.elements.is_empty() {
+            rules.extend(block(
+                vec![Match::DaddrInSet(fam, set.name.clone())],
+                p.block,
+            ));
+            sets.push(set);
+        }
+    }
     match p.mode {
         EgressMode::None => {}
         EgressMode::Internet => {
-            for fam in families(p) {
-                let set = match fam {
-                    AddrFamily::V4 => names::RESERVED4,
-                    AddrFamily::V6 => names::RESERVED6,
-                };
-                rules.extend(block(vec![Match::DaddrInSet(fam, set.to_owned())], p.block));
-            }
+            rules.extend(refuse_reserved(p));
             rules.push(RulePlan::counted(
                 vec![Match::NfProto(AddrFamily::V4)],
                 Verdict::Accept,
@@ -323,7 +364,7 @@ fn out_chain(
             }
         }
         EgressMode::Allowlist => {
-            let (s, r) = allowlist(p, resolution)?;
+            let (s, r) = allowlist(p, settings, resolution, &deny)?;
             sets.extend(s);
             rules.extend(r);
         }
@@ -332,15 +373,46 @@ fn out_chain(
     Ok((sets, rules))
 }
 
+/// Reserved ranges and the host's own networks, blocked (both families:
+/// a profile without IPv6 never gets here with IPv6, the guard dropped it).
+fn refuse_reserved(p: &Profile) -> Vec<RulePlan> {
+    let mut rules = Vec::new();
+    for fam in families(p) {
+        let (reserved, hostnet) = match fam {
+            AddrFamily::V4 => (names::RESERVED4, names::HOSTNET4),
+            AddrFamily::V6 => (names::RESERVED6, names::HOSTNET6),
+        };
+        for set in [reserved, hostnet] {
+            rules.extend(block(vec![Match::DaddrInSet(fam, set.to_owned())], p.block));
+        }
+    }
+    rules
+}
+
 fn dns_port() -> PortRange {
     // 53 is a valid, non-zero port: `single` cannot fail here.
     PortRange::single(53).unwrap_or_else(|_| unreachable!("53 is a valid port"))
 }
 
-/// Sets and accept rules of an allowlist profile.
+/// Accept rules for `set` (one per family member of the class).
+fn class_accepts(fam: AddrFamily, set: &str, class: Class) -> Vec<RulePlan> {
+    class_matches(class)
+        .into_iter()
+        .map(|ms| {
+            let mut m = vec![Match::DaddrInSet(fam, set.to_owned())];
+            m.extend(ms);
+            RulePlan::counted(m, Verdict::Accept)
+        })
+        .collect()
+}
+
+/// Sets and rules of an allowlist profile: static accepts, reserved and
+/// host networks refused, learned accepts (see the module docs).
 fn allowlist(
     p: &Profile,
+    settings: &PlanSettings,
     resolution: &Resolution,
+    deny: &[IpNet],
 ) -> Result<(Vec<SetPlan>, Vec<RulePlan>), PlanError> {
     // Classes in a stable order, each with its ranges per family.
     let mut classes: Vec<(Class, Vec<AddrRange>)> = Vec::new();
@@ -361,6 +433,20 @@ fn allowlist(
                         host: host.to_string(),
                     });
                 }
+                for a in addrs {
+                    if let Some(why) = reserved::refusal(
+                        *a,
+                        settings.host_networks.as_deref().unwrap_or_default(),
+                        deny,
+                    ) {
+                        return Err(PlanError::Refused {
+                            profile: p.name.to_string(),
+                            host: host.to_string(),
+                            addr: *a,
+                            why: why.to_string(),
+                        });
+                    }
+                }
                 addrs
                     .iter()
                     .map(|a: &IpAddr| AddrRange::single(*a))
@@ -368,12 +454,9 @@ fn allowlist(
             }
             AllowTarget::Wildcard(_) => {
                 dns_classes.insert(class);
-                Vec::new()
+                continue;
             }
         };
-        if matches!(entry.target, AllowTarget::Wildcard(_)) {
-            continue;
-        }
         match classes.iter_mut().find(|(c, _)| *c == class) {
             Some((_, rs)) => rs.extend(ranges),
             None => classes.push((class, ranges)),
@@ -391,36 +474,29 @@ fn allowlist(
                 .copied()
                 .filter(|r| r.family() == fam)
                 .collect();
+            rules.extend(class_accepts(fam, &name, class));
             sets.push(SetPlan {
-                name: name.clone(),
+                name,
                 family: fam,
                 kind: SetKind::Interval,
                 elements: merge_ranges(mine),
                 timeout: None,
             });
-            for ms in class_matches(class) {
-                let mut m = vec![Match::DaddrInSet(fam, name.clone())];
-                m.extend(ms);
-                rules.push(RulePlan::counted(m, Verdict::Accept));
-            }
         }
     }
-    if p.dns == DnsPolicy::Gateway && !dns_classes.is_empty() {
-        for fam in families(p) {
-            let name = names::dns_set(&p.name, fam);
-            sets.push(SetPlan {
-                name: name.clone(),
-                family: fam,
-                kind: SetKind::Dynamic,
-                elements: Vec::new(),
-                timeout: Some(super::DNS_SET_TIMEOUT),
-            });
-            for class in &dns_classes {
-                for ms in class_matches(*class) {
-                    let mut m = vec![Match::DaddrInSet(fam, name.clone())];
-                    m.extend(ms);
-                    rules.push(RulePlan::counted(m, Verdict::Accept));
-                }
+    rules.extend(refuse_reserved(p));
+    if p.dns == DnsPolicy::Gateway {
+        for class in &dns_classes {
+            for fam in families(p) {
+                let name = names::dns_set(&p.name, fam, class.0, class.1);
+                rules.extend(class_accepts(fam, &name, *class));
+                sets.push(SetPlan {
+                    name,
+                    family: fam,
+                    kind: SetKind::Dynamic,
+                    elements: Vec::new(),
+                    timeout: Some(super::DNS_SET_TIMEOUT),
+                });
             }
         }
     }
@@ -439,51 +515,5 @@ fn port_rules(p: &Profile) -> Vec<RulePlan> {
         rules.push(RulePlan::counted(vec![Match::SaddrIn(v6)], Verdict::Drop));
         rules.push(RulePlan::counted(vec![Match::DaddrIn(v6)], Verdict::Drop));
     }
-    rules
-}
-
-fn in_rules() -> Vec<RulePlan> {
-    vec![
-        RulePlan::counted(vec![Match::CtEstablishedRelated], Verdict::Accept),
-        RulePlan::counted(vec![], Verdict::Drop),
-    ]
-}
-
-fn host_rules(p: &Profile) -> Vec<RulePlan> {
-    let mut rules = vec![
-        RulePlan::counted(vec![Match::CtEstablishedRelated], Verdict::Accept),
-        RulePlan::counted(
-            vec![
-                Match::L4Proto(L4Proto::Udp),
-                Match::Dport(PortRange::single(67).unwrap_or_else(|_| unreachable!("valid port"))),
-            ],
-            Verdict::Accept,
-        ),
-    ];
-    if p.dns == DnsPolicy::Gateway && p.mode != EgressMode::None {
-        let mut gateways = vec![IpAddr::V4(p.gateway_v4())];
-        gateways.extend(p.gateway_v6().map(IpAddr::V6));
-        for gw in gateways {
-            for proto in [L4Proto::Udp, L4Proto::Tcp] {
-                rules.push(RulePlan::counted(
-                    vec![
-                        Match::Daddr(gw),
-                        Match::L4Proto(proto),
-                        Match::Dport(dns_port()),
-                    ],
-                    Verdict::Accept,
-                ));
-            }
-        }
-    }
-    if p.subnet_v6.is_some() {
-        for t in ND_TYPES {
-            rules.push(RulePlan::counted(
-                vec![Match::L4Proto(L4Proto::Icmpv6), Match::Icmpv6Type(t)],
-                Verdict::Accept,
-            ));
-        }
-    }
-    rules.push(RulePlan::counted(vec![], Verdict::Drop));
     rules
 }

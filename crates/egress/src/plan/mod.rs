@@ -20,9 +20,12 @@
 //! give the same plan, byte for byte. Nothing here performs I/O.
 
 pub mod build;
+pub mod eval;
+pub mod guard;
 pub mod model;
 pub mod names;
 pub mod render;
+pub mod reserved;
 
 #[cfg(test)]
 mod props;
@@ -30,13 +33,14 @@ mod props;
 pub mod test_support;
 
 use corral_sandbox_core::{BridgeName, EgressMode, ProfileName, ProfileSet};
-use ipnet::{Ipv4Net, Ipv6Net};
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::Serialize;
 
 pub use crate::resolve::Resolution;
 pub use model::{
-    AddrFamily, AddrRange, BaseChain, ChainPlan, ChainType, Hook, L4Proto, Match, RejectKind,
-    RulePlan, SetKind, SetPlan, TABLE_NAME, TableFamily, TablePlan, Verdict, VerdictClass,
+    AddrFamily, AddrRange, AddrType, BaseChain, ChainPlan, ChainType, CtDir, Hook, L4Proto, Match,
+    RejectKind, RulePlan, SetKind, SetPlan, TABLE_NAME, TableFamily, TablePlan, Verdict,
+    VerdictClass,
 };
 
 /// Default timeout of the dynamic `<profile>-dns4/6` sets. dnsmasq adds
@@ -58,6 +62,14 @@ pub struct PlanSettings {
     /// it. `None`: masquerade traffic leaving by any interface but the
     /// profile's own bridge.
     pub uplink: Option<String>,
+    /// The host's directly connected networks and its routers (as /32 and
+    /// /128), read from the host at apply and refresh
+    /// ([`crate::hostnet::HostNetworks`]): no sandbox reaches them, and no
+    /// name may resolve into them. `None` when the caller did not read
+    /// them (the `hostnet` sets stay empty and `verify` cannot compare).
+    pub host_networks: Option<Vec<IpNet>>,
+    /// The host-wide `deny` list: destinations no sandbox reaches.
+    pub deny: Vec<IpNet>,
 }
 
 impl Default for PlanSettings {
@@ -65,6 +77,8 @@ impl Default for PlanSettings {
         Self {
             multipass_bridge: BridgeName::new(DEFAULT_MULTIPASS_BRIDGE).ok(),
             uplink: None,
+            host_networks: None,
+            deny: Vec::new(),
         }
     }
 }
@@ -82,7 +96,9 @@ pub struct BridgePlan {
     pub gateway_v6: Option<Ipv6Net>,
 }
 
-/// One sysctl value the host must have.
+/// One sysctl value the host must have. Keys of one bridge
+/// (`net.ipv4.conf.<bridge>.*`) exist only once the bridge does: the host
+/// applies them after creating the bridges.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SysctlPlan {
     /// Dotted key, e.g. `net.ipv4.ip_forward` (path under `/proc/sys` with
@@ -105,6 +121,10 @@ pub struct HostPlan {
     pub inet: TablePlan,
     /// `table bridge corral`.
     pub bridge: TablePlan,
+    /// The host networks the plan was built with (what `hostnet4/6` hold),
+    /// so `verify` can tell when the host's networks have changed since;
+    /// `None` when they were not read.
+    pub host_networks: Option<Vec<IpNet>>,
 }
 
 /// The plan cannot be built from these inputs.
@@ -129,6 +149,20 @@ pub enum PlanError {
         profile: String,
         /// Host name.
         host: String,
+    },
+    /// A host entry resolved to an address no name may lead to.
+    #[error(
+        "host `{host}` of profile `{profile}` resolved to {addr}, which corral refuses: {why}; a name's addresses must be public (check the host's resolver and /etc/hosts, or list the address as a CIDR entry if you really mean it)"
+    )]
+    Refused {
+        /// Profile.
+        profile: String,
+        /// Host name.
+        host: String,
+        /// The refused address.
+        addr: std::net::IpAddr,
+        /// Which range holds it.
+        why: String,
     },
     /// A profile uses the Multipass bridge, whose traffic corral drops.
     #[error(
@@ -174,6 +208,7 @@ impl HostPlan {
         Ok(HostPlan {
             bridges,
             sysctls: sysctls(profiles),
+            host_networks: settings.host_networks.clone(),
             inet,
             bridge,
         })
@@ -190,6 +225,11 @@ impl HostPlan {
             TableFamily::Inet => &self.inet,
             TableFamily::Bridge => &self.bridge,
         }
+    }
+
+    /// The host networks the plan blocks (empty when they were not read).
+    pub fn host_nets(&self) -> &[IpNet] {
+        self.host_networks.as_deref().unwrap_or_default()
     }
 
     /// The plan as one `nft -f` script replacing both corral tables.
@@ -251,6 +291,34 @@ fn sysctls(profiles: &ProfileSet) -> Vec<SysctlPlan> {
             value: "1".to_owned(),
             reason: "a profile has IPv6 egress: IPv6 must be forwarded".to_owned(),
         });
+    }
+    for p in profiles {
+        // `/` stands for a `.` inside one key component (a bridge name may
+        // hold dots), as sysctl(8) writes it.
+        let dev = p.bridge.as_str().replace('.', "/");
+        for (knob, value, reason) in [
+            (
+                "rp_filter",
+                "1",
+                "strict reverse-path filtering on the bridge: a second layer behind corral's source checks (the effective value is the larger of `all` and the bridge's)",
+            ),
+            (
+                "accept_local",
+                "0",
+                "a packet from a sandbox must never carry one of the host's own addresses as its source",
+            ),
+            (
+                "route_localnet",
+                "0",
+                "a sandbox must never reach the host's 127.0.0.0/8 services through its bridge",
+            ),
+        ] {
+            out.push(SysctlPlan {
+                key: format!("net.ipv4.conf.{dev}.{knob}"),
+                value: value.to_owned(),
+                reason: reason.to_owned(),
+            });
+        }
     }
     if !profiles.is_empty() {
         for key in [

@@ -131,6 +131,8 @@ pub enum Hook {
     Forward,
     /// Packets leaving (used for NAT).
     Postrouting,
+    /// Packets arriving, before routing decides between input and forward.
+    Prerouting,
 }
 
 impl Hook {
@@ -140,16 +142,18 @@ impl Hook {
             Hook::Input => "input",
             Hook::Forward => "forward",
             Hook::Postrouting => "postrouting",
+            Hook::Prerouting => "prerouting",
         }
     }
 
     /// The `NF_INET_*` / `NF_BR_*` hook number (the numbers coincide for
-    /// these three hooks).
+    /// these hooks).
     pub fn number(self) -> u32 {
         match self {
             Hook::Input => libc::NF_INET_LOCAL_IN as u32,
             Hook::Forward => libc::NF_INET_FORWARD as u32,
             Hook::Postrouting => libc::NF_INET_POST_ROUTING as u32,
+            Hook::Prerouting => libc::NF_INET_PRE_ROUTING as u32,
         }
     }
 }
@@ -244,6 +248,15 @@ pub enum Match {
     OifNameNot(String),
     /// `ct state established,related`.
     CtEstablishedRelated,
+    /// `ct state invalid`: conntrack could not place the packet in a flow.
+    CtInvalid,
+    /// `ct direction original` / `ct direction reply`.
+    CtDirection(CtDir),
+    /// `iifname != "X"`.
+    IifNameNot(String),
+    /// `fib saddr type X`: what the host's routing table says the source
+    /// address is (local, broadcast, multicast, ...).
+    FibSaddrType(AddrType),
     /// `meta nfproto ipv4` / `meta nfproto ipv6`.
     NfProto(AddrFamily),
     /// `meta l4proto X`.
@@ -261,8 +274,70 @@ pub enum Match {
     SaddrIn(IpNet),
     /// `ip daddr NET` / `ip6 daddr NET`.
     DaddrIn(IpNet),
+    /// `ip saddr != NET` / `ip6 saddr != NET`.
+    SaddrNotIn(IpNet),
     /// `arp daddr ip NET` (bridge family: ARP asking for an address in NET).
     ArpTargetIn(ipnet::Ipv4Net),
+}
+
+/// A conntrack direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CtDir {
+    /// The direction of the packet that created the entry.
+    Original,
+    /// The answer direction.
+    Reply,
+}
+
+impl CtDir {
+    /// `IP_CT_DIR_*`.
+    pub fn number(self) -> u8 {
+        match self {
+            CtDir::Original => 0,
+            CtDir::Reply => 1,
+        }
+    }
+
+    /// `nft` keyword.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            CtDir::Original => "original",
+            CtDir::Reply => "reply",
+        }
+    }
+}
+
+/// An address type of the routing table (`RTN_*`), as `fib ... type` reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AddrType {
+    /// An address of the host itself (`RTN_LOCAL`).
+    Local,
+    /// A broadcast address (`RTN_BROADCAST`; `0.0.0.0` reads as one too).
+    Broadcast,
+    /// A multicast address (`RTN_MULTICAST`).
+    Multicast,
+}
+
+impl AddrType {
+    /// `RTN_*` value.
+    pub fn number(self) -> u32 {
+        match self {
+            AddrType::Local => 2,
+            AddrType::Broadcast => 3,
+            AddrType::Multicast => 5,
+        }
+    }
+
+    /// `nft` keyword.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            AddrType::Local => "local",
+            AddrType::Broadcast => "broadcast",
+            AddrType::Multicast => "multicast",
+        }
+    }
 }
 
 /// How to reject.
@@ -289,6 +364,8 @@ pub enum Verdict {
     Jump(String),
     /// `masquerade`.
     Masquerade,
+    /// `return`: leave this chain, continue after the jump.
+    Return,
 }
 
 impl Verdict {
@@ -297,7 +374,7 @@ impl Verdict {
         match self {
             Verdict::Accept => VerdictClass::Accepted,
             Verdict::Drop | Verdict::Reject(_) => VerdictClass::Blocked,
-            Verdict::Jump(_) | Verdict::Masquerade => VerdictClass::Other,
+            Verdict::Jump(_) | Verdict::Masquerade | Verdict::Return => VerdictClass::Other,
         }
     }
 }

@@ -3,10 +3,13 @@
 //! chain or set maps back to its profile.
 //!
 //! The gateway (dnsmasq's `nftset`) needs [`dns_set`] to fill the dynamic
-//! sets: `inet corral <profile>-dns4` and `inet corral <profile>-dns6`
+//! sets: one per (protocol, ports) class of the profile's host and
+//! wildcard entries and per family, e.g. `inet corral dev-dns4-tcp-443`
 //! (`flags timeout`, default timeout [`super::DNS_SET_TIMEOUT`]; they exist
-//! only for allowlist profiles with `dns = "gateway"` and at least one host
-//! or wildcard entry, and `-dns6` only when the profile has IPv6).
+//! only for allowlist profiles with `dns = "gateway"`, and the `dns6` ones
+//! only when the profile has IPv6). A name's answers go only to the sets of
+//! the classes its entries list, so a name's port limit holds after it is
+//! resolved.
 
 use corral_sandbox_core::{PortRange, ProfileName, Protocol};
 
@@ -16,6 +19,18 @@ use super::model::AddrFamily;
 pub const RESERVED4: &str = "reserved4";
 /// Shared interval set of reserved/private IPv6 ranges (internet mode).
 pub const RESERVED6: &str = "reserved6";
+
+/// Shared interval set of the host's directly connected networks and
+/// routers (computed at apply, kept current by refresh).
+pub const HOSTNET4: &str = "hostnet4";
+/// IPv6 twin of [`HOSTNET4`].
+pub const HOSTNET6: &str = "hostnet6";
+
+/// Prerouting base chain (inet table): source and arrival checks.
+pub const PREROUTING: &str = "prerouting";
+/// Input chain for the Multipass control bridge. The underscore keeps it
+/// apart from every profile's chains (profile names are DNS labels).
+pub const MULTIPASS_HOST: &str = "multipass_host";
 
 /// Base chain names (the same in both tables where they exist).
 pub const FORWARD: &str = "forward";
@@ -31,6 +46,19 @@ fn fam_digit(family: AddrFamily) -> char {
     }
 }
 
+fn class_suffix(protocol: Option<Protocol>, ports: Option<PortRange>) -> String {
+    let mut s = String::new();
+    if let Some(p) = protocol {
+        s.push('-');
+        s.push_str(&p.to_string());
+    }
+    if let Some(r) = ports {
+        s.push('-');
+        s.push_str(&r.to_string());
+    }
+    s
+}
+
 /// The allowlist interval set of one (protocol, port range) class:
 /// `<profile>-allow4`, `<profile>-allow6-tcp`, `<profile>-allow4-443`,
 /// `<profile>-allow4-udp-8000-8100`.
@@ -40,21 +68,36 @@ pub fn allow_set(
     protocol: Option<Protocol>,
     ports: Option<PortRange>,
 ) -> String {
-    let mut name = format!("{profile}-allow{}", fam_digit(family));
-    if let Some(p) = protocol {
-        name.push('-');
-        name.push_str(&p.to_string());
-    }
-    if let Some(r) = ports {
-        name.push('-');
-        name.push_str(&r.to_string());
-    }
-    name
+    format!(
+        "{profile}-allow{}{}",
+        fam_digit(family),
+        class_suffix(protocol, ports)
+    )
 }
 
-/// The dynamic set the gateway resolver fills: `<profile>-dns4`/`-dns6`.
-pub fn dns_set(profile: &ProfileName, family: AddrFamily) -> String {
-    format!("{profile}-dns{}", fam_digit(family))
+/// The dynamic set the gateway resolver fills for one (protocol, port
+/// range) class: `<profile>-dns4`, `<profile>-dns6-tcp-443`, ...
+pub fn dns_set(
+    profile: &ProfileName,
+    family: AddrFamily,
+    protocol: Option<Protocol>,
+    ports: Option<PortRange>,
+) -> String {
+    format!(
+        "{profile}-dns{}{}",
+        fam_digit(family),
+        class_suffix(protocol, ports)
+    )
+}
+
+/// A profile's deny set (its own `deny` list plus the host-wide one).
+pub fn deny_set(profile: &ProfileName, family: AddrFamily) -> String {
+    format!("{profile}-deny{}", fam_digit(family))
+}
+
+/// Prerouting chain checking everything that arrives on a profile bridge.
+pub fn guard_chain(profile: &ProfileName) -> String {
+    format!("{profile}-guard")
 }
 
 /// Sandbox → world chain of a profile.
@@ -103,6 +146,15 @@ mod tests {
             ),
             "dev-allow4-443"
         );
-        assert_eq!(dns_set(&p, AddrFamily::V6), "dev-dns6");
+        assert_eq!(dns_set(&p, AddrFamily::V6, None, None), "dev-dns6");
+        assert_eq!(
+            dns_set(
+                &p,
+                AddrFamily::V4,
+                Some(Protocol::Tcp),
+                Some(PortRange::single(443).unwrap())
+            ),
+            "dev-dns4-tcp-443"
+        );
     }
 }

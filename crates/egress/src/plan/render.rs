@@ -117,6 +117,10 @@ fn match_text(m: &Match) -> String {
         Match::OifName(n) => format!("oifname \"{n}\""),
         Match::OifNameNot(n) => format!("oifname != \"{n}\""),
         Match::CtEstablishedRelated => "ct state established,related".to_owned(),
+        Match::CtInvalid => "ct state invalid".to_owned(),
+        Match::CtDirection(d) => format!("ct direction {}", d.keyword()),
+        Match::IifNameNot(n) => format!("iifname != \"{n}\""),
+        Match::FibSaddrType(t) => format!("fib saddr type {}", t.keyword()),
         Match::NfProto(f) => format!(
             "meta nfproto {}",
             match f {
@@ -148,6 +152,10 @@ fn match_text(m: &Match) -> String {
             let f = AddrFamily::of(net.addr());
             format!("{} daddr {net}", ip_kw(f))
         }
+        Match::SaddrNotIn(net) => {
+            let f = AddrFamily::of(net.addr());
+            format!("{} saddr != {net}", ip_kw(f))
+        }
         Match::ArpTargetIn(net) => format!("arp daddr ip {net}"),
     }
 }
@@ -162,5 +170,6 @@ fn verdict_text(v: &Verdict) -> String {
         }
         Verdict::Jump(c) => format!("jump {c}"),
         Verdict::Masquerade => "masquerade".to_owned(),
+        Verdict::Return => "return".to_owned(),
     }
 }

@@ -21,6 +21,7 @@ pub(crate) fn host() -> HostConfig {
             .unwrap_or_else(|_| unreachable!("default multipass bridge name is valid")),
         dns_upstreams: Vec::new(),
         attested_executors: Vec::new(),
+        deny: Vec::new(),
         verification: VerificationConfig::default(),
     }
 }

@@ -114,6 +114,7 @@ pub(crate) fn convert(
             Err(e) => c.at(start(kind), Some(HOST), Some("attested_executors"), e),
         }
     }
+    host.deny = super::deny::parse_list(&raw.deny, Some(HOST), c);
     if let Some(v) = raw_verification {
         host.verification = verification(v, c);
     }

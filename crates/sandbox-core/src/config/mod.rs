@@ -5,6 +5,7 @@
 //! in messages.
 
 mod defaults;
+mod deny;
 mod errors;
 mod host;
 mod networks_conf;
@@ -18,6 +19,8 @@ mod source;
 mod parse_tests;
 
 use core::net::{IpAddr, SocketAddr, SocketAddrV6};
+
+use ipnet::IpNet;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -57,6 +60,9 @@ pub struct HostConfig {
     /// Remote kinds whose executors the operator attests run corral's host
     /// enforcement. Only these count as enforced.
     pub attested_executors: Vec<SandboxKind>,
+    /// Destinations no sandbox of any profile reaches (site ranges), on
+    /// top of the reserved ranges and the host's own networks.
+    pub deny: Vec<IpNet>,
     /// The per-sandbox verification gate.
     pub verification: VerificationConfig,
 }

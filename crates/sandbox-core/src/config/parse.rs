@@ -258,6 +258,7 @@ fn profile(r: &RawProfile, c: &mut Collector<'_>) -> Option<Profile> {
             DnsPolicy::Gateway
         }
     };
+    let deny = super::deny::parse_list(&r.deny, ctx, c);
     if c.errors.len() != before {
         return None;
     }
@@ -271,6 +272,7 @@ fn profile(r: &RawProfile, c: &mut Collector<'_>) -> Option<Profile> {
         block,
         dns,
         allow_unresolved: r.allow_unresolved,
+        deny,
     })
 }
 

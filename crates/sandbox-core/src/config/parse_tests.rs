@@ -426,3 +426,39 @@ fn a_state_dir_that_could_add_a_dnsmasq_directive_is_refused() {
         );
     }
 }
+
+#[test]
+fn deny_lists_load_round_trip_and_name_bad_entries() {
+    let text = format!(
+        "[host]\ndeny = [\"192.0.2.0/24\", \"2001:db8:dead::/48\", \"198.51.100.7\"]\n\n{}",
+        prof(
+            "web",
+            "br-web",
+            "10.9.2.0/24",
+            "mode = \"internet\"\ndeny = [\"203.0.113.0/25\"]"
+        )
+    );
+    let cfg = Config::from_toml_str(&text, "corral.toml").unwrap();
+    let want: Vec<ipnet::IpNet> = ["192.0.2.0/24", "2001:db8:dead::/48", "198.51.100.7/32"]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    assert_eq!(cfg.host.deny, want);
+    let web = cfg.profiles.get("web").unwrap();
+    assert_eq!(web.deny, vec!["203.0.113.0/25".parse().unwrap()]);
+    let back = Config::from_toml_str(&cfg.to_toml_string(), "rt").unwrap();
+    assert_eq!(back, cfg);
+
+    let e = one(&prof(
+        "web",
+        "br-web",
+        "10.9.2.0/24",
+        "mode = \"internet\"\ndeny = [\"lan\"]",
+    ));
+    assert!(
+        e.contains("corral.toml:6")
+            && e.contains("deny")
+            && e.contains("`lan` is not an address or CIDR"),
+        "{e}"
+    );
+}

@@ -20,6 +20,8 @@ pub(crate) struct RawHost {
     pub dns_upstreams: Vec<Spanned<String>>,
     #[serde(default)]
     pub attested_executors: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub deny: Vec<Spanned<String>>,
     /// Never present here: the parser takes `[host.verification]` out and
     /// reads it on its own. Declared so unknown-key messages list it.
     #[allow(dead_code)]
@@ -56,6 +58,8 @@ pub(crate) struct RawProfile {
     pub dns: Option<Spanned<String>>,
     #[serde(default)]
     pub allow_unresolved: bool,
+    #[serde(default)]
+    pub deny: Vec<Spanned<String>>,
 }
 
 /// `[phases]`.

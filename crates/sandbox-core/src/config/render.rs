@@ -21,6 +21,8 @@ struct OutHost {
     multipass_bridge: String,
     dns_upstreams: Vec<String>,
     attested_executors: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    deny: Vec<String>,
     verification: OutVerification,
 }
 
@@ -52,6 +54,8 @@ struct OutProfile {
     block: &'static str,
     dns: &'static str,
     allow_unresolved: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    deny: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -89,6 +93,7 @@ fn profile(p: &Profile) -> OutProfile {
             DnsPolicy::Off => "off",
         },
         allow_unresolved: p.allow_unresolved,
+        deny: p.deny.iter().map(ToString::to_string).collect(),
     }
 }
 
@@ -117,6 +122,7 @@ pub(crate) fn to_toml_string(cfg: &Config) -> String {
                 .iter()
                 .map(ToString::to_string)
                 .collect(),
+            deny: h.deny.iter().map(ToString::to_string).collect(),
             verification: OutVerification {
                 kinds: v.kinds.iter().map(ToString::to_string).collect(),
                 canary: v.canary.map(|a| a.to_string()),

@@ -10,7 +10,7 @@ mod validate;
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
-use ipnet::{Ipv4Net, Ipv6Net};
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
 pub use allow::{AllowEntry, AllowParseError, AllowTarget, PortRange, PortRangeError, Protocol};
@@ -76,6 +76,9 @@ pub struct Profile {
     /// Accept host names that resolve to nothing at apply time (they stay
     /// unreachable until they resolve) instead of refusing the apply.
     pub allow_unresolved: bool,
+    /// Destinations this profile never reaches, whatever its mode and
+    /// allow entries say (on top of the host-wide `deny` list).
+    pub deny: Vec<IpNet>,
 }
 
 impl Profile {

@@ -92,6 +92,12 @@ impl ProfileScope {
             // Forwarding and bridge-netfilter switches hold for every
             // profile's rules at once.
             HostDrift::Sysctl(_) => true,
+            // A network the host gained since apply is reachable from every
+            // profile until a refresh: fail closed.
+            HostDrift::HostNetworks { .. } => true,
+            // Packets from a detached port are dropped: enforcement holds,
+            // a new sandbox is not at risk (verify still reports it).
+            HostDrift::StraySource { .. } => false,
         }
     }
 

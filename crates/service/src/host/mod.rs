@@ -19,7 +19,9 @@ use corral_egress::host::{
 use corral_egress::nft::RefreshReport;
 use corral_gateway::{GatewayError, GatewayReport, GatewayState};
 
-pub use planned::{Planned, PlanningError, applied, plan_config, plan_to_check};
+pub use planned::{
+    Planned, PlanningError, applied, plan_config, plan_to_check, with_host_networks,
+};
 
 use crate::target::Target;
 
@@ -60,6 +62,10 @@ pub enum ApplyError {
         "the ruleset is applied (sandboxes can reach only what it allows), but the gateway DHCP/DNS services did not start"
     )]
     Gateways(#[source] GatewayError),
+    /// The plan could not be completed with the host's networks; nothing
+    /// changed.
+    #[error("nothing was changed")]
+    Planning(#[source] PlanningError),
 }
 
 /// A refresh failed.
@@ -109,6 +115,8 @@ pub enum TeardownError {
 pub struct Refreshed {
     /// Elements added and removed.
     pub report: RefreshReport,
+    /// Tracked flows the refreshed plan no longer allows, deleted.
+    pub revoked: corral_egress::host::RevokeReport,
     /// Where the new inputs were recorded.
     pub state_file: PathBuf,
 }
@@ -146,6 +154,12 @@ impl HostService {
         (self.target.describe(), source)
     }
 
+    /// `planned` with the target's own networks and routers (what apply
+    /// and refresh enforce; see [`with_host_networks`]).
+    pub fn complete(&self, planned: &Planned) -> Result<Planned, PlanningError> {
+        with_host_networks(planned, &self.target.host)
+    }
+
     /// Every difference between `planned` and the live state (what an apply
     /// would change). Changes nothing.
     pub fn plan_diff(&self, planned: &Planned) -> Result<Vec<HostDrift>, HostError> {
@@ -166,6 +180,7 @@ impl HostService {
     /// Apply `planned`: the sequence in the module docs.
     pub fn apply(&self, planned: &Planned) -> Result<Applied, ApplyError> {
         let _lock = self.store().lock().map_err(ApplyError::Lock)?;
+        let planned = &self.complete(planned).map_err(ApplyError::Planning)?;
         let report = self.target.host.apply(&planned.plan).map_err(|e| {
             let (target, source) = self.host_error(e);
             ApplyError::Host { target, source }
@@ -214,7 +229,8 @@ impl HostService {
                 again
             }
         };
-        let report = self
+        let new = self.complete(&new)?;
+        let (report, revoked) = self
             .target
             .host
             .refresh(&old.plan, &new.plan)
@@ -227,6 +243,7 @@ impl HostService {
             new,
             Refreshed {
                 report,
+                revoked,
                 state_file: store.path(),
             },
         ))

@@ -1,8 +1,8 @@
 //! The plan a host command acts on: the configuration's (names resolved
 //! now), or what was last applied (names as they resolved then).
 
-use corral_egress::host::{AppliedInputs, StateError, StateStore, plan_settings};
-use corral_egress::plan::{HostPlan, PlanError};
+use corral_egress::host::{AppliedInputs, Host, HostError, StateError, StateStore, plan_settings};
+use corral_egress::plan::{HostPlan, PlanError, PlanSettings};
 use corral_egress::resolve::{Resolution, ResolveError, SystemResolver, resolve_profiles};
 use corral_sandbox_core::config::Config;
 
@@ -22,13 +22,45 @@ pub struct Planned {
     pub plan: HostPlan,
     /// True when this is what was last applied rather than the configuration.
     pub from_applied: bool,
+    /// The host's own networks and routers the plan blocks, when they were
+    /// read (see [`with_host_networks`]).
+    pub host_networks: Option<Vec<ipnet::IpNet>>,
 }
 
 impl Planned {
     /// The inputs to persist after an apply or refresh.
     pub fn inputs(&self) -> AppliedInputs {
         AppliedInputs::new(&self.config, self.resolution.clone())
+            .with_host_networks(self.host_networks.clone())
     }
+}
+
+/// The same plan, built with the host's directly connected networks and
+/// routers read from `host` now (no sandbox reaches them; a name
+/// resolving into one is refused). Apply, refresh and plan use it; a plan
+/// rebuilt from what was applied already carries the networks of then.
+pub fn with_host_networks(planned: &Planned, host: &Host) -> Result<Planned, PlanningError> {
+    let bridges: Vec<String> = planned
+        .config
+        .profiles
+        .iter()
+        .map(|p| p.bridge.to_string())
+        .collect();
+    let nets = host
+        .networks(&bridges)
+        .map_err(PlanningError::Networks)?
+        .to_nets();
+    let settings = PlanSettings {
+        host_networks: Some(nets.clone()),
+        ..plan_settings(&planned.config.host)
+    };
+    let plan = HostPlan::build(&planned.config.profiles, &settings, &planned.resolution)
+        .map_err(PlanningError::Plan)?;
+    Ok(Planned {
+        plan,
+        host_networks: Some(nets),
+        ..planned.clone()
+    })
 }
 
 /// The configuration could not be planned.
@@ -44,6 +76,9 @@ pub enum PlanningError {
     /// What was applied could not be read back.
     #[error("reading what was applied")]
     State(#[source] StateError),
+    /// The host's own networks and routers could not be read.
+    #[error("reading the host's own networks and routers")]
+    Networks(#[source] HostError),
 }
 
 impl PlanningError {
@@ -66,6 +101,7 @@ pub fn plan_config(loaded: LoadedConfig) -> Result<Planned, PlanningError> {
         resolution,
         plan,
         from_applied: false,
+        host_networks: None,
     })
 }
 
@@ -83,7 +119,7 @@ pub fn applied(store: &StateStore) -> Result<Option<Planned>, PlanningError> {
     })?;
     let plan = HostPlan::build(
         &config.profiles,
-        &plan_settings(&config.host),
+        &inputs.settings(&config),
         &inputs.resolution,
     )
     .map_err(|e| PlanningError::State(StateError::Plan(e)))?;
@@ -93,6 +129,7 @@ pub fn applied(store: &StateStore) -> Result<Option<Planned>, PlanningError> {
         resolution: inputs.resolution,
         plan,
         from_applied: true,
+        host_networks: inputs.host_networks,
     }))
 }
 

@@ -75,6 +75,24 @@ impl From<&HostDrift> for DriftView {
                 ),
                 message,
             },
+            HostDrift::HostNetworks { new, gone } => Self {
+                area: "host",
+                kind: "changed",
+                object: "networks".to_owned(),
+                location: "host networks and routers".to_owned(),
+                detail: format!("new: {new}; gone: {gone}"),
+                message,
+            },
+            HostDrift::StraySource {
+                bridge, packets, ..
+            } => Self {
+                area: "bridge",
+                kind: "changed",
+                object: "port".to_owned(),
+                location: bridge.clone(),
+                detail: format!("{packets} packet(s) from its subnet arrived elsewhere"),
+                message,
+            },
         }
     }
 }

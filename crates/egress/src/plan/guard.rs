@@ -1,0 +1,269 @@
+//! Rules that hold whatever a sandbox forges: what may arrive from a
+//! sandbox bridge at all (source, arrival, conntrack state), which
+//! conntrack direction counts as established, and what a sandbox may send
+//! to the host itself.
+//!
+//! - `prerouting` (base, priority -150: after conntrack, before any NAT):
+//!   a packet with a source in a profile's subnets that did not arrive on
+//!   that profile's bridge (or from the host itself, `lo`) is dropped, so
+//!   enforcement never depends on a sandbox port still being enslaved to
+//!   its bridge; everything arriving on a profile bridge jumps to
+//!   `<p>-guard`.
+//! - `<p>-guard`: neighbour discovery from link-local and the DHCP
+//!   broadcast from `0.0.0.0` pass; then `ct state invalid` is dropped; the
+//!   source must be in the profile's own subnet (IPv4; IPv6 only when the
+//!   profile has an IPv6 subnet, else every IPv6 packet is dropped); a
+//!   source the host's routing table calls local, broadcast or multicast is
+//!   dropped (a sandbox forging the gateway's address); loopback
+//!   destinations are dropped (whatever `route_localnet` says).
+//! - `<p>-out` accepts established/related only in the original direction
+//!   (a sandbox's packets "answering" a flow it did not start are new
+//!   traffic, judged by the profile); `<p>-in` only in the reply
+//!   direction.
+//! - `<p>-host`: established/related, DHCP (IPv4, to the broadcast address
+//!   or the gateway), DNS to the gateway when the profile has a resolver,
+//!   neighbour discovery for IPv6 profiles; everything else dropped.
+//! - `multipass_host`: from Multipass's control bridge only established
+//!   traffic and DHCP reach the host (Multipass's own dnsmasq serves DHCP
+//!   there; its DNS forwarder would be a way out of an allowlist).
+//!
+//! Drops here never reject: a reply to a forged source would reflect.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use corral_sandbox_core::{DnsPolicy, EgressMode, PortRange, Profile};
+use ipnet::IpNet;
+
+use super::model::{AddrFamily, AddrType, CtDir, L4Proto, Match, RulePlan, Verdict};
+
+/// ICMPv6 neighbour discovery types a v6 sandbox needs to reach its
+/// gateway: router solicitation, neighbour solicitation and advertisement.
+pub const ND_TYPES: [u8; 3] = [133, 135, 136];
+
+/// The loopback interface: traffic the host sends to itself (e.g. to a
+/// gateway address) arrives there with a source in a profile subnet.
+const LOOPBACK: &str = "lo";
+
+fn port(n: u16) -> PortRange {
+    PortRange::single(n).unwrap_or_else(|_| unreachable!("{n} is a valid port"))
+}
+
+fn link_local() -> IpNet {
+    let fe80 = std::net::Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0);
+    IpNet::V6(ipnet::Ipv6Net::new(fe80, 10).unwrap_or_else(|_| unreachable!("/10 is valid")))
+}
+
+fn loopback_v4() -> IpNet {
+    IpNet::V4(
+        ipnet::Ipv4Net::new(Ipv4Addr::new(127, 0, 0, 0), 8)
+            .unwrap_or_else(|_| unreachable!("/8 is valid")),
+    )
+}
+
+/// A profile's subnets.
+pub fn subnets(p: &Profile) -> Vec<IpNet> {
+    let mut v = vec![IpNet::V4(p.subnet_v4.trunc())];
+    v.extend(p.subnet_v6.map(|n| IpNet::V6(n.trunc())));
+    v
+}
+
+/// `prerouting`: a profile subnet arriving anywhere but its bridge (or
+/// `lo`) is dropped. One rule per subnet.
+pub fn arrival_rules(p: &Profile) -> Vec<RulePlan> {
+    let br = p.bridge.to_string();
+    subnets(p)
+        .into_iter()
+        .map(|net| {
+            RulePlan::counted(
+                vec![
+                    Match::SaddrIn(net),
+                    Match::IifNameNot(br.clone()),
+                    Match::IifNameNot(LOOPBACK.to_owned()),
+                ],
+                Verdict::Drop,
+            )
+        })
+        .collect()
+}
+
+/// `<p>-guard`: see the module docs for the order and why.
+pub fn guard_rules(p: &Profile) -> Vec<RulePlan> {
+    let mut rules = Vec::new();
+    for t in ND_TYPES {
+        rules.push(RulePlan::counted(
+            vec![
+                Match::SaddrIn(link_local()),
+                Match::L4Proto(L4Proto::Icmpv6),
+                Match::Icmpv6Type(t),
+            ],
+            Verdict::Return,
+        ));
+    }
+    rules.push(RulePlan::counted(
+        vec![
+            Match::SaddrIn(IpNet::V4(ipnet::Ipv4Net::from(Ipv4Addr::UNSPECIFIED))),
+            Match::Daddr(IpAddr::V4(Ipv4Addr::BROADCAST)),
+            Match::L4Proto(L4Proto::Udp),
+            Match::Dport(port(67)),
+        ],
+        Verdict::Return,
+    ));
+    rules.push(RulePlan::counted(vec![Match::CtInvalid], Verdict::Drop));
+    rules.push(RulePlan::counted(
+        vec![Match::SaddrNotIn(IpNet::V4(p.subnet_v4.trunc()))],
+        Verdict::Drop,
+    ));
+    match p.subnet_v6 {
+        Some(v6) => rules.push(RulePlan::counted(
+            vec![Match::SaddrNotIn(IpNet::V6(v6.trunc()))],
+            Verdict::Drop,
+        )),
+        None => rules.push(RulePlan::counted(
+            vec![Match::NfProto(AddrFamily::V6)],
+            Verdict::Drop,
+        )),
+    }
+    for t in [AddrType::Local, AddrType::Broadcast, AddrType::Multicast] {
+        rules.push(RulePlan::counted(
+            vec![Match::FibSaddrType(t)],
+            Verdict::Drop,
+        ));
+    }
+    rules.push(RulePlan::counted(
+        vec![Match::DaddrIn(loopback_v4())],
+        Verdict::Drop,
+    ));
+    if p.subnet_v6.is_some() {
+        rules.push(RulePlan::counted(
+            vec![Match::Daddr(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST))],
+            Verdict::Drop,
+        ));
+    }
+    rules
+}
+
+/// The first rule of `<p>-out`: flows the sandbox started.
+pub fn established_out() -> RulePlan {
+    RulePlan::counted(
+        vec![
+            Match::CtEstablishedRelated,
+            Match::CtDirection(CtDir::Original),
+        ],
+        Verdict::Accept,
+    )
+}
+
+/// `<p>-in` (world → sandbox): answers to the sandbox's own flows only.
+pub fn in_rules() -> Vec<RulePlan> {
+    vec![
+        RulePlan::counted(
+            vec![
+                Match::CtEstablishedRelated,
+                Match::CtDirection(CtDir::Reply),
+            ],
+            Verdict::Accept,
+        ),
+        RulePlan::counted(vec![], Verdict::Drop),
+    ]
+}
+
+fn dns_port() -> PortRange {
+    port(53)
+}
+
+/// `<p>-host` (sandbox → host).
+pub fn host_rules(p: &Profile) -> Vec<RulePlan> {
+    let mut rules = vec![RulePlan::counted(
+        vec![Match::CtEstablishedRelated],
+        Verdict::Accept,
+    )];
+    for to in [IpAddr::V4(Ipv4Addr::BROADCAST), IpAddr::V4(p.gateway_v4())] {
+        rules.push(RulePlan::counted(
+            vec![
+                Match::Daddr(to),
+                Match::L4Proto(L4Proto::Udp),
+                Match::Dport(port(67)),
+            ],
+            Verdict::Accept,
+        ));
+    }
+    if p.dns == DnsPolicy::Gateway && p.mode != EgressMode::None {
+        let mut gateways = vec![IpAddr::V4(p.gateway_v4())];
+        gateways.extend(p.gateway_v6().map(IpAddr::V6));
+        for gw in gateways {
+            for proto in [L4Proto::Udp, L4Proto::Tcp] {
+                rules.push(RulePlan::counted(
+                    vec![
+                        Match::Daddr(gw),
+                        Match::L4Proto(proto),
+                        Match::Dport(dns_port()),
+                    ],
+                    Verdict::Accept,
+                ));
+            }
+        }
+    }
+    if p.subnet_v6.is_some() {
+        for t in ND_TYPES {
+            rules.push(RulePlan::counted(
+                vec![Match::L4Proto(L4Proto::Icmpv6), Match::Icmpv6Type(t)],
+                Verdict::Accept,
+            ));
+        }
+    }
+    rules.push(RulePlan::counted(vec![], Verdict::Drop));
+    rules
+}
+
+/// `multipass_host` (Multipass control bridge → host).
+pub fn multipass_host_rules() -> Vec<RulePlan> {
+    vec![
+        RulePlan::counted(vec![Match::CtEstablishedRelated], Verdict::Accept),
+        RulePlan::counted(
+            vec![
+                Match::NfProto(AddrFamily::V4),
+                Match::L4Proto(L4Proto::Udp),
+                Match::Dport(port(67)),
+            ],
+            Verdict::Accept,
+        ),
+        RulePlan::counted(vec![], Verdict::Drop),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::test_support::dev_profile;
+
+    #[test]
+    fn the_guard_checks_state_before_sources_and_sources_before_types() {
+        let rules = guard_rules(&dev_profile());
+        let pos = |pred: &dyn Fn(&Match) -> bool| {
+            rules
+                .iter()
+                .position(|r| r.matches.iter().any(pred))
+                .unwrap()
+        };
+        let invalid = pos(&|m| *m == Match::CtInvalid);
+        let source = pos(&|m| matches!(m, Match::SaddrNotIn(_)));
+        let fib = pos(&|m| matches!(m, Match::FibSaddrType(_)));
+        assert!(invalid < source && source < fib);
+        // Nothing in the guard accepts: it returns or drops, never rejects.
+        assert!(
+            rules
+                .iter()
+                .all(|r| matches!(r.verdict, Verdict::Return | Verdict::Drop))
+        );
+    }
+
+    #[test]
+    fn a_profile_without_ipv6_drops_all_ipv6_but_link_local_nd() {
+        let mut p = dev_profile();
+        p.subnet_v6 = None;
+        let rules = guard_rules(&p);
+        assert!(rules.iter().any(
+            |r| r.matches == vec![Match::NfProto(AddrFamily::V6)] && r.verdict == Verdict::Drop
+        ));
+    }
+}
