@@ -10,6 +10,7 @@
 
 #![warn(missing_docs)]
 
+pub mod attack;
 mod dns;
 pub mod lab;
 mod probes;

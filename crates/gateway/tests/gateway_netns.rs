@@ -552,3 +552,123 @@ fn ipv6_answers_feed_the_v6_set_and_the_resolver_listens_on_v6() {
     assert_eq!(r.answers[0].addr, rotated);
     assert_eq!(probe_from(&sb.ns, &to, T).observed, Observed::Connected);
 }
+
+/// A TCP probe to `ip:port` from `ns`.
+fn tcp_to(ns: &Netns, ip: IpAddr, port: u16) -> Observed {
+    probe_from(
+        ns,
+        &Probe::Tcp {
+            to: SocketAddr::new(ip, port),
+        },
+        T,
+    )
+    .observed
+}
+
+/// Class 4 (docs/security.md): a name listed for 443/tcp, once resolved
+/// through the gateway, is reachable on 443/tcp only — not on another port
+/// or protocol, even when another entry of the profile (here a wildcard)
+/// allows every port for its own names. Control: the same endpoints answer
+/// from the host itself.
+#[test]
+fn class4_a_learned_address_opens_only_its_names_ports() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let p = profile(
+        "agent",
+        "cb-agent",
+        "10.99.7.0/24",
+        EgressMode::Allowlist,
+        &["api.corral.test:443/tcp", "*.cdn.corral.test"],
+    );
+    let env = env(vec![p], DnsTiming::default());
+    let other = 8443;
+    env.topo
+        .add_internet_listener(ROTATED_ADDR.into(), other, Transport::Tcp)
+        .unwrap();
+    env.topo
+        .add_internet_listener(ROTATED_ADDR.into(), PORT, Transport::Udp)
+        .unwrap();
+    let udp = Probe::Udp {
+        to: SocketAddr::new(ROTATED_ADDR.into(), PORT),
+    };
+    for (what, o) in [
+        ("tcp 443", tcp_to(&env.topo.host, ROTATED_ADDR.into(), PORT)),
+        (
+            "tcp 8443",
+            tcp_to(&env.topo.host, ROTATED_ADDR.into(), other),
+        ),
+        ("udp 443", probe_from(&env.topo.host, &udp, T).observed),
+    ] {
+        assert_eq!(o, Observed::Connected, "control {what} from the host");
+    }
+    let sb = env.topo.sandbox("agent").unwrap();
+    env.upstream
+        .set("api.corral.test", &[ROTATED_ADDR.into()], 60);
+    let r = ask(&sb.ns, sb.gateway_v4, "api.corral.test", TYPE_A).unwrap();
+    assert_eq!(r.answers[0].addr, IpAddr::V4(ROTATED_ADDR), "{r:?}");
+    assert_eq!(
+        tcp_to(&sb.ns, ROTATED_ADDR.into(), PORT),
+        Observed::Connected,
+        "the name's own class"
+    );
+    let wrong_port = tcp_to(&sb.ns, ROTATED_ADDR.into(), other);
+    assert!(
+        wrong_port.blocked(),
+        "tcp 8443 after lookup: {wrong_port:?}"
+    );
+    let wrong_proto = probe_from(&sb.ns, &udp, T).observed;
+    assert!(
+        wrong_proto.blocked(),
+        "udp 443 after lookup: {wrong_proto:?}"
+    );
+}
+
+/// Class 5: a name under an allowlisted wildcard whose authority answers
+/// reserved addresses (shared space 100.64/10; NAT64 64:ff9b::/96, which
+/// dnsmasq's rebind protection lets through) stays unreachable after the
+/// gateway resolved it. Control: both answer from the host itself.
+#[test]
+fn class5_rebinding_into_reserved_ranges_is_refused() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let mut p = profile(
+        "agent",
+        "cb-agent",
+        "10.99.7.0/24",
+        EgressMode::Allowlist,
+        &["*.corral.test"],
+    );
+    p.subnet_v6 = Some("fd00:99:7::/64".parse().unwrap());
+    let env = env(vec![p], DnsTiming::default());
+    let shared = IpAddr::V4(Ipv4Addr::new(100, 64, 0, 10));
+    let nat64: IpAddr = "64:ff9b::c000:20a".parse().unwrap();
+    env.topo
+        .add_internet_listener(nat64, PORT, Transport::Tcp)
+        .unwrap();
+    for ip in [shared, nat64] {
+        assert_eq!(
+            tcp_to(&env.topo.host, ip, PORT),
+            Observed::Connected,
+            "control {ip} from the host"
+        );
+    }
+    let sb = env.topo.sandbox("agent").unwrap();
+    env.upstream.set("evil.corral.test", &[shared, nat64], 60);
+    let a = ask(&sb.ns, sb.gateway_v4, "evil.corral.test", TYPE_A).unwrap();
+    assert!(
+        a.answers.iter().any(|x| x.addr == shared),
+        "dnsmasq handed out {shared}: {a:?}"
+    );
+    let aaaa = ask(&sb.ns, sb.gateway_v4, "evil.corral.test", TYPE_AAAA).unwrap();
+    assert!(
+        aaaa.answers.iter().any(|x| x.addr == nat64),
+        "dnsmasq handed out {nat64}: {aaaa:?}"
+    );
+    for ip in [shared, nat64] {
+        let o = tcp_to(&sb.ns, ip, PORT);
+        assert!(o.blocked(), "{ip} after the lookup: {o:?}");
+    }
+}

@@ -104,3 +104,44 @@ pub fn control_then_apply(lab: &Lab, sandbox: &str, probes: &[Probe]) -> Vec<Pro
         .map(|p| lab.probe(sb, p, PROBE_TIMEOUT))
         .collect()
 }
+
+/// Runs `attacks` as a control (each must get through without corral's
+/// rules: a control that fails is a test failure, never a pass), applies
+/// corral's rules, and returns what each attack achieved then.
+pub fn attack_control_then_apply(
+    lab: &Lab,
+    attacks: &[corral_drill::attack::l3::Attack],
+) -> Vec<Observed> {
+    use corral_drill::attack::l3::launch;
+    for a in attacks {
+        let r = launch(&lab.topo, a, PROBE_TIMEOUT);
+        assert_eq!(
+            r,
+            Observed::Connected,
+            "control of {} `{}` ({}): without corral's rules it must get through",
+            a.class.label(),
+            a.what,
+            a.target()
+        );
+    }
+    lab.apply().unwrap();
+    attacks
+        .iter()
+        .map(|a| launch(&lab.topo, a, PROBE_TIMEOUT))
+        .collect()
+}
+
+/// The built-in profiles' attacks of one class.
+pub fn attacks_of(
+    lab: &Lab,
+    class: corral_drill::attack::l3::Class,
+) -> Vec<corral_drill::attack::l3::Attack> {
+    let all = corral_drill::attack::l3::derive(&lab.profiles, &lab.topo);
+    let mine: Vec<_> = all.into_iter().filter(|a| a.class == class).collect();
+    assert!(
+        !mine.is_empty(),
+        "no {} attack for these profiles",
+        class.label()
+    );
+    mine
+}

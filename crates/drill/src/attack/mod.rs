@@ -1,0 +1,141 @@
+//! The attacker: crafted packets sent from a simulated sandbox, as an
+//! agent with root could send them, each judged by whether it got where it
+//! must not (a frame seen on the far side of the host, a datagram received
+//! by a host socket).
+//!
+//! Every attack runs twice, like every probe: first as a control without
+//! corral's rules (it must get through, or the row proves nothing and is
+//! "not run"), then with them. [`l3`] holds the attacks on corral's
+//! L3/L4 rules, one or more per class of hole (see docs/security.md); the
+//! helpers here are what any attack needs.
+
+pub mod l3;
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use corral_egress::netns::Netns;
+
+use crate::lab::Observed;
+use crate::lab::topology::{SandboxNs, Topology};
+use crate::raw::frame::{self, Link, Mac, Transport};
+use crate::raw::{Capture, Marker, PacketSocket};
+
+/// The MAC address of `ifname` inside `ns`.
+pub fn mac_of(ns: &Netns, ifname: &str) -> io::Result<Mac> {
+    Ok(PacketSocket::open(ns, ifname)?.mac())
+}
+
+/// The MAC a sandbox sends routed traffic to: its bridge's (the gateway).
+pub fn gateway_mac(topo: &Topology, sb: &SandboxNs) -> io::Result<Mac> {
+    mac_of(&topo.host, &sb.bridge)
+}
+
+/// A UDP datagram from `src` to `dst` carrying `marker`, in a frame from
+/// the sandbox's own MAC to `to_mac`.
+pub fn udp_frame(
+    from_mac: Mac,
+    to_mac: Mac,
+    src: SocketAddr,
+    dst: SocketAddr,
+    marker: &Marker,
+) -> io::Result<Vec<u8>> {
+    frame::ip(
+        &Link::new(from_mac, to_mac),
+        src.ip(),
+        dst.ip(),
+        64,
+        Transport::Udp {
+            sport: src.port(),
+            dport: dst.port(),
+        },
+        marker.bytes(),
+    )
+    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
+}
+
+/// Sends `frames` out of the sandbox's `eth0`, in order, a few times (a
+/// fresh port may drop the very first frames), and reports whether a
+/// frame carrying `marker` arrived at `at` within `timeout`.
+pub fn lands(
+    from: &SandboxNs,
+    frames: &[Vec<u8>],
+    at: &Capture,
+    marker: &Marker,
+    timeout: Duration,
+) -> io::Result<bool> {
+    let tx = PacketSocket::open(&from.ns, "eth0")?;
+    let tries = 3u32;
+    for _ in 0..tries {
+        for f in frames {
+            tx.send(f)?;
+        }
+        if at.saw(marker, timeout / tries)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// What an attack saw, as a probe row reads it: `Connected` when the
+/// crafted packets got through, `TimedOut` when nothing arrived.
+pub fn observed(r: io::Result<bool>) -> Observed {
+    match r {
+        Ok(true) => Observed::Connected,
+        Ok(false) => Observed::TimedOut,
+        Err(e) => Observed::Error(e.to_string()),
+    }
+}
+
+/// A UDP socket inside a namespace that reports whether a datagram
+/// carrying a marker reached it (delivery to a local socket, i.e. after
+/// the host's input hooks).
+#[derive(Debug)]
+pub struct UdpSink {
+    sock: std::net::UdpSocket,
+}
+
+impl UdpSink {
+    /// Binds `addr` inside `ns`.
+    pub fn bind(ns: &Netns, addr: SocketAddr) -> io::Result<Self> {
+        let sock = ns.run(move || std::net::UdpSocket::bind(addr))??;
+        Ok(Self { sock })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
+    /// Whether a datagram carrying `marker` arrives within `timeout`.
+    pub fn saw(&self, marker: &Marker, timeout: Duration) -> io::Result<bool> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut buf = [0u8; 2048];
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            self.sock.set_read_timeout(Some(left))?;
+            match self.sock.recv_from(&mut buf) {
+                Ok((n, _)) if marker.found_in(&buf[..n]) => return Ok(true),
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// An address of the same family as `like`, from `v4` or `v6`.
+pub(crate) fn same_family(like: IpAddr, v4: IpAddr, v6: IpAddr) -> IpAddr {
+    if like.is_ipv4() { v4 } else { v6 }
+}
