@@ -65,3 +65,46 @@ fn allowlist_without_ipv6_subnet_has_no_ipv6() {
     let r = lab.probe(inet, &tcp(PUBLIC_V6[0], 443), T);
     assert_eq!(r.observed, Observed::Connected, "{r:?}");
 }
+
+/// Class 5 (docs/security.md), at apply: a host name the host's resolver
+/// answers with the metadata address (seen with a hostile /etc/hosts) is
+/// refused with a message naming the name and the address, instead of
+/// landing in the allow set. Control: the address answers without rules.
+#[test]
+fn class5_apply_time_resolution_into_a_reserved_range_is_refused() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    use corral_drill::lab::topology::PRIVATE;
+    let p = nft_support::profile(
+        "meta",
+        "cb-meta",
+        "10.232.3.0/24",
+        corral_sandbox_core::EgressMode::Allowlist,
+        &["api.corral.test:80/tcp"],
+    );
+    let set = corral_sandbox_core::ProfileSet::new(vec![p]).unwrap();
+    let mut res = corral_egress::resolve::Resolution::new();
+    res.insert(&"api.corral.test".parse().unwrap(), [PRIVATE[4]]);
+    match corral_drill::lab::Lab::new(&set, &res) {
+        Err(corral_drill::lab::LabError::Plan(e)) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("api.corral.test")
+                    && text.contains("169.254.169.254")
+                    && text.contains("169.254.0.0/16"),
+                "{text}"
+            );
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok(lab) => {
+            lab.control().unwrap();
+            let r = nft_support::control_then_apply(
+                &lab,
+                "meta",
+                &[corral_drill::lab::tcp(PRIVATE[4], 80)],
+            );
+            panic!("the plan admitted the metadata address; after apply a probe saw {r:?}");
+        }
+    }
+}

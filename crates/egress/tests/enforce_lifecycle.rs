@@ -6,7 +6,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use corral_drill::lab::tcp;
@@ -21,27 +20,13 @@ use corral_egress::resolve::Resolution;
 use corral_sandbox_core::config::Config;
 use corral_sandbox_core::{AllowEntry, ProfileSet};
 
+mod nft_support;
+use nft_support::nft_in;
+
 const T: Duration = Duration::from_millis(1500);
 
 fn builtin() -> ProfileSet {
     Config::builtin_default().profiles
-}
-
-/// Runs the `nft` binary inside `ns` (test-only: simulates an operator or
-/// another tool acting behind corral's back; corral itself never does).
-fn nft_in(ns: &Netns, args: &[&str]) -> String {
-    let mut cmd = Command::new("nft");
-    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let out = ns
-        .spawn(cmd)
-        .and_then(|c| c.wait_with_output())
-        .unwrap_or_else(|e| panic!("cannot run nft {args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "nft {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]

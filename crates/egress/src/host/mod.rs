@@ -284,25 +284,26 @@ fn kept_learned(plan: &HostPlan, live: &nft::LiveState) -> nft::Learned {
     keep
 }
 
-/// Drift of nft objects, bridges, sysctls and the host's networks, from
-/// inside the namespace. With `strays`, packets from a profile subnet that
-/// arrived elsewhere than on its bridge (counted by the prerouting drops
-/// since the last apply) are reported too: a sandbox whose port left its
-/// bridge.
+/// Drift of nft objects, bridges and sysctls, from inside the namespace.
+/// With `live_checks` (verify and status, not the read-back that ends an apply or
+/// refresh), also what happened on the host since: its networks differ
+/// from those the plan was built with, or packets from a profile subnet
+/// arrived elsewhere than on its bridge (counted by the prerouting drops:
+/// a sandbox whose port left its bridge).
 async fn verify_inside(
     plan: &HostPlan,
     links: &Links,
-    strays: bool,
+    live_checks: bool,
 ) -> Result<Vec<HostDrift>, HostError> {
-    let live = nft::read_live()?;
-    let mut out: Vec<HostDrift> = crate::drift::diff(plan, &live)
+    let nft_live = nft::read_live()?;
+    let mut out: Vec<HostDrift> = crate::drift::diff(plan, &nft_live)
         .into_iter()
         .map(HostDrift::Nft)
         .collect();
-    if strays {
-        out.extend(stray_sources(plan, &live));
+    if live_checks {
+        out.extend(stray_sources(plan, &nft_live));
     }
-    if let Some(planned) = &plan.host_networks {
+    if let Some(planned) = plan.host_networks.as_ref().filter(|_| live_checks) {
         let bridges: Vec<&str> = plan.bridges.iter().map(|b| b.name.as_str()).collect();
         let now = links.host_networks(&bridges).await?.to_nets();
         if &now != planned {

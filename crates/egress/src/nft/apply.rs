@@ -218,9 +218,11 @@ pub struct RefreshReport {
     pub batch: Option<BatchStats>,
 }
 
-/// The plan with every set emptied: what must be equal for a refresh.
+/// The plan with every set emptied (and the host networks they came from
+/// forgotten): what must be equal for a refresh.
 fn skeleton(plan: &HostPlan) -> HostPlan {
     let mut p = plan.clone();
+    p.host_networks = None;
     for t in [&mut p.inet, &mut p.bridge] {
         for s in &mut t.sets {
             s.elements.clear();

@@ -145,3 +145,22 @@ pub fn attacks_of(
     );
     mine
 }
+
+/// Runs the `nft` binary inside `ns` (test-only: an operator or another
+/// tool acting behind corral's back; corral itself never does).
+pub fn nft_in(ns: &corral_egress::netns::Netns, args: &[&str]) -> String {
+    let mut cmd = std::process::Command::new("nft");
+    cmd.args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = ns
+        .spawn(cmd)
+        .and_then(|c| c.wait_with_output())
+        .unwrap_or_else(|e| panic!("cannot run nft {args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "nft {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
