@@ -45,7 +45,7 @@ const TUNNEL_QUERIES: usize = 50;
 
 /// The probe labels of the DNS rows.
 #[cfg(test)]
-pub(crate) const PROBES: [&str; 7] = [
+pub(crate) const PROBES: [&str; 9] = [
     ROTATED_BLOCKED,
     NAME_RESOLVED,
     ROTATED_REACHABLE,
@@ -53,6 +53,8 @@ pub(crate) const PROBES: [&str; 7] = [
     TUNNEL,
     FORWARDS,
     NO_RESOLVER,
+    LEARNED_OTHER_PORT,
+    REBINDING,
 ];
 const ROTATED_BLOCKED: &str = "address rotated after apply blocked before lookup";
 const NAME_RESOLVED: &str = "allowlisted name resolved by the gateway";
@@ -61,6 +63,10 @@ const UNLISTED: &str = "unlisted name NXDOMAIN, never forwarded";
 const TUNNEL: &str = "DNS tunnel (random labels) never reaches the upstream";
 const FORWARDS: &str = "gateway forwards any name to the upstreams";
 const NO_RESOLVER: &str = "no resolver on the gateway";
+const LEARNED_OTHER_PORT: &str =
+    "attack 4 (one learned set per class): resolved address on an unlisted port blocked";
+const REBINDING: &str =
+    "attack 5 (rebinding, reserved ranges): name answering 100.64.0.10 blocked after lookup";
 
 /// Stops the drill's daemons and removes their files, even on a panic: a
 /// dnsmasq left running would keep the simulated host alive.
@@ -223,8 +229,12 @@ impl Drill<'_> {
     fn filtered(&self, p: &Profile, pi: usize) -> Vec<DrillRow> {
         let mut out = Vec::new();
         let rules = NameRules::from_allow(&p.allow);
-        if let Some((name, port, transport)) = allowed_name(p) {
+        if let Some((name, port, transport, outside)) = allowed_name_entry(p) {
             out.extend(self.rotation(&name, port, transport, pi));
+            if let Some(other) = outside {
+                out.push(self.other_port(&name, other, pi));
+            }
+            out.push(self.rebinding(&name, port, transport));
         }
         out.push(self.unlisted(&rules, pi));
         out.push(self.tunnel(&rules, pi));
@@ -284,6 +294,76 @@ impl Drill<'_> {
                 after.ms,
             ),
         ]
+    }
+
+    /// Attack 4: the address a name was just resolved to (see
+    /// [`Drill::rotation`]), on a TCP port the name's entry does not list.
+    fn other_port(&self, name: &str, other: u16, pi: usize) -> DrillRow {
+        let fresh = IpAddr::V4(Ipv4Addr::new(
+            ANSWERS[0],
+            ANSWERS[1],
+            ANSWERS[2],
+            host_octet(pi),
+        ));
+        let probe = Probe::Tcp {
+            to: SocketAddr::new(fresh, other),
+        };
+        if let Err(e) = self
+            .lab
+            .topo
+            .add_internet_listener(fresh, other, Transport::Tcp)
+        {
+            let e = Observed::Error(e.to_string());
+            return self.row(
+                LEARNED_OTHER_PORT,
+                probe.to_string(),
+                Expect::Block,
+                e.clone(),
+                e,
+                0,
+            );
+        }
+        let control = probe_from(&self.lab.topo.host, &probe, self.timeout).observed;
+        // The name was resolved through the gateway a moment ago.
+        let _ = ask(&self.sb.ns, self.gateway(), name, TYPE_A, self.timeout);
+        let r = probe_from(&self.sb.ns, &probe, self.timeout);
+        self.row(
+            LEARNED_OTHER_PORT,
+            probe.to_string(),
+            Expect::Block,
+            control,
+            r.observed,
+            r.ms,
+        )
+    }
+
+    /// Attack 5: the name's authority now answers a shared-space address
+    /// (which dnsmasq's rebind protection lets through); after the sandbox
+    /// resolves it, the address stays unreachable.
+    fn rebinding(&self, name: &str, port: u16, t: Transport) -> DrillRow {
+        let shared = IpAddr::V4(Ipv4Addr::new(100, 64, 0, 10));
+        let probe = Probe::l4(t, SocketAddr::new(shared, port));
+        if let Err(e) = self.lab.topo.add_internet_listener(shared, port, t) {
+            let e = Observed::Error(e.to_string());
+            return self.row(REBINDING, probe.to_string(), Expect::Block, e.clone(), e, 0);
+        }
+        let control = probe_from(&self.lab.topo.host, &probe, self.timeout).observed;
+        self.upstream.set(name, &[shared], 60);
+        let (r, _) = ask(&self.sb.ns, self.gateway(), name, TYPE_A, self.timeout);
+        // If the gateway did not hand the address out, nothing was tested.
+        let control = match r.map(|resp| resolved_to(&resp, shared)) {
+            Ok(Observed::Connected) => control,
+            Ok(other) | Err(other) => other,
+        };
+        let after = probe_from(&self.sb.ns, &probe, self.timeout);
+        self.row(
+            REBINDING,
+            probe.to_string(),
+            Expect::Block,
+            control,
+            after.observed,
+            after.ms,
+        )
     }
 
     fn unlisted(&self, rules: &NameRules, pi: usize) -> DrillRow {
@@ -404,7 +484,10 @@ fn nxdomain_kept(resp: &Response, leaked: bool) -> Observed {
 
 /// The first name the profile allows, with the port and transport its
 /// entry allows: a host entry as is, a wildcard as `drill.<suffix>`.
-fn allowed_name(p: &Profile) -> Option<(String, u16, Transport)> {
+/// A name the profile admits, the port and transport to probe it on, and
+/// a TCP port its entry does not allow (when the entry names ports or a
+/// protocol at all).
+fn allowed_name_entry(p: &Profile) -> Option<(String, u16, Transport, Option<u16>)> {
     p.allow.iter().find_map(|e| {
         let name = match &e.target {
             AllowTarget::Host(h) => h.normalized(),
@@ -415,7 +498,15 @@ fn allowed_name(p: &Profile) -> Option<(String, u16, Transport)> {
             Some(Protocol::Udp) => Transport::Udp,
             _ => Transport::Tcp,
         };
-        Some((name, e.ports.map_or(443, |r| r.start()), t))
+        let outside = match (e.ports, e.protocol) {
+            (None, None) => None,
+            (None, Some(Protocol::Tcp)) => None,
+            (None, Some(Protocol::Udp)) => Some(443),
+            (Some(r), _) => [443u16, 8443, 80, 22]
+                .into_iter()
+                .find(|q| !(r.start()..=r.end()).contains(q)),
+        };
+        Some((name, e.ports.map_or(443, |r| r.start()), t, outside))
     })
 }
 
@@ -468,7 +559,7 @@ mod tests {
     fn picks_a_listed_name_and_an_unlisted_one() {
         let p = profile(&["192.0.2.1", "*.cdn.test:8443/udp", "api.test"]);
         assert_eq!(
-            allowed_name(&p),
+            allowed_name_entry(&p).map(|(n, port, t, _)| (n, port, t)),
             Some(("drill.cdn.test".to_owned(), 8443, Transport::Udp))
         );
         let rules = NameRules::from_allow(&p.allow);
@@ -537,8 +628,9 @@ mode = "none"
                 r.verdict, r.from, r.probe, r.observed, r.control
             );
         }
-        // dev: rotation (3 rows), unlisted, tunnel; web: forwards; off: no resolver.
-        assert_eq!(dns.len(), 7, "{dns:#?}");
+        // dev: rotation (3 rows), attack 4 (other port), attack 5
+        // (rebinding), unlisted, tunnel; web: forwards; off: no resolver.
+        assert_eq!(dns.len(), 9, "{dns:#?}");
         assert!(
             dns.iter().all(|r| r.verdict == super::super::Verdict::Pass),
             "{dns:#?}"

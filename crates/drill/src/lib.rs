@@ -74,10 +74,13 @@ pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, Dr
         // The affected probes' controls fail and show as not run.
         setup_rows.push(format!("{} endpoint(s): {e}", needs.len()));
     }
+    let attacks = attack::l3::derive(profiles, &lab.topo);
     lab.control()?;
     let control = run_all(&lab, &planned, opts.timeout);
+    let attack_control = run_attacks(&lab, &attacks, opts.timeout);
     lab.apply()?;
     let enforced = run_all(&lab, &planned, opts.timeout);
+    let attacked = run_attacks(&lab, &attacks, opts.timeout);
 
     let mut rows: Vec<DrillRow> = planned
         .iter()
@@ -98,7 +101,27 @@ pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, Dr
             }
         })
         .collect();
+    rows.extend(
+        attacks
+            .iter()
+            .zip(attack_control)
+            .zip(attacked)
+            .map(|((a, c), (e, ms))| DrillRow {
+                probe: format!("{}: {}", a.class.label(), a.what),
+                from: lab.topo.sandboxes[a.from].name.clone(),
+                to: a.target(),
+                expected: Expect::Block,
+                verdict: judge(Expect::Block, &c.0, &e),
+                observed: e,
+                control: c.0,
+                ms,
+                packet: None,
+            }),
+    );
     rows.push(verify_row(&lab));
+    if let Some(row) = stray_row(&lab, &attacks, &rows) {
+        rows.push(row);
+    }
     rows.extend(dns::rows(&lab, opts.timeout));
     for s in setup_rows {
         rows.push(DrillRow {
@@ -117,10 +140,16 @@ pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, Dr
     Ok(DrillReport::new(CLAIM.to_owned(), rows, ms))
 }
 
-/// Read-back after apply must show no drift.
+/// Read-back after apply must show no drift (the stray sources the
+/// drill's own port-off-its-bridge attacks caused are judged by
+/// [`stray_row`]).
 fn verify_row(lab: &Lab) -> DrillRow {
     let start = Instant::now();
-    let (observed, verdict) = match lab.host.verify(&lab.plan) {
+    let verified = lab.host.verify(&lab.plan).map(|mut d| {
+        d.retain(|x| !matches!(x, corral_egress::host::HostDrift::StraySource { .. }));
+        d
+    });
+    let (observed, verdict) = match verified {
         Ok(d) if d.is_empty() => (Observed::Connected, Verdict::Pass),
         Ok(d) => (
             Observed::Error(format!("{} difference(s), first: {}", d.len(), d[0])),
@@ -139,6 +168,107 @@ fn verify_row(lab: &Lab) -> DrillRow {
         ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
         packet: None,
     }
+}
+
+/// After the port-off-its-bridge attacks, `verify` must name the profile
+/// whose subnet arrived off its bridge. Its control is the attacks' own
+/// (without rules the packets got through).
+fn stray_row(lab: &Lab, attacks: &[attack::l3::Attack], rows: &[DrillRow]) -> Option<DrillRow> {
+    let class = attack::l3::Class::OffBridge;
+    let profiles: Vec<&str> = attacks
+        .iter()
+        .filter(|a| a.class == class)
+        .map(|a| lab.topo.sandboxes[a.from].profile.as_str())
+        .collect();
+    if profiles.is_empty() {
+        return None;
+    }
+    let control = if rows
+        .iter()
+        .filter(|r| r.probe.starts_with(&class.label()))
+        .all(|r| r.control.reached())
+    {
+        Observed::Connected
+    } else {
+        Observed::Error("an attack's control did not get through".to_owned())
+    };
+    let start = Instant::now();
+    let observed = match lab.host.verify(&lab.plan) {
+        Ok(d) => {
+            let named = profiles.iter().all(|p| {
+                d.iter().any(|x| {
+                    matches!(x, corral_egress::host::HostDrift::StraySource { profile, .. } if profile == p)
+                })
+            });
+            if named {
+                Observed::Connected
+            } else {
+                Observed::Error(format!(
+                    "verify did not report it ({} difference(s))",
+                    d.len()
+                ))
+            }
+        }
+        Err(e) => Observed::Error(e.to_string()),
+    };
+    Some(DrillRow {
+        probe: format!("{}: verify reports the stray source", class.label()),
+        from: "host".to_owned(),
+        to: "nftables counters".to_owned(),
+        expected: Expect::Reach,
+        verdict: judge(Expect::Reach, &control, &observed),
+        observed,
+        control,
+        ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+        packet: None,
+    })
+}
+
+/// Runs every attack: in parallel, except those that detach a port, which
+/// run one at a time per sandbox (still in parallel across sandboxes).
+fn run_attacks(
+    lab: &Lab,
+    attacks: &[attack::l3::Attack],
+    timeout: Duration,
+) -> Vec<(Observed, u64)> {
+    let one = |a: &attack::l3::Attack| {
+        let start = Instant::now();
+        let o = attack::l3::launch(&lab.topo, a, timeout);
+        (
+            o,
+            u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+        )
+    };
+    let mut out: Vec<Option<(Observed, u64)>> = vec![None; attacks.len()];
+    std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        let mut exclusive: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        for (i, a) in attacks.iter().enumerate() {
+            if a.exclusive() {
+                exclusive.entry(a.from).or_default().push(i);
+            } else {
+                handles.push((vec![i], scope.spawn(move || vec![one(a)])));
+            }
+        }
+        for idx in exclusive.into_values() {
+            let list: Vec<&attack::l3::Attack> = idx.iter().map(|i| &attacks[*i]).collect();
+            handles.push((
+                idx,
+                scope.spawn(move || list.into_iter().map(one).collect()),
+            ));
+        }
+        for (idx, h) in handles {
+            let results = h.join().unwrap_or_else(|_| {
+                vec![(Observed::Error("the attack thread panicked".to_owned()), 0); idx.len()]
+            });
+            for (i, r) in idx.into_iter().zip(results) {
+                out[i] = Some(r);
+            }
+        }
+    });
+    out.into_iter()
+        .map(|r| r.unwrap_or((Observed::Error("not run".to_owned()), 0)))
+        .collect()
 }
 
 /// Runs every probe, in parallel (blocked probes under `drop` each wait for
