@@ -31,17 +31,39 @@ fn drill_passes_with_every_probe_listed() {
     assert_fields(
         &json,
         &[
-            "schema", "claim", "source", "profiles", "verdict", "probes", "passed", "failed",
-            "not_run", "errors", "ms", "rows",
+            "schema",
+            "claim",
+            "source",
+            "profiles",
+            "verdict",
+            "probes",
+            "passed",
+            "failed",
+            "not_run",
+            "errors",
+            "ms",
+            "rows",
+            "attack_classes",
         ],
         "drill record",
     );
+    // The ten attack classes are named after the table, one line each.
+    let classes = json["attack_classes"].as_array().unwrap();
+    assert_eq!(classes.len(), 10);
+    let class_lines = &lines[lines.len() - 11..lines.len() - 1];
+    for (line, c) in class_lines.iter().zip(classes) {
+        let title = c["title"].as_str().unwrap();
+        assert!(
+            line.starts_with(&format!("attack {} ({title})", c["class"])),
+            "{line} vs {c}"
+        );
+    }
     schema::check(&json);
     let rows = json["rows"].as_array().unwrap();
     assert_eq!(rows.len(), json["probes"].as_u64().unwrap() as usize);
     // Every probe of the record is a row of the table (the header is the
     // third line, after the claim and the profile list).
-    let table: Vec<&str> = lines[3..lines.len() - 1].to_vec();
+    let table: Vec<&str> = lines[3..lines.len() - 11].to_vec();
     assert_eq!(
         table.len(),
         rows.len(),

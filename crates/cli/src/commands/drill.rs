@@ -30,6 +30,7 @@ struct DrillJson<'a> {
     errors: usize,
     ms: u64,
     rows: Vec<RowJson<'a>>,
+    attack_classes: Vec<corral_drill::attack::ClassLine>,
 }
 
 /// One probe in JSON.
@@ -134,6 +135,7 @@ fn to_json<'a>(report: &'a DrillReport, source: String, profiles: Vec<String>) -
                 }
             })
             .collect(),
+        attack_classes: corral_drill::attack::class_lines(report),
     }
 }
 
@@ -204,6 +206,17 @@ pub fn run(args: &DrillArgs, out: Output) -> CmdResult {
         };
         if !rows.is_empty() {
             human.table(&table(&human, &rows), true);
+        }
+        if !human.quiet {
+            for c in corral_drill::attack::class_lines(&report) {
+                human.data(&match c.proved_by {
+                    None => format!("attack {} ({}): {} row(s) above", c.class, c.title, c.rows),
+                    Some(by) => format!(
+                        "attack {} ({}): no row for these profiles; proved by {by}",
+                        c.class, c.title
+                    ),
+                });
+            }
         }
         let style = if report.ok() { Style::Good } else { Style::Bad };
         human.data(&human.paint(style, &report.summary()));

@@ -139,3 +139,69 @@ impl UdpSink {
 pub(crate) fn same_family(like: IpAddr, v4: IpAddr, v6: IpAddr) -> IpAddr {
     if like.is_ipv4() { v4 } else { v6 }
 }
+
+/// The classes of hole of docs/security.md ("L3/L4"): number, title, and
+/// where a class is proved when the drill has no row for it (it needs
+/// names the profiles do not list, or changes the host behind the drill).
+pub const CLASSES: [(u8, &str, &str); 10] = [
+    (1, "forged sources", "egress tests/attack_l3.rs"),
+    (2, "conntrack reply direction", "egress tests/attack_l3.rs"),
+    (3, "gateway as a reflector", "egress tests/attack_l3.rs"),
+    (
+        4,
+        "one learned set per class",
+        "gateway tests/gateway_netns.rs class4 (needs an allowlisted name)",
+    ),
+    (
+        5,
+        "rebinding, reserved ranges",
+        "gateway tests/gateway_netns.rs class5, egress tests/enforce_allowlist.rs (needs an allowlisted name)",
+    ),
+    (
+        6,
+        "the host's own networks",
+        "egress tests/enforce_hostnet.rs",
+    ),
+    (7, "port off its bridge", "egress tests/attack_l3.rs"),
+    (
+        8,
+        "the Multipass control bridge",
+        "egress tests/enforce_multipass.rs",
+    ),
+    (9, "revocation", "egress tests/enforce_revocation.rs"),
+    (10, "verify's blind spots", "egress tests/verify_tamper.rs"),
+];
+
+/// One class in a drill's summary.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ClassLine {
+    /// Class number.
+    pub class: u8,
+    /// Its title.
+    pub title: &'static str,
+    /// Drill rows attacking it.
+    pub rows: usize,
+    /// Where it is proved when `rows` is 0.
+    pub proved_by: Option<&'static str>,
+}
+
+/// Every class with the number of rows of `report` attacking it.
+pub fn class_lines(report: &crate::DrillReport) -> Vec<ClassLine> {
+    CLASSES
+        .iter()
+        .map(|(n, title, by)| {
+            let prefix = format!("attack {n} (");
+            let rows = report
+                .rows
+                .iter()
+                .filter(|r| r.probe.starts_with(&prefix))
+                .count();
+            ClassLine {
+                class: *n,
+                title,
+                rows,
+                proved_by: (rows == 0).then_some(*by),
+            }
+        })
+        .collect()
+}
