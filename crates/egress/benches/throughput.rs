@@ -1,7 +1,9 @@
 //! Forwarding throughput, sandbox → internet, inside network namespaces:
 //! no firewall vs corral (10k-entry allowlist in sets) vs a one-rule-per-
-//! address chain as the reference design writes it (loaded with `nft -f`,
-//! which only this baseline may use).
+//! address chain as the reference design writes it vs conntrack and
+//! masquerade alone, no filtering (the fixed cost any stateful NAT design
+//! pays; the baselines are loaded with `nft -f`, which only a baseline may
+//! use).
 //!
 //! Two workloads: one bulk TCP stream for a fixed time (per-packet cost of
 //! established traffic), and the median time to open a new TCP connection
@@ -67,6 +69,14 @@ fn linear_ruleset() -> String {
         "  ip daddr {TARGET} tcp dport {PORT} accept\n  counter drop\n }}\n}}\n"
     ));
     s
+}
+
+/// Conntrack and masquerade, nothing else: what every new flow costs a
+/// design that tracks flows and NATs the sandboxes, before any rule.
+fn nat_only_ruleset() -> String {
+    format!(
+        "table inet natbench {{\n chain f {{\n  type filter hook forward priority 0; policy accept;\n  ct state established,related accept\n }}\n chain p {{\n  type nat hook postrouting priority 100; policy accept;\n  ip saddr 10.240.0.0/24 oifname != \"{BRIDGE}\" masquerade\n }}\n}}\n"
+    )
 }
 
 fn nft_f(ns: &Netns, script: &str) {
@@ -189,9 +199,10 @@ enum Setup {
     None,
     Corral,
     Linear,
+    NatOnly,
 }
 
-const DROP_LINEAR: &str = "add table inet refbench\ndelete table inet refbench\n";
+const DROP_LINEAR: &str = "add table inet refbench\ndelete table inet refbench\nadd table inet natbench\ndelete table inet natbench\n";
 
 fn configure(lab: &Lab, setup: Setup) {
     let host = &lab.topo.host;
@@ -213,6 +224,10 @@ fn configure(lab: &Lab, setup: Setup) {
             drop_corral();
             nft_f(host, &format!("{DROP_LINEAR}{}", linear_ruleset()));
         }
+        Setup::NatOnly => {
+            drop_corral();
+            nft_f(host, &format!("{DROP_LINEAR}{}", nat_only_ruleset()));
+        }
     }
 }
 
@@ -233,6 +248,7 @@ fn main() {
         ("no firewall", Setup::None),
         ("corral, 10k-entry sets", Setup::Corral),
         ("one rule per address (10k rules)", Setup::Linear),
+        ("conntrack + masquerade only", Setup::NatOnly),
     ];
     let mut gbit = vec![Vec::new(); setups.len()];
     let mut conn = vec![Vec::new(); setups.len()];

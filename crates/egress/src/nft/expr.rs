@@ -239,13 +239,20 @@ fn match_exprs(m: &Match, family: TableFamily) -> Result<Vec<Expr>, NftError> {
             meta(libc::NFT_META_IIFNAME)?,
             cmp(libc::NFT_CMP_NEQ, &ifname(n)?)?,
         ],
-        Match::FibSaddrType(t) => vec![
-            e(c"fib")?
-                .u32(sys::NFTNL_EXPR_FIB_DREG, REG1)
-                .u32(sys::NFTNL_EXPR_FIB_RESULT, FIB_RESULT_ADDRTYPE)
-                .u32(sys::NFTNL_EXPR_FIB_FLAGS, FIB_F_SADDR),
-            cmp(libc::NFT_CMP_EQ, &t.number().to_ne_bytes())?,
-        ],
+        Match::FibSaddrType(t) | Match::FibSaddrTypeNot(t) => {
+            let op = if matches!(m, Match::FibSaddrType(_)) {
+                libc::NFT_CMP_EQ
+            } else {
+                libc::NFT_CMP_NEQ
+            };
+            vec![
+                e(c"fib")?
+                    .u32(sys::NFTNL_EXPR_FIB_DREG, REG1)
+                    .u32(sys::NFTNL_EXPR_FIB_RESULT, FIB_RESULT_ADDRTYPE)
+                    .u32(sys::NFTNL_EXPR_FIB_FLAGS, FIB_F_SADDR),
+                cmp(op, &t.number().to_ne_bytes())?,
+            ]
+        }
         Match::NfProto(f) => nfproto(*f)?.into(),
         Match::L4Proto(p) => vec![
             meta(libc::NFT_META_L4PROTO)?,

@@ -155,6 +155,7 @@ fn rule_matches(plan: &HostPlan, rule: &RulePlan, flow: &Flow, learned: &Learned
         | Match::IifNameNot(_)
         | Match::OifNameNot(_)
         | Match::FibSaddrType(_)
+        | Match::FibSaddrTypeNot(_)
         | Match::Icmpv6Type(_)
         | Match::ArpTargetIn(_) => false,
     })

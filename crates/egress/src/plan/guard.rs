@@ -13,8 +13,9 @@
 //!   broadcast from `0.0.0.0` pass; then `ct state invalid` is dropped; the
 //!   source must be in the profile's own subnet (IPv4; IPv6 only when the
 //!   profile has an IPv6 subnet, else every IPv6 packet is dropped); a
-//!   source the host's routing table calls local, broadcast or multicast is
-//!   dropped (a sandbox forging the gateway's address); loopback
+//!   source the host's routing table does not call unicast (local,
+//!   broadcast, multicast, ...) is dropped (a sandbox forging the
+//!   gateway's address); loopback
 //!   destinations are dropped (whatever `route_localnet` says).
 //! - `<p>-out` accepts established/related only in the original direction
 //!   (a sandbox's packets "answering" a flow it did not start are new
@@ -123,12 +124,12 @@ pub fn guard_rules(p: &Profile) -> Vec<RulePlan> {
             Verdict::Drop,
         )),
     }
-    for t in [AddrType::Local, AddrType::Broadcast, AddrType::Multicast] {
-        rules.push(RulePlan::counted(
-            vec![Match::FibSaddrType(t)],
-            Verdict::Drop,
-        ));
-    }
+    // One lookup for local, broadcast, multicast (and anycast, blackhole,
+    // unreachable) sources: a sandbox's own address is a unicast one.
+    rules.push(RulePlan::counted(
+        vec![Match::FibSaddrTypeNot(AddrType::Unicast)],
+        Verdict::Drop,
+    ));
     rules.push(RulePlan::counted(
         vec![Match::DaddrIn(loopback_v4())],
         Verdict::Drop,
@@ -247,7 +248,7 @@ mod tests {
         };
         let invalid = pos(&|m| *m == Match::CtInvalid);
         let source = pos(&|m| matches!(m, Match::SaddrNotIn(_)));
-        let fib = pos(&|m| matches!(m, Match::FibSaddrType(_)));
+        let fib = pos(&|m| matches!(m, Match::FibSaddrTypeNot(_)));
         assert!(invalid < source && source < fib);
         // Nothing in the guard accepts: it returns or drops, never rejects.
         assert!(

@@ -257,6 +257,8 @@ pub enum Match {
     /// `fib saddr type X`: what the host's routing table says the source
     /// address is (local, broadcast, multicast, ...).
     FibSaddrType(AddrType),
+    /// `fib saddr type != X`.
+    FibSaddrTypeNot(AddrType),
     /// `meta nfproto ipv4` / `meta nfproto ipv6`.
     NfProto(AddrFamily),
     /// `meta l4proto X`.
@@ -312,6 +314,8 @@ impl CtDir {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AddrType {
+    /// An ordinary address reached through a route (`RTN_UNICAST`).
+    Unicast,
     /// An address of the host itself (`RTN_LOCAL`).
     Local,
     /// A broadcast address (`RTN_BROADCAST`; `0.0.0.0` reads as one too).
@@ -324,6 +328,7 @@ impl AddrType {
     /// `RTN_*` value.
     pub fn number(self) -> u32 {
         match self {
+            AddrType::Unicast => 1,
             AddrType::Local => 2,
             AddrType::Broadcast => 3,
             AddrType::Multicast => 5,
@@ -333,6 +338,7 @@ impl AddrType {
     /// `nft` keyword.
     pub fn keyword(self) -> &'static str {
         match self {
+            AddrType::Unicast => "unicast",
             AddrType::Local => "local",
             AddrType::Broadcast => "broadcast",
             AddrType::Multicast => "multicast",

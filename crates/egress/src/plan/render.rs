@@ -121,6 +121,7 @@ fn match_text(m: &Match) -> String {
         Match::CtDirection(d) => format!("ct direction {}", d.keyword()),
         Match::IifNameNot(n) => format!("iifname != \"{n}\""),
         Match::FibSaddrType(t) => format!("fib saddr type {}", t.keyword()),
+        Match::FibSaddrTypeNot(t) => format!("fib saddr type != {}", t.keyword()),
         Match::NfProto(f) => format!(
             "meta nfproto {}",
             match f {
