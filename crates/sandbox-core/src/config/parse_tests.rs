@@ -149,7 +149,7 @@ fn unknown_keys_name_the_key_and_the_valid_ones() {
         one(text),
         "corral.toml:3:1: profile \"dev\": unknown field `brige`, expected one of \
             `name`, `bridge`, `subnet`, `subnet_v6`, `mode`, `allow`, `block`, \
-            `dns`, `allow_unresolved`"
+            `dns`, `allow_unresolved`, `deny`"
     );
     let text = format!(
         "[host]\nstate_dirr = \"/x\"\n{}",
@@ -159,7 +159,7 @@ fn unknown_keys_name_the_key_and_the_valid_ones() {
         one(&text),
         "corral.toml:2:1: host: unknown field `state_dirr`, expected one of \
             `state_dir`, `uplink`, `multipass_bridge`, `dns_upstreams`, \
-            `attested_executors`, `verification`"
+            `attested_executors`, `deny`, `verification`"
     );
     let text = format!(
         "[host]\nuplink = \"eth0\"\n[host.verification]\ncanari = \"x\"\n{}",
