@@ -442,8 +442,7 @@ fn allowlist(
                         return Err(PlanError::Refused {
                             profile: p.name.to_string(),
                             host: host.to_string(),
-                            addr: *a,
-                            why: why.to_string(),
+                            refused: format!("{a}, which corral refuses: {why}"),
                         });
                     }
                 }

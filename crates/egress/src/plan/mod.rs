@@ -152,17 +152,15 @@ pub enum PlanError {
     },
     /// A host entry resolved to an address no name may lead to.
     #[error(
-        "host `{host}` of profile `{profile}` resolved to {addr}, which corral refuses: {why}; a name's addresses must be public (check the host's resolver and /etc/hosts, or list the address as a CIDR entry if you really mean it)"
+        "host `{host}` of profile `{profile}` resolved to {refused}; a name's addresses must be public (check the host's resolver and /etc/hosts, or list the address as a CIDR entry if you really mean it)"
     )]
     Refused {
         /// Profile.
         profile: String,
         /// Host name.
         host: String,
-        /// The refused address.
-        addr: std::net::IpAddr,
-        /// Which range holds it.
-        why: String,
+        /// The refused address and the range that holds it, as a phrase.
+        refused: String,
     },
     /// A profile uses the Multipass bridge, whose traffic corral drops.
     #[error(

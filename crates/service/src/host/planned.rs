@@ -48,7 +48,7 @@ pub fn with_host_networks(planned: &Planned, host: &Host) -> Result<Planned, Pla
         .collect();
     let nets = host
         .networks(&bridges)
-        .map_err(PlanningError::Networks)?
+        .map_err(|e| PlanningError::Networks(Box::new(e)))?
         .to_nets();
     let settings = PlanSettings {
         host_networks: Some(nets.clone()),
@@ -78,7 +78,7 @@ pub enum PlanningError {
     State(#[source] StateError),
     /// The host's own networks and routers could not be read.
     #[error("reading the host's own networks and routers")]
-    Networks(#[source] HostError),
+    Networks(#[source] Box<HostError>),
 }
 
 impl PlanningError {

@@ -35,6 +35,7 @@ struct RefreshJson<'a> {
     added: usize,
     removed: usize,
     changed: bool,
+    revoked: &'a corral_egress::host::RevokeReport,
 }
 
 /// An apply or refresh failed; drift after the change gets its own table.
@@ -139,8 +140,15 @@ pub fn refresh(args: &HostArgs, out: Output) -> CmdResult {
             sets: report.sets,
             added: report.added,
             removed: report.removed,
+            revoked: &refreshed.revoked,
         })?;
         return Ok(Outcome::Ok);
+    }
+    if !refreshed.revoked.deleted.is_empty() {
+        out.info(&format!(
+            "revoked {} tracked flow(s) the refreshed plan no longer allows",
+            refreshed.revoked.deleted.len()
+        ));
     }
     if report.batch.is_none() {
         out.info(&format!(

@@ -36,6 +36,10 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
         args.state_dir.as_deref(),
     )?;
     let target = service.target();
+    // What apply would enforce: with this target's own networks and routers.
+    let planned = service
+        .complete(&planned)
+        .map_err(context::planning_error)?;
     let drift = service.plan_diff(&planned).map_err(|e| {
         CliError::failure(
             anyhow::Error::new(e).context("reading the live state to compare with the plan"),
