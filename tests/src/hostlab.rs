@@ -577,15 +577,19 @@ fn upstream_v4(n: u32) -> Ipv4Addr {
     Ipv4Addr::new(127, 83, octet(n), 53)
 }
 
-/// What [`ALLOWED_NAME`] resolves to: benchmarking space (dnsmasq's rebind
-/// protection strips documentation and private answers).
+/// What [`ALLOWED_NAME`] resolves to: 192.175.48.0/24 (AS112, RFC 7534),
+/// public space that neither dnsmasq's rebind protection (it strips
+/// documentation and private answers) nor corral's reserved list (which
+/// refuses benchmarking space, 198.18.0.0/15, for names) covers. It exists
+/// only in the lab's destination namespace, reached by policy routes from
+/// the lab's bridge alone.
 fn dns_allowed(n: u32) -> Ipv4Addr {
-    Ipv4Addr::new(198, 18, octet(n), 10)
+    Ipv4Addr::new(192, 175, 48, octet(n))
 }
 
 /// What [`UNLISTED_NAME`] resolves to.
 fn dns_unlisted(n: u32) -> Ipv4Addr {
-    Ipv4Addr::new(198, 18, octet(n), 20)
+    Ipv4Addr::new(192, 175, 48, octet(n).wrapping_add(1))
 }
 
 fn octet(n: u32) -> u8 {
