@@ -240,11 +240,21 @@ fn a_resolved_address_is_blocked_again_after_the_set_timeout() {
     std::thread::sleep(
         (timing.set_timeout - Duration::from_millis(800)).saturating_sub(resolved_at.elapsed()),
     );
-    assert_eq!(
-        tcp(&sb.ns, ROTATED_ADDR),
-        Observed::Connected,
-        "closed early"
-    );
+    // On a loaded machine the sleep can overshoot into the timeout; the
+    // probe then proves nothing about "early", so it only counts when it
+    // started (and ended) well before the element's end.
+    let before = resolved_at.elapsed();
+    let early = tcp(&sb.ns, ROTATED_ADDR);
+    let after = resolved_at.elapsed();
+    if after + Duration::from_millis(200) < timing.set_timeout {
+        assert_eq!(
+            early,
+            Observed::Connected,
+            "closed early (probe at {before:?})"
+        );
+    } else {
+        eprintln!("the open-window probe ran late ({before:?}..{after:?}); not judged");
+    }
     std::thread::sleep(
         (timing.set_timeout + Duration::from_millis(800)).saturating_sub(resolved_at.elapsed()),
     );
