@@ -123,7 +123,7 @@ impl Clock for WallClock {
 #[cfg(test)]
 mod tests {
     use corral_sandbox_core::SandboxKind;
-    use corral_sandbox_core::verify::{FilterHealth, KindStatus, plan};
+    use corral_sandbox_core::verify::{FilterHealth, KindStatus, Requirement, Vantage, plan};
 
     use super::*;
 
@@ -172,15 +172,20 @@ mod tests {
         let name = corral_sandbox_core::SandboxName::new("s1").unwrap();
         let config = corral_sandbox_core::Config::builtin_default();
         let profile = config.profiles.get("allowlist").unwrap();
-        let lan = "192.168.1.10:22".parse().unwrap();
-        let canary = plan(profile, &cfg(&[SandboxKind::Tart]), lan).unwrap();
+        let canary = plan(
+            profile,
+            &cfg(&[SandboxKind::Tart]),
+            &Vantage::default(),
+            Requirement::Strict,
+        )
+        .unwrap();
         let now = Timestamp(1_000);
         let j = gate.judge(
             &name,
             SandboxKind::Tart,
             &canary,
             &[],
-            FilterHealth::Alive,
+            Some(&FilterHealth::Alive),
             now,
         );
         assert!(j.verified.is_none());

@@ -116,6 +116,10 @@ pub fn state_of(status: &str) -> SandboxState {
 /// `GET /1.0/instances/<name>/state`, the part corral reads.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct InstanceState {
+    /// The pid of the instance's init as the host numbers it (containers;
+    /// 0 or absent when not running).
+    #[serde(default)]
+    pub pid: i64,
     /// Network interfaces by name.
     #[serde(default)]
     pub network: Option<BTreeMap<String, NetworkState>>,

@@ -6,14 +6,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use corral_sandbox_core::sandbox::{
-    ExecOutput, ExecRequest, ExecStreams, Operation, ProviderError, Sandbox, SandboxInfo,
-    SandboxState, SnapshotInfo, StopOptions,
+    ExecOutput, ExecRequest, ExecStreams, InstanceType, Operation, ProbeSite, ProviderError,
+    Sandbox, SandboxInfo, SandboxState, SnapshotInfo, StopOptions,
 };
 use corral_sandbox_core::{SandboxKind, SandboxName};
 use http::Method;
 use serde_json::json;
 
 use crate::api::{self, Instance, InstanceState, Snapshot};
+use crate::config::Endpoint;
 use crate::provider::IncusProvider;
 use crate::stamp::Stamp;
 
@@ -119,6 +120,34 @@ impl Sandbox for IncusSandbox {
             }
         }
         self.provider.info_of(&inst, &stamp, addresses)
+    }
+
+    /// A local container's network namespace is entered from the host
+    /// through its init's pid; a VM, or any instance of a remote daemon,
+    /// is probed through exec.
+    async fn probe_site(&self) -> Result<ProbeSite, ProviderError> {
+        let (inst, _) = self.owned().await?;
+        let local = matches!(self.provider.config().endpoint, Endpoint::Unix(_));
+        if !local || inst.instance_type() != InstanceType::Container {
+            return Ok(ProbeSite::Guest);
+        }
+        if !inst.state().can_exec() {
+            return Err(self.invalid(inst.state(), Operation::Exec, "start it first"));
+        }
+        let state: InstanceState = self
+            .provider
+            .client()
+            .get(&self.path("/state"))
+            .await
+            .map_err(|e| self.provider.err(e))?;
+        match u32::try_from(state.pid) {
+            Ok(pid) if pid > 1 => Ok(ProbeSite::HostNamespace { pid }),
+            _ => Err(self.invalid(
+                inst.state(),
+                Operation::Exec,
+                "Incus reports no init process for it; start it again",
+            )),
+        }
     }
 
     async fn start(&self) -> Result<(), ProviderError> {

@@ -8,41 +8,10 @@
 //! as failed.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
-/// What corral knows about a VM's packet filter.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FilterHealth {
-    /// The Softnet process is running under the VM's `tart run`.
-    Alive,
-    /// The filter is gone (its process, or the VM's, exited).
-    Dead {
-        /// What was found.
-        reason: String,
-    },
-    /// corral could not tell; not alive, so treated as failed.
-    Unknown {
-        /// Why not.
-        reason: String,
-    },
-}
-
-impl FilterHealth {
-    /// True only for [`FilterHealth::Alive`]; `Unknown` is not alive.
-    pub fn is_alive(&self) -> bool {
-        matches!(self, FilterHealth::Alive)
-    }
-}
-
-impl fmt::Display for FilterHealth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FilterHealth::Alive => f.write_str("alive"),
-            FilterHealth::Dead { reason } => write!(f, "dead ({reason})"),
-            FilterHealth::Unknown { reason } => write!(f, "unknown ({reason})"),
-        }
-    }
-}
+/// The one filter-health type, shared with the verification gate that
+/// judges it.
+pub use corral_sandbox_core::verify::FilterHealth;
 
 /// The process-table argv (the same flags work with BSD and procps `ps`).
 pub fn ps_argv() -> Vec<String> {

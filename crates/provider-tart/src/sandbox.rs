@@ -36,12 +36,6 @@ impl TartSandbox {
         &self.vm
     }
 
-    /// The filter-health signal: `Alive` only while Softnet runs.
-    pub async fn filter_health(&self) -> Result<FilterHealth, ProviderError> {
-        self.shared.owned(&self.vm).await?;
-        Ok(self.shared.filter_health(&self.vm).await)
-    }
-
     /// The last lines of the `tart run` log, for error messages.
     fn log_tail(&self) -> String {
         let log = self
@@ -145,6 +139,12 @@ impl Sandbox for TartSandbox {
 
     fn kind(&self) -> SandboxKind {
         SandboxKind::Tart
+    }
+
+    /// `Alive` only while the VM's Softnet process runs.
+    async fn filter_health(&self) -> Result<Option<FilterHealth>, ProviderError> {
+        self.shared.owned(&self.vm).await?;
+        Ok(Some(self.shared.filter_health(&self.vm).await))
     }
 
     async fn info(&self) -> Result<SandboxInfo, ProviderError> {

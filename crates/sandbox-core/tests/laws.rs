@@ -155,7 +155,7 @@ proptest! {
 
 /// Demote tart by judging a canary run with no results (fail closed).
 fn demote(gate: &mut Gate) {
-    use corral_sandbox_core::verify::{FilterHealth, plan};
+    use corral_sandbox_core::verify::{FilterHealth, Requirement, Vantage, plan};
     let cfg = VerificationConfig {
         canary: Some("198.51.100.7:443".parse().unwrap()),
         canary_v6: Some("[2001:db8::7]:443".parse().unwrap()),
@@ -164,13 +164,15 @@ fn demote(gate: &mut Gate) {
     };
     let builtin = Config::builtin_default();
     let isolated = builtin.profiles.get("isolated").unwrap();
-    let plan = plan(isolated, &cfg, "192.168.1.10:22".parse().unwrap()).unwrap();
+    let plan = plan(isolated, &cfg, &Vantage::default(), Requirement::Strict).unwrap();
     let j = gate.judge(
         &"s".parse().unwrap(),
         SandboxKind::Tart,
         &plan,
         &[],
-        FilterHealth::Unknown,
+        Some(&FilterHealth::Unknown {
+            reason: "not measured".into(),
+        }),
         Timestamp(1_000),
     );
     assert!(j.verified.is_none());

@@ -58,6 +58,10 @@ fn simulated_results(plan: &CanaryPlan, leak: bool) -> Vec<CheckResult> {
                 observed,
                 elapsed: Duration::from_millis(40),
                 output: String::new(),
+                control: c.control.as_ref().map(|_| verify::ControlResult {
+                    observed: Observed::Connected,
+                    elapsed: Duration::from_millis(10),
+                }),
             }
         })
         .collect()
@@ -121,7 +125,16 @@ fn run() -> anyhow::Result<()> {
         return Ok(());
     };
     let host_lan: SocketAddr = "192.168.1.10:22".parse()?;
-    let canary = verify::plan(profile, &config.host.verification, host_lan)?;
+    let vantage = verify::Vantage {
+        host_lan: Some(host_lan),
+        ..verify::Vantage::default()
+    };
+    let canary = verify::plan(
+        profile,
+        &config.host.verification,
+        &vantage,
+        verify::Requirement::Strict,
+    )?;
     println!("\ncanary for a new {} sandbox:", tart.kind);
     for c in canary.checks() {
         println!(
@@ -138,7 +151,7 @@ fn run() -> anyhow::Result<()> {
         SandboxKind::Tart,
         &canary,
         &simulated_results(&canary, true),
-        FilterHealth::Alive,
+        Some(&FilterHealth::Alive),
         clock.now(),
     );
     println!(
@@ -172,7 +185,7 @@ fn run() -> anyhow::Result<()> {
         SandboxKind::Tart,
         &canary,
         &simulated_results(&canary, false),
-        FilterHealth::Alive,
+        Some(&FilterHealth::Alive),
         clock.now(),
     );
     println!(

@@ -3,6 +3,7 @@
 mod error;
 mod exec;
 mod provider;
+mod site;
 mod spec;
 mod state;
 mod streams;
@@ -10,6 +11,7 @@ mod streams;
 pub use error::ProviderError;
 pub use exec::{ExecOutput, ExecRequest, ExecUser};
 pub use provider::{Capabilities, Operation, Sandbox, SandboxProvider, StopOptions};
+pub use site::ProbeSite;
 pub use spec::{
     InstanceType, MountSpec, NetworkAttachment, Resources, SandboxInfo, SandboxSpec, SnapshotInfo,
 };

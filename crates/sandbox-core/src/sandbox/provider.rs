@@ -7,10 +7,12 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    ExecOutput, ExecRequest, ExecStreams, ProviderError, SandboxInfo, SandboxSpec, SnapshotInfo,
+    ExecOutput, ExecRequest, ExecStreams, ProbeSite, ProviderError, SandboxInfo, SandboxSpec,
+    SnapshotInfo,
 };
 use crate::names::SandboxName;
 use crate::platform::SandboxKind;
+use crate::verify::FilterHealth;
 
 /// Every operation a sandbox may support; used for capability queries and
 /// in `Unsupported` errors.
@@ -216,6 +218,19 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
             .await
             .map_err(|e| io_err("writing standard error", e))?;
         Ok(out.exit_code)
+    }
+
+    /// Where the per-sandbox canary can probe from. The default, the
+    /// guest through exec, works for every backend that can exec.
+    async fn probe_site(&self) -> Result<ProbeSite, ProviderError> {
+        Ok(ProbeSite::Guest)
+    }
+
+    /// The health of a filter that holds this sandbox's egress outside
+    /// corral's host rules (Tart's Softnet); `None` when no such filter
+    /// exists (corral's own rules enforce, checked by the start gate).
+    async fn filter_health(&self) -> Result<Option<FilterHealth>, ProviderError> {
+        Ok(None)
     }
 
     /// Stop then start.

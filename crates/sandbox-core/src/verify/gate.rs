@@ -10,11 +10,13 @@ use serde::{Deserialize, Serialize};
 
 use super::canary::{CanaryPlan, CheckResult, Expectation, Observed};
 use super::clock::{Timestamp, millis};
-use super::event::{CheckRecord, EventOutcome, FilterHealth, VerificationEvent};
+use super::event::{CheckRecord, ControlRecord, EventOutcome, FilterHealth, VerificationEvent};
 use super::options::VerificationOptions;
 use crate::config::VerificationConfig;
 use crate::names::{ProfileName, SandboxName};
-use crate::platform::{Classification, Enforcement, EnforcementSite, SandboxKind};
+use crate::platform::{
+    Classification, EgressClass, Enforcement, EnforcementSite, SandboxKind, egress_class,
+};
 
 /// Slack over the per-check bound before a probe counts as overrunning: the
 /// prober's own timer fires at the bound and needs a moment to report.
@@ -157,6 +159,25 @@ impl Gate {
         now.since(v.verified_at) >= self.options.reverify_interval
     }
 
+    /// Every demotion on record: kind, end of its cool-down, reason. A
+    /// record whose cool-down is over is the kind's probation.
+    pub fn demotions(&self) -> Vec<(SandboxKind, Timestamp, String)> {
+        self.demotions
+            .iter()
+            .map(|(k, d)| (*k, d.until, d.reason.clone()))
+            .collect()
+    }
+
+    /// Put a stored demotion back (loading the gate from a durable store).
+    pub fn restore_demotion(&mut self, kind: SandboxKind, until: Timestamp, reason: String) {
+        self.demotions.insert(kind, Demotion { until, reason });
+    }
+
+    /// The kinds opted in to verification.
+    pub fn opted_in(&self) -> &[SandboxKind] {
+        &self.opted_in
+    }
+
     fn demote(&mut self, kind: SandboxKind, now: Timestamp, reason: &str) -> Timestamp {
         let until = now.plus(self.options.cool_down);
         self.demotions.insert(
@@ -181,16 +202,36 @@ impl Gate {
         format!("{}…[{} more bytes]", &output[..cut], output.len() - cut)
     }
 
+    /// How `kind`'s canary runs are judged: `Some(true)` for a kind opted
+    /// in to per-sandbox verification (a failure demotes it), `Some(false)`
+    /// for a kind corral's own host rules enforce (a failure disposes of the
+    /// sandbox but demotes nothing), `None` for a kind the gate will not
+    /// judge.
+    fn judged_as_verified(&self, kind: SandboxKind) -> Option<bool> {
+        if self.opted_in.contains(&kind) {
+            return Some(true);
+        }
+        match egress_class(kind) {
+            EgressClass::HostKernel | EgressClass::Executor => Some(false),
+            EgressClass::ProviderHost | EgressClass::Unenforced => None,
+        }
+    }
+
     /// Judge `results` of running `plan` in `sandbox`. Any failed, missing
-    /// or overrunning check, or a filter that is not known to be alive,
-    /// fails the run and demotes the kind for the cool-down.
+    /// or overrunning check, a check whose control did not reach its
+    /// destination, or a provider filter that is not known to be alive,
+    /// fails the run. For a kind opted in to verification a failure demotes
+    /// the kind for the cool-down (`health` `None` counts as unknown there);
+    /// for a kind corral enforces on a host, the run is judged the same way
+    /// but nothing is demoted and no [`VerifiedSandbox`] is issued (its rank
+    /// is already *enforced*).
     pub fn judge(
         &mut self,
         sandbox: &SandboxName,
         kind: SandboxKind,
         plan: &CanaryPlan,
         results: &[CheckResult],
-        health: FilterHealth,
+        health: Option<&FilterHealth>,
         now: Timestamp,
     ) -> Judgement {
         let mut event = VerificationEvent {
@@ -200,36 +241,36 @@ impl Gate {
             at: now,
             outcome: EventOutcome::Refused,
             checks: Vec::new(),
-            filter_health: Some(health),
+            not_planned: plan.not_planned().to_vec(),
+            filter_health: health.cloned(),
             demoted_until: None,
             message: String::new(),
         };
-        match self.status(kind, now) {
-            KindStatus::NotOptedIn => {
-                event.message = format!(
-                    "{kind} is not opted in to verification (host.verification.kinds); \
-                        profiled work cannot run on it"
-                );
-                return Judgement {
-                    event,
-                    verified: None,
-                };
-            }
-            KindStatus::Demoted { until } => {
-                event.demoted_until = Some(until);
-                event.message = format!(
-                    "{kind} is demoted until {until}; re-place the work on an enforced kind"
-                );
-                return Judgement {
-                    event,
-                    verified: None,
-                };
-            }
-            KindStatus::Probation { .. } | KindStatus::Eligible => {}
+        let Some(verified_kind) = self.judged_as_verified(kind) else {
+            event.message = format!(
+                "{kind} is not opted in to verification (host.verification.kinds); \
+                    profiled work cannot run on it"
+            );
+            return Judgement {
+                event,
+                verified: None,
+            };
+        };
+        if let KindStatus::Demoted { until } = self.status(kind, now) {
+            event.demoted_until = Some(until);
+            event.message =
+                format!("{kind} is demoted until {until}; re-place the work on an enforced kind");
+            return Judgement {
+                event,
+                verified: None,
+            };
         }
         let mut failed = Vec::new();
         for check in plan.checks() {
             let result = results.iter().find(|r| r.kind == check.kind);
+            let control_reached = result
+                .and_then(|r| r.control.as_ref())
+                .is_some_and(|c| c.observed.reached());
             let passed = result.is_some_and(|r| {
                 let in_time = r.elapsed <= check.bound + OVERRUN_GRACE;
                 let as_expected = matches!(
@@ -241,10 +282,19 @@ impl Gate {
                         )
                         | (Expectation::DoesNotResolve, Observed::NotResolved)
                 );
-                in_time && as_expected
+                in_time && as_expected && (check.control.is_none() || control_reached)
             });
             if !passed {
-                failed.push(check.kind.to_string());
+                let why = match result {
+                    Some(_) if check.control.is_some() && !control_reached => {
+                        format!(
+                            "{} (its control did not reach {})",
+                            check.kind, check.target
+                        )
+                    }
+                    _ => check.kind.to_string(),
+                };
+                failed.push(why);
             }
             event.checks.push(CheckRecord {
                 kind: check.kind,
@@ -255,15 +305,34 @@ impl Gate {
                 bound_ms: millis(check.bound),
                 passed,
                 output: result.map_or_else(String::new, |r| self.bounded(&r.output)),
+                control: check.control.as_ref().map(|target| {
+                    let c = result.and_then(|r| r.control.as_ref());
+                    ControlRecord {
+                        target: target.to_string(),
+                        observed: c.map(|c| c.observed.clone()),
+                        elapsed_ms: c.map_or(0, |c| millis(c.elapsed)),
+                        reached: control_reached,
+                    }
+                }),
             });
         }
-        if health != FilterHealth::Alive {
-            failed.push(format!("filter health is {health:?}"));
+        match health {
+            Some(h) if !h.is_alive() => failed.push(format!("filter health is {h}")),
+            None if verified_kind => {
+                failed.push("filter health is unknown (the provider reported none)".to_owned());
+            }
+            _ => {}
         }
         if failed.is_empty() {
-            self.demotions.remove(&kind);
             event.outcome = EventOutcome::Passed;
             event.message = format!("all {} checks passed", plan.checks().len());
+            if !verified_kind {
+                return Judgement {
+                    event,
+                    verified: None,
+                };
+            }
+            self.demotions.remove(&kind);
             let verified = VerifiedSandbox {
                 sandbox: sandbox.clone(),
                 kind,
@@ -276,8 +345,18 @@ impl Gate {
             };
         }
         let reason = format!("failed: {}", failed.join("; "));
-        let until = self.demote(kind, now, &reason);
         event.outcome = EventOutcome::Failed;
+        if !verified_kind {
+            event.message = format!(
+                "{reason}. The sandbox fails closed: dispose of it and check the host's \
+                    enforcement (`corral host verify`)"
+            );
+            return Judgement {
+                event,
+                verified: None,
+            };
+        }
+        let until = self.demote(kind, now, &reason);
         event.demoted_until = Some(until);
         event.message = format!(
             "{reason}. Dispose of the sandbox and re-place the work; {kind} is \
@@ -298,10 +377,10 @@ impl Gate {
         health: FilterHealth,
         now: Timestamp,
     ) -> HealthVerdict {
-        if health == FilterHealth::Alive {
+        if health.is_alive() {
             return HealthVerdict::StillVerified(verified);
         }
-        let reason = format!("filter health is {health:?}");
+        let reason = format!("filter health is {health}");
         let until = self.demote(verified.kind, now, &reason);
         HealthVerdict::Revoked(VerificationEvent {
             sandbox: verified.sandbox,
@@ -310,6 +389,7 @@ impl Gate {
             at: now,
             outcome: EventOutcome::Failed,
             checks: Vec::new(),
+            not_planned: Vec::new(),
             filter_health: Some(health),
             demoted_until: Some(until),
             message: format!(
@@ -327,7 +407,7 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
-    use crate::verify::canary::{CheckKind, plan};
+    use crate::verify::canary::{CheckKind, ControlResult, Requirement, Vantage, plan};
     use crate::verify::clock::{Clock, ManualClock};
 
     const MIN: Duration = Duration::from_secs(60);
@@ -342,7 +422,17 @@ mod tests {
         };
         let config = Config::builtin_default();
         let lan: SocketAddr = "192.168.1.10:22".parse().unwrap();
-        let plan = plan(config.profiles.get("allowlist").unwrap(), &cfg, lan).unwrap();
+        let vantage = Vantage {
+            host_lan: Some(lan),
+            ..Vantage::default()
+        };
+        let plan = plan(
+            config.profiles.get("allowlist").unwrap(),
+            &cfg,
+            &vantage,
+            Requirement::Strict,
+        )
+        .unwrap();
         (
             Gate::new(&cfg),
             plan,
@@ -364,6 +454,10 @@ mod tests {
                 },
                 elapsed: Duration::from_millis(12),
                 output: String::new(),
+                control: c.control.as_ref().map(|_| ControlResult {
+                    observed: Observed::Connected,
+                    elapsed: Duration::from_millis(3),
+                }),
             })
             .collect()
     }
@@ -376,7 +470,7 @@ mod tests {
             SandboxKind::Tart,
             &plan,
             &passing(&plan),
-            FilterHealth::Alive,
+            Some(&FilterHealth::Alive),
             clock.now(),
         );
         assert_eq!(j.event.outcome, EventOutcome::Passed);
@@ -410,7 +504,7 @@ mod tests {
             SandboxKind::Tart,
             &plan,
             &results,
-            FilterHealth::Alive,
+            Some(&FilterHealth::Alive),
             clock.now(),
         );
         assert_eq!(j.event.outcome, EventOutcome::Failed);
@@ -435,7 +529,7 @@ mod tests {
             SandboxKind::Tart,
             &plan,
             &passing(&plan),
-            FilterHealth::Alive,
+            Some(&FilterHealth::Alive),
             clock.now(),
         );
         assert_eq!(j.event.outcome, EventOutcome::Refused);
@@ -452,7 +546,7 @@ mod tests {
             SandboxKind::Tart,
             &plan,
             &passing(&plan),
-            FilterHealth::Alive,
+            Some(&FilterHealth::Alive),
             clock.now(),
         );
         assert!(j.verified.is_some());
@@ -468,8 +562,10 @@ mod tests {
         let cases: Vec<(Vec<CheckResult>, FilterHealth, &str)> = vec![
             (
                 passing(&plan),
-                FilterHealth::Unknown,
-                "filter health is Unknown",
+                FilterHealth::Unknown {
+                    reason: "ps failed".into(),
+                },
+                "filter health is unknown (ps failed)",
             ),
             (
                 passing(&plan)[1..].to_vec(),
@@ -497,7 +593,7 @@ mod tests {
             (
                 {
                     let mut r = passing(&plan);
-                    r[4].observed = Observed::Resolved(vec!["192.0.2.1".parse().unwrap()]);
+                    r[6].observed = Observed::Resolved(vec!["192.0.2.1".parse().unwrap()]);
                     r
                 },
                 FilterHealth::Alive,
@@ -506,7 +602,14 @@ mod tests {
         ];
         for (results, health, why) in cases {
             let mut gate = gate0.clone();
-            let j = gate.judge(&sb, SandboxKind::Tart, &plan, &results, health, clock.now());
+            let j = gate.judge(
+                &sb,
+                SandboxKind::Tart,
+                &plan,
+                &results,
+                Some(&health),
+                clock.now(),
+            );
             assert_eq!(j.event.outcome, EventOutcome::Failed, "{why}");
             assert!(j.event.message.contains(why), "{why}: {}", j.event.message);
             assert!(
@@ -518,14 +621,116 @@ mod tests {
     }
 
     #[test]
+    fn a_control_that_did_not_reach_fails_its_check() {
+        let (mut gate, plan, sb, clock) = setup();
+        let mut results = passing(&plan);
+        let i = plan
+            .checks()
+            .iter()
+            .position(|c| c.kind == CheckKind::CanaryBlocked)
+            .unwrap();
+        results[i].control = Some(ControlResult {
+            observed: Observed::TimedOut,
+            elapsed: Duration::from_secs(5),
+        });
+        let j = gate.judge(
+            &sb,
+            SandboxKind::Tart,
+            &plan,
+            &results,
+            Some(&FilterHealth::Alive),
+            clock.now(),
+        );
+        assert_eq!(j.event.outcome, EventOutcome::Failed);
+        assert!(
+            j.event.message.contains(
+                "canary destination blocked (its control did not reach tcp 198.51.100.7:443)"
+            ),
+            "{}",
+            j.event.message
+        );
+        let rec = &j.event.checks[i];
+        assert!(!rec.passed);
+        assert!(!rec.control.as_ref().unwrap().reached);
+    }
+
+    #[test]
+    fn an_enforced_kind_is_judged_but_never_demoted_or_promoted() {
+        let (mut gate, plan, sb, clock) = setup();
+        let j = gate.judge(
+            &sb,
+            SandboxKind::Incus,
+            &plan,
+            &passing(&plan),
+            None,
+            clock.now(),
+        );
+        assert_eq!(j.event.outcome, EventOutcome::Passed);
+        assert!(j.verified.is_none(), "an enforced kind needs no proof");
+        let mut results = passing(&plan);
+        results[1].observed = Observed::Connected;
+        let j = gate.judge(&sb, SandboxKind::Incus, &plan, &results, None, clock.now());
+        assert_eq!(j.event.outcome, EventOutcome::Failed);
+        assert!(
+            j.event.message.contains("fails closed"),
+            "{}",
+            j.event.message
+        );
+        assert_eq!(j.event.demoted_until, None);
+        assert!(gate.demotions().is_empty());
+        // A provider-host kind that is not opted in is refused outright.
+        let j = gate.judge(
+            &sb,
+            SandboxKind::Bubblewrap,
+            &plan,
+            &passing(&plan),
+            None,
+            clock.now(),
+        );
+        assert_eq!(j.event.outcome, EventOutcome::Refused);
+        // An opted-in kind without a health report fails closed.
+        let j = gate.judge(
+            &sb,
+            SandboxKind::Tart,
+            &plan,
+            &passing(&plan),
+            None,
+            clock.now(),
+        );
+        assert_eq!(j.event.outcome, EventOutcome::Failed);
+        assert!(j.event.message.contains("filter health is unknown"));
+    }
+
+    #[test]
+    fn demotions_round_trip_through_a_store() {
+        let (mut gate, plan, sb, clock) = setup();
+        let j = gate.judge(
+            &sb,
+            SandboxKind::Tart,
+            &plan,
+            &[],
+            Some(&FilterHealth::Alive),
+            clock.now(),
+        );
+        assert_eq!(j.event.outcome, EventOutcome::Failed);
+        let saved = gate.demotions();
+        assert_eq!(saved.len(), 1);
+        let (mut fresh, ..) = setup();
+        for (k, until, reason) in saved {
+            fresh.restore_demotion(k, until, reason);
+        }
+        assert_eq!(fresh, gate);
+    }
+
+    #[test]
     fn not_opted_in_kinds_are_refused() {
         let (mut gate, plan, sb, clock) = setup();
         let j = gate.judge(
             &sb,
-            SandboxKind::Multipass,
+            SandboxKind::Process,
             &plan,
             &passing(&plan),
-            FilterHealth::Alive,
+            Some(&FilterHealth::Alive),
             clock.now(),
         );
         assert_eq!(j.event.outcome, EventOutcome::Refused);
@@ -533,6 +738,11 @@ mod tests {
         assert_eq!(
             gate.status(SandboxKind::Multipass, clock.now()),
             KindStatus::NotOptedIn
+        );
+        assert!(
+            j.event.message.contains("not opted in"),
+            "{}",
+            j.event.message
         );
     }
 
@@ -545,7 +755,7 @@ mod tests {
                 SandboxKind::Tart,
                 &plan,
                 &passing(&plan),
-                FilterHealth::Alive,
+                Some(&FilterHealth::Alive),
                 clock.now(),
             )
             .verified
@@ -554,7 +764,10 @@ mod tests {
             HealthVerdict::StillVerified(v) => v,
             HealthVerdict::Revoked(e) => panic!("{e:?}"),
         };
-        match gate.health(v, FilterHealth::Dead, clock.now()) {
+        let dead = FilterHealth::Dead {
+            reason: "softnet exited".into(),
+        };
+        match gate.health(v, dead, clock.now()) {
             HealthVerdict::Revoked(e) => {
                 assert_eq!(e.outcome, EventOutcome::Failed);
                 assert!(e.message.contains("fails closed"));
@@ -577,7 +790,7 @@ mod tests {
             SandboxKind::Tart,
             &plan,
             &results,
-            FilterHealth::Alive,
+            Some(&FilterHealth::Alive),
             clock.now(),
         );
         let out = &j.event.checks[0].output;

@@ -1,6 +1,8 @@
-//! Per-sandbox egress verification for provider-host filters: the canary
-//! plan, the gate (demotion, cool-down, re-verification) and its events,
-//! with time injected through [`Clock`].
+//! Per-sandbox egress verification: the canary plan every profiled sandbox
+//! runs before it is handed out (with a control per check where one is
+//! possible), the gate that judges it (demotion, cool-down and probation
+//! for kinds opted in to verification; dispose-only for kinds corral
+//! enforces itself) and its events, with time injected through [`Clock`].
 
 mod canary;
 mod clock;
@@ -9,11 +11,12 @@ mod gate;
 mod options;
 
 pub use canary::{
-    CanaryCheck, CanaryPlan, CheckKind, CheckResult, DEFAULT_PROBE_PORT, Expectation, Observed,
-    PlanError, ProbeTarget, plan,
+    CanaryCheck, CanaryPlan, CheckKind, CheckResult, ControlResult, DEFAULT_PROBE_PORT, DNS_PORT,
+    Expectation, METADATA, NotPlanned, Observed, PlanError, ProbeTarget, Requirement, Vantage,
+    plan,
 };
 pub use clock::{Clock, ManualClock, Timestamp};
-pub use event::{CheckRecord, EventOutcome, FilterHealth, VerificationEvent};
+pub use event::{CheckRecord, ControlRecord, EventOutcome, FilterHealth, VerificationEvent};
 pub use gate::{Gate, HealthVerdict, Judgement, KindStatus, OVERRUN_GRACE, VerifiedSandbox};
 pub use options::{
     DEFAULT_CHECK_TIMEOUT, DEFAULT_COOL_DOWN, DEFAULT_MAX_PROBE_OUTPUT, DEFAULT_REVERIFY_INTERVAL,
