@@ -554,7 +554,7 @@ name = "e2e"
 bridge = "{bridge}"
 subnet = "10.251.{n}.0/24"
 mode = "allowlist"
-allow = ["{ALLOWED_NAME}"]
+allow = ["{ALLOWED_NAME}:{DNS_PORT}/tcp"]
 allow_unresolved = true
 block = "reject"
 "#,

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use corral_sandbox_core::sandbox::ProviderError;
-use corral_service::{GateError, ServiceError};
+use corral_service::{GateError, ServiceError, VerifyError};
 use serde::Serialize;
 
 /// A failed request.
@@ -130,6 +130,18 @@ impl From<ServiceError> for ApiError {
                 other => Self::internal(other),
             },
             ServiceError::Hook(h) => Self::new(StatusCode::CONFLICT, "refused_by_check", h),
+            ServiceError::Verify(v) => {
+                let (status, code) = match v.as_ref() {
+                    VerifyError::NoProfile(_) => (StatusCode::UNPROCESSABLE_ENTITY, "not_profiled"),
+                    VerifyError::UnknownProfile { .. } => {
+                        (StatusCode::CONFLICT, "profile_not_configured")
+                    }
+                    VerifyError::NotRunning { .. } => (StatusCode::CONFLICT, "invalid_state"),
+                    VerifyError::Plan(_) => (StatusCode::UNPROCESSABLE_ENTITY, "canary_plan"),
+                    _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+                };
+                Self::new(status, code, ServiceError::Verify(v))
+            }
             e @ ServiceError::NotReady { .. } => {
                 Self::new(StatusCode::GATEWAY_TIMEOUT, "not_ready", e)
             }

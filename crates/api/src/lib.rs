@@ -11,10 +11,14 @@
 //! - `GET /v1/host/status` — bridges, counters, set sizes, drift count;
 //! - `GET /v1/host/verify` — every difference between plan and live state
 //!   (409 when there is any);
-//! - `GET /v1/verification` — the per-sandbox verification gate;
+//! - `GET /v1/verification` — the per-sandbox verification gate and every
+//!   sandbox's last verdict, from the store;
+//! - `GET /v1/events` — the event log (lifecycle, verification, alerts);
 //! - `GET|POST /v1/sandboxes`, `GET|DELETE /v1/sandboxes/{name}`,
-//!   `POST /v1/sandboxes/{name}/{start,stop,exec}` — sandboxes through the
-//!   provider selected at start-up.
+//!   `POST /v1/sandboxes/{name}/{start,stop,exec,verify}` — sandboxes
+//!   through the provider selected at start-up; every profiled sandbox runs
+//!   the canary before a start hands it out, and corrald's watchdog runs it
+//!   again every `reverify_interval_secs`.
 //!
 //! Every error answers `{"error": {"code", "message"}}` (see [`error`]).
 #![forbid(unsafe_code)]
@@ -22,7 +26,6 @@
 
 pub mod encode;
 pub mod error;
-pub mod gate_store;
 pub mod routes;
 pub mod serve;
 pub mod state;

@@ -1,6 +1,7 @@
 //! `corrald`: corral's HTTP API (see the `corral_api` library docs for the
-//! routes). Configuration, the sandbox provider and the verification gate
-//! are settled once at start-up; a bad file or a provider the platform
+//! routes). Configuration, the sandbox provider and the store (events,
+//! verification gate) are settled once at start-up, and the watchdog
+//! re-verifies running profiled sandboxes every `reverify_interval_secs`; a bad file or a provider the platform
 //! matrix refuses stops the server with exit code 2, like `corral`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -10,10 +11,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use corral_api::gate_store::GateStore;
 use corral_api::serve::DEFAULT_SOCKET;
 use corral_api::{AppState, Backend, Listen, Settings, serve};
 use corral_sandbox_core::SandboxKind;
+use corral_service::Store;
 use corral_service::config::{ConfigSource, load};
 use tracing_subscriber::EnvFilter;
 
@@ -42,9 +43,14 @@ struct Args {
     /// Act inside this network namespace (name under /run/netns, or a path).
     #[arg(long, value_name = "NAME|PATH")]
     netns: Option<String>,
-    /// Where applied inputs and the verification gate are recorded (default: the config's state_dir).
+    /// Where applied inputs and the store (events, verification gate) live (default: the config's state_dir).
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Re-verify running profiled sandboxes this often instead of
+    /// host.verification.reverify_interval_secs (for drills and tests: the
+    /// configuration's 60 s minimum does not apply; at least 1).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    reverify_interval_secs: Option<u64>,
 }
 
 fn print_error(err: &anyhow::Error) {
@@ -91,15 +97,18 @@ fn main() -> ExitCode {
     };
     // The same state-directory rule as the CLI's, `--netns` included.
     let settings = Settings::new(loaded, args.netns, args.state_dir.as_deref());
-    let gate =
-        match GateStore::new(&settings.state_dir).load_for(&settings.config.host.verification) {
-            Ok(g) => g,
-            Err(e) => {
-                print_error(&anyhow::Error::new(e).context("cannot load the verification gate"));
-                return ExitCode::from(1);
-            }
-        };
-    let state = AppState::new(settings, backend, gate);
+    let store = match Store::open(&settings.state_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            print_error(&anyhow::Error::new(e).context("cannot open corral's store"));
+            return ExitCode::from(1);
+        }
+    };
+    let interval = args.reverify_interval_secs.map_or(
+        settings.config.host.verification.options.reverify_interval,
+        std::time::Duration::from_secs,
+    );
+    let state = AppState::new(settings, backend, store);
     let listen = match args.listen {
         Some(addr) => Listen::Tcp(addr),
         None => Listen::Unix(args.socket),
@@ -111,10 +120,20 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let result = runtime.block_on(serve(state, listen, |addr| {
-        // The one line on stdout: scripts wait for it and read the address.
-        println!("corrald {} listening on {addr}", env!("CARGO_PKG_VERSION"));
-    }));
+    let watchdog = state.watchdog(interval);
+    tracing::info!(
+        interval_secs = interval.as_secs(),
+        "watchdog: re-verifying running profiled sandboxes"
+    );
+    let result = runtime.block_on(async move {
+        // The watchdog lives as long as the server.
+        let _watchdog = tokio::spawn(watchdog.run());
+        serve(state, listen, |addr| {
+            // The one line on stdout: scripts wait for it and read the address.
+            println!("corrald {} listening on {addr}", env!("CARGO_PKG_VERSION"));
+        })
+        .await
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

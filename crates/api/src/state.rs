@@ -1,35 +1,47 @@
 //! What every handler shares: the service's settings (configuration,
 //! target namespace, state directory — by the same rules as the CLI), the
-//! sandbox lifecycle, and the verification gate.
+//! sandbox lifecycle with the per-sandbox canary as its hand-out hook, and
+//! the durable store (events, the verification gate) that `corral` opens
+//! too.
 
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use corral_egress::host::StateStore;
-use corral_sandbox_core::verify::Gate;
 use corral_service::host::{self, Planned};
-use corral_service::{Backend, HostService, SandboxService, Settings, Target};
+use corral_service::verify::watchdog::Watchdog;
+use corral_service::{
+    Backend, HostService, SandboxService, Settings, Store, Target, Verifier, WallClock,
+};
 
-use crate::gate_store::GateStore;
-
-/// Shared, read-only state of the server.
+/// Shared state of the server.
 #[derive(Debug, Clone)]
 pub struct AppState {
     settings: Arc<Settings>,
     sandboxes: SandboxService,
-    gate: Arc<Gate>,
+    verifier: Verifier,
 }
 
 impl AppState {
     /// The state of a server with `settings`, driving sandboxes through
-    /// `backend`, with the verification `gate` loaded at start-up.
-    pub fn new(settings: Settings, backend: Backend, gate: Gate) -> Self {
+    /// `backend`, recording into `store`.
+    pub fn new(settings: Settings, backend: Backend, store: Store) -> Self {
         let settings = Arc::new(settings);
+        let backend = Arc::new(backend);
+        let verifier = Verifier::new(Arc::clone(&settings), Arc::new(store), Arc::new(WallClock))
+            .with_backend(Arc::clone(&backend));
         Self {
-            sandboxes: SandboxService::new(Arc::clone(&settings), Arc::new(backend)),
+            sandboxes: SandboxService::new(Arc::clone(&settings), backend)
+                .with_hooks(Arc::new(verifier.clone())),
             settings,
-            gate: Arc::new(gate),
+            verifier,
         }
+    }
+
+    /// The watchdog that re-verifies this server's sandboxes every
+    /// `interval`.
+    pub fn watchdog(&self, interval: std::time::Duration) -> Watchdog {
+        Watchdog::new(self.verifier.clone(), self.sandboxes.clone(), interval)
     }
 
     /// The settings.
@@ -47,9 +59,14 @@ impl AppState {
         self.sandboxes.backend()
     }
 
-    /// The verification gate as loaded at start-up.
-    pub fn gate(&self) -> &Gate {
-        &self.gate
+    /// The canary, the gate and the store.
+    pub fn verifier(&self) -> &Verifier {
+        &self.verifier
+    }
+
+    /// The durable store.
+    pub fn db(&self) -> &Store {
+        self.verifier.store()
     }
 
     /// The host commands for the target namespace.
@@ -62,11 +79,6 @@ impl AppState {
     /// The store of applied inputs.
     pub fn store(&self) -> StateStore {
         StateStore::new(&self.settings.state_dir)
-    }
-
-    /// The store of the verification gate.
-    pub fn gate_store(&self) -> GateStore {
-        GateStore::new(&self.settings.state_dir)
     }
 
     /// The plan of the configuration, with names resolved now.

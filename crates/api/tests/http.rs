@@ -72,29 +72,60 @@ fn health_matrix_profiles_and_errors_over_tcp() {
 }
 
 #[test]
-fn verification_gate_is_persisted_and_served() {
-    let server = Server::start(&["--listen", "127.0.0.1:0"]);
-    let file = server
-        .state
-        .as_ref()
-        .unwrap()
-        .path()
-        .join("verification.json");
-    let stored: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+fn the_store_is_opened_and_the_gate_and_events_served() {
+    let mut server = Server::start(&["--listen", "127.0.0.1:0"]);
+    // Kept beyond this server's life: the next one opens the same store.
+    let state = server.state.take().unwrap();
+    let dir = state.path().to_owned();
+    let db = dir.join("corral.db");
+    assert_eq!(
+        std::fs::metadata(&db).unwrap().permissions().mode() & 0o7777,
+        0o600
+    );
     let (s, v) = get(&server, "/v1/verification");
     assert_eq!(s, 200, "{v}");
-    assert_eq!(v["path"], file.display().to_string());
-    assert_eq!(v["gate"], stored);
-    // The built-in configuration opts no kind in.
+    assert_eq!(v["path"], db.display().to_string());
+    // The built-in configuration opts no kind in; nothing is demoted.
+    assert_eq!(v["opted_in"], serde_json::json!([]));
     assert_eq!(v["kinds"], serde_json::json!([]));
+    assert_eq!(v["sandboxes"], serde_json::json!([]));
     assert!(v["now"].as_u64().unwrap() > 1_577_836_800_000);
+    let (s, e) = get(&server, "/v1/events");
+    assert_eq!(s, 200, "{e}");
+    assert_eq!(e["events"], serde_json::json!([]));
+    let (s, e) = get(&server, "/v1/events?limit=0");
+    assert_error(s, &e, 400, "bad_request");
+    drop(server);
 
-    // A record that is not a gate stops the server, naming the file.
-    std::fs::write(&file, "[]").unwrap();
+    // An older corral's gate record is imported once, then removed.
+    let legacy = dir.join("verification.json");
+    std::fs::write(
+        &legacy,
+        r#"{"demotions":{"tart":{"until":4102444800000,"reason":"failed: canary destination blocked"}}}"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&legacy, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let again = Server::start_exact(&[
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--state-dir".into(),
+        dir.display().to_string(),
+    ]);
+    assert!(!legacy.exists());
+    let (_, v) = get(&again, "/v1/verification");
+    assert_eq!(v["kinds"][0]["kind"], "tart", "{v}");
+    assert_eq!(v["kinds"][0]["status"], "not-opted-in", "{v}");
+    assert_eq!(
+        v["kinds"][0]["demotion_reason"],
+        "failed: canary destination blocked"
+    );
+    drop(again);
+
+    // A legacy record that does not parse stops the server, naming it.
+    std::fs::write(&legacy, "{not json").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_corrald"))
         .args(["--listen", "127.0.0.1:0", "--state-dir"])
-        .arg(file.parent().unwrap())
+        .arg(&dir)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));

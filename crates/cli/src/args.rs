@@ -82,6 +82,14 @@ pub enum Command {
     Restart(StopArgs),
     /// Delete sandboxes and their snapshots.
     Rm(RmArgs),
+    /// Run the canary in a running profiled sandbox now: every check with what
+    /// it observed, its control and its time; exit 1 (and the sandbox is
+    /// stopped) when one fails.
+    Verify(VerifyArgs),
+    /// List recorded events: lifecycle, verification (with per-check timings), alerts.
+    Events(EventsArgs),
+    /// Show the verification gate: each kind's standing and every sandbox's last verdict.
+    Gate(GateArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
     /// Print the man page (roff) on stdout, or write one page per command.
@@ -258,6 +266,51 @@ pub struct InfoArgs {
     #[arg(long)]
     pub json: bool,
     /// Where the backend is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral verify`.
+#[derive(Debug, Clone, Args)]
+pub struct VerifyArgs {
+    /// The sandbox.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the backend, profiles and store are.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral events`.
+#[derive(Debug, Clone, Args)]
+pub struct EventsArgs {
+    /// Only this sandbox's events.
+    #[arg(long, value_name = "NAME")]
+    pub sandbox: Option<String>,
+    /// Only events after this id.
+    #[arg(long, value_name = "ID")]
+    pub after: Option<i64>,
+    /// At most this many, the newest (default 100).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u32>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the store is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral gate`.
+#[derive(Debug, Clone, Args)]
+pub struct GateArgs {
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the store is.
     #[command(flatten)]
     pub ctx: SandboxContext,
 }

@@ -457,6 +457,17 @@ fn ask(
         {
             Err(Observed::Rejected("port unreachable".to_owned()))
         }
+        // An ICMP unreachable or administratively prohibited: a `reject`.
+        Ok(Err(ProbeError::Io { source, .. }))
+            if matches!(
+                source.kind(),
+                io::ErrorKind::HostUnreachable
+                    | io::ErrorKind::NetworkUnreachable
+                    | io::ErrorKind::PermissionDenied
+            ) =>
+        {
+            Err(crate::lab::probe::classify(&source))
+        }
         Ok(Err(e)) => Err(Observed::Error(e.to_string())),
         Err(e) => Err(Observed::Error(format!("cannot enter the namespace: {e}"))),
     };

@@ -30,6 +30,9 @@ pub enum ServiceError {
         /// What it was still waiting for.
         what: String,
     },
+    /// The per-sandbox verification could not run.
+    #[error("verification could not run")]
+    Verify(#[source] Box<crate::verify::VerifyError>),
     /// The blocking worker of a host check failed.
     #[error("the start gate's worker failed: {0}")]
     Worker(#[source] tokio::task::JoinError),
@@ -52,4 +55,16 @@ impl ServiceError {
             _ => None,
         }
     }
+}
+
+/// An error and every cause, outermost first, joined by `: `.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    out
 }

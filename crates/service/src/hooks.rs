@@ -6,8 +6,10 @@
 use std::fmt;
 
 use async_trait::async_trait;
+use corral_sandbox_core::SandboxKind;
 use corral_sandbox_core::sandbox::{Sandbox, SandboxInfo};
-use serde::Serialize;
+use corral_sandbox_core::verify::VerificationEvent;
+use serde::{Deserialize, Serialize};
 
 /// A hook refused a sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -22,13 +24,16 @@ pub struct HookError {
 }
 
 /// Something that happened to a sandbox, after it happened.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// Created (not yet started).
     Created {
         /// The sandbox.
         name: String,
+        /// Its backend.
+        #[serde(default)]
+        kind: Option<SandboxKind>,
         /// Its profile, if any.
         profile: Option<String>,
     },
@@ -54,6 +59,50 @@ pub enum Event {
         /// The sandbox.
         name: String,
     },
+    /// The canary ran and the gate judged it (per-check results and
+    /// timings inside).
+    Verification(Box<VerificationEvent>),
+    /// Something an operator must look at: a sandbox failed verification
+    /// or its filter died, and corral disposed of it or stopped it.
+    Alert {
+        /// The sandbox.
+        name: String,
+        /// What happened and what corral did.
+        reason: String,
+    },
+}
+
+impl Event {
+    /// The sandbox the event is about.
+    pub fn sandbox(&self) -> &str {
+        match self {
+            Event::Created { name, .. }
+            | Event::Started { name }
+            | Event::Refused { name, .. }
+            | Event::Stopped { name }
+            | Event::Deleted { name }
+            | Event::Alert { name, .. } => name,
+            Event::Verification(v) => v.sandbox.as_str(),
+        }
+    }
+
+    /// The event's type, as its JSON `event` field names it.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Event::Created { .. } => "created",
+            Event::Started { .. } => "started",
+            Event::Refused { .. } => "refused",
+            Event::Stopped { .. } => "stopped",
+            Event::Deleted { .. } => "deleted",
+            Event::Verification(_) => "verification",
+            Event::Alert { .. } => "alert",
+        }
+    }
+
+    /// True for events an operator must be told about at once.
+    pub fn is_alert(&self) -> bool {
+        matches!(self, Event::Alert { .. })
+    }
 }
 
 /// Stages later components add to the lifecycle.

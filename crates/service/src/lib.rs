@@ -14,10 +14,17 @@
 //! - [`provider`]: provider selection through the platform matrix;
 //! - [`sandboxes`]: create (gate → create → start → ready → hooks), start,
 //!   stop, restart, delete, list, info, exec;
-//! - [`hooks`]: where a per-sandbox canary and a durable store plug in.
+//! - [`hooks`]: where a per-sandbox canary and a durable store plug in;
+//! - [`verify`]: the canary inside every profiled sandbox (the
+//!   `before_handout` hook), `corral verify`, the watchdog and re-placement
+//!   after a failure;
+//! - [`store`]: the durable store both front-ends open (events, the
+//!   verification gate's demotions, sandboxes), SQLite in the state
+//!   directory.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod clock;
 pub mod config;
 pub mod error;
 pub mod gate;
@@ -27,8 +34,11 @@ pub mod provider;
 pub mod sandboxes;
 pub mod settings;
 pub mod state_dir;
+pub mod store;
 pub mod target;
+pub mod verify;
 
+pub use clock::WallClock;
 pub use config::{ConfigSource, LoadedConfig, Origin};
 pub use error::ServiceError;
 pub use gate::{GateError, GatePass, Missing, Refusal};
@@ -37,4 +47,6 @@ pub use host::HostService;
 pub use provider::Backend;
 pub use sandboxes::{CreateOptions, HandedOut, NewSandbox, SandboxService};
 pub use settings::Settings;
+pub use store::{Store, StoreError};
 pub use target::Target;
+pub use verify::{Report, Verifier, VerifyError};

@@ -3,6 +3,7 @@
 //! corrald's host routes keep working while the backend daemon is down.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use corral_provider_incus::{Endpoint, IncusConfig, IncusProvider};
 use corral_sandbox_core::config::HostConfig;
@@ -31,8 +32,18 @@ pub enum BackendError {
 #[derive(Debug)]
 pub struct Backend {
     selection: Selection,
-    config: IncusConfig,
-    provider: OnceCell<IncusProvider>,
+    source: Source,
+}
+
+#[derive(Debug)]
+enum Source {
+    /// The local Incus daemon, connected on first use.
+    Incus {
+        config: Box<IncusConfig>,
+        provider: OnceCell<IncusProvider>,
+    },
+    /// A provider the embedder built (another kind, or a test's fake tool).
+    Given(Arc<dyn SandboxProvider>),
 }
 
 impl Backend {
@@ -54,8 +65,26 @@ impl Backend {
         config.endpoint = Endpoint::Unix(incus_socket);
         Ok(Self {
             selection,
-            config,
-            provider: OnceCell::new(),
+            source: Source::Incus {
+                config: Box::new(config),
+                provider: OnceCell::new(),
+            },
+        })
+    }
+
+    /// `provider` (of any kind) for profiled work on `host_os`, checked
+    /// against the platform matrix like [`Backend::select`]: for embedders
+    /// that drive Multipass or Tart themselves, and for tests that drive a
+    /// provider through a recording fake tool.
+    pub fn with_provider(
+        host_os: HostOs,
+        host: &HostConfig,
+        provider: Arc<dyn SandboxProvider>,
+    ) -> Result<Self, BackendError> {
+        let selection = select_provider(host_os, provider.kind(), host, true)?;
+        Ok(Self {
+            selection,
+            source: Source::Given(provider),
         })
     }
 
@@ -67,11 +96,15 @@ impl Backend {
     /// The provider, connecting (and converging corral's project) on first
     /// use; a failed connection is retried by the next call.
     pub async fn provider(&self) -> Result<&dyn SandboxProvider, ProviderError> {
-        let p = self
-            .provider
-            .get_or_try_init(|| IncusProvider::connect(self.config.clone()))
-            .await?;
-        Ok(p)
+        match &self.source {
+            Source::Incus { config, provider } => {
+                let p = provider
+                    .get_or_try_init(|| IncusProvider::connect(config.as_ref().clone()))
+                    .await?;
+                Ok(p)
+            }
+            Source::Given(p) => Ok(p.as_ref()),
+        }
     }
 }
 

@@ -275,6 +275,32 @@ impl StateDir {
         Ok(out)
     }
 
+    /// The path of `name`, a private file for a program that opens files
+    /// by path (a database): created 0600 if missing (never through a
+    /// symlink), checked to be a regular file owned by corral, and set to
+    /// 0600 if it was wider. The directory passed the trust rule, so nobody
+    /// else can replace the file between this check and the open.
+    pub fn private_file(&self, name: &str) -> Result<PathBuf, StateFileError> {
+        let c = component(name)?;
+        let path = self.file_path(name);
+        let flags = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+        let fd = match sys::openat(Some(self.fd.as_fd()), &c, flags, FILE_MODE) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(StateFileError::Untrusted {
+                    problem: "it is a symlink".to_owned(),
+                    fix: "remove it; corral creates it again".to_owned(),
+                    path,
+                });
+            }
+            Err(e) => return Err(StateFileError::io("open", &path)(e)),
+        };
+        let st = sys::fstat(fd.as_fd()).map_err(StateFileError::io("inspect", &path))?;
+        trust::check_file(&path, Seen::of_stat(&st), &[])?;
+        sys::fchmod(fd.as_fd(), FILE_MODE).map_err(StateFileError::io("set the mode of", &path))?;
+        Ok(path)
+    }
+
     /// Takes an exclusive lock on the file `name` (created 0600 if
     /// missing), waiting for another holder to let go.
     pub fn lock(&self, name: &str) -> Result<StateLock, StateFileError> {

@@ -108,3 +108,21 @@ fn the_lock_is_exclusive() {
     drop(held);
     assert!(other.try_lock(HOST_LOCK).unwrap().is_some());
 }
+
+#[test]
+fn private_files_are_created_0600_tightened_and_never_symlinks() {
+    let t = tmp();
+    let dir = StateDir::open(&t.path().join("s")).unwrap();
+    let path = dir.private_file("db").unwrap();
+    assert_eq!(path, dir.file_path("db"));
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+    assert_eq!(mode(&path), 0o600);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    dir.private_file("db").unwrap();
+    assert_eq!(mode(&path), 0o600, "a wider file is made private again");
+    std::os::unix::fs::symlink("/etc/passwd", dir.file_path("link")).unwrap();
+    let e = dir.private_file("link").unwrap_err().to_string();
+    assert!(e.contains("symlink"), "{e}");
+    std::fs::create_dir(dir.file_path("d")).unwrap();
+    assert!(dir.private_file("d").is_err());
+}

@@ -3,6 +3,7 @@
 //! one source of the router and of the list `docs/openapi.json` is checked
 //! against.
 
+mod events;
 mod health;
 mod host;
 mod matrix;
@@ -58,6 +59,7 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/v1/host/status", host::status),
         route(Method::GET, "/v1/host/verify", host::verify),
         route(Method::GET, "/v1/verification", verification::get),
+        route(Method::GET, "/v1/events", events::get),
         route(Method::GET, "/v1/sandboxes", sandboxes::list),
         route(Method::POST, "/v1/sandboxes", sandboxes::create),
         route(Method::GET, "/v1/sandboxes/{name}", sandboxes::get),
@@ -65,6 +67,11 @@ pub fn routes() -> Vec<Route> {
         route(Method::POST, "/v1/sandboxes/{name}/start", sandboxes::start),
         route(Method::POST, "/v1/sandboxes/{name}/stop", sandboxes::stop),
         route(Method::POST, "/v1/sandboxes/{name}/exec", sandboxes::exec),
+        route(
+            Method::POST,
+            "/v1/sandboxes/{name}/verify",
+            sandboxes::verify,
+        ),
     ]
 }
 

@@ -183,6 +183,25 @@ pub async fn exec(
     Ok(Json(state.sandboxes().exec(&name, &request).await?.into()))
 }
 
+/// Run the canary in a running profiled sandbox now: 200 with the report
+/// when every check passed; 409 with the same body when one failed, in
+/// which case the sandbox has been stopped (fail closed).
+pub async fn verify(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<(StatusCode, Json<corral_service::Report>), ApiError> {
+    let report = state
+        .verifier()
+        .verify_named(state.sandboxes(), &name)
+        .await?;
+    let status = if report.passed {
+        StatusCode::OK
+    } else {
+        StatusCode::CONFLICT
+    };
+    Ok((status, Json(report)))
+}
+
 /// Delete a sandbox and its snapshots; 204.
 pub async fn delete(
     State(state): State<AppState>,

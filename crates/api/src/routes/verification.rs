@@ -1,21 +1,27 @@
-//! `GET /v1/verification`: the verification gate as loaded at start-up from
-//! `<state_dir>/verification.json`, with where each opted-in kind stands now.
+//! `GET /v1/verification`: the verification gate as the store holds it now
+//! (the same database `corral gate` reads, so a demotion committed by
+//! either front-end shows at once), with where each kind stands, and every
+//! sandbox's last verdict.
 
 use axum::Json;
 use axum::extract::State;
 use corral_sandbox_core::SandboxKind;
 use corral_sandbox_core::verify::{Clock as _, Gate, KindStatus, Timestamp};
+use corral_service::WallClock;
+use corral_service::store::SandboxRecord;
 use serde::Serialize;
 
-use crate::gate_store::WallClock;
+use crate::error::ApiError;
 use crate::state::AppState;
 
-/// One opted-in kind's standing.
+/// One kind's standing.
 #[derive(Debug, Serialize)]
 pub struct KindEntry {
     /// The kind.
     pub kind: SandboxKind,
-    /// Where it stands (`eligible`, `demoted` until…, `probation` since…).
+    /// Where it stands (`eligible`, `demoted` until…, `probation` since…,
+    /// `not-opted-in` for a kind with a demotion on record that is no
+    /// longer opted in).
     #[serde(flatten)]
     pub status: KindStatus,
     /// Why it was last demoted, while that is on record.
@@ -25,41 +31,46 @@ pub struct KindEntry {
 /// The answer.
 #[derive(Debug, Serialize)]
 pub struct VerificationAnswer {
-    /// The record's file.
+    /// The database.
     pub path: String,
     /// When `kinds` was evaluated (ms since the Unix epoch).
     pub now: Timestamp,
-    /// Every opted-in kind's standing at `now`.
+    /// Kinds opted in to per-sandbox verification.
+    pub opted_in: Vec<SandboxKind>,
+    /// Every opted-in kind's standing, and any kind with a demotion on record.
     pub kinds: Vec<KindEntry>,
-    /// The gate's whole state, as stored.
-    pub gate: Gate,
+    /// What corral knows of each sandbox: kind, profile, last verification, verdict.
+    pub sandboxes: Vec<SandboxRecord>,
 }
 
-/// The standing of every kind `gate` has opted in, at `now`.
+/// The standing of every kind `gate` has opted in or holds a demotion
+/// for, at `now`.
 pub fn standings(gate: &Gate, now: Timestamp) -> Vec<KindEntry> {
+    let demoted: Vec<SandboxKind> = gate.demotions().into_iter().map(|(k, ..)| k).collect();
     SandboxKind::ALL
         .into_iter()
-        .filter_map(|kind| {
-            let status = gate.status(kind, now);
-            (status != KindStatus::NotOptedIn).then(|| KindEntry {
-                kind,
-                status,
-                demotion_reason: gate.demotion_reason(kind).map(str::to_owned),
-            })
+        .filter(|k| gate.opted_in().contains(k) || demoted.contains(k))
+        .map(|kind| KindEntry {
+            kind,
+            status: gate.status(kind, now),
+            demotion_reason: gate.demotion_reason(kind).map(str::to_owned),
         })
         .collect()
 }
 
 /// The gate's state.
-pub async fn get(State(state): State<AppState>) -> Json<VerificationAnswer> {
+pub async fn get(State(state): State<AppState>) -> Result<Json<VerificationAnswer>, ApiError> {
     let now = WallClock.now();
-    let gate = state.gate();
-    Json(VerificationAnswer {
-        path: state.gate_store().path().display().to_string(),
+    let cfg = &state.settings().config.host.verification;
+    let db = state.db();
+    let gate = db.gate(cfg).map_err(ApiError::internal)?;
+    Ok(Json(VerificationAnswer {
+        path: db.path().display().to_string(),
         now,
-        kinds: standings(gate, now),
-        gate: gate.clone(),
-    })
+        opted_in: gate.opted_in().to_vec(),
+        kinds: standings(&gate, now),
+        sandboxes: db.sandboxes().map_err(ApiError::internal)?,
+    }))
 }
 
 #[cfg(test)]
@@ -69,8 +80,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_opted_in_kinds_are_listed() {
-        let gate = Gate::new(&VerificationConfig {
+    fn opted_in_and_demoted_kinds_are_listed() {
+        let mut gate = Gate::new(&VerificationConfig {
             kinds: vec![SandboxKind::Tart],
             ..VerificationConfig::default()
         });
@@ -79,6 +90,14 @@ mod tests {
         assert_eq!(s[0].kind, SandboxKind::Tart);
         let v = serde_json::to_value(&s[0]).unwrap();
         assert_eq!(v["status"], "eligible");
+        gate.restore_demotion(SandboxKind::Multipass, Timestamp(10), "old".into());
+        let s = standings(&gate, Timestamp(5));
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].kind, SandboxKind::Multipass);
+        assert_eq!(
+            serde_json::to_value(&s[0]).unwrap()["status"],
+            "not-opted-in"
+        );
         assert!(standings(&Gate::new(&VerificationConfig::default()), Timestamp(5)).is_empty());
     }
 }

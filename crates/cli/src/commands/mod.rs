@@ -9,6 +9,7 @@ mod man;
 mod matrix;
 mod profiles;
 mod sandbox;
+mod verification;
 
 use crate::args::Command;
 use crate::error::{CmdResult, Outcome};
@@ -30,6 +31,9 @@ pub fn run(command: Command, out: Output) -> CmdResult {
         Command::Stop(args) => sandbox::stop(&args, out),
         Command::Restart(args) => sandbox::restart(&args, out),
         Command::Rm(args) => sandbox::rm(&args, out),
+        Command::Verify(args) => sandbox::verify(&args, out),
+        Command::Events(args) => verification::events(&args, out),
+        Command::Gate(args) => verification::gate(&args, out),
         Command::Completions(args) => {
             completions::run(&args);
             Ok(Outcome::Ok)

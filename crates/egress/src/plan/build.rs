@@ -270,7 +270,7 @@ fn nets_set(name: &str, family: AddrFamily, nets: &[IpNet]) -> SetPlan {
 /// Rules blocking what `matches` select, by the profile's block action.
 /// Reject answers TCP with a reset and everything else with ICMP(v6)
 /// administratively prohibited, so probes fail fast.
-fn block(matches: Vec<Match>, action: BlockAction) -> Vec<RulePlan> {
+pub(super) fn block(matches: Vec<Match>, action: BlockAction) -> Vec<RulePlan> {
     if action == BlockAction::Drop {
         return vec![RulePlan::counted(matches, Verdict::Drop)];
     }

@@ -172,7 +172,8 @@ fn dns_port() -> PortRange {
     port(53)
 }
 
-/// `<p>-host` (sandbox → host).
+/// `<p>-host` (sandbox → host): DHCP, DNS to the gateway, neighbour
+/// discovery; everything else blocked by the profile's block action.
 pub fn host_rules(p: &Profile) -> Vec<RulePlan> {
     let mut rules = vec![RulePlan::counted(
         vec![Match::CtEstablishedRelated],
@@ -212,7 +213,11 @@ pub fn host_rules(p: &Profile) -> Vec<RulePlan> {
             ));
         }
     }
-    rules.push(RulePlan::counted(vec![], Verdict::Drop));
+    // The profile's block action, as for egress: with `reject` a probe of
+    // the gateway's other ports fails fast (the per-sandbox canary's among
+    // them); the sandbox learns nothing it did not know (the gateway is its
+    // own gateway).
+    rules.extend(super::build::block(vec![], p.block));
     rules
 }
 

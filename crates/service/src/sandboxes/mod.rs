@@ -166,6 +166,7 @@ impl SandboxService {
         self.hooks
             .record(&Event::Created {
                 name: req.name.clone(),
+                kind: Some(sandbox.kind()),
                 profile: profile.as_ref().map(ToString::to_string),
             })
             .await;

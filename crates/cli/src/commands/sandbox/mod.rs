@@ -1,5 +1,5 @@
 //! The sandbox verbs: `new`, `ls`, `info`, `exec`, `start`, `stop`,
-//! `restart`, `rm`. Each parses, calls the lifecycle service (start gate and
+//! `restart`, `rm`, `verify`. Each parses, calls the lifecycle service (start gate and
 //! ownership checks included) and renders its answer.
 
 mod context;
@@ -13,7 +13,9 @@ mod restart;
 mod rm;
 mod start;
 mod stop;
+mod verify;
 
+pub use context::store;
 pub use exec::run as exec;
 pub use info::run as info;
 pub use ls::run as ls;
@@ -22,3 +24,4 @@ pub use restart::run as restart;
 pub use rm::run as rm;
 pub use start::run as start;
 pub use stop::run as stop;
+pub use verify::run as verify;

@@ -1,5 +1,10 @@
 //! `corral new`: create a sandbox on a profile's bridge (after the start
-//! gate), start it, wait until it holds its DHCP lease and answers exec.
+//! gate), start it, wait until it holds its DHCP lease and answers exec,
+//! run the canary inside it, and hand it out only when the canary passes.
+//! Placement goes through the verification module's placer: after a
+//! failed canary the sandbox is disposed of and the work placed again on
+//! the next kind that may take it (this CLI drives one kind, so a failure
+//! ends with "no sandbox kind can take this work").
 
 use std::time::Duration;
 
@@ -8,7 +13,10 @@ use corral_service::sandboxes::{ByteSize, NewSandbox, Size, default_profile};
 use corral_service::{CreateOptions, HandedOut};
 use serde::Serialize;
 
-use super::context::{fail, service};
+use corral_sandbox_core::HostOs;
+use corral_service::verify::placement::{PlaceError, Placer};
+
+use super::context::{fail, verified_service};
 use super::render;
 use crate::args::{NewArgs, SizeArg};
 use crate::error::{CliError, CmdResult, Outcome};
@@ -55,7 +63,7 @@ pub fn run(args: &NewArgs, out: Output) -> CmdResult {
         )));
     }
     let resources = resources(args)?;
-    let (svc, rt) = service(&args.ctx)?;
+    let (svc, verifier, rt) = verified_service(&args.ctx)?;
     let profile = match (&args.profile, args.no_network) {
         (Some(p), _) => Some(p.clone()),
         (None, true) => None,
@@ -76,10 +84,18 @@ pub fn run(args: &NewArgs, out: Output) -> CmdResult {
         start: true,
         ready_timeout: Duration::from_secs(args.timeout),
     };
+    let host_os = HostOs::from_target_os(std::env::consts::OS).unwrap_or(HostOs::Linux);
+    let placer = Placer::new(host_os, vec![svc.clone()], verifier);
     let progress = out.progress(&format!("creating {}", args.name));
-    let result = rt.block_on(svc.create(&req, options));
+    let result = rt.block_on(placer.create(&req, options));
     drop(progress);
-    let made = result.map_err(fail)?;
+    let made = match result {
+        Ok(placed) => placed.handed,
+        Err(PlaceError::Service {
+            source, attempts, ..
+        }) if attempts.is_empty() => return Err(fail(source)),
+        Err(e) => return Err(CliError::failure(e)),
+    };
     if args.json {
         print_json(&NewJson {
             schema: "corral.sandbox-new.v1",

@@ -1,0 +1,86 @@
+//! `corral events`: the event log, oldest first.
+
+use corral_service::hooks::Event;
+use corral_service::store::{EventQuery, StoredEvent};
+use serde::Serialize;
+
+use super::utc;
+use crate::args::EventsArgs;
+use crate::commands::sandbox::store;
+use crate::error::{CliError, CmdResult, Outcome};
+use crate::output::{Output, Style, Table, print_json};
+
+/// `corral events --json`.
+#[derive(Debug, Serialize)]
+struct EventsJson<'a> {
+    schema: &'static str,
+    events: &'a [StoredEvent],
+}
+
+/// One line about an event.
+fn summary(e: &Event) -> String {
+    match e {
+        Event::Created { kind, profile, .. } => format!(
+            "{} on {}",
+            kind.map_or_else(|| "sandbox".to_owned(), |k| k.to_string()),
+            profile.as_deref().unwrap_or("no network")
+        ),
+        Event::Started { .. } => "handed out".to_owned(),
+        Event::Refused { reason, .. } | Event::Alert { reason, .. } => reason.clone(),
+        Event::Stopped { .. } | Event::Deleted { .. } => String::new(),
+        Event::Verification(v) => {
+            let total: u64 = v.checks.iter().map(|c| c.elapsed_ms).max().unwrap_or(0);
+            format!(
+                "{:?}: {} checks, slowest {} ms — {}",
+                v.outcome,
+                v.checks.len(),
+                total,
+                v.message
+            )
+        }
+    }
+}
+
+/// List.
+pub fn run(args: &EventsArgs, out: Output) -> CmdResult {
+    if args.limit == Some(0) {
+        return Err(CliError::usage(anyhow::anyhow!(
+            "--limit 0: give at least 1"
+        )));
+    }
+    let (_, db) = store(&args.ctx)?;
+    let events = db
+        .events(&EventQuery {
+            sandbox: args.sandbox.clone(),
+            after: args.after,
+            limit: args.limit,
+        })
+        .map_err(|e| CliError::failure(anyhow::Error::new(e)))?;
+    if args.json {
+        print_json(&EventsJson {
+            schema: "corral.events.v1",
+            events: &events,
+        })?;
+        return Ok(Outcome::Ok);
+    }
+    let mut t = Table::new(["id", "time (UTC)", "sandbox", "event", "what"]);
+    for e in &events {
+        let kind = if e.alert {
+            out.paint(Style::Bad, e.event.type_name())
+        } else {
+            e.event.type_name().to_owned()
+        };
+        t.row([
+            e.id.to_string(),
+            utc(e.at),
+            e.event.sandbox().to_owned(),
+            kind,
+            summary(&e.event),
+        ]);
+    }
+    out.table(&t, true);
+    if events.is_empty() {
+        out.info(&format!("no events in {}", db.path().display()));
+    }
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,149 @@
+//! The event log: every lifecycle and verification event, in order, with
+//! its whole JSON (a verification event carries its per-check timings).
+
+use corral_sandbox_core::verify::Timestamp;
+use rusqlite::params;
+use serde::Serialize;
+
+use super::{Store, StoreError};
+use crate::hooks::Event;
+
+/// One stored event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StoredEvent {
+    /// Its position in the log (increasing).
+    pub id: i64,
+    /// When it was recorded (ms since the Unix epoch).
+    pub at: Timestamp,
+    /// True for an alert an operator must look at.
+    pub alert: bool,
+    /// The event.
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// Which events to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventQuery {
+    /// Only this sandbox's.
+    pub sandbox: Option<String>,
+    /// Only events after this id.
+    pub after: Option<i64>,
+    /// At most this many, the newest (default 100).
+    pub limit: Option<u32>,
+}
+
+/// Events listed when the caller does not say how many.
+pub const DEFAULT_LIMIT: u32 = 100;
+
+impl Store {
+    /// Append `event`, recorded at `at`; returns its id.
+    pub fn record(&self, event: &Event, at: Timestamp) -> Result<i64, StoreError> {
+        let body = serde_json::to_string(event).map_err(|e| self.corrupt("event to write", e))?;
+        let at = i64::try_from(at.millis()).unwrap_or(i64::MAX);
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO events (at_ms, sandbox, event, alert, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                at,
+                event.sandbox(),
+                event.type_name(),
+                event.is_alert(),
+                body
+            ],
+        )
+        .map_err(self.sql("record an event"))?;
+        Ok(conn.last_insert_rowid())
+    }
+
+    /// The events `query` selects, oldest first.
+    pub fn events(&self, query: &EventQuery) -> Result<Vec<StoredEvent>, StoreError> {
+        let limit = i64::from(query.limit.unwrap_or(DEFAULT_LIMIT));
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare(
+                "SELECT id, at_ms, alert, body FROM (
+                     SELECT id, at_ms, alert, body FROM events
+                     WHERE (?1 IS NULL OR sandbox = ?1) AND id > ?2
+                     ORDER BY id DESC LIMIT ?3
+                 ) ORDER BY id",
+            )
+            .map_err(self.sql("list events"))?;
+        let rows = stmt
+            .query_map(
+                params![query.sandbox, query.after.unwrap_or(0), limit],
+                |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, bool>(2)?,
+                        r.get::<_, String>(3)?,
+                    ))
+                },
+            )
+            .map_err(self.sql("list events"))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, at, alert, body) = row.map_err(self.sql("read an event"))?;
+            let event: Event = serde_json::from_str(&body)
+                .map_err(|e| self.corrupt("event", format!("event {id}: {e}")))?;
+            out.push(StoredEvent {
+                id,
+                at: Timestamp(u64::try_from(at).unwrap_or(0)),
+                alert,
+                event,
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_in_order_and_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let a = Event::Started { name: "a".into() };
+        let b = Event::Alert {
+            name: "b".into(),
+            reason: "canary destination blocked failed".into(),
+        };
+        let ia = store.record(&a, Timestamp(10)).unwrap();
+        let ib = store.record(&b, Timestamp(20)).unwrap();
+        assert!(ib > ia);
+        let all = store.events(&EventQuery::default()).unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].event, a);
+        assert!(!all[0].alert);
+        assert_eq!(all[1].event, b);
+        assert!(all[1].alert);
+        assert_eq!(all[1].at, Timestamp(20));
+        let only_b = store
+            .events(&EventQuery {
+                sandbox: Some("b".into()),
+                ..EventQuery::default()
+            })
+            .unwrap();
+        assert_eq!(only_b.len(), 1);
+        let after = store
+            .events(&EventQuery {
+                after: Some(ia),
+                ..EventQuery::default()
+            })
+            .unwrap();
+        assert_eq!(after.len(), 1);
+        let last = store
+            .events(&EventQuery {
+                limit: Some(1),
+                ..EventQuery::default()
+            })
+            .unwrap();
+        assert_eq!(last[0].id, ib, "the limit keeps the newest");
+        let json = serde_json::to_value(&all[1]).unwrap();
+        assert_eq!(json["event"], "alert");
+        assert_eq!(json["name"], "b");
+    }
+}
