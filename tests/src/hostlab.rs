@@ -236,7 +236,11 @@ impl HostLab {
         let table = 0x00c0_0000 + n;
         let priority = 9000 + n * 2;
         let here = Netns::current()?;
-        preflight(&here, &bridge, &veth, priority)?;
+        preflight(
+            &here,
+            &[bridge.as_str(), veth.as_str()],
+            &[priority, priority + 1],
+        )?;
 
         let sysctls = Sysctls::default();
         let mut saved_sysctls = Vec::new();
@@ -465,8 +469,9 @@ impl Drop for HostLab {
 }
 
 /// Refuses unless the host has no corral tables and no corral-stamped
-/// bridge (teardown would remove them), and the lab's names are free.
-fn preflight(here: &Netns, bridge: &str, veth: &str, priority: u32) -> Result<(), LabError> {
+/// bridge (teardown would remove them), and the lab's interface names and
+/// routing rule priorities are free.
+pub(crate) fn preflight(here: &Netns, names: &[&str], priorities: &[u32]) -> Result<(), LabError> {
     let live = here.run(nft::read_live)??;
     for (family, word) in [(TableFamily::Inet, "inet"), (TableFamily::Bridge, "bridge")] {
         if live.table(family).is_some() {
@@ -484,9 +489,9 @@ fn preflight(here: &Netns, bridge: &str, veth: &str, priority: u32) -> Result<()
             .map(|l| l.name)
             .collect();
         let mut taken = Vec::new();
-        for name in [bridge, veth] {
+        for name in names {
             if links.get(name).await?.is_some() {
-                taken.push(name.to_owned());
+                taken.push((*name).to_owned());
             }
         }
         Ok::<_, LinkError>((stamped, taken))
@@ -518,10 +523,13 @@ fn preflight(here: &Netns, bridge: &str, veth: &str, priority: u32) -> Result<()
     let taken_priority = rules
         .iter()
         .flat_map(|r| &r.attributes)
-        .any(|a| matches!(a, RuleAttribute::Priority(p) if *p == priority || *p == priority + 1));
-    if taken_priority {
+        .find_map(|a| match a {
+            RuleAttribute::Priority(p) if priorities.contains(p) => Some(*p),
+            _ => None,
+        });
+    if let Some(p) = taken_priority {
         return Err(LabError::Refused(format!(
-            "routing rule priority {priority} is taken"
+            "routing rule priority {p} is taken"
         )));
     }
     Ok(())
@@ -596,11 +604,11 @@ fn octet(n: u32) -> u8 {
     u8::try_from(n).unwrap_or(u8::MAX)
 }
 
-fn netlink_error(what: &str, e: rtnetlink::Error) -> LabError {
+pub(crate) fn netlink_error(what: &str, e: rtnetlink::Error) -> LabError {
     LabError::Netlink(format!("{what}: {e}"))
 }
 
-fn v4net(a: Ipv4Addr, len: u8) -> IpNet {
+pub(crate) fn v4net(a: Ipv4Addr, len: u8) -> IpNet {
     IpNet::V4(Ipv4Net::new(a, len).unwrap_or_else(|_| Ipv4Net::from(a)))
 }
 

@@ -133,6 +133,9 @@ fn the_document_parses_into_every_schema() {
         "corral.sandbox-list.v1",
         "corral.sandbox-info.v1",
         "corral.sandbox-action.v1",
+        "corral.verify.v1",
+        "corral.events.v1",
+        "corral.gate.v1",
         DRIFT,
     ] {
         assert!(

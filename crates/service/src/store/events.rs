@@ -13,8 +13,9 @@ use crate::hooks::Event;
 pub struct StoredEvent {
     /// Its position in the log (increasing).
     pub id: i64,
-    /// When it was recorded (ms since the Unix epoch).
-    pub at: Timestamp,
+    /// When it was recorded (ms since the Unix epoch). Named apart from
+    /// a verification event's own `at`, which sits beside it.
+    pub recorded: Timestamp,
     /// True for an alert an operator must look at.
     pub alert: bool,
     /// The event.
@@ -89,7 +90,7 @@ impl Store {
                 .map_err(|e| self.corrupt("event", format!("event {id}: {e}")))?;
             out.push(StoredEvent {
                 id,
-                at: Timestamp(u64::try_from(at).unwrap_or(0)),
+                recorded: Timestamp(u64::try_from(at).unwrap_or(0)),
                 alert,
                 event,
             });
@@ -120,7 +121,7 @@ mod tests {
         assert!(!all[0].alert);
         assert_eq!(all[1].event, b);
         assert!(all[1].alert);
-        assert_eq!(all[1].at, Timestamp(20));
+        assert_eq!(all[1].recorded, Timestamp(20));
         let only_b = store
             .events(&EventQuery {
                 sandbox: Some("b".into()),

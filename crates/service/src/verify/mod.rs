@@ -45,6 +45,9 @@ use crate::settings::Settings;
 use crate::store::{SandboxRecord, Store, StoreError, Verdict};
 use crate::target::{Target, TargetError};
 
+/// Running sandboxes asked for an address when looking for a sibling.
+const MAX_SIBLINGS_ASKED: usize = 3;
+
 /// The check name a refused sandbox's [`HookError`] carries.
 pub const CHECK: &str = "canary";
 
@@ -199,15 +202,33 @@ impl Verifier {
             })
     }
 
-    /// Another running sandbox on `profile`'s subnet, other than `me`.
+    /// Another running sandbox on `profile`'s subnet, other than `me` (the
+    /// list carries no addresses: each candidate is asked, at most a few).
     async fn sibling(&self, me: &SandboxName, profile: &Profile) -> Option<IpAddr> {
-        let backend = self.backend.as_ref()?;
-        let list = backend.provider().await.ok()?.list().await.ok()?;
-        list.iter()
+        let provider = self.backend.as_ref()?.provider().await.ok()?;
+        let list = provider.list().await.ok()?;
+        let candidates = list
+            .iter()
             .filter(|s| &s.name != me && s.state == SandboxState::Running)
             .filter(|s| s.profile.as_ref() == Some(&profile.name))
-            .flat_map(|s| s.addresses.iter().copied())
-            .find(|a| matches!(a, IpAddr::V4(v4) if profile.subnet_v4.contains(v4)))
+            .take(MAX_SIBLINGS_ASKED);
+        for c in candidates {
+            let Ok(sandbox) = provider.open(&c.name).await else {
+                continue;
+            };
+            let Ok(info) = sandbox.info().await else {
+                continue;
+            };
+            let found = info
+                .addresses
+                .iter()
+                .copied()
+                .find(|a| matches!(a, IpAddr::V4(v4) if profile.subnet_v4.contains(v4)));
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
     }
 
     /// Run the canary in `sandbox` and commit the gate's judgement; records

@@ -72,7 +72,7 @@ pub fn run(args: &EventsArgs, out: Output) -> CmdResult {
         };
         t.row([
             e.id.to_string(),
-            utc(e.at),
+            utc(e.recorded),
             e.event.sandbox().to_owned(),
             kind,
             summary(&e.event),
