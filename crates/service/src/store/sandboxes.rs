@@ -112,6 +112,19 @@ impl Store {
         Ok(())
     }
 
+    /// Forget `name`'s passing verdict (it stopped: the next start's canary
+    /// decides again, and the watchdog leaves it alone until then). A failed
+    /// verdict stays on record.
+    pub fn clear_verdict(&self, name: &str) -> Result<(), StoreError> {
+        self.conn()
+            .execute(
+                "UPDATE sandboxes SET verdict = NULL WHERE name = ?1 AND verdict = 'passed'",
+                params![name],
+            )
+            .map_err(self.sql("clear a verdict"))?;
+        Ok(())
+    }
+
     /// Forget a deleted sandbox; true when there was a record.
     pub fn remove_sandbox(&self, name: &str) -> Result<bool, StoreError> {
         let n = self
@@ -243,6 +256,14 @@ mod tests {
             )
             .unwrap();
         assert_eq!(store.sandboxes().unwrap().len(), 2);
+        store.clear_verdict("a").unwrap();
+        assert_eq!(store.sandbox("a").unwrap().unwrap().verdict, None);
+        store.clear_verdict("b").unwrap();
+        assert_eq!(
+            store.sandbox("b").unwrap().unwrap().verdict,
+            Some(Verdict::Failed),
+            "a failure stays on record"
+        );
         assert!(store.remove_sandbox("a").unwrap());
         assert!(!store.remove_sandbox("a").unwrap());
         assert_eq!(store.sandbox("a").unwrap(), None);

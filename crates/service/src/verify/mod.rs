@@ -403,6 +403,7 @@ impl Verifier {
                 verdict: None,
             }),
             Event::Deleted { name } => self.store.remove_sandbox(name).map(|_| ()),
+            Event::Stopped { name } => self.store.clear_verdict(name),
             _ => Ok(()),
         };
         if let Err(e) = bookkeeping {

@@ -1,5 +1,6 @@
-//! corrald's watchdog: long-lived profiled sandboxes are verified again
-//! every `reverify_interval`, independently of exec, and at once when their
+//! corrald's watchdog: long-lived profiled sandboxes (those its store
+//! knows) are verified again every `reverify_interval`, independently of
+//! exec, and at once when their
 //! provider reports a filter that is not alive. A failed run stops the
 //! sandbox (fail closed) and records why (a `verification` event with the
 //! checks, a `stopped` event and an `alert`).
@@ -66,7 +67,11 @@ impl Watchdog {
         }
     }
 
-    /// One pass over every running profiled sandbox.
+    /// One pass over every running profiled sandbox this store knows
+    /// (created or verified through it) whose last canary passed:
+    /// sandboxes of another corral with another state directory on the
+    /// same backend are not this one's to stop, and a sandbox being created
+    /// or started is verified by its own hand-out.
     pub async fn pass(&self) -> Vec<Watched> {
         let list = match self.service.list().await {
             Ok(l) => l,
@@ -75,9 +80,26 @@ impl Watchdog {
                 return Vec::new();
             }
         };
+        // Only sandboxes whose last canary passed: one being created or
+        // started is verified by its own hand-out, and one that stopped has
+        // no verdict until it is handed out again.
+        let known: Vec<String> = match self.verifier.store().sandboxes() {
+            Ok(records) => records
+                .into_iter()
+                .filter(|r| r.verdict == Some(crate::store::Verdict::Passed))
+                .map(|r| r.name)
+                .collect(),
+            Err(e) => {
+                tracing::error!(error = %e, "watchdog: cannot read the store");
+                return Vec::new();
+            }
+        };
         let mut out = Vec::new();
         for info in list {
-            if info.state != SandboxState::Running || info.profile.is_none() {
+            if info.state != SandboxState::Running
+                || info.profile.is_none()
+                || !known.iter().any(|k| k == info.name.as_str())
+            {
                 continue;
             }
             let name = info.name.to_string();

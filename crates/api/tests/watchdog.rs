@@ -1,0 +1,214 @@
+//! corrald's watchdog with a short interval, on a real container on the
+//! built-in `isolated` profile (applied for real in the host namespace; see
+//! `corral_tests::builtin_lab`): the sandbox passes its canary when it
+//! starts; an accept for the canary address is then inserted behind
+//! corral's back; the next re-verification fails, the sandbox is stopped
+//! and the failure is on record, while a sandbox on another profile keeps
+//! running and passing. The watchdog's promise — no interval
+//! passes with the sabotage unnoticed — is checked by order, not by the
+//! clock: of the runs recorded after the sabotage, only the one already
+//! under way may pass; the next one fails.
+//! Then the endpoints `POST /v1/sandboxes/{name}/verify` and
+//! `GET /v1/verification` are checked against the same sandbox.
+
+// Test helpers panic to report a failure, like the tests themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use axum::http::Method;
+use common::{Server, assert_error};
+use corral_provider_incus::api::Instance;
+use corral_provider_incus::{IncusClient, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
+use corral_tests::builtin_lab::{BuiltinLab, CANARY};
+use serde_json::{Value, json};
+
+/// The watchdog's interval in this test.
+const INTERVAL_SECS: u64 = 2;
+/// A generous bound for the watchdog to act (the machine is loaded; the
+/// assertion about timeliness is the ordering one, not this).
+const PATIENCE: Duration = Duration::from_secs(120);
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn status(client: &IncusClient, name: &str) -> Option<String> {
+    runtime()
+        .block_on(client.get::<Instance>(&format!("/1.0/instances/{name}")))
+        .ok()
+        .map(|i| i.status)
+}
+
+struct Cleanup(IncusClient, Vec<String>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let wait = Duration::from_secs(60);
+        runtime().block_on(async {
+            for name in &self.1 {
+                let path = format!("/1.0/instances/{name}");
+                let stop = json!({"action": "stop", "force": true});
+                let _ = self
+                    .0
+                    .run(Method::PUT, &format!("{path}/state"), Some(&stop), wait)
+                    .await;
+                let _ = self.0.run(Method::DELETE, &path, None, wait).await;
+            }
+        });
+    }
+}
+
+fn events(srv: &Server, name: &str, after: i64) -> Vec<Value> {
+    let (s, body) = srv.get(&format!("/v1/events?sandbox={name}&after={after}"));
+    assert_eq!(s, 200, "{body}");
+    body["events"].as_array().unwrap().clone()
+}
+
+#[test]
+fn the_watchdog_stops_a_sandbox_whose_rules_were_sabotaged() {
+    if !corral_test_support::gate::netns() || !corral_test_support::gate::tool("nft", "nftables") {
+        return;
+    }
+    let Some(socket) = corral_test_support::gate::incus() else {
+        return;
+    };
+    let client = runtime()
+        .block_on(IncusProvider::connect(IncusConfig::local()))
+        .unwrap()
+        .client()
+        .clone();
+    let lab = BuiltinLab::new().unwrap_or_else(|e| panic!("{e}"));
+    let name = format!("t-api-wd-{}", std::process::id());
+    let other = format!("t-api-wd2-{}", std::process::id());
+    let _guard = Cleanup(client.clone(), vec![name.clone(), other.clone()]);
+    lab.apply().unwrap_or_else(|e| panic!("{e}"));
+    let srv = Server::start_exact(&[
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--incus-socket".into(),
+        socket.display().to_string(),
+        "--config".into(),
+        lab.config_path().display().to_string(),
+        "--state-dir".into(),
+        lab.state_dir().display().to_string(),
+        "--reverify-interval-secs".into(),
+        INTERVAL_SECS.to_string(),
+    ]);
+    for (n, profile) in [(&name, "isolated"), (&other, "allowlist")] {
+        let (s, body) = srv.call(
+            "POST",
+            "/v1/sandboxes",
+            Some(&json!({"name": n, "image": TEST_IMAGE_ALIAS, "profile": profile})),
+        );
+        assert_eq!(s, 201, "{body}");
+        let (s, body) = srv.call("POST", &format!("/v1/sandboxes/{n}/start"), None);
+        assert_eq!(s, 200, "the canary passes at start: {body}");
+    }
+    // On demand: the same canary through the API.
+    let (s, report) = srv.call("POST", &format!("/v1/sandboxes/{other}/verify"), None);
+    assert_eq!(s, 200, "{report}");
+    assert_eq!(report["passed"], true, "{report:#}");
+    assert!(report["event"]["checks"].as_array().unwrap().len() >= 5);
+
+    let before = events(&srv, &name, 0);
+    assert!(
+        before
+            .iter()
+            .any(|e| e["event"] == "verification" && e["outcome"] == "passed"),
+        "{before:#?}"
+    );
+    let mark = before
+        .iter()
+        .filter_map(|e| e["id"].as_i64())
+        .max()
+        .unwrap();
+
+    // Sabotage: an accept for the canary, first in the profile's egress chain.
+    let out = Command::new("nft")
+        .args([
+            "insert",
+            "rule",
+            "inet",
+            "corral",
+            "isolated-out",
+            "ip",
+            "daddr",
+            &CANARY.ip().to_string(),
+            "accept",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let started = Instant::now();
+    let after = loop {
+        let now = events(&srv, &name, mark);
+        if now.iter().any(|e| e["event"] == "alert") {
+            break now;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "no alert after {PATIENCE:?}: {now:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    eprintln!(
+        "watchdog noticed the sabotage {} ms after it (interval {INTERVAL_SECS} s)",
+        started.elapsed().as_millis()
+    );
+    // The run that was under way when the rule went in may still pass (its
+    // canary probe went before the rule); the next one must fail.
+    let runs: Vec<&Value> = after
+        .iter()
+        .filter(|e| e["event"] == "verification")
+        .collect();
+    let failed_at = runs
+        .iter()
+        .position(|e| e["outcome"] == "failed")
+        .unwrap_or_else(|| panic!("no failed run: {runs:#?}"));
+    assert!(
+        failed_at <= 1,
+        "the sabotage went unnoticed by {failed_at} runs: {runs:#?}"
+    );
+    let first = runs[failed_at];
+    let canary = first["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "canary-blocked")
+        .unwrap();
+    assert_eq!(canary["passed"], false, "{canary:#}");
+    assert!(after.iter().any(|e| e["event"] == "stopped"), "{after:#?}");
+    assert_eq!(status(&client, &name).as_deref(), Some("Stopped"));
+
+    // The sandbox on the profile nobody touched keeps running and passing.
+    assert_eq!(status(&client, &other).as_deref(), Some("Running"));
+    let (s, report) = srv.call("POST", &format!("/v1/sandboxes/{other}/verify"), None);
+    assert_eq!(s, 200, "{report}");
+    assert_eq!(report["passed"], true, "{report:#}");
+    let (s, body) = srv.call("POST", &format!("/v1/sandboxes/{name}/verify"), None);
+    assert_error(s, &body, 409, "invalid_state");
+
+    let (s, gate) = srv.get("/v1/verification");
+    assert_eq!(s, 200, "{gate}");
+    let rec = gate["sandboxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name.as_str())
+        .unwrap_or_else(|| panic!("{gate:#}"));
+    assert_eq!(rec["verdict"], "failed", "{rec}");
+    // Incus never served this kind's opt-in: nothing is demoted.
+    assert_eq!(gate["kinds"], json!([]));
+}
