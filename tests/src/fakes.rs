@@ -9,7 +9,8 @@
 //!   like Multipass), snapshot and instance `delete --purge`, `clone`
 //!   (stopped only), and `exec`, which runs the argv after `--` for real
 //!   with the instance's own home directory (copied by snapshots and
-//!   clones) as the default working directory.
+//!   clones) as the default working directory. A running instance reports
+//!   10.99.5.23, or the address in `state/ipv4` when a test writes one.
 //! - fake `tart`: the provider crate's own fake script, included from
 //!   `crates/provider-tart/tests/fake/tart.sh` (clone/set/run/stop/list/
 //!   rename/delete/ip/exec, with a `softnet` process beside each `run`).
@@ -54,7 +55,8 @@ launch)
   echo Running > "$v/$vm/state" ;;
 info)
   need "$1" info
-  s=$(state "$1"); ip='[]'; [ "$s" = Running ] && ip='["10.99.5.23"]'
+  s=$(state "$1"); ip='[]'; a=10.99.5.23; [ -f "$d/ipv4" ] && a=$(cat "$d/ipv4")
+  [ "$s" = Running ] && ip="[\"$a\"]"
   printf '{"errors":[],"info":{"%s":{"state":"%s","ipv4":%s}}}\n' "$1" "$s" "$ip" ;;
 list)
   printf '{"list":['; sep=''

@@ -10,7 +10,8 @@
 use corral_sandbox_core::placement::{
     PlacementError, PlacementRequest, place, replace_after_failure,
 };
-use corral_sandbox_core::{HostOs, SandboxKind};
+use corral_sandbox_core::sandbox::InstanceType;
+use corral_sandbox_core::{HostOs, Isolation, SandboxKind};
 use serde::Serialize;
 
 use super::{CHECK, Verifier};
@@ -164,7 +165,7 @@ impl Placer {
                     },
                 });
             };
-            match service.create(req, options).await {
+            match service.create(&request_for(service, req), options).await {
                 Ok(handed) => {
                     return Ok(Placed {
                         kind,
@@ -190,6 +191,16 @@ impl Placer {
             }
         }
     }
+}
+
+/// `req` as `service`'s kind can take it: a kind whose sandboxes always
+/// have their own kernel (Multipass, Tart) is asked for a VM.
+fn request_for(service: &SandboxService, req: &NewSandbox) -> NewSandbox {
+    let mut out = req.clone();
+    if service.backend().selection().isolation == Isolation::DedicatedKernel {
+        out.instance_type = InstanceType::Vm;
+    }
+    out
 }
 
 /// A request without a profile still lands on a profile when the
