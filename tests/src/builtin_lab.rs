@@ -15,9 +15,10 @@
 //! holds the host lock, and undoes everything on drop (teardown through
 //! corral's service, policy rules, the veth, sysctls). Routing keeps every
 //! probe on this machine: traffic arriving from the three bridges looks up
-//! a private table (the destinations above) and is otherwise unreachable;
-//! the host's own traffic to the canary addresses (the controls) looks up
-//! the same table; nothing else of the host's traffic changes.
+//! a private table whose default route is the destination namespace (which
+//! forwards nothing; an `unreachable` rule backs it up); the host's own
+//! traffic to the canary addresses (the controls) looks up the same table;
+//! nothing else of the host's traffic changes.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
@@ -206,15 +207,18 @@ impl BuiltinLab {
     /// host's own controls. Returns the rules (with their family) to delete.
     fn add_rules(&self, priority: u32) -> Result<Vec<(bool, RuleMessage)>, LabError> {
         let table = 0x00c1_0000 + priority;
-        let veth = self.veth.clone();
         Netns::current()?.run_async(|| async move {
             let links = Links::connect()?;
             let handle = links.handle();
-            let _ = &veth;
-            for dest in [ALLOWED.ip(), CANARY.ip()] {
-                let IpAddr::V4(d) = dest else { continue };
+            // Everything from the bridges goes to the destination namespace
+            // (which forwards nothing), so corral's forward rules see every
+            // probe, as they would behind a real uplink.
+            for (d, len) in [
+                (Ipv4Addr::UNSPECIFIED, 0),
+                (Ipv4Addr::new(198, 51, 100, 7), 32),
+            ] {
                 let msg = rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new()
-                    .destination_prefix(d, 32)
+                    .destination_prefix(d, len)
                     .gateway(LINK_DEST)
                     .table_id(table)
                     .build();
@@ -228,17 +232,19 @@ impl BuiltinLab {
             let IpAddr::V6(c6) = CANARY_V6.ip() else {
                 return Err(LabError::Plan("the IPv6 canary is not IPv6".into()));
             };
-            let msg = rtnetlink::RouteMessageBuilder::<Ipv6Addr>::new()
-                .destination_prefix(c6, 128)
-                .gateway(LINK6_DEST)
-                .table_id(table)
-                .build();
-            handle
-                .route()
-                .add(msg)
-                .execute()
-                .await
-                .map_err(|e| netlink_error(&format!("add route {c6} table {table}"), e))?;
+            for (d, len) in [(Ipv6Addr::UNSPECIFIED, 0), (c6, 128)] {
+                let msg = rtnetlink::RouteMessageBuilder::<Ipv6Addr>::new()
+                    .destination_prefix(d, len)
+                    .gateway(LINK6_DEST)
+                    .table_id(table)
+                    .build();
+                handle
+                    .route()
+                    .add(msg)
+                    .execute()
+                    .await
+                    .map_err(|e| netlink_error(&format!("add route {d}/{len} table {table}"), e))?;
+            }
             let mut rules = Vec::new();
             for v6 in [false, true] {
                 for bridge in BRIDGES {
