@@ -1,5 +1,6 @@
 //! `corral-state-files`: corral's state directory, written once for every
-//! store (applied inputs, gateway configurations, the verification gate).
+//! store (applied inputs, gateway configurations, the database of events
+//! and the verification gate).
 //!
 //! corral runs as root and writes files that later decide what root does
 //! (a dnsmasq configuration, the inputs a refresh re-applies). So:

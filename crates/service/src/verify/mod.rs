@@ -435,9 +435,12 @@ impl Verifier {
                 timeout: None,
             })
             .await;
-        let action = match &stopped {
-            Ok(()) => "stopped".to_owned(),
-            Err(e) => format!("could not stop it: {e}"),
+        let (action, done) = match &stopped {
+            Ok(()) => ("stopped".to_owned(), "corral stopped it".to_owned()),
+            Err(e) => (
+                format!("not stopped: {e}"),
+                format!("corral could not stop it: {e}"),
+            ),
         };
         if stopped.is_ok() {
             self.record_now(&Event::Stopped {
@@ -446,10 +449,7 @@ impl Verifier {
         }
         self.record_now(&Event::Alert {
             name: report.sandbox.clone(),
-            reason: format!(
-                "verification failed ({}); corral {action}",
-                report.event.message
-            ),
+            reason: format!("verification failed ({}); {done}", report.event.message),
         });
         action
     }

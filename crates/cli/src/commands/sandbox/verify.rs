@@ -124,7 +124,7 @@ pub fn run(args: &VerifyArgs, out: Output) -> CmdResult {
             report
                 .action
                 .as_ref()
-                .map_or_else(String::new, |a| format!(" (corral {a} it)"))
+                .map_or_else(String::new, |a| format!(" (sandbox {a})"))
         ));
     }
     Ok(outcome)

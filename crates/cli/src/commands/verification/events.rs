@@ -1,5 +1,6 @@
 //! `corral events`: the event log, oldest first.
 
+use corral_sandbox_core::verify::EventOutcome;
 use corral_service::hooks::Event;
 use corral_service::store::{EventQuery, StoredEvent};
 use serde::Serialize;
@@ -30,9 +31,13 @@ fn summary(e: &Event) -> String {
         Event::Stopped { .. } | Event::Deleted { .. } => String::new(),
         Event::Verification(v) => {
             let total: u64 = v.checks.iter().map(|c| c.elapsed_ms).max().unwrap_or(0);
+            let outcome = match v.outcome {
+                EventOutcome::Passed => "passed",
+                EventOutcome::Failed => "FAILED",
+                EventOutcome::Refused => "refused",
+            };
             format!(
-                "{:?}: {} checks, slowest {} ms — {}",
-                v.outcome,
+                "{outcome}: {} checks, slowest {} ms — {}",
                 v.checks.len(),
                 total,
                 v.message
