@@ -34,3 +34,17 @@ apt_install() {
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
+
+# True when this host's network namespace has corral's nftables tables or a
+# bridge carrying corral's stamp (the alias `corral:managed:v1`). `nft list
+# table` exits 1 for a missing table; any other status (0, or an abort of
+# an nft too old to print a set) means the table is there.
+corral_state_live() {
+    local family status
+    for family in inet bridge; do
+        status=0
+        nft list table "$family" corral >/dev/null 2>&1 || status=$?
+        [ "$status" != 1 ] && return 0
+    done
+    ip -o link show type bridge 2>/dev/null | grep -q 'alias corral:managed:v1'
+}

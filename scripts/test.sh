@@ -15,6 +15,18 @@ export CI="${CI:-true}"
 "$here/incus-image.sh"
 find_cargo
 cd "$here/.."
+# The host-namespace tests (real Incus containers on a corral bridge) refuse
+# to replace a live `table inet corral`, so a host left with corral's state
+# (an earlier `corral host apply`, or a test run that was killed) would fail
+# them. This run owns the host: tear that state down first and say so.
+# CORRAL_TEST_KEEP_HOST=1 refuses instead of tearing down.
+if corral_state_live; then
+    [ "${CORRAL_TEST_KEEP_HOST:-0}" = 1 ] &&
+        die "this host has live corral state (nftables tables or corral-stamped bridges) and CORRAL_TEST_KEEP_HOST=1: run \`corral host teardown\` first"
+    step "this host has live corral state: tearing it down for the tests (re-run \`corral host apply\` afterwards to restore it)"
+    cargo build --locked -q -p corral-cli --bin corral
+    target/debug/corral host teardown
+fi
 step "running the test suite"
 skips=$(mktemp)
 log=$(mktemp)
