@@ -34,6 +34,7 @@
 mod apply;
 mod batch;
 mod counters;
+mod decode;
 mod expr;
 mod obj;
 mod readback;
@@ -45,6 +46,7 @@ pub use apply::{
     delete_tables, learned, refresh_sets,
 };
 pub use counters::{ProfileCounters, profile_counters};
+pub use decode::nft_syntax;
 pub use expr::fingerprint;
 pub use readback::{LiveBase, LiveChain, LiveRule, LiveSet, LiveState, LiveTable, read_live};
 

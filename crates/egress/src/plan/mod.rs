@@ -267,7 +267,7 @@ impl HostPlan {
 /// is dropped. That is a second, independent layer behind the bridge-family
 /// drop and bridge-port isolation, and it keeps conntrack aware of bridged
 /// flows. The value is written explicitly because its default differs
-/// between hosts and namespaces (FACTS.md); the keys exist only once the
+/// between the host and a new network namespace; the keys exist only once the
 /// `br_netfilter` module is loaded.
 fn sysctls(profiles: &ProfileSet) -> Vec<SysctlPlan> {
     let mut out = Vec::new();

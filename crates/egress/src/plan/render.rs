@@ -5,6 +5,8 @@
 
 use std::fmt::Write;
 
+use ipnet::IpNet;
+
 use super::HostPlan;
 use super::model::{
     AddrFamily, AddrRange, ChainPlan, Match, RejectKind, RulePlan, SetKind, SetPlan, TablePlan,
@@ -66,6 +68,16 @@ fn render_set(out: &mut String, s: &SetPlan) {
         out.push_str(" }\n");
     }
     out.push_str("\t}\n");
+}
+
+/// A network as `nft` prints it: a single address without its `/32` or
+/// `/128`.
+fn net_text(net: &IpNet) -> String {
+    if net.prefix_len() == net.max_prefix_len() {
+        net.addr().to_string()
+    } else {
+        net.to_string()
+    }
 }
 
 /// `a.b.c.d`, `net/len`, or `first-last`.
@@ -147,17 +159,17 @@ fn match_text(m: &Match) -> String {
         }
         Match::SaddrIn(net) => {
             let f = AddrFamily::of(net.addr());
-            format!("{} saddr {net}", ip_kw(f))
+            format!("{} saddr {}", ip_kw(f), net_text(net))
         }
         Match::DaddrIn(net) => {
             let f = AddrFamily::of(net.addr());
-            format!("{} daddr {net}", ip_kw(f))
+            format!("{} daddr {}", ip_kw(f), net_text(net))
         }
         Match::SaddrNotIn(net) => {
             let f = AddrFamily::of(net.addr());
-            format!("{} saddr != {net}", ip_kw(f))
+            format!("{} saddr != {}", ip_kw(f), net_text(net))
         }
-        Match::ArpTargetIn(net) => format!("arp daddr ip {net}"),
+        Match::ArpTargetIn(net) => format!("arp daddr ip {}", net_text(&IpNet::V4(*net))),
     }
 }
 

@@ -10,19 +10,24 @@
 //! than the filtered resolver put it in, or the resolver let it through).
 //! A table with flags (`dormant` switches every chain of it off) is drift.
 
+mod rules;
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::Serialize;
 
-use crate::nft::{LiveBase, LiveSet, LiveState, LiveTable, fingerprint};
+use crate::nft::{LiveBase, LiveSet, LiveState, LiveTable};
 use ipnet::IpNet;
 
 use crate::plan::render::range_text;
 use crate::plan::reserved;
 use crate::plan::{
-    AddrRange, BaseChain, ChainPlan, HostPlan, Match, SetKind, SetPlan, TableFamily, TablePlan,
+    AddrRange, BaseChain, HostPlan, Match, SetKind, SetPlan, TableFamily, TablePlan,
 };
+use rules::{KnownRules, diff_rules, live_base_text, planned_base_text};
 
 /// Missing from the kernel, present but not planned, or different.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -143,6 +148,7 @@ pub fn diff(plan: &HostPlan, live: &LiveState) -> Vec<Drift> {
 }
 
 fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
+    let known = KnownRules::of(t);
     for s in &t.sets {
         match lt.set(&s.name) {
             None => out.push(
@@ -183,11 +189,15 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
                         DriftKind::Changed,
                         DriftObject::Chain,
                         format!("chain {}", c.name),
-                        format!("planned {:?}, live {:?}", c.base, lc.base),
+                        format!(
+                            "planned `{}`, live `{}`",
+                            planned_base_text(t.family, c.base.as_ref()),
+                            live_base_text(t.family, lc.base.as_ref())
+                        ),
                     );
                 }
                 let live: Vec<&str> = lc.rules.iter().map(|r| r.text.as_str()).collect();
-                diff_rules(t.family, c, &live, out);
+                diff_rules(t.family, c, &live, &known, out);
             }
         }
     }
@@ -306,217 +316,5 @@ fn refused_learned(plan: &HostPlan, s: &SetPlan, ls: &LiveSet, out: &mut Out) {
                 ),
             );
         }
-    }
-}
-
-fn diff_rules(family: TableFamily, c: &ChainPlan, live: &[&str], out: &mut Out) {
-    let n = c.rules.len().max(live.len());
-    for i in 0..n {
-        let location = format!("chain {} rule {}", c.name, i + 1);
-        let planned = c.rules.get(i).map(|r| {
-            fingerprint(family, &c.name, r).map_err(|e| format!("cannot encode planned rule: {e}"))
-        });
-        match (planned, live.get(i)) {
-            (Some(Ok(p)), Some(l)) if p == *l => {}
-            (Some(Ok(p)), Some(l)) => out.push(
-                DriftKind::Changed,
-                DriftObject::Rule,
-                location,
-                format!(
-                    "planned `{}`, live {l}",
-                    crate::plan::render::rule_text(&c.rules[i])
-                ) + &format!(" (planned {p})"),
-            ),
-            (Some(Err(e)), _) => out.push(DriftKind::Changed, DriftObject::Rule, location, e),
-            (Some(Ok(_)), None) => out.push(
-                DriftKind::Missing,
-                DriftObject::Rule,
-                location,
-                crate::plan::render::rule_text(&c.rules[i]),
-            ),
-            (None, Some(l)) => out.push(
-                DriftKind::Extra,
-                DriftObject::Rule,
-                location,
-                (*l).to_owned(),
-            ),
-            (None, None) => {}
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::nft::{LiveChain, LiveRule};
-    use crate::plan::VerdictClass;
-    use crate::plan::test_support::sample_plan;
-
-    /// A live state built from the plan itself: what a perfect apply reads back.
-    fn mirror(plan: &HostPlan) -> LiveState {
-        LiveState {
-            tables: plan
-                .tables()
-                .iter()
-                .map(|t| LiveTable {
-                    family: t.family,
-                    flags: 0,
-                    sets: t
-                        .sets
-                        .iter()
-                        .map(|s| LiveSet {
-                            name: s.name.clone(),
-                            family: Some(s.family),
-                            flags: match s.kind {
-                                SetKind::Interval => libc::NFT_SET_INTERVAL as u32,
-                                SetKind::Dynamic => libc::NFT_SET_TIMEOUT as u32,
-                            },
-                            elements: s.elements.clone(),
-                            timeout_ms: s.timeout.map_or(0, |t| t.as_millis() as u64),
-                            expires_ms: Vec::new(),
-                        })
-                        .collect(),
-                    chains: t
-                        .chains
-                        .iter()
-                        .map(|c| LiveChain {
-                            name: c.name.clone(),
-                            base: c.base.map(|b| LiveBase {
-                                kind: b.kind.keyword().to_owned(),
-                                hook: b.hook.number(),
-                                priority: b.priority,
-                                policy: libc::NF_ACCEPT as u32,
-                            }),
-                            rules: c
-                                .rules
-                                .iter()
-                                .map(|r| LiveRule {
-                                    handle: 0,
-                                    text: fingerprint(t.family, &c.name, r).unwrap(),
-                                    packets: 0,
-                                    bytes: 0,
-                                    class: VerdictClass::Other,
-                                })
-                                .collect(),
-                        })
-                        .collect(),
-                })
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn a_mirror_has_no_drift() {
-        let plan = sample_plan();
-        assert_eq!(diff(&plan, &mirror(&plan)), vec![]);
-    }
-
-    #[test]
-    fn a_dormant_table_and_a_reserved_learned_element_are_drift() {
-        let plan = sample_plan();
-        let mut live = mirror(&plan);
-        live.tables[0].flags = 1;
-        let learned = live.tables[0]
-            .sets
-            .iter_mut()
-            .find(|s| s.name == "dev-dns4-tcp-443")
-            .unwrap();
-        learned
-            .elements
-            .push(AddrRange::single("169.254.169.254".parse().unwrap()));
-        learned
-            .elements
-            .push(AddrRange::single("198.51.100.99".parse().unwrap()));
-        let d = diff(&plan, &live);
-        assert_eq!(d.len(), 2, "{d:#?}");
-        assert!(d[0].detail.contains("dormant"), "{d:#?}");
-        assert!(
-            d[1].location == "set dev-dns4-tcp-443"
-                && d[1].detail.contains("169.254.169.254")
-                && d[1].detail.contains("169.254.0.0/16"),
-            "{d:#?}"
-        );
-    }
-
-    #[test]
-    fn each_kind_of_drift_is_reported_where_it_is() {
-        let plan = sample_plan();
-        let mut live = mirror(&plan);
-        let inet = &mut live.tables[0];
-        inet.sets.retain(|s| s.name != "dev-allow4-tcp-443");
-        let r4 = inet
-            .sets
-            .iter_mut()
-            .find(|s| s.name == "reserved4")
-            .unwrap();
-        r4.elements.remove(1);
-        r4.elements
-            .push(AddrRange::single("8.8.8.8".parse().unwrap()));
-        let out = inet
-            .chains
-            .iter_mut()
-            .find(|c| c.name == "dev-out")
-            .unwrap();
-        out.rules.swap(0, 1);
-        out.rules.pop();
-        inet.chains.push(LiveChain {
-            name: "intruder".to_owned(),
-            base: None,
-            rules: vec![],
-        });
-        live.tables.remove(1);
-        let d = diff(&plan, &live);
-        let has = |k: DriftKind, o: DriftObject, loc: &str| {
-            d.iter()
-                .any(|x| x.kind == k && x.object == o && x.location == loc)
-        };
-        assert!(
-            has(
-                DriftKind::Missing,
-                DriftObject::Set,
-                "set dev-allow4-tcp-443"
-            ),
-            "{d:#?}"
-        );
-        assert!(has(
-            DriftKind::Missing,
-            DriftObject::Element,
-            "set reserved4"
-        ));
-        assert!(has(DriftKind::Extra, DriftObject::Element, "set reserved4"));
-        assert!(has(
-            DriftKind::Changed,
-            DriftObject::Rule,
-            "chain dev-out rule 1"
-        ));
-        assert!(has(
-            DriftKind::Changed,
-            DriftObject::Rule,
-            "chain dev-out rule 2"
-        ));
-        let last = plan
-            .inet
-            .chains
-            .iter()
-            .find(|c| c.name == "dev-out")
-            .unwrap()
-            .rules
-            .len();
-        assert!(has(
-            DriftKind::Missing,
-            DriftObject::Rule,
-            &format!("chain dev-out rule {last}")
-        ));
-        assert!(has(DriftKind::Extra, DriftObject::Chain, "chain intruder"));
-        assert!(has(
-            DriftKind::Missing,
-            DriftObject::Table,
-            "table bridge corral"
-        ));
-        assert!(
-            d.iter()
-                .any(|x| x.to_string() == "missing Set in table inet corral, set dev-allow4-tcp-443: the set does not exist"),
-            "{d:#?}"
-        );
     }
 }
