@@ -18,6 +18,8 @@ pub struct ApiError {
     pub code: &'static str,
     /// What went wrong, with its causes.
     pub error: anyhow::Error,
+    /// Seconds after which a retry may succeed (the `Retry-After` header).
+    pub retry_after: Option<u64>,
 }
 
 /// The JSON body of an error answer.
@@ -43,7 +45,14 @@ impl ApiError {
             status,
             code,
             error: error.into(),
+            retry_after: None,
         }
+    }
+
+    /// The same error, answered with a `Retry-After` of `secs`.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
 
     /// The request itself is malformed (400, `bad_request`).
@@ -152,8 +161,22 @@ impl From<ServiceError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        tracing::warn!(status = %self.status, code = self.code, error = ?self.error, "request failed");
-        (self.status, Json(self.body())).into_response()
+        // A client's mistake is routine: one line with the message chain,
+        // never a backtrace. corrald's own failures carry the debug form
+        // (with a backtrace when RUST_BACKTRACE asks for one).
+        if self.status.is_server_error() {
+            tracing::error!(status = %self.status, code = self.code, error = ?self.error, "request failed");
+        } else {
+            tracing::info!(status = %self.status, code = self.code, error = %format!("{:#}", self.error), "request refused");
+        }
+        let retry_after = self.retry_after;
+        let mut response = (self.status, Json(self.body())).into_response();
+        if let Some(secs) = retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        response
     }
 }
 

@@ -191,7 +191,7 @@ async fn run_inner(
         }
         Err(e) => {
             delete_logs(sandbox, &id).await;
-            return Err(sandbox.provider.err(e));
+            return Err(command_error(sandbox, &request.argv, e));
         }
     };
     let cap = sandbox.provider.config().max_exec_output;
@@ -218,6 +218,34 @@ async fn run_inner(
     .await;
     delete_logs(sandbox, &id).await;
     fetched
+}
+
+/// The error of a failed exec operation: Incus fails the operation with
+/// "Command not found" when the program does not exist in the guest, which
+/// is the caller's mistake (`InvalidSpec` on `argv`), not a backend fault.
+/// (A command started through the env/stdin wrapper reports exit code 127
+/// from the guest's shell instead.)
+pub(crate) fn command_error(
+    sandbox: &IncusSandbox,
+    argv: &[String],
+    e: ClientError,
+) -> ProviderError {
+    let message = match &e {
+        ClientError::Operation { message, .. } | ClientError::Api { message, .. } => message,
+        _ => return sandbox.provider.err(e),
+    };
+    if message.trim().eq_ignore_ascii_case("command not found") {
+        let program = argv.first().map(String::as_str).unwrap_or_default();
+        return ProviderError::InvalidSpec {
+            field: "argv",
+            reason: format!(
+                "command not found in sandbox `{}`: `{}` (Incus: {message}); give a path that exists in the guest, or a program on its PATH",
+                sandbox.name,
+                corral_sandbox_core::text::Shown(program)
+            ),
+        };
+    }
+    sandbox.provider.err(e)
 }
 
 /// Read one recorded stream, keeping at most `cap` bytes (true: cut).

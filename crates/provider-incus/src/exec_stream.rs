@@ -99,7 +99,10 @@ pub async fn run(
             .timeout
             .unwrap_or(Duration::from_secs(60))
             .max(Duration::from_secs(1));
-        client.wait(&what, &id, wait).await.map_err(err)
+        client
+            .wait(&what, &id, wait)
+            .await
+            .map_err(|e| crate::exec::command_error(sandbox, &request.argv, e))
     };
     let finished = match request.timeout {
         Some(limit) => match tokio::time::timeout(limit, pump).await {

@@ -20,16 +20,22 @@
 //!   after a failure;
 //! - [`store`]: the durable store both front-ends open (events, the
 //!   verification gate's demotions, sandboxes), SQLite in the state
-//!   directory.
+//!   directory;
+//! - [`callers`]: who is calling and what they may do (admin, restricted,
+//!   none);
+//! - [`limits`]: resources no bigger than the host, a cap on provider
+//!   operations in flight, one operation at a time per sandbox.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod callers;
 pub mod clock;
 pub mod config;
 pub mod error;
 pub mod gate;
 pub mod hooks;
 pub mod host;
+pub mod limits;
 pub mod provider;
 pub mod sandboxes;
 pub mod settings;
@@ -38,6 +44,7 @@ pub mod store;
 pub mod target;
 pub mod verify;
 
+pub use callers::{AccessPolicy, Caller, Tier};
 pub use clock::WallClock;
 pub use config::{ConfigSource, LoadedConfig, Origin};
 pub use error::ServiceError;

@@ -8,7 +8,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use corral_egress::host::{HostDrift, Status};
 use corral_egress::plan::HostPlan;
-use corral_service::host::Planned;
+use corral_egress::resolve::{ResolveError, SystemResolver};
+use corral_service::host::{Planned, unresolved_names};
 use serde::Serialize;
 
 use crate::error::ApiError;
@@ -57,17 +58,51 @@ fn basis(planned: &Planned) -> &'static str {
 }
 
 async fn blocking<T: Send + 'static>(
+    state: &AppState,
     f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f)
+    let answer = tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| ApiError::internal(anyhow::anyhow!("the request's worker failed: {e}")))?
-        .map_err(ApiError::internal)
+        .map_err(|e| ApiError::internal(anyhow::anyhow!("the request's worker failed: {e}")))?;
+    match answer {
+        Ok(v) => Ok(v),
+        Err(e) => Err(planning_error(state, e).await),
+    }
+}
+
+/// A plan that stopped at an allowlisted name with no address answers 422
+/// naming every such name (planning stops at the first one); anything else
+/// is corral's own failure.
+async fn planning_error(state: &AppState, e: anyhow::Error) -> ApiError {
+    if !e
+        .chain()
+        .any(|c| c.downcast_ref::<ResolveError>().is_some())
+    {
+        return ApiError::internal(e);
+    }
+    let profiles = state.settings().config.profiles.clone();
+    let names = tokio::task::spawn_blocking(move || unresolved_names(&profiles, &SystemResolver))
+        .await
+        .unwrap_or_default();
+    if names.is_empty() {
+        // Resolved on the second look: report what the plan saw.
+        return ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unresolved_names", e);
+    }
+    let list: Vec<String> = names.iter().map(ToString::to_string).collect();
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "unresolved_names",
+        anyhow::anyhow!(
+            "{} allowlisted host name(s) resolve to no address: {}; fix the names, check the host's resolver, or set `allow_unresolved = true` on their profiles",
+            names.len(),
+            list.join(", ")
+        ),
+    )
 }
 
 /// The configured plan and how the live state differs from it.
 pub async fn plan(State(state): State<AppState>) -> Result<Json<PlanAnswer>, ApiError> {
-    blocking(move || {
+    blocking(&state.clone(), move || {
         let planned = state.configured_plan()?;
         let drift = state.host()?.plan_diff(&planned)?;
         Ok(Json(PlanAnswer {
@@ -82,7 +117,7 @@ pub async fn plan(State(state): State<AppState>) -> Result<Json<PlanAnswer>, Api
 
 /// Bridges, counters, sets and the drift count.
 pub async fn status(State(state): State<AppState>) -> Result<Json<StatusAnswer>, ApiError> {
-    blocking(move || {
+    blocking(&state.clone(), move || {
         let planned = state.plan_to_check()?;
         let (status, _) = state.host()?.status(&planned)?;
         Ok(Json(StatusAnswer {
@@ -98,7 +133,7 @@ pub async fn status(State(state): State<AppState>) -> Result<Json<StatusAnswer>,
 pub async fn verify(
     State(state): State<AppState>,
 ) -> Result<(StatusCode, Json<VerifyAnswer>), ApiError> {
-    blocking(move || {
+    blocking(&state.clone(), move || {
         let planned = state.plan_to_check()?;
         let drift = state.host()?.verify(&planned)?;
         let status = if drift.is_empty() {

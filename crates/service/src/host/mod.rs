@@ -10,6 +10,7 @@
 //! never records a stale plan over it).
 
 mod planned;
+mod unresolved;
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +23,7 @@ use corral_gateway::{GatewayError, GatewayReport, GatewayState};
 pub use planned::{
     Planned, PlanningError, applied, plan_config, plan_to_check, with_host_networks,
 };
+pub use unresolved::{UnresolvedName, unresolved_names};
 
 use crate::target::Target;
 

@@ -4,9 +4,9 @@
 //! start gate first.
 //!
 //! Create pipeline ([`SandboxService::create`]):
-//! check the request → start gate → provider create → (start → ready:
-//! DHCP lease from the profile's gateway and exec answering →
-//! [`Hooks::before_handout`]) → hand out. A failure after the provider
+//! check the request (resources no bigger than the host) → start gate →
+//! provider create → (start → ready: DHCP lease from the profile's gateway
+//! and exec answering → [`Hooks::before_handout`]) → hand out. A failure after the provider
 //! created the sandbox deletes it again, so a failed create leaves nothing
 //! behind.
 
@@ -14,10 +14,11 @@ mod ready;
 mod spec;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use corral_sandbox_core::sandbox::{
-    ExecOutput, ExecRequest, ExecStreams, Sandbox, SandboxInfo, SandboxState, StopOptions,
+    ExecOutput, ExecRequest, ExecStreams, ProviderError, Sandbox, SandboxInfo, SandboxState,
+    StopOptions,
 };
 use corral_sandbox_core::{Profile, ProfileName};
 use serde::Serialize;
@@ -28,6 +29,7 @@ pub use spec::{ByteSize, NewSandbox, Size, SizeError, default_profile, sandbox_n
 use crate::error::ServiceError;
 use crate::gate::{self, GatePass};
 use crate::hooks::{Event, Hooks, NoHooks};
+use crate::limits::HostCapacity;
 use crate::provider::Backend;
 use crate::settings::Settings;
 
@@ -101,12 +103,10 @@ impl SandboxService {
     /// The configured profile `name`, or `UnknownProfile`.
     fn profile(&self, name: &str) -> Result<&Profile, ServiceError> {
         self.settings.config.profiles.get(name).ok_or_else(|| {
-            ServiceError::Provider(
-                corral_sandbox_core::sandbox::ProviderError::UnknownProfile {
-                    profile: name.to_owned(),
-                    configured: self.settings.config.profiles.names(),
-                },
-            )
+            ServiceError::Provider(ProviderError::UnknownProfile {
+                profile: name.to_owned(),
+                configured: self.settings.config.profiles.names(),
+            })
         })
     }
 
@@ -159,6 +159,12 @@ impl SandboxService {
         options: CreateOptions,
     ) -> Result<HandedOut, ServiceError> {
         let spec = spec_for(&self.settings.config, req)?;
+        let capacity = HostCapacity::probe().map_err(|source| ProviderError::Io {
+            context: "cannot read this host's CPUs and memory to check the resources asked for"
+                .into(),
+            source,
+        })?;
+        capacity.check(&spec.resources)?;
         let profile = spec.network.as_ref().map(|n| n.profile.clone());
         let gate = self.gate_or_record(&req.name, profile.as_ref()).await?;
         let provider = self.backend.provider().await?;
@@ -274,14 +280,24 @@ impl SandboxService {
         })
     }
 
-    /// Stop a sandbox.
+    /// Stop a sandbox. A timeout reports how long the stop really took
+    /// (the backend's own shutdown deadline can end it before the wait).
     pub async fn stop(
         &self,
         name: &str,
         options: StopOptions,
     ) -> Result<SandboxInfo, ServiceError> {
         let sandbox = self.open(name).await?;
-        sandbox.stop(options).await?;
+        let started = Instant::now();
+        sandbox.stop(options).await.map_err(|e| match e {
+            ProviderError::Timeout { .. } if !options.force => ProviderError::Timeout {
+                operation: format!(
+                    "a clean shutdown of sandbox `{name}` (stop it with force to kill it)"
+                ),
+                after: elapsed_ms(started),
+            },
+            e => real_elapsed(e, started),
+        })?;
         self.hooks
             .record(&Event::Stopped {
                 name: name.to_owned(),
@@ -314,9 +330,19 @@ impl SandboxService {
         })
     }
 
-    /// Delete a sandbox and its snapshots (stopping it first).
+    /// Delete a sandbox and its snapshots (stopping it first). A sandbox
+    /// that disappears while this runs (another delete won the race) is
+    /// `NotFound`, like one that was never there.
     pub async fn delete(&self, name: &str) -> Result<(), ServiceError> {
-        self.open(name).await?.delete().await?;
+        if let Err(e) = self.open(name).await?.delete().await {
+            if matches!(e, ProviderError::NotFound { .. }) {
+                return Err(e.into());
+            }
+            return match self.open(name).await {
+                Err(gone @ ServiceError::Provider(ProviderError::NotFound { .. })) => Err(gone),
+                _ => Err(e.into()),
+            };
+        }
         self.hooks
             .record(&Event::Deleted {
                 name: name.to_owned(),
@@ -333,11 +359,12 @@ impl SandboxService {
         request: &ExecRequest,
         streams: ExecStreams,
     ) -> Result<i32, ServiceError> {
-        Ok(self
-            .open(name)
-            .await?
+        let sandbox = self.open(name).await?;
+        let started = Instant::now();
+        sandbox
             .exec_streamed(request, streams)
-            .await?)
+            .await
+            .map_err(|e| real_elapsed(e, started).into())
     }
 
     /// Run a command to completion and return what it printed.
@@ -346,7 +373,29 @@ impl SandboxService {
         name: &str,
         request: &ExecRequest,
     ) -> Result<ExecOutput, ServiceError> {
-        Ok(self.open(name).await?.exec(request).await?)
+        let sandbox = self.open(name).await?;
+        let started = Instant::now();
+        sandbox
+            .exec(request)
+            .await
+            .map_err(|e| real_elapsed(e, started).into())
+    }
+}
+
+/// Time since `started`, to the millisecond (what a caller reads).
+fn elapsed_ms(started: Instant) -> Duration {
+    Duration::from_millis(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A timeout carries the bound the provider waited for, which can differ
+/// from how long the caller waited: report the latter.
+fn real_elapsed(e: ProviderError, started: Instant) -> ProviderError {
+    match e {
+        ProviderError::Timeout { operation, .. } => ProviderError::Timeout {
+            operation,
+            after: elapsed_ms(started),
+        },
+        e => e,
     }
 }
 
