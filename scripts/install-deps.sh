@@ -3,12 +3,13 @@
 # libraries behind the nftables bindings, dnsmasq for the gateway services,
 # busybox for the DHCP client used in tests, and nftables (only as the
 # benchmark baseline: corral itself never runs `nft`); for the tests, `passwd`
-# (useradd: a real second user) and `fish` (a non-POSIX login shell).
+# (useradd: a real second user), `fish` (a non-POSIX login shell) and `curl`
+# (an HTTP client run as that second user against corrald's socket).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 need_root "installing packages"
 apt_install pkg-config libnftnl-dev libmnl-dev gcc libc6-dev \
     dnsmasq-base busybox-static nftables iproute2 util-linux systemd ca-certificates \
-    passwd fish
+    passwd fish curl
 find_cargo

@@ -26,6 +26,7 @@
 
 pub mod encode;
 pub mod error;
+pub mod guard;
 pub mod routes;
 pub mod serve;
 pub mod state;

@@ -11,24 +11,72 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
 use clap::Parser;
-use corral_api::serve::DEFAULT_SOCKET;
-use corral_api::{AppState, Backend, Listen, Settings, serve};
+use corral_api::guard::Token;
+use corral_api::serve::{self, DEFAULT_SOCKET};
+use corral_api::state::Limits;
+use corral_api::{AppState, Backend, Listen, Settings};
 use corral_sandbox_core::SandboxKind;
-use corral_service::Store;
+use corral_service::callers::{Grants, NamedGroup, NoGrants};
 use corral_service::config::{ConfigSource, load};
+use corral_service::{AccessPolicy, Store};
 use tracing_subscriber::EnvFilter;
 
 /// corrald: corral's HTTP API (sandboxes, profiles, matrix, host plan/status/verify, verification gate).
 #[derive(Debug, Parser)]
 #[command(name = "corrald", version)]
 struct Args {
-    /// Listen on this loopback address instead of the unix socket.
-    #[arg(long, value_name = "ADDR", conflicts_with = "socket")]
+    /// Listen on this loopback address instead of the unix socket; needs --token-file.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        conflicts_with = "socket",
+        requires = "token_file"
+    )]
     listen: Option<SocketAddr>,
+    /// The bearer token every TCP request must carry (a file only its owner can read).
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    token_file: Option<PathBuf>,
     /// The unix socket to listen on (mode 0660; missing directories are created 0750).
     #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
     socket: PathBuf,
+    /// Give the socket to this group (its members can connect; their tier decides what they may do).
+    #[arg(long, value_name = "GROUP", conflicts_with = "listen")]
+    socket_group: Option<String>,
+    /// Members of this group are admins (as root is).
+    #[arg(long, value_name = "GROUP")]
+    admin_group: Option<String>,
+    /// Members of this group may create sandboxes and act on their own (the restricted tier).
+    #[arg(long, value_name = "GROUP")]
+    users_group: Option<String>,
+    /// The largest request body, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = corral_api::state::DEFAULT_MAX_BODY)]
+    max_body: usize,
+    /// Keep at most this many bytes of each output stream of a buffered exec.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_EXEC_OUTPUT)]
+    exec_output_cap: u64,
+    /// Kill an exec that names no timeout (and everything it started) after this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    exec_timeout: u64,
+    /// The longest timeout an exec may ask for, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 86_400)]
+    exec_timeout_max: u64,
+    /// Provider operations running at once.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    max_operations: usize,
+    /// Requests waiting for a turn beyond those; more are answered 429 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    queue: usize,
+    /// How long a request waits for a turn before it is answered 429, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    queue_wait: u64,
+    /// Streamed execs open at once.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    max_streams: usize,
     /// The sandbox provider (checked against the platform matrix at start-up).
     #[arg(long, value_name = "KIND", default_value = "incus")]
     provider: SandboxKind,
@@ -54,11 +102,48 @@ struct Args {
     reverify_interval_secs: Option<u64>,
 }
 
+/// Default `--exec-output-cap`: 1 MiB per stream.
+const DEFAULT_EXEC_OUTPUT: u64 = 1 << 20;
+
 fn print_error(err: &anyhow::Error) {
     eprintln!("error: {err}");
     for cause in err.chain().skip(1) {
         eprintln!("  caused by: {cause}");
     }
+}
+
+/// Where and how to listen, from the arguments: TCP with its token, or the
+/// socket with its group and the caller policy.
+fn listen(args: &Args) -> anyhow::Result<Listen> {
+    if let Some(addr) = args.listen {
+        let Some(file) = &args.token_file else {
+            bail!("--listen needs --token-file: corrald refuses TCP without a token");
+        };
+        return Ok(Listen::Tcp {
+            addr,
+            token: Token::read(file)?,
+        });
+    }
+    let group = |name: &Option<String>, flag: &str| -> anyhow::Result<Option<NamedGroup>> {
+        name.as_deref()
+            .map(|n| NamedGroup::lookup(n).with_context(|| format!("--{flag}")))
+            .transpose()
+    };
+    let admin = group(&args.admin_group, "admin-group")?;
+    let grants: Arc<dyn Grants> = match group(&args.users_group, "users-group")? {
+        Some(users) => {
+            bail!(
+                "--users-group {}: restricted users need owner records in corral's database, which this build does not have yet; use --admin-group",
+                users.name
+            )
+        }
+        None => Arc::new(NoGrants),
+    };
+    Ok(Listen::Unix {
+        path: args.socket.clone(),
+        group: group(&args.socket_group, "socket-group")?,
+        policy: AccessPolicy::new(admin, grants),
+    })
 }
 
 fn main() -> ExitCode {
@@ -71,11 +156,18 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
-    // Refused before anything is loaded or written: a usage error.
+    // Refused before anything is loaded or written: usage errors.
     if let Some(Err(e)) = args.listen.map(serve::check_loopback) {
         print_error(&e);
         return ExitCode::from(2);
     }
+    let listen = match listen(&args) {
+        Ok(l) => l,
+        Err(e) => {
+            print_error(&e);
+            return ExitCode::from(2);
+        }
+    };
     let loaded = match load(&ConfigSource {
         config: args.config.clone(),
         networks_conf: args.networks_conf.clone(),
@@ -91,9 +183,9 @@ fn main() -> ExitCode {
         std::env::consts::OS,
         args.provider,
         &loaded.config.host,
-        args.incus_socket,
+        args.incus_socket.clone(),
     ) {
-        Ok(b) => b,
+        Ok(b) => b.with_max_exec_output(args.exec_output_cap),
         Err(e) => {
             print_error(&anyhow::Error::new(e));
             return ExitCode::from(2);
@@ -112,11 +204,15 @@ fn main() -> ExitCode {
         settings.config.host.verification.options.reverify_interval,
         std::time::Duration::from_secs,
     );
-    let state = AppState::new(settings, backend, store);
-    let listen = match args.listen {
-        Some(addr) => Listen::Tcp(addr),
-        None => Listen::Unix(args.socket),
-    };
+    let state = AppState::new(settings, backend, store).with_limits(Limits {
+        max_body: args.max_body,
+        exec_timeout: Duration::from_secs(args.exec_timeout.max(1)),
+        exec_timeout_max: Duration::from_secs(args.exec_timeout_max.max(args.exec_timeout)),
+        operations: args.max_operations,
+        queue: args.queue,
+        queue_wait: Duration::from_secs(args.queue_wait),
+        streams: args.max_streams,
+    });
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -132,10 +228,15 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         // The watchdog lives as long as the server.
         let _watchdog = tokio::spawn(watchdog.run());
-        serve(state, listen, |addr| {
-            // The one line on stdout: scripts wait for it and read the address.
-            println!("corrald {} listening on {addr}", env!("CARGO_PKG_VERSION"));
-        })
+        serve::serve(
+            state,
+            listen,
+            |addr| {
+                // The one line on stdout: scripts wait for it and read the address.
+                println!("corrald {} listening on {addr}", env!("CARGO_PKG_VERSION"));
+            },
+            serve::stop_signal(),
+        )
         .await
     });
     match result {

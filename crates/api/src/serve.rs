@@ -1,24 +1,52 @@
-//! Listening: on a unix socket (by default `/run/corral/corrald.sock`), or
-//! on a loopback TCP address. corrald has no authentication, so a
-//! non-loopback address is refused and the socket's file mode is the access
-//! control: 0660 (owner and group), in a directory corrald creates 0750.
+//! Listening: on a unix socket (by default `/run/corral/corrald.sock`),
+//! where the kernel names every caller, or on a loopback TCP address with a
+//! bearer token (plain HTTP carries the token in clear, so other hosts are
+//! refused).
+//!
+//! The socket is claimed, not taken: a lock file beside it is held for the
+//! server's life, a socket something still answers on is "address in use",
+//! a stale one (nothing answers) is replaced, and the socket is removed when
+//! the server stops on SIGTERM or SIGINT.
 
+use std::fs::{File, OpenOptions, TryLockError};
+use std::future::Future;
 use std::net::SocketAddr;
-use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::fs::{
+    FileTypeExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
+};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use axum::Router;
+use corral_service::AccessPolicy;
+use corral_service::callers::NamedGroup;
 
+use crate::guard::{self, Guard, Identify, Peer, Token};
 use crate::routes::router;
 use crate::state::AppState;
 
 /// Where to listen.
 #[derive(Debug, Clone)]
 pub enum Listen {
-    /// A loopback TCP address (`127.0.0.1:7979`, `[::1]:7979`).
-    Tcp(SocketAddr),
-    /// A unix socket path (replaced if it exists).
-    Unix(PathBuf),
+    /// A loopback TCP address (`127.0.0.1:7979`, `[::1]:7979`); every
+    /// request must carry `token`.
+    Tcp {
+        /// The address.
+        addr: SocketAddr,
+        /// The bearer token.
+        token: Token,
+    },
+    /// A unix socket path; callers are sorted by `policy`.
+    Unix {
+        /// The socket.
+        path: PathBuf,
+        /// The socket's group (its mode is 0660), else corrald's own.
+        group: Option<NamedGroup>,
+        /// Who may call.
+        policy: AccessPolicy,
+    },
 }
 
 /// The default unix socket.
@@ -29,6 +57,9 @@ pub const SOCKET_MODE: u32 = 0o660;
 
 /// The mode of a socket directory corrald creates.
 pub const DIR_MODE: u32 = 0o750;
+
+/// How long requests in flight get to finish after SIGTERM.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Create the socket's missing parent directories with [`DIR_MODE`];
 /// directories that already exist are left as they are.
@@ -59,41 +90,194 @@ pub fn prepare_socket_dir(socket: &Path) -> anyhow::Result<()> {
 pub fn check_loopback(addr: SocketAddr) -> anyhow::Result<()> {
     if !addr.ip().is_loopback() {
         bail!(
-            "{addr} is not a loopback address; corrald has no authentication, so it listens only on loopback or a unix socket (--socket PATH)"
+            "{addr} is not a loopback address; corrald speaks plain HTTP, so its token would cross the network in clear: listen on loopback (and tunnel) or on the unix socket (--socket PATH)"
         );
     }
     Ok(())
 }
 
-/// Serve until the process is stopped. `ready` is called with the bound
-/// address (useful with port 0).
+/// The lock file held while a server owns `socket`.
+pub fn lock_path(socket: &Path) -> PathBuf {
+    let mut name = socket.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// A claimed socket path: the lock is held and nothing answers there.
+#[derive(Debug)]
+pub struct Claim {
+    _lock: File,
+    path: PathBuf,
+}
+
+/// Claim `socket`: take its lock file (another corrald holding it is
+/// "address in use"), then refuse a socket something answers on and remove
+/// a stale one. A path that is not a socket is never removed.
+pub fn claim_socket(socket: &Path) -> anyhow::Result<Claim> {
+    let lock = lock_path(socket);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&lock)
+        .with_context(|| format!("cannot open the lock file {}", lock.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => bail!(
+            "address in use: another corrald holds {} (it serves {}); stop it first, or give this one another --socket",
+            lock.display(),
+            socket.display()
+        ),
+        Err(TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("cannot lock {}", lock.display()));
+        }
+    }
+    match std::fs::symlink_metadata(socket) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot inspect {}", socket.display())),
+        Ok(meta) if !meta.file_type().is_socket() => bail!(
+            "{} exists and is not a socket; corrald will not replace it: move it away or choose another --socket",
+            socket.display()
+        ),
+        Ok(_) => match std::os::unix::net::UnixStream::connect(socket) {
+            Ok(_) => bail!(
+                "address in use: a server answers on {}; stop it first, or give this one another --socket",
+                socket.display()
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                tracing::info!(socket = %socket.display(), "replacing a stale socket nothing answers on");
+                std::fs::remove_file(socket).with_context(|| {
+                    format!("cannot remove the stale socket {}", socket.display())
+                })?;
+            }
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("cannot tell whether {} is live", socket.display()));
+            }
+        },
+    }
+    Ok(Claim {
+        _lock: file,
+        path: socket.to_owned(),
+    })
+}
+
+/// The socket this server bound, removed when dropped if it is still the
+/// same file (another server may have replaced it since).
+#[derive(Debug)]
+struct BoundSocket {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl Drop for BoundSocket {
+    fn drop(&mut self) {
+        let ours = std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino);
+        if ours && let Err(e) = std::fs::remove_file(&self.path) {
+            tracing::warn!(socket = %self.path.display(), error = %e, "cannot remove the socket");
+        }
+    }
+}
+
+/// SIGTERM or SIGINT.
+pub async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers the default action (exit) still applies.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+/// Serve until `stop` completes, then give requests in flight
+/// [`SHUTDOWN_GRACE`] to finish. `ready` is called with the bound address
+/// (useful with port 0).
 pub async fn serve(
     state: AppState,
     listen: Listen,
     ready: impl FnOnce(String),
+    stop: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let app = router(state);
+    let max_body = state.limits().max_body;
+    let app = |identify| -> Router {
+        let guard = Arc::new(Guard { identify, max_body });
+        router(state.clone()).layer(axum::middleware::from_fn_with_state(guard, guard::check))
+    };
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let drained = async move {
+        let mut rx = rx;
+        let _ = rx.wait_for(|stopping| *stopping).await;
+    };
+    let stopping = async move {
+        stop.await;
+        tracing::info!("stopping: no new connections; requests in flight get {SHUTDOWN_GRACE:?}");
+        let _ = tx.send(true);
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
     match listen {
-        Listen::Tcp(addr) => {
+        Listen::Tcp { addr, token } => {
             check_loopback(addr)?;
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
-            ready(listener.local_addr()?.to_string());
-            axum::serve(listener, app).await.context("serving HTTP")
-        }
-        Listen::Unix(path) => {
-            prepare_socket_dir(&path)?;
-            if path.exists() {
-                std::fs::remove_file(&path)
-                    .with_context(|| format!("cannot replace the old socket {}", path.display()))?;
+            let addr = listener.local_addr()?;
+            ready(addr.to_string());
+            let server = axum::serve(
+                listener,
+                app(Identify::Tcp { token, addr }).into_make_service_with_connect_info::<Peer>(),
+            )
+            .with_graceful_shutdown(drained);
+            tokio::select! {
+                r = server => r.context("serving HTTP"),
+                () = stopping => Ok(()),
             }
+        }
+        Listen::Unix {
+            path,
+            group,
+            policy,
+        } => {
+            prepare_socket_dir(&path)?;
+            let claim = claim_socket(&path)?;
             let listener = tokio::net::UnixListener::bind(&path)
                 .with_context(|| format!("cannot listen on {}", path.display()))?;
+            let meta = std::fs::symlink_metadata(&path)
+                .with_context(|| format!("cannot inspect {}", path.display()))?;
+            let bound = BoundSocket {
+                path: claim.path.clone(),
+                dev: meta.dev(),
+                ino: meta.ino(),
+            };
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(SOCKET_MODE))
                 .with_context(|| format!("cannot set the mode of {}", path.display()))?;
+            if let Some(g) = &group {
+                std::os::unix::fs::lchown(&path, None, Some(g.gid)).with_context(|| {
+                    format!("cannot give {} to group `{}`", path.display(), g.name)
+                })?;
+            }
             ready(path.display().to_string());
-            axum::serve(listener, app).await.context("serving HTTP")
+            let server = axum::serve(
+                listener,
+                app(Identify::Unix(policy)).into_make_service_with_connect_info::<Peer>(),
+            )
+            .with_graceful_shutdown(drained);
+            let result = tokio::select! {
+                r = server => r.context("serving HTTP"),
+                () = stopping => Ok(()),
+            };
+            drop(bound);
+            drop(claim);
+            result
         }
     }
 }
@@ -107,7 +291,7 @@ mod tests {
         assert!(check_loopback("127.0.0.1:1".parse().unwrap()).is_ok());
         assert!(check_loopback("[::1]:1".parse().unwrap()).is_ok());
         let e = check_loopback("0.0.0.0:7979".parse().unwrap()).unwrap_err();
-        assert!(e.to_string().contains("no authentication"), "{e}");
+        assert!(e.to_string().contains("in clear"), "{e}");
     }
 
     #[test]
@@ -126,5 +310,31 @@ mod tests {
         );
         prepare_socket_dir(&sock).unwrap();
         prepare_socket_dir(Path::new("relative.sock")).unwrap();
+    }
+
+    #[test]
+    fn a_claim_refuses_a_live_socket_and_a_held_lock_and_replaces_a_stale_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sock = tmp.path().join("s.sock");
+        // Live: a listener answers.
+        let live = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let e = claim_socket(&sock).unwrap_err();
+        assert!(e.to_string().starts_with("address in use"), "{e}");
+        // Stale: the file stays, nothing listens.
+        drop(live);
+        assert!(sock.exists());
+        let claim = claim_socket(&sock).unwrap();
+        assert!(!sock.exists());
+        // Held: a second claim while the first lives.
+        let e = claim_socket(&sock).unwrap_err();
+        assert!(e.to_string().contains("another corrald holds"), "{e}");
+        drop(claim);
+        claim_socket(&sock).unwrap();
+        // Not a socket: never removed.
+        let file = tmp.path().join("plain");
+        std::fs::write(&file, "x").unwrap();
+        let e = claim_socket(&file).unwrap_err();
+        assert!(e.to_string().contains("is not a socket"), "{e}");
+        assert!(file.exists());
     }
 }

@@ -1,18 +1,74 @@
 //! What every handler shares: the service's settings (configuration,
 //! target namespace, state directory — by the same rules as the CLI), the
-//! sandbox lifecycle with the per-sandbox canary as its hand-out hook, and
+//! sandbox lifecycle with the per-sandbox canary as its hand-out hook,
 //! the durable store (events, the verification gate) that `corral` opens
-//! too.
+//! too, and the bounds on work (the operation limiter, per-sandbox locks,
+//! exec and body limits).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
+use axum::http::StatusCode;
 use corral_egress::host::StateStore;
+use corral_service::callers::Owners;
 use corral_service::host::{self, Planned};
+use corral_service::limits::{NameLocks, OpLimiter, Saturated, Turn};
 use corral_service::verify::watchdog::Watchdog;
 use corral_service::{
     Backend, HostService, SandboxService, Settings, Store, Target, Verifier, WallClock,
 };
+use tokio::sync::OwnedMutexGuard;
+
+use crate::error::ApiError;
+
+fn limiter(limits: &Limits, running: usize) -> OpLimiter {
+    OpLimiter::new(running, limits.queue, limits.queue_wait)
+}
+
+/// Saturation is the caller's cue to come back: 429 with `Retry-After`
+/// (not a 5xx, so a client that honours it never sees a server error).
+fn busy(s: Saturated) -> ApiError {
+    let secs = s.retry_after.as_secs().max(1);
+    ApiError::new(StatusCode::TOO_MANY_REQUESTS, "busy", s).retry_after(secs)
+}
+
+/// The bounds corrald puts on the work callers ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest request body, in bytes.
+    pub max_body: usize,
+    /// An exec that names no timeout is killed (its whole process tree)
+    /// after this long.
+    pub exec_timeout: Duration,
+    /// The longest timeout an exec may ask for.
+    pub exec_timeout_max: Duration,
+    /// Provider operations running at once.
+    pub operations: usize,
+    /// Requests waiting for a turn beyond those; more are told to retry.
+    pub queue: usize,
+    /// How long a request waits for a turn.
+    pub queue_wait: Duration,
+    /// Streamed execs (WebSocket) open at once.
+    pub streams: usize,
+}
+
+/// Default [`Limits::max_body`]: 1 MiB.
+pub const DEFAULT_MAX_BODY: usize = 1 << 20;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body: DEFAULT_MAX_BODY,
+            exec_timeout: Duration::from_secs(600),
+            exec_timeout_max: Duration::from_secs(24 * 3600),
+            operations: 8,
+            queue: 256,
+            queue_wait: Duration::from_secs(60),
+            streams: 32,
+        }
+    }
+}
 
 /// Shared state of the server.
 #[derive(Debug, Clone)]
@@ -20,21 +76,32 @@ pub struct AppState {
     settings: Arc<Settings>,
     sandboxes: SandboxService,
     verifier: Verifier,
+    limits: Limits,
+    operations: Arc<OpLimiter>,
+    streams: Arc<OpLimiter>,
+    names: Arc<NameLocks>,
+    owners: Option<Arc<dyn Owners>>,
 }
 
 impl AppState {
     /// The state of a server with `settings`, driving sandboxes through
-    /// `backend`, recording into `store`.
+    /// `backend`, recording into `store`, under the default [`Limits`].
     pub fn new(settings: Settings, backend: Backend, store: Store) -> Self {
         let settings = Arc::new(settings);
         let backend = Arc::new(backend);
         let verifier = Verifier::new(Arc::clone(&settings), Arc::new(store), Arc::new(WallClock))
             .with_backend(Arc::clone(&backend));
+        let limits = Limits::default();
         Self {
             sandboxes: SandboxService::new(Arc::clone(&settings), backend)
                 .with_hooks(Arc::new(verifier.clone())),
             settings,
             verifier,
+            operations: Arc::new(limiter(&limits, limits.operations)),
+            streams: Arc::new(OpLimiter::new(limits.streams, 0, Duration::ZERO)),
+            limits,
+            names: Arc::new(NameLocks::default()),
+            owners: None,
         }
     }
 
@@ -42,6 +109,46 @@ impl AppState {
     /// `interval`.
     pub fn watchdog(&self, interval: std::time::Duration) -> Watchdog {
         Watchdog::new(self.verifier.clone(), self.sandboxes.clone(), interval)
+    }
+
+    /// The same state recording sandbox owners in `owners`.
+    pub fn with_owners(mut self, owners: Arc<dyn Owners>) -> Self {
+        self.owners = Some(owners);
+        self
+    }
+
+    /// Where sandbox owners are recorded, if anywhere.
+    pub fn owners(&self) -> Option<&dyn Owners> {
+        self.owners.as_deref()
+    }
+
+    /// The same state under `limits`.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.operations = Arc::new(limiter(&limits, limits.operations));
+        self.streams = Arc::new(OpLimiter::new(limits.streams, 0, Duration::ZERO));
+        self.limits = limits;
+        self
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// A turn for one provider operation (429 `busy` when saturated).
+    pub async fn turn(&self) -> Result<Turn, ApiError> {
+        self.operations.turn().await.map_err(busy)
+    }
+
+    /// A turn for one streamed exec (429 `busy` when as many are open as
+    /// the limit allows; they are long, so they do not queue).
+    pub async fn stream_turn(&self) -> Result<Turn, ApiError> {
+        self.streams.turn().await.map_err(busy)
+    }
+
+    /// Wait until no other request works on sandbox `name`.
+    pub async fn lock_name(&self, name: &str) -> OwnedMutexGuard<()> {
+        self.names.lock(name).await
     }
 
     /// The settings.

@@ -124,7 +124,9 @@ fn the_store_is_opened_and_the_gate_and_events_served() {
     // A legacy record that does not parse stops the server, naming it.
     std::fs::write(&legacy, "{not json").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_corrald"))
-        .args(["--listen", "127.0.0.1:0", "--state-dir"])
+        .arg("--socket")
+        .arg(dir.join("corrald.sock"))
+        .arg("--state-dir")
         .arg(&dir)
         .output()
         .unwrap();
@@ -143,7 +145,9 @@ fn providers_the_matrix_refuses_are_usage_errors() {
         ("beos", "unknown sandbox kind"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_corrald"))
-            .args(["--listen", "127.0.0.1:0", "--provider", kind, "--state-dir"])
+            .arg("--socket")
+            .arg(state.path().join("corrald.sock"))
+            .args(["--provider", kind, "--state-dir"])
             .arg(state.path())
             .output()
             .unwrap();
@@ -173,13 +177,16 @@ fn unix_socket_and_refusals() {
     assert_eq!(s, 200);
     assert_eq!(health["status"], "ok");
 
+    let (_tokens, token) = common::token_file();
     let out = Command::new(env!("CARGO_BIN_EXE_corrald"))
         .args(["--listen", "0.0.0.0:0", "--state-dir"])
         .arg(dir.path())
+        .arg("--token-file")
+        .arg(&token)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no authentication"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in clear"));
     assert!(
         !dir.path().join("verification.json").exists(),
         "a refused start must write nothing"
@@ -283,4 +290,69 @@ fn host_routes_read_a_namespace_the_test_applied() {
     );
     drop(server);
     drop(holder);
+}
+
+#[test]
+fn unresolvable_names_are_422_naming_each_and_client_errors_log_one_plain_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("corral.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[profile]]
+name = "a"
+bridge = "corral-t422a"
+subnet = "10.81.0.0/24"
+mode = "allowlist"
+allow = ["first.corral-test.invalid", "second.corral-test.invalid:443"]
+
+[[profile]]
+name = "b"
+bridge = "corral-t422b"
+subnet = "10.82.0.0/24"
+mode = "allowlist"
+allow = ["third.corral-test.invalid"]
+"#,
+    )
+    .unwrap();
+    let log = dir.path().join("corrald.log");
+    let state = tempfile::tempdir().unwrap();
+    let server = Server::start_with(
+        &[
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--config".into(),
+            config.display().to_string(),
+            "--state-dir".into(),
+            state.path().display().to_string(),
+        ],
+        &[("RUST_BACKTRACE", "1"), ("RUST_LOG", "info")],
+        Some(log.clone()),
+    );
+    let (s, body) = get(&server, "/v1/host/plan");
+    assert_error(s, &body, 422, "unresolved_names");
+    let msg = body["error"]["message"].as_str().unwrap();
+    for name in [
+        "first.corral-test.invalid",
+        "second.corral-test.invalid",
+        "third.corral-test.invalid",
+    ] {
+        assert!(msg.contains(name), "{name}: {msg}");
+    }
+    assert!(msg.starts_with("3 allowlisted host name(s)"), "{msg}");
+
+    let (s, body) = get(&server, "/v1/nope");
+    assert_error(s, &body, 404, "no_route");
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("request refused"), "{text}");
+    assert!(text.contains("INFO"), "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "ANSI colour in a log file: {text}"
+    );
+    assert!(
+        !text.to_lowercase().contains("backtrace"),
+        "a client error logged a backtrace: {text}"
+    );
 }

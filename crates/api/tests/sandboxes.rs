@@ -281,3 +281,155 @@ fn a_missing_daemon_is_502_and_other_routes_still_answer() {
     let (s, _) = srv.get("/v1/health");
     assert_eq!(s, 200);
 }
+
+/// corrald's peak resident memory (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn work_is_bounded_and_errors_say_what_happened() {
+    let Some(socket) = incus_socket("work_is_bounded_and_errors_say_what_happened") else {
+        return;
+    };
+    let name = unique("bound");
+    let _guard = Cleanup {
+        client: raw_client(&socket),
+        names: vec![name.clone()],
+    };
+    // A short default exec timeout, so the kill of a whole process tree
+    // can be seen.
+    let srv = Server::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--incus-socket",
+        &socket,
+        "--exec-timeout",
+        "3",
+    ]);
+    let at = format!("/v1/sandboxes/{name}");
+
+    // More CPUs than the host has: refused before anything is made.
+    let (s, body) = srv.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"name": name, "image": TEST_IMAGE_ALIAS, "resources": {"cpus": 100_000}})),
+    );
+    assert_error(s, &body, 400, "invalid_spec");
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("resources.cpus") && msg.contains("this host has"),
+        "{msg}"
+    );
+
+    let (s, info) = srv.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"name": name, "image": TEST_IMAGE_ALIAS})),
+    );
+    assert_eq!(s, 201, "{info}");
+    let (s, info) = srv.call("POST", &format!("{at}/start"), None);
+    assert_eq!(s, 200, "{info}");
+
+    // 20 MB of output: the answer holds the first 1 MiB of it and says so,
+    // and corrald never holds the whole of it.
+    let (s, out) = srv.call(
+        "POST",
+        &format!("{at}/exec"),
+        Some(&json!({"argv": ["head", "-c", "20000000", "/dev/zero"]})),
+    );
+    assert_eq!(
+        s,
+        200,
+        "{}",
+        &out.to_string()[..200.min(out.to_string().len())]
+    );
+    assert_eq!(out["truncated"], true);
+    assert_eq!(out["exit_code"], 0);
+    let b64 = out["stdout_base64"].as_str().unwrap();
+    assert_eq!(b64.len(), (1usize << 20).div_ceil(3) * 4, "the stdout cap");
+    let rss = peak_rss_kib(srv.pid());
+    assert!(rss < 64 * 1024, "corrald's peak RSS was {rss} KiB");
+
+    // A command that does not exist is the caller's mistake.
+    let (s, body) = srv.call(
+        "POST",
+        &format!("{at}/exec"),
+        Some(&json!({"argv": ["/no/such/program"]})),
+    );
+    assert_error(s, &body, 400, "invalid_spec");
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("command not found") && msg.contains("/no/such/program"),
+        "{msg}"
+    );
+
+    // No timeout given: the default one kills the command and its children.
+    let (s, body) = srv.call(
+        "POST",
+        &format!("{at}/exec"),
+        Some(&json!({"argv": ["sh", "-c", "sleep 301 & sleep 302; wait"]})),
+    );
+    assert_error(s, &body, 504, "timeout");
+    let (s, out) = srv.call(
+        "POST",
+        &format!("{at}/exec"),
+        Some(&json!({"argv": ["sh", "-c", "ps -o args | grep -c '^sleep 30[12]' || true"]})),
+    );
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(out["stdout"], "0\n", "the timed-out tree survived: {out}");
+
+    // An exec may not ask for more than the maximum.
+    let (s, body) = srv.call(
+        "POST",
+        &format!("{at}/exec"),
+        Some(&json!({"argv": ["true"], "timeout_secs": 10_000_000})),
+    );
+    assert_error(s, &body, 400, "invalid_spec");
+
+    // A clean stop that cannot finish in 2 s reports how long it took,
+    // never more than the caller waited.
+    let asked = std::time::Instant::now();
+    let (s, body) = srv.call(
+        "POST",
+        &format!("{at}/stop"),
+        Some(&json!({"timeout_secs": 2})),
+    );
+    let waited = asked.elapsed();
+    if s == 504 {
+        assert_error(s, &body, 504, "timeout");
+        let msg = body["error"]["message"].as_str().unwrap();
+        let reported: f64 = msg
+            .rsplit("after ")
+            .next()
+            .and_then(|t| t.strip_suffix('s'))
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("no elapsed time in {msg}"));
+        assert!(
+            reported <= waited.as_secs_f64(),
+            "{msg} but the client waited {waited:?}"
+        );
+        assert!(reported >= 2.0, "{msg}");
+        assert!(msg.contains("force"), "{msg}");
+    } else {
+        // The image's init did shut down in time: nothing to report.
+        assert_eq!(s, 200, "{body}");
+    }
+
+    // Ten deletes at once: one deletes, the others find nothing.
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..10)
+            .map(|_| scope.spawn(|| srv.call("DELETE", &at, None).0))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let deleted = statuses.iter().filter(|s| **s == 204).count();
+    let missing = statuses.iter().filter(|s| **s == 404).count();
+    assert_eq!((deleted, missing), (1, 9), "{statuses:?}");
+}

@@ -97,6 +97,20 @@ pub enum CallerError {
     /// The grants could not be read.
     #[error("cannot read the sandbox grants: {0}")]
     Grants(String),
+    /// The owner records could not be read or written.
+    #[error("cannot read or record sandbox owners: {0}")]
+    Owners(String),
+}
+
+/// Who owns which sandbox: recorded at create, read before a restricted
+/// caller may see or act on a sandbox.
+#[async_trait::async_trait]
+pub trait Owners: Send + Sync + fmt::Debug {
+    /// The uid recorded as `sandbox`'s owner (`None`: no record).
+    async fn owner(&self, sandbox: &str) -> Result<Option<u32>, CallerError>;
+
+    /// Record `uid` as the owner of the just-created `sandbox`.
+    async fn set_owner(&self, sandbox: &str, uid: u32) -> Result<(), CallerError>;
 }
 
 /// Who holds sandbox rights (the restricted tier).

@@ -88,6 +88,16 @@ impl Backend {
         })
     }
 
+    /// Keep at most `bytes` of each output stream of a buffered exec (the
+    /// answer says when a stream was cut). A provider the embedder built
+    /// keeps its own bound.
+    pub fn with_max_exec_output(mut self, bytes: u64) -> Self {
+        if let Source::Incus { config, .. } = &mut self.source {
+            config.max_exec_output = bytes;
+        }
+        self
+    }
+
     /// What the matrix said about the selected kind.
     pub fn selection(&self) -> &Selection {
         &self.selection

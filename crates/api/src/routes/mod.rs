@@ -13,28 +13,41 @@ mod verification;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request};
 use axum::handler::Handler;
 use axum::http::{Method, StatusCode, Uri};
 use axum::routing::{MethodFilter, MethodRouter, on};
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
+use crate::guard;
 use crate::state::AppState;
 
 pub use sandboxes::{CreateRequest, ExecAnswer, ExecBody, StopBody, new_sandbox};
 
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Admins and restricted callers (sandbox routes check ownership).
+    Callers,
+    /// Admins only.
+    Admin,
+}
+
 /// One route: its method, its path (in OpenAPI's `{param}` syntax, which is
-/// also axum's) and its handler.
+/// also axum's), who may call it, and its handler.
 #[derive(Debug)]
 pub struct Route {
     /// The HTTP method.
     pub method: Method,
     /// The path.
     pub path: &'static str,
+    /// Who may call it.
+    pub access: Access,
     handler: MethodRouter<AppState>,
 }
 
-fn route<H, T>(method: Method, path: &'static str, handler: H) -> Route
+fn route<H, T>(method: Method, path: &'static str, access: Access, handler: H) -> Route
 where
     H: Handler<T, AppState>,
     T: 'static,
@@ -42,42 +55,73 @@ where
     // Every method used below (GET, POST, DELETE) has a filter; the
     // fallback only guards a future typo in this table.
     let filter = MethodFilter::try_from(method.clone()).unwrap_or(MethodFilter::GET);
+    let handler = on(filter, handler);
+    let handler = match access {
+        Access::Callers => handler,
+        Access::Admin => handler.route_layer(axum::middleware::from_fn(guard::admin_only)),
+    };
     Route {
         method,
         path,
-        handler: on(filter, handler),
+        access,
+        handler,
     }
 }
 
 /// Every route of the API.
 pub fn routes() -> Vec<Route> {
+    use Access::{Admin, Callers};
     vec![
-        route(Method::GET, "/v1/health", health::get),
-        route(Method::GET, "/v1/matrix", matrix::get),
-        route(Method::GET, "/v1/profiles", profiles::get),
-        route(Method::GET, "/v1/host/plan", host::plan),
-        route(Method::GET, "/v1/host/status", host::status),
-        route(Method::GET, "/v1/host/verify", host::verify),
-        route(Method::GET, "/v1/verification", verification::get),
-        route(Method::GET, "/v1/events", events::get),
-        route(Method::GET, "/v1/sandboxes", sandboxes::list),
-        route(Method::POST, "/v1/sandboxes", sandboxes::create),
-        route(Method::GET, "/v1/sandboxes/{name}", sandboxes::get),
-        route(Method::DELETE, "/v1/sandboxes/{name}", sandboxes::delete),
-        route(Method::POST, "/v1/sandboxes/{name}/start", sandboxes::start),
-        route(Method::POST, "/v1/sandboxes/{name}/stop", sandboxes::stop),
-        route(Method::POST, "/v1/sandboxes/{name}/exec", sandboxes::exec),
+        route(Method::GET, "/v1/health", Callers, health::get),
+        route(Method::GET, "/v1/matrix", Callers, matrix::get),
+        route(Method::GET, "/v1/profiles", Callers, profiles::get),
+        route(Method::GET, "/v1/host/plan", Admin, host::plan),
+        route(Method::GET, "/v1/host/status", Admin, host::status),
+        route(Method::GET, "/v1/host/verify", Admin, host::verify),
+        route(Method::GET, "/v1/verification", Admin, verification::get),
+        route(Method::GET, "/v1/events", Admin, events::get),
+        route(Method::GET, "/v1/sandboxes", Callers, sandboxes::list),
+        route(Method::POST, "/v1/sandboxes", Callers, sandboxes::create),
+        route(Method::GET, "/v1/sandboxes/{name}", Callers, sandboxes::get),
+        route(
+            Method::DELETE,
+            "/v1/sandboxes/{name}",
+            Callers,
+            sandboxes::delete,
+        ),
+        route(
+            Method::POST,
+            "/v1/sandboxes/{name}/start",
+            Callers,
+            sandboxes::start,
+        ),
+        route(
+            Method::POST,
+            "/v1/sandboxes/{name}/stop",
+            Callers,
+            sandboxes::stop,
+        ),
+        route(
+            Method::POST,
+            "/v1/sandboxes/{name}/exec",
+            Callers,
+            sandboxes::exec,
+        ),
         route(
             Method::POST,
             "/v1/sandboxes/{name}/verify",
+            Callers,
             sandboxes::verify,
         ),
     ]
 }
 
 /// The router serving [`routes`], with the error shape on unknown paths
-/// and methods too.
+/// and methods and on bodies over the limit too. The guard
+/// ([`crate::guard::check`]) is layered on by [`crate::serve`], which knows
+/// the listener.
 pub fn router(state: AppState) -> Router {
+    let max_body = state.limits().max_body;
     routes()
         .into_iter()
         // Routes sharing a path merge into one method router.
@@ -85,7 +129,39 @@ pub fn router(state: AppState) -> Router {
         // Applies to the routes added above, so it comes after them.
         .method_not_allowed_fallback(wrong_method)
         .fallback(no_route)
+        .layer(DefaultBodyLimit::max(max_body))
         .with_state(state)
+}
+
+/// A request body, read whole up to the body limit; over it, 413 in the
+/// JSON error shape (axum's own rejection is plain text).
+#[derive(Debug)]
+pub struct Body(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Body {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        Bytes::from_request(req, state)
+            .await
+            .map(Body)
+            .map_err(|r| {
+                if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "body_too_large",
+                        anyhow::anyhow!(
+                            "the request body is larger than corrald takes (--max-body)"
+                        ),
+                    )
+                } else {
+                    ApiError::bad_request(anyhow::anyhow!(
+                        "the request body could not be read: {}",
+                        r.body_text()
+                    ))
+                }
+            })
+    }
 }
 
 async fn wrong_method(method: Method, uri: Uri) -> ApiError {

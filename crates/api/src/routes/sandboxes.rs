@@ -5,20 +5,19 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use corral_sandbox_core::sandbox::{
     ExecOutput, ExecRequest, InstanceType, ProviderError, Resources, SandboxInfo, StopOptions,
 };
-use corral_service::{CreateOptions, NewSandbox};
+use corral_service::{Caller, CreateOptions, NewSandbox};
 use serde::{Deserialize, Serialize};
 
-use super::{json, json_or_default};
+use super::{Body, json, json_or_default};
 use crate::encode::base64;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::state::{AppState, Limits};
 
 /// `POST /v1/sandboxes`.
 #[derive(Debug, Clone, Deserialize)]
@@ -60,7 +59,9 @@ pub struct ExecBody {
     /// Working directory inside the sandbox.
     #[serde(default)]
     pub cwd: Option<String>,
-    /// Give up after this many seconds (504 `timeout`).
+    /// Give up after this many seconds (504 `timeout`) and kill the
+    /// command and everything it started; default: corrald's
+    /// `--exec-timeout`, at most its `--exec-timeout-max`.
     #[serde(default)]
     pub timeout_secs: Option<u64>,
 }
@@ -70,6 +71,9 @@ pub struct ExecBody {
 pub struct ExecAnswer {
     /// Exit status (a signal-killed command reports 128 + signal).
     pub exit_code: i32,
+    /// True when a stream was longer than the output cap and holds only
+    /// its first bytes.
+    pub truncated: bool,
     /// Standard output as UTF-8, invalid sequences replaced.
     pub stdout: String,
     /// Standard error as UTF-8, invalid sequences replaced.
@@ -84,6 +88,7 @@ impl From<ExecOutput> for ExecAnswer {
     fn from(out: ExecOutput) -> Self {
         Self {
             exit_code: out.exit_code,
+            truncated: out.truncated,
             stdout: out.stdout_text(),
             stderr: out.stderr_text(),
             stdout_base64: base64(&out.stdout),
@@ -106,31 +111,91 @@ pub fn new_sandbox(req: CreateRequest) -> NewSandbox {
     }
 }
 
-/// Every sandbox corral owns on the backend.
-pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<SandboxInfo>>, ApiError> {
-    Ok(Json(state.sandboxes().list().await?))
+/// May `caller` see and act on sandbox `name`? Admins may; a restricted
+/// caller only when the owner records name it (403 `not_owner` otherwise,
+/// whether or not such a sandbox exists, so names do not leak).
+async fn authorize(state: &AppState, caller: &Caller, name: &str) -> Result<(), ApiError> {
+    if caller.is_admin() {
+        return Ok(());
+    }
+    let owner = match state.owners() {
+        Some(book) => book.owner(name).await.map_err(ApiError::internal)?,
+        None => None,
+    };
+    if caller.may_act_on(owner) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "not_owner",
+            anyhow::anyhow!(
+                "sandbox `{}` is not one of uid {}'s sandboxes; a restricted caller acts on the sandboxes it created only",
+                corral_sandbox_core::text::Shown(name),
+                caller.uid
+            ),
+        ))
+    }
+}
+
+/// Every sandbox corral owns on the backend (a restricted caller: its own).
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<Vec<SandboxInfo>>, ApiError> {
+    let _turn = state.turn().await?;
+    let all = state.sandboxes().list().await?;
+    if caller.is_admin() {
+        return Ok(Json(all));
+    }
+    let mut mine = Vec::new();
+    for info in all {
+        if authorize(&state, &caller, info.name.as_str()).await.is_ok() {
+            mine.push(info);
+        }
+    }
+    Ok(Json(mine))
 }
 
 /// Create (but do not start) a sandbox; 201 with its information. A
-/// profiled sandbox passes the start gate first (409 `not_enforced`).
+/// profiled sandbox passes the start gate first (409 `not_enforced`). The
+/// caller is recorded as its owner.
 pub async fn create(
     State(state): State<AppState>,
-    body: Bytes,
+    Extension(caller): Extension<Caller>,
+    Body(body): Body,
 ) -> Result<(StatusCode, Json<SandboxInfo>), ApiError> {
     let req = new_sandbox(json(&body)?);
+    if !caller.is_admin() && state.owners().is_none() {
+        return Err(ApiError::internal(anyhow::anyhow!(
+            "a restricted caller's sandbox needs an owner record, and this corrald keeps none"
+        )));
+    }
+    let _name = state.lock_name(&req.name).await;
+    let _turn = state.turn().await?;
     let options = CreateOptions {
         start: false,
         ..CreateOptions::default()
     };
     let made = state.sandboxes().create(&req, options).await?;
+    if let Some(book) = state.owners()
+        && let Err(e) = book.set_owner(&req.name, caller.uid).await
+    {
+        // Without the record a restricted caller could not reach what it
+        // made: undo the create rather than leave an orphan.
+        let _ = state.sandboxes().delete(&req.name).await;
+        return Err(ApiError::internal(e));
+    }
     Ok((StatusCode::CREATED, Json(made.info)))
 }
 
 /// One sandbox's information.
 pub async fn get(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> Result<Json<SandboxInfo>, ApiError> {
+    authorize(&state, &caller, &name).await?;
+    let _turn = state.turn().await?;
     Ok(Json(state.sandboxes().info(&name).await?))
 }
 
@@ -139,8 +204,12 @@ pub async fn get(
 /// is ready.
 pub async fn start(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> Result<Json<SandboxInfo>, ApiError> {
+    authorize(&state, &caller, &name).await?;
+    let _name = state.lock_name(&name).await;
+    let _turn = state.turn().await?;
     Ok(Json(
         state.sandboxes().start(&name, READY_TIMEOUT).await?.info,
     ))
@@ -149,24 +218,24 @@ pub async fn start(
 /// Stop a sandbox; answers its information afterwards.
 pub async fn stop(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<Json<SandboxInfo>, ApiError> {
     let req: StopBody = json_or_default(&body)?;
+    authorize(&state, &caller, &name).await?;
     let options = StopOptions {
         force: req.force,
         timeout: req.timeout_secs.map(Duration::from_secs),
     };
+    let _name = state.lock_name(&name).await;
+    let _turn = state.turn().await?;
     Ok(Json(state.sandboxes().stop(&name, options).await?))
 }
 
-/// Run a command inside a sandbox and answer what it produced.
-pub async fn exec(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    body: Bytes,
-) -> Result<Json<ExecAnswer>, ApiError> {
-    let req: ExecBody = json(&body)?;
+/// The service's request for an exec body: argv checked, the timeout
+/// defaulted and bounded by the limits.
+pub fn exec_request(req: ExecBody, limits: &Limits) -> Result<ExecRequest, ApiError> {
     if req.argv.first().is_none_or(String::is_empty) {
         return Err(ProviderError::InvalidSpec {
             field: "argv",
@@ -174,12 +243,48 @@ pub async fn exec(
         }
         .into());
     }
-    let request = ExecRequest {
+    let timeout = match req.timeout_secs {
+        None => limits.exec_timeout,
+        Some(0) => {
+            return Err(ProviderError::InvalidSpec {
+                field: "timeout_secs",
+                reason: "0; give at least 1 second, or leave it out for the default".into(),
+            }
+            .into());
+        }
+        Some(secs) if Duration::from_secs(secs) > limits.exec_timeout_max => {
+            return Err(ProviderError::InvalidSpec {
+                field: "timeout_secs",
+                reason: format!(
+                    "{secs} is longer than corrald allows ({} s, --exec-timeout-max)",
+                    limits.exec_timeout_max.as_secs()
+                ),
+            }
+            .into());
+        }
+        Some(secs) => Duration::from_secs(secs),
+    };
+    Ok(ExecRequest {
         env: req.env,
         cwd: req.cwd,
-        timeout: req.timeout_secs.map(Duration::from_secs),
+        timeout: Some(timeout),
         ..ExecRequest::new(req.argv)
-    };
+    })
+}
+
+/// Run a command inside a sandbox and answer what it produced (each stream
+/// cut at the output cap, with `truncated` set). Without a timeout it gets
+/// the default one; when it runs out, the command and everything it started
+/// are killed.
+pub async fn exec(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+    Body(body): Body,
+) -> Result<Json<ExecAnswer>, ApiError> {
+    let request = exec_request(json(&body)?, state.limits())?;
+    authorize(&state, &caller, &name).await?;
+    let _turn = state.turn().await?;
     Ok(Json(state.sandboxes().exec(&name, &request).await?.into()))
 }
 
@@ -188,8 +293,12 @@ pub async fn exec(
 /// which case the sandbox has been stopped (fail closed).
 pub async fn verify(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> Result<(StatusCode, Json<corral_service::Report>), ApiError> {
+    authorize(&state, &caller, &name).await?;
+    let _name = state.lock_name(&name).await;
+    let _turn = state.turn().await?;
     let report = state
         .verifier()
         .verify_named(state.sandboxes(), &name)
@@ -202,11 +311,16 @@ pub async fn verify(
     Ok((status, Json(report)))
 }
 
-/// Delete a sandbox and its snapshots; 204.
+/// Delete a sandbox and its snapshots; 204. Deletes of one sandbox run one
+/// at a time, so all but the first of several answer 404.
 pub async fn delete(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
+    authorize(&state, &caller, &name).await?;
+    let _name = state.lock_name(&name).await;
+    let _turn = state.turn().await?;
     state.sandboxes().delete(&name).await?;
     Ok(StatusCode::NO_CONTENT)
 }

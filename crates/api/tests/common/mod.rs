@@ -1,13 +1,27 @@
 //! Shared by the corrald suites: the real binary started on a loopback port
-//! (or a socket), and a minimal HTTP/1.0 client so the tests depend on no
-//! HTTP client library.
+//! (with a token) or a socket, and a minimal HTTP/1.0 client so the tests
+//! depend on no HTTP client library.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
+
+/// The token the suites give a TCP corrald.
+pub const TOKEN: &str = "corrald-test-token-0123456789abcdef";
+
+/// A private token file holding [`TOKEN`], in its own directory.
+pub fn token_file() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    (dir, file)
+}
 
 /// A running corrald, killed on drop, with its own state directory.
 pub struct Server {
@@ -16,6 +30,9 @@ pub struct Server {
     pub addr: String,
     /// The state directory (a temporary one unless the caller gave one).
     pub state: Option<tempfile::TempDir>,
+    /// Where stderr goes, when the caller asked to keep it.
+    pub log: Option<PathBuf>,
+    token_dir: Option<tempfile::TempDir>,
 }
 
 impl Server {
@@ -29,14 +46,32 @@ impl Server {
         s
     }
 
-    /// Start corrald with exactly `args`.
+    /// Start corrald with exactly `args` (plus a token file when it
+    /// listens on TCP and none is named).
     pub fn start_exact(args: &[String]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_corrald"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        Self::start_with(args, &[], None)
+    }
+
+    /// Start corrald with `args`, extra environment `env`, and stderr
+    /// appended to `log` (else discarded).
+    pub fn start_with(args: &[String], env: &[(&str, &str)], log: Option<PathBuf>) -> Self {
+        let mut args = args.to_vec();
+        let mut token_dir = None;
+        if args.iter().any(|a| a == "--listen") && !args.iter().any(|a| a == "--token-file") {
+            let (dir, file) = token_file();
+            args.extend(["--token-file".to_owned(), file.display().to_string()]);
+            token_dir = Some(dir);
+        }
+        let stderr = match &log {
+            Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
+            None => Stdio::null(),
+        };
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_corrald"));
+        cmd.args(&args).stdout(Stdio::piped()).stderr(stderr);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
@@ -55,17 +90,43 @@ impl Server {
             child,
             addr,
             state: None,
+            log,
+            token_dir,
         }
     }
 
-    /// One request over TCP.
+    /// One request over TCP, with the token and `Host` set right.
     pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        request(TcpStream::connect(&self.addr).unwrap(), method, path, body)
+        let auth = format!("Bearer {TOKEN}");
+        let (status, _, json) = send(
+            TcpStream::connect(&self.addr).unwrap(),
+            &Req {
+                method,
+                path,
+                host: &self.addr,
+                headers: &[("Authorization", &auth)],
+                body: body.map(Value::to_string).as_deref(),
+                content_type: Some("application/json"),
+            },
+        );
+        (status, json)
     }
 
     /// `GET path`.
     pub fn get(&self, path: &str) -> (u16, Value) {
         self.call("GET", path, None)
+    }
+
+    /// Stop with SIGTERM and wait; the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        self.child.wait().unwrap()
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 
@@ -76,28 +137,51 @@ impl Drop for Server {
     }
 }
 
-/// An HTTP/1.0 request (no chunking, the server closes); returns the status
-/// and the parsed JSON body (`Null` when empty).
-pub fn request(
-    mut stream: impl Read + Write,
-    method: &str,
-    path: &str,
-    body: Option<&Value>,
-) -> (u16, Value) {
-    let body = body.map(Value::to_string).unwrap_or_default();
-    let ctype = if body.is_empty() {
-        ""
-    } else {
-        "Content-Type: application/json\r\n"
-    };
-    write!(
-        stream,
-        "{method} {path} HTTP/1.0\r\nHost: localhost\r\n{ctype}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).unwrap();
+/// A request for [`send`].
+pub struct Req<'a> {
+    /// The method.
+    pub method: &'a str,
+    /// The path.
+    pub path: &'a str,
+    /// The `Host` header.
+    pub host: &'a str,
+    /// More headers.
+    pub headers: &'a [(&'a str, &'a str)],
+    /// The body.
+    pub body: Option<&'a str>,
+    /// The body's type (sent only with a body).
+    pub content_type: Option<&'a str>,
+}
+
+/// An HTTP/1.0 request (no chunking, the server closes); returns the
+/// status, the response head and the parsed JSON body (`Null` when empty).
+pub fn send(mut stream: impl Read + Write, req: &Req<'_>) -> (u16, String, Value) {
+    let body = req.body.unwrap_or_default();
+    let mut head = format!(
+        "{} {} HTTP/1.0\r\nHost: {}\r\n",
+        req.method, req.path, req.host
+    );
+    if req.body.is_some()
+        && let Some(t) = req.content_type
+    {
+        head.push_str(&format!("Content-Type: {t}\r\n"));
+    }
+    for (k, v) in req.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    // A server may answer (413, 415) and close before the body is sent:
+    // a failed write still leaves its answer to read.
+    let _ = stream
+        .write_all(head.as_bytes())
+        .and_then(|()| stream.write_all(body.as_bytes()));
+    let mut raw = Vec::new();
+    if let Err(e) = stream.read_to_end(&mut raw)
+        && raw.is_empty()
+    {
+        panic!("no answer to {} {}: {e}", req.method, req.path);
+    }
+    let raw = String::from_utf8_lossy(&raw);
     let (head, body) = raw
         .split_once("\r\n\r\n")
         .unwrap_or_else(|| panic!("bad answer: {raw}"));
@@ -107,6 +191,28 @@ pub fn request(
     } else {
         serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
     };
+    (status, head.to_owned(), json)
+}
+
+/// A JSON request without credentials (the unix socket's caller is the
+/// process itself); returns the status and the parsed JSON body.
+pub fn request(
+    stream: impl Read + Write,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
+    let (status, _, json) = send(
+        stream,
+        &Req {
+            method,
+            path,
+            host: "localhost",
+            headers: &[],
+            body: body.map(Value::to_string).as_deref(),
+            content_type: Some("application/json"),
+        },
+    );
     (status, json)
 }
 
