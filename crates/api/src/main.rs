@@ -20,9 +20,11 @@ use corral_api::guard::Token;
 use corral_api::serve::{self, DEFAULT_SOCKET};
 use corral_api::state::Limits;
 use corral_api::{AppState, Backend, Listen, Settings};
+use corral_egress::host::StateStore;
 use corral_sandbox_core::SandboxKind;
 use corral_service::callers::{Grants, NamedGroup, NoGrants};
 use corral_service::config::{ConfigSource, load};
+use corral_service::host::{ConfigCheck, compare_with_applied};
 use corral_service::{AccessPolicy, Store};
 use tracing_subscriber::EnvFilter;
 
@@ -74,6 +76,9 @@ struct Args {
     /// How long a request waits for a turn before it is answered 429, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     queue_wait: u64,
+    /// Serve even when the configuration differs from what was applied (health answers 503).
+    #[arg(long)]
+    allow_config_mismatch: bool,
     /// Streamed execs open at once.
     #[arg(long, value_name = "N", default_value_t = 32)]
     max_streams: usize,
@@ -193,6 +198,31 @@ fn main() -> ExitCode {
     };
     // The same state-directory rule as the CLI's, `--netns` included.
     let settings = Settings::new(loaded, args.netns, args.state_dir.as_deref());
+    // Serving a configuration the host does not enforce would report "in
+    // sync" against the applied record while creating sandboxes for
+    // profiles that may not exist: refuse, unless told to go on (and then
+    // say so loudly, and in every health answer).
+    match compare_with_applied(&settings.config, &StateStore::new(&settings.state_dir)) {
+        Ok(check) if check.matches() => tracing::info!("{check}"),
+        Ok(check @ ConfigCheck::NothingApplied { .. }) => {
+            tracing::warn!("{check}; sandboxes on profiles are refused until then")
+        }
+        Ok(check) if args.allow_config_mismatch => {
+            tracing::error!(
+                "{check}; serving anyway (--allow-config-mismatch): the start gate refuses sandboxes on the differing profiles and /v1/health answers 503"
+            )
+        }
+        Ok(check) => {
+            print_error(&anyhow::anyhow!(
+                "{check}, or start corrald with --allow-config-mismatch to serve anyway"
+            ));
+            return ExitCode::from(1);
+        }
+        Err(e) => {
+            print_error(&anyhow::Error::new(e).context("cannot read what was applied"));
+            return ExitCode::from(1);
+        }
+    }
     let store = match Store::open(&settings.state_dir) {
         Ok(s) => s,
         Err(e) => {

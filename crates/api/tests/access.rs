@@ -68,7 +68,7 @@ fn socket_callers_are_sorted_into_tiers() {
         std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777,
         0o660
     );
-    let (s, body) = get_as(&user, &sock, "/v1/health");
+    let (s, body) = get_as(&user, &sock, "/v1/matrix");
     assert_error(s, &body, 403, "forbidden");
     let msg = body["error"]["message"].as_str().unwrap();
     assert!(msg.contains(&format!("uid {}", user.uid)), "{msg}");
@@ -94,7 +94,7 @@ fn socket_callers_are_sorted_into_tiers() {
     ]);
     let (s, body) = get_as(&user, &sock, "/v1/verification");
     assert_eq!(s, 200, "{body}");
-    let (s, body) = get_as(&user, &sock, "/v1/health");
+    let (s, body) = get_as(&user, &sock, "/v1/matrix");
     assert_eq!(s, 200, "{body}");
 }
 
@@ -118,7 +118,7 @@ fn a_second_corrald_on_a_live_socket_is_address_in_use_and_the_socket_goes_with_
     let (s, _) = request(
         UnixStream::connect(&sock).unwrap(),
         "GET",
-        "/v1/health",
+        "/v1/matrix",
         None,
     );
     assert_eq!(s, 200);
@@ -135,7 +135,7 @@ fn a_second_corrald_on_a_live_socket_is_address_in_use_and_the_socket_goes_with_
     let (s, _) = request(
         UnixStream::connect(&sock).unwrap(),
         "GET",
-        "/v1/health",
+        "/v1/matrix",
         None,
     );
     assert_eq!(s, 200);
@@ -173,7 +173,7 @@ fn tcp_needs_the_token_the_right_host_and_json() {
     let call = |req: Req<'_>| send(TcpStream::connect(&srv.addr).unwrap(), &req);
     let base = Req {
         method: "GET",
-        path: "/v1/health",
+        path: "/v1/matrix",
         host: &srv.addr,
         headers: &[],
         body: None,

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use corral_provider_incus::{Endpoint, IncusConfig, IncusProvider};
 use corral_sandbox_core::config::HostConfig;
@@ -101,6 +102,35 @@ impl Backend {
     /// What the matrix said about the selected kind.
     pub fn selection(&self) -> &Selection {
         &self.selection
+    }
+
+    /// Ask the backend whether it answers now (the Incus daemon: `GET
+    /// /1.0`), giving it at most `within`.
+    pub async fn ping(&self, within: Duration) -> Result<(), ProviderError> {
+        let asked = async {
+            match &self.source {
+                Source::Incus { config, provider } => {
+                    let p = provider
+                        .get_or_try_init(|| IncusProvider::connect(config.as_ref().clone()))
+                        .await?;
+                    p.client()
+                        .get::<serde_json::Value>("/1.0")
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.into_provider(SandboxKind::Incus))
+                }
+                // A provider the embedder built answers when it can list.
+                Source::Given(p) => p.list().await.map(|_| ()),
+            }
+        };
+        tokio::time::timeout(within, asked)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ProviderError::Timeout {
+                    operation: "asking the Incus daemon whether it answers".into(),
+                    after: within,
+                })
+            })
     }
 
     /// The provider, connecting (and converging corral's project) on first

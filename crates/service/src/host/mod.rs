@@ -9,6 +9,7 @@
 //! their whole run, so a timed refresh never interleaves with an apply (and
 //! never records a stale plan over it).
 
+mod config_check;
 mod planned;
 mod unresolved;
 
@@ -20,6 +21,7 @@ use corral_egress::host::{
 use corral_egress::nft::RefreshReport;
 use corral_gateway::{GatewayError, GatewayReport, GatewayState};
 
+pub use config_check::{ConfigCheck, compare_with_applied};
 pub use planned::{
     Planned, PlanningError, applied, plan_config, plan_to_check, with_host_networks,
 };
