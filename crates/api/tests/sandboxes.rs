@@ -433,3 +433,94 @@ fn work_is_bounded_and_errors_say_what_happened() {
     let missing = statuses.iter().filter(|s| **s == 404).count();
     assert_eq!((deleted, missing), (1, 9), "{statuses:?}");
 }
+
+/// The next message of a streamed exec, or a failure after a minute (a
+/// stream that stopped being live would otherwise hang the test).
+async fn next_message(
+    ws: &mut tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+) -> tokio_tungstenite::tungstenite::Message {
+    use futures::StreamExt as _;
+    tokio::time::timeout(Duration::from_secs(60), ws.next())
+        .await
+        .expect("no message from the streamed exec within a minute")
+        .expect("the stream ended early")
+        .expect("a WebSocket error")
+}
+
+#[test]
+fn streamed_exec_is_live_both_ways() {
+    use futures::SinkExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+
+    let Some(socket) = incus_socket("streamed_exec_is_live_both_ways") else {
+        return;
+    };
+    let name = unique("stream");
+    let _guard = Cleanup {
+        client: raw_client(&socket),
+        names: vec![name.clone()],
+    };
+    let srv = server(&socket);
+    let at = format!("/v1/sandboxes/{name}");
+    let (s, body) = srv.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"name": name, "image": TEST_IMAGE_ALIAS})),
+    );
+    assert_eq!(s, 201, "{body}");
+    let (s, body) = srv.call("POST", &format!("{at}/start"), None);
+    assert_eq!(s, 200, "{body}");
+
+    // A plain GET is told to speak WebSocket, in the error shape.
+    let (s, body) = srv.get(&format!("{at}/exec/stream"));
+    assert_error(s, &body, 400, "not_websocket");
+
+    let connect = || async {
+        let tcp = tokio::net::TcpStream::connect(&srv.addr).await.unwrap();
+        let mut req = format!("ws://{}{at}/exec/stream", srv.addr)
+            .into_client_request()
+            .unwrap();
+        req.headers_mut().insert(
+            "Authorization",
+            format!("Bearer {}", common::TOKEN).parse().unwrap(),
+        );
+        tokio_tungstenite::client_async(req, tcp).await.unwrap().0
+    };
+    runtime().block_on(async {
+        let mut ws = connect().await;
+        let script = "read a; echo got-$a; read b; echo got-$b >&2; exit 7";
+        ws.send(Message::text(
+            json!({"argv": ["sh", "-c", script]}).to_string(),
+        ))
+        .await
+        .unwrap();
+        ws.send(Message::binary(b"one\n".to_vec())).await.unwrap();
+        // The answer to the first line arrives while the command still
+        // waits for the second: output and input are both live.
+        let first = next_message(&mut ws).await.into_data();
+        assert_eq!(&first[..], b"\x01got-one\n");
+        ws.send(Message::binary(b"two\n".to_vec())).await.unwrap();
+        ws.send(Message::text(r#"{"type":"eof"}"#)).await.unwrap();
+        let mut stderr = Vec::new();
+        let ending = loop {
+            match next_message(&mut ws).await {
+                Message::Binary(b) if b.first() == Some(&2) => stderr.extend_from_slice(&b[1..]),
+                Message::Text(t) => break serde_json::from_str::<Value>(t.as_str()).unwrap(),
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        assert_eq!(stderr, b"got-two\n");
+        assert_eq!(ending, json!({"type": "exit", "exit_code": 7}));
+
+        // A first message that is not an exec body ends with the error shape.
+        let mut ws = connect().await;
+        ws.send(Message::text(r#"{"argv": []}"#)).await.unwrap();
+        let Message::Text(t) = next_message(&mut ws).await else {
+            panic!("expected the ending");
+        };
+        let ending: Value = serde_json::from_str(t.as_str()).unwrap();
+        assert_eq!(ending["type"], "error", "{ending}");
+        assert_eq!(ending["error"]["code"], "invalid_spec", "{ending}");
+    });
+}

@@ -4,6 +4,7 @@
 //! against.
 
 mod events;
+mod exec_stream;
 mod health;
 mod host;
 mod matrix;
@@ -23,6 +24,7 @@ use crate::error::ApiError;
 use crate::guard;
 use crate::state::AppState;
 
+pub use exec_stream::{Ending, STDERR, STDOUT};
 pub use sandboxes::{CreateRequest, ExecAnswer, ExecBody, StopBody, new_sandbox};
 
 /// Who may call a route.
@@ -112,6 +114,12 @@ pub fn routes() -> Vec<Route> {
             "/v1/sandboxes/{name}/verify",
             Callers,
             sandboxes::verify,
+        ),
+        route(
+            Method::GET,
+            "/v1/sandboxes/{name}/exec/stream",
+            Callers,
+            exec_stream::stream,
         ),
     ]
 }

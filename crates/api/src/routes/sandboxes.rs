@@ -114,7 +114,11 @@ pub fn new_sandbox(req: CreateRequest) -> NewSandbox {
 /// May `caller` see and act on sandbox `name`? Admins may; a restricted
 /// caller only when the owner records name it (403 `not_owner` otherwise,
 /// whether or not such a sandbox exists, so names do not leak).
-async fn authorize(state: &AppState, caller: &Caller, name: &str) -> Result<(), ApiError> {
+pub(crate) async fn authorize(
+    state: &AppState,
+    caller: &Caller,
+    name: &str,
+) -> Result<(), ApiError> {
     if caller.is_admin() {
         return Ok(());
     }
