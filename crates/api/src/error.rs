@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use corral_sandbox_core::sandbox::ProviderError;
 use corral_service::{GateError, ServiceError, VerifyError};
 use serde::Serialize;
+use utoipa::ToSchema;
 
 /// A failed request.
 #[derive(Debug)]
@@ -22,25 +23,82 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
 }
 
-/// The JSON body of an error answer.
-#[derive(Debug, Serialize)]
+/// Every code an error may carry (docs/api.md says what each means).
+pub const CODES: &[&str] = &[
+    // The request itself.
+    "bad_request",
+    "no_route",
+    "method_not_allowed",
+    "unsupported_media_type",
+    "body_too_large",
+    "not_websocket",
+    // Who is calling.
+    "unauthorized",
+    "forbidden",
+    "bad_host",
+    "bad_origin",
+    "not_owner",
+    // corrald's own bounds.
+    "busy",
+    // Host routes.
+    "unresolved_names",
+    "permission_denied",
+    "internal",
+    // Sandboxes: the start gate, checks and readiness.
+    "not_enforced",
+    "refused_by_check",
+    "not_ready",
+    // Sandboxes: verification.
+    "not_profiled",
+    "profile_not_configured",
+    "canary_plan",
+    // Sandboxes: the provider.
+    "not_found",
+    "already_exists",
+    "not_owned",
+    "invalid_state",
+    "unsupported",
+    "invalid_spec",
+    "unknown_profile",
+    "mount",
+    "timeout",
+    "backend",
+    "malformed",
+    "io",
+    "topology",
+    "provider",
+];
+
+/// The JSON body of an error answer; every failed request, on every route,
+/// answers this.
+#[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
 }
 
 /// The error inside an [`ErrorBody`].
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// A stable, machine-readable code.
+    #[schema(schema_with = code_schema)]
     pub code: &'static str,
     /// The error and every cause, outermost first, joined by `: `.
     pub message: String,
 }
 
+fn code_schema() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::Type::String)
+        .description(Some("A stable, snake_case code."))
+        .enum_values(Some(CODES.iter().copied()))
+        .build()
+}
+
 impl ApiError {
     /// An error with an explicit status and code.
     pub fn new(status: StatusCode, code: &'static str, error: impl Into<anyhow::Error>) -> Self {
+        debug_assert!(CODES.contains(&code), "error code `{code}` is not in CODES");
         Self {
             status,
             code,

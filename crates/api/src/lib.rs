@@ -2,9 +2,10 @@
 //! handler turns a request into the same library call the CLI makes and
 //! returns the library's answer as JSON. No policy lives here.
 //!
-//! Routes (JSON; `docs/api.md` has an example of each, `docs/openapi.json`
-//! the schema, and a test keeps that file equal to [`routes::routes`]):
-//! - `GET /v1/health` — liveness and version;
+//! Routes (JSON; `docs/api.md` has an example of each; `docs/openapi.json`
+//! is generated from the handlers by [`openapi`], and a test keeps it equal
+//! to what corrald generates and to [`routes::routes`]):
+//! - `GET /v1/health` — each dependency checked now (503 when one fails);
 //! - `GET /v1/matrix` — the host-OS × sandbox-kind matrix;
 //! - `GET /v1/profiles` — the configured profiles;
 //! - `GET /v1/host/plan` — the nft rendering, the plan and its drift;
@@ -18,16 +19,22 @@
 //!   `POST /v1/sandboxes/{name}/{start,stop,exec,verify}` — sandboxes
 //!   through the provider selected at start-up; every profiled sandbox runs
 //!   the canary before a start hands it out, and corrald's watchdog runs it
-//!   again every `reverify_interval_secs`.
+//!   again every `reverify_interval_secs`;
+//! - `GET /v1/sandboxes/{name}/exec/stream` — a command with live streams
+//!   over a WebSocket.
 //!
-//! Every error answers `{"error": {"code", "message"}}` (see [`error`]).
+//! Every request passes [`guard`] first (who is calling, Host, body type
+//! and size); work is bounded by [`state::Limits`]. Every error answers
+//! `{"error": {"code", "message"}}` (see [`error`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod encode;
 pub mod error;
 pub mod guard;
+pub mod openapi;
 pub mod routes;
+pub mod schema;
 pub mod serve;
 pub mod state;
 

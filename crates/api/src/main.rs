@@ -79,6 +79,9 @@ struct Args {
     /// Serve even when the configuration differs from what was applied (health answers 503).
     #[arg(long)]
     allow_config_mismatch: bool,
+    /// Print the OpenAPI document (docs/openapi.json) and exit.
+    #[arg(long)]
+    openapi: bool,
     /// Streamed execs open at once.
     #[arg(long, value_name = "N", default_value_t = 32)]
     max_streams: usize,
@@ -153,6 +156,10 @@ fn listen(args: &Args) -> anyhow::Result<Listen> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.openapi {
+        print!("{}", corral_api::openapi::json());
+        return ExitCode::SUCCESS;
+    }
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // Colour only for a person at a terminal: a journal or a log file gets
     // plain text.

@@ -2,16 +2,19 @@
 //! verification with per-check timings, alerts), oldest first.
 
 use axum::Json;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use corral_service::store::{EventQuery, StoredEvent};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
 /// Query parameters.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct EventsParams {
     /// Only this sandbox's events.
     pub sandbox: Option<String>,
@@ -22,20 +25,38 @@ pub struct EventsParams {
 }
 
 /// The answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct EventsAnswer {
     /// The events, oldest first.
+    #[schema(value_type = Vec<crate::schema::StoredEventDoc>)]
     pub events: Vec<StoredEvent>,
 }
 
 /// Largest `limit` accepted.
 pub const MAX_LIMIT: u32 = 10_000;
 
-/// The events the parameters select.
+/// The events the parameters select, oldest first.
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    tag = "verification",
+    operation_id = "events",
+    params(EventsParams),
+    responses(
+        (status = 200, description = "The events.", body = EventsAnswer),
+        (status = 400, description = "`bad_request`: an unknown parameter, or a limit out of range.", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not an admin.", body = ErrorBody),
+        (status = 500, description = "`internal`: the store could not be read.", body = ErrorBody),
+    )
+)]
 pub async fn get(
     State(state): State<AppState>,
-    Query(p): Query<EventsParams>,
+    query: Result<Query<EventsParams>, QueryRejection>,
 ) -> Result<Json<EventsAnswer>, ApiError> {
+    // axum's own rejection is plain text; every error here is JSON.
+    let Query(p) = query.map_err(|r| {
+        ApiError::bad_request(anyhow::anyhow!("the query is not valid: {}", r.body_text()))
+    })?;
     if p.limit.is_some_and(|l| l == 0 || l > MAX_LIMIT) {
         return Err(ApiError::bad_request(anyhow::anyhow!(
             "limit must be 1 to {MAX_LIMIT}"

@@ -35,6 +35,7 @@ use corral_service::limits::Turn;
 use futures::{SinkExt as _, StreamExt as _};
 use serde::Serialize;
 use tokio::sync::mpsc;
+use utoipa::ToSchema;
 
 use super::sandboxes::{ExecBody, authorize, exec_request};
 use crate::error::{ApiError, ErrorBody};
@@ -49,7 +50,7 @@ pub const STDERR: u8 = 2;
 const QUEUE: usize = 16;
 
 /// The last message of a stream.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Ending {
     /// The command exited.
@@ -61,7 +62,22 @@ pub enum Ending {
     Error(ErrorBody),
 }
 
-/// Upgrade to a WebSocket and run the command the client then names.
+/// Upgrade to a WebSocket and run the command the client then names (the
+/// conversation is in docs/api.md: the exec body first, then standard
+/// input; output tagged 1 or 2; an `Ending` last).
+#[utoipa::path(
+    get,
+    path = "/v1/sandboxes/{name}/exec/stream",
+    tag = "sandboxes",
+    operation_id = "execSandboxStream",
+    params(("name" = String, Path, description = "The sandbox's name.")),
+    responses(
+        (status = 101, description = "Switching to WebSocket. The client's first message is an ExecBody; the server's last an Ending."),
+        (status = 400, description = "`not_websocket`: not a WebSocket upgrade.", body = ErrorBody),
+        (status = 403, description = "`not_owner`: a restricted caller's request for a sandbox it did not create.", body = ErrorBody),
+        (status = 429, description = "`busy`: as many streams are open as `--max-streams` allows.", body = ErrorBody),
+    )
+)]
 pub async fn stream(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,

@@ -12,6 +12,7 @@ use corral_gateway::GatewayStatus;
 use corral_sandbox_core::platform::Selection;
 use corral_service::host::compare_with_applied;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::state::AppState;
 
@@ -19,7 +20,7 @@ use crate::state::AppState;
 const PING_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One check's outcome.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Check {
     /// It holds.
     pub ok: bool,
@@ -44,7 +45,7 @@ impl Check {
 }
 
 /// Every check.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Checks {
     /// The sandbox backend (the Incus daemon) answers.
     pub provider: Check,
@@ -65,9 +66,10 @@ impl Checks {
 }
 
 /// The health answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
     /// `ok` when every check holds, else `degraded`.
+    #[schema(value_type = String, pattern = "^(ok|degraded)$")]
     pub status: &'static str,
     /// corrald's version.
     pub version: &'static str,
@@ -76,6 +78,7 @@ pub struct Health {
     /// The target network namespace, `null` for the host.
     pub netns: Option<String>,
     /// The sandbox provider selected at start-up, as the matrix classed it.
+    #[schema(value_type = crate::schema::SelectionDoc)]
     pub provider: Selection,
     /// Each check.
     pub checks: Checks,
@@ -133,6 +136,16 @@ fn host_checks(state: &AppState) -> (Check, Check, Check) {
 }
 
 /// Every check, now: 200 when all hold, else 503.
+#[utoipa::path(
+    get,
+    path = "/v1/health",
+    tag = "server",
+    operation_id = "health",
+    responses(
+        (status = 200, description = "Every check holds.", body = Health),
+        (status = 503, description = "A check does not hold: the same body, with `status` `degraded` and each check's detail.", body = Health),
+    )
+)]
 pub async fn get(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
     let provider = match state.backend().ping(PING_TIMEOUT).await {
         Ok(()) => Check::holds("the Incus daemon answers"),

@@ -11,41 +11,48 @@ use corral_egress::plan::HostPlan;
 use corral_egress::resolve::{ResolveError, SystemResolver};
 use corral_service::host::{Planned, unresolved_names};
 use serde::Serialize;
+use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
 /// `GET /v1/host/plan`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct PlanAnswer {
     /// The plan in `nft -f` syntax.
     pub nft: String,
     /// The plan as data.
+    #[schema(value_type = Object)]
     pub plan: HostPlan,
     /// The live state equals the plan.
     pub in_sync: bool,
     /// Every difference.
+    #[schema(value_type = Vec<Object>)]
     pub drift: Vec<HostDrift>,
 }
 
 /// `GET /v1/host/verify`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct VerifyAnswer {
     /// `applied` (what was last applied) or `configuration`.
+    #[schema(value_type = String, pattern = "^(applied|configuration)$")]
     pub basis: &'static str,
     /// No drift.
     pub in_sync: bool,
     /// Every difference.
+    #[schema(value_type = Vec<Object>)]
     pub drift: Vec<HostDrift>,
 }
 
 /// `GET /v1/host/status`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct StatusAnswer {
     /// `applied` or `configuration`.
+    #[schema(value_type = String, pattern = "^(applied|configuration)$")]
     pub basis: &'static str,
     /// The facade's status.
     #[serde(flatten)]
+    #[schema(value_type = crate::schema::HostStatusDoc)]
     pub status: Status,
 }
 
@@ -100,7 +107,20 @@ async fn planning_error(state: &AppState, e: anyhow::Error) -> ApiError {
     )
 }
 
-/// The configured plan and how the live state differs from it.
+/// The configured plan (names resolved now), its nft rendering and how the
+/// live state differs from it.
+#[utoipa::path(
+    get,
+    path = "/v1/host/plan",
+    tag = "host",
+    operation_id = "hostPlan",
+    responses(
+        (status = 200, description = "The plan.", body = PlanAnswer),
+        (status = 403, description = "`permission_denied`: the kernel refused for lack of privilege; `forbidden`: not an admin.", body = ErrorBody),
+        (status = 422, description = "`unresolved_names`: allowlisted host names resolve to no address; the message names every one.", body = ErrorBody),
+        (status = 500, description = "`internal`: planning or reading the live state failed.", body = ErrorBody),
+    )
+)]
 pub async fn plan(State(state): State<AppState>) -> Result<Json<PlanAnswer>, ApiError> {
     blocking(&state.clone(), move || {
         let planned = state.configured_plan()?;
@@ -116,6 +136,18 @@ pub async fn plan(State(state): State<AppState>) -> Result<Json<PlanAnswer>, Api
 }
 
 /// Bridges, counters, sets and the drift count.
+#[utoipa::path(
+    get,
+    path = "/v1/host/status",
+    tag = "host",
+    operation_id = "hostStatus",
+    responses(
+        (status = 200, description = "The status.", body = StatusAnswer),
+        (status = 403, description = "`permission_denied`, or `forbidden`: not an admin.", body = ErrorBody),
+        (status = 422, description = "`unresolved_names` (nothing applied, and the configuration's names do not resolve).", body = ErrorBody),
+        (status = 500, description = "`internal`.", body = ErrorBody),
+    )
+)]
 pub async fn status(State(state): State<AppState>) -> Result<Json<StatusAnswer>, ApiError> {
     blocking(&state.clone(), move || {
         let planned = state.plan_to_check()?;
@@ -130,6 +162,19 @@ pub async fn status(State(state): State<AppState>) -> Result<Json<StatusAnswer>,
 
 /// Every difference between the plan and the live state: 200 when there is
 /// none, 409 (same body) when there is drift.
+#[utoipa::path(
+    get,
+    path = "/v1/host/verify",
+    tag = "host",
+    operation_id = "hostVerify",
+    responses(
+        (status = 200, description = "No drift.", body = VerifyAnswer),
+        (status = 409, description = "Drift: the same body, listing every difference.", body = VerifyAnswer),
+        (status = 403, description = "`permission_denied`, or `forbidden`: not an admin.", body = ErrorBody),
+        (status = 422, description = "`unresolved_names`.", body = ErrorBody),
+        (status = 500, description = "`internal`.", body = ErrorBody),
+    )
+)]
 pub async fn verify(
     State(state): State<AppState>,
 ) -> Result<(StatusCode, Json<VerifyAnswer>), ApiError> {

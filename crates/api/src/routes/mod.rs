@@ -3,14 +3,14 @@
 //! one source of the router and of the list `docs/openapi.json` is checked
 //! against.
 
-mod events;
-mod exec_stream;
-mod health;
-mod host;
-mod matrix;
-mod profiles;
-mod sandboxes;
-mod verification;
+pub(crate) mod events;
+pub(crate) mod exec_stream;
+pub(crate) mod health;
+pub(crate) mod host;
+pub(crate) mod matrix;
+pub(crate) mod profiles;
+pub(crate) mod sandboxes;
+pub(crate) mod verification;
 
 use axum::Router;
 use axum::body::Bytes;

@@ -13,14 +13,15 @@ use corral_sandbox_core::sandbox::{
 };
 use corral_service::{Caller, CreateOptions, NewSandbox};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::{Body, json, json_or_default};
 use crate::encode::base64;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::state::{AppState, Limits};
 
 /// `POST /v1/sandboxes`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRequest {
     /// The sandbox's name.
@@ -32,11 +33,12 @@ pub struct CreateRequest {
     pub profile: Option<String>,
     /// Resource limits.
     #[serde(default)]
+    #[schema(value_type = crate::schema::ResourcesDoc)]
     pub resources: Resources,
 }
 
 /// `POST /v1/sandboxes/{name}/stop` (the body may be empty).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StopBody {
     /// Kill instead of a clean shutdown.
@@ -47,8 +49,8 @@ pub struct StopBody {
     pub timeout_secs: Option<u64>,
 }
 
-/// `POST /v1/sandboxes/{name}/exec`.
-#[derive(Debug, Clone, Deserialize)]
+/// `POST /v1/sandboxes/{name}/exec`, and the first message of a streamed exec.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecBody {
     /// Program and arguments, passed as a vector (never through a shell).
@@ -67,7 +69,7 @@ pub struct ExecBody {
 }
 
 /// What a finished command produced: text for reading, base64 for bytes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ExecAnswer {
     /// Exit status (a signal-killed command reports 128 + signal).
     pub exit_code: i32,
@@ -142,6 +144,17 @@ pub(crate) async fn authorize(
 }
 
 /// Every sandbox corral owns on the backend (a restricted caller: its own).
+#[utoipa::path(
+    get,
+    path = "/v1/sandboxes",
+    tag = "sandboxes",
+    operation_id = "listSandboxes",
+    responses(
+        (status = 200, description = "The sandboxes.", body = Vec<crate::schema::SandboxInfoDoc>),
+        (status = 429, description = "`busy`: retry after `Retry-After` seconds.", body = ErrorBody),
+        (status = 502, description = "`backend`, `malformed` or `io`: the backend refused, answered nonsense, or could not be reached.", body = ErrorBody),
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -163,6 +176,21 @@ pub async fn list(
 /// Create (but do not start) a sandbox; 201 with its information. A
 /// profiled sandbox passes the start gate first (409 `not_enforced`). The
 /// caller is recorded as its owner.
+#[utoipa::path(
+    post,
+    path = "/v1/sandboxes",
+    tag = "sandboxes",
+    operation_id = "createSandbox",
+    request_body = CreateRequest,
+    responses(
+        (status = 201, description = "Created (stopped).", body = crate::schema::SandboxInfoDoc),
+        (status = 400, description = "`bad_request` (body), `invalid_spec` (name, image, resources beyond this host) or `unknown_profile` (the message lists the configured profiles).", body = ErrorBody),
+        (status = 404, description = "`not_found`: e.g. the image does not exist.", body = ErrorBody),
+        (status = 409, description = "`already_exists`; `not_enforced`: the profile's enforcement is incomplete (the message names what is missing; `corral host apply` restores it).", body = ErrorBody),
+        (status = 429, description = "`busy`: retry after `Retry-After` seconds.", body = ErrorBody),
+        (status = 502, description = "`backend`, `malformed` or `io`.", body = ErrorBody),
+    )
+)]
 pub async fn create(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -193,6 +221,21 @@ pub async fn create(
 }
 
 /// One sandbox's information.
+#[utoipa::path(
+    get,
+    path = "/v1/sandboxes/{name}",
+    tag = "sandboxes",
+    operation_id = "getSandbox",
+    params(("name" = String, Path, description = "The sandbox's name.")),
+    responses(
+        (status = 200, description = "The sandbox.", body = crate::schema::SandboxInfoDoc),
+        (status = 400, description = "`invalid_spec`: not a valid name.", body = ErrorBody),
+        (status = 403, description = "`not_owned`: the instance carries no corral stamp; `not_owner`: a restricted caller's request for a sandbox it did not create.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such sandbox.", body = ErrorBody),
+        (status = 429, description = "`busy`: too many provider operations in flight; retry after `Retry-After` seconds.", body = ErrorBody),
+        (status = 502, description = "`backend`, `malformed` or `io`: the backend refused, answered nonsense, or could not be reached.", body = ErrorBody),
+    )
+)]
 pub async fn get(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -206,6 +249,23 @@ pub async fn get(
 /// Start a sandbox through the start gate (409 `not_enforced` when its
 /// profile's enforcement is incomplete); answers its information once it
 /// is ready.
+#[utoipa::path(
+    post,
+    path = "/v1/sandboxes/{name}/start",
+    tag = "sandboxes",
+    operation_id = "startSandbox",
+    params(("name" = String, Path, description = "The sandbox's name.")),
+    responses(
+        (status = 200, description = "Started and ready.", body = crate::schema::SandboxInfoDoc),
+        (status = 409, description = "`not_enforced`: the enforcement of the sandbox's profile is incomplete (the message names what is missing; `corral host apply` restores it); `invalid_state`; `refused_by_check`.", body = ErrorBody),
+        (status = 500, description = "`topology`: its devices differ from what corral built.", body = ErrorBody),
+        (status = 504, description = "`not_ready`: started, but no DHCP lease from the profile's gateway or no exec answer in time.", body = ErrorBody),
+        (status = 403, description = "`not_owned`: the instance carries no corral stamp; `not_owner`: a restricted caller's request for a sandbox it did not create.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such sandbox.", body = ErrorBody),
+        (status = 429, description = "`busy`: too many provider operations in flight; retry after `Retry-After` seconds.", body = ErrorBody),
+        (status = 502, description = "`backend`, `malformed` or `io`: the backend refused, answered nonsense, or could not be reached.", body = ErrorBody),
+    )
+)]
 pub async fn start(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -220,6 +280,24 @@ pub async fn start(
 }
 
 /// Stop a sandbox; answers its information afterwards.
+#[utoipa::path(
+    post,
+    path = "/v1/sandboxes/{name}/stop",
+    tag = "sandboxes",
+    operation_id = "stopSandbox",
+    params(("name" = String, Path, description = "The sandbox's name.")),
+    request_body(content = Option<StopBody>, description = "May be empty: a clean shutdown with the backend's default wait."),
+    responses(
+        (status = 200, description = "Stopped.", body = crate::schema::SandboxInfoDoc),
+        (status = 400, description = "`bad_request`.", body = ErrorBody),
+        (status = 409, description = "`invalid_state`: not running.", body = ErrorBody),
+        (status = 504, description = "`timeout`: a clean shutdown did not finish within `timeout_secs` (the message says how long the stop took; stop with `force`).", body = ErrorBody),
+        (status = 403, description = "`not_owned`: the instance carries no corral stamp; `not_owner`: a restricted caller's request for a sandbox it did not create.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such sandbox.", body = ErrorBody),
+        (status = 429, description = "`busy`: too many provider operations in flight; retry after `Retry-After` seconds.", body = ErrorBody),
+        (status = 502, description = "`backend`, `malformed` or `io`: the backend refused, answered nonsense, or could not be reached.", body = ErrorBody),
+    )
+)]
 pub async fn stop(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -280,6 +358,24 @@ pub fn exec_request(req: ExecBody, limits: &Limits) -> Result<ExecRequest, ApiEr
 /// cut at the output cap, with `truncated` set). Without a timeout it gets
 /// the default one; when it runs out, the command and everything it started
 /// are killed.
+#[utoipa::path(
+    post,
+    path = "/v1/sandboxes/{name}/exec",
+    tag = "sandboxes",
+    operation_id = "execSandbox",
+    params(("name" = String, Path, description = "The sandbox's name.")),
+    request_body = ExecBody,
+    responses(
+        (status = 200, description = "The command finished (any exit code).", body = ExecAnswer),
+        (status = 400, description = "`bad_request`, or `invalid_spec`: empty argv, a timeout out of bounds, or the program does not exist in the guest (\"command not found\").", body = ErrorBody),
+        (status = 409, description = "`invalid_state`: not running.", body = ErrorBody),
+        (status = 504, description = "`timeout`: the timeout passed; the command and everything it started were killed.", body = ErrorBody),
+        (status = 403, description = "`not_owned`: the instance carries no corral stamp; `not_owner`: a restricted caller's request for a sandbox it did not create.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such sandbox.", body = ErrorBody),
+        (status = 429, description = "`busy`: too many provider operations in flight; retry after `Retry-After` seconds.", body = ErrorBody),
+        (status = 502, description = "`backend`, `malformed` or `io`: the backend refused, answered nonsense, or could not be reached.", body = ErrorBody),
+    )
+)]
 pub async fn exec(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -295,6 +391,20 @@ pub async fn exec(
 /// Run the canary in a running profiled sandbox now: 200 with the report
 /// when every check passed; 409 with the same body when one failed, in
 /// which case the sandbox has been stopped (fail closed).
+#[utoipa::path(
+    post,
+    path = "/v1/sandboxes/{name}/verify",
+    tag = "sandboxes",
+    operation_id = "verifySandbox",
+    params(("name" = String, Path, description = "The sandbox's name.")),
+    responses(
+        (status = 200, description = "Every check passed.", body = crate::schema::ReportDoc),
+        (status = 409, description = "A check failed: the same body; the sandbox has been stopped.", body = crate::schema::ReportDoc),
+        (status = 403, description = "`not_owned`, or `not_owner`: a restricted caller's request for a sandbox it did not create.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such sandbox.", body = ErrorBody),
+        (status = 429, description = "`busy`: retry after `Retry-After` seconds.", body = ErrorBody),
+    )
+)]
 pub async fn verify(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -317,6 +427,21 @@ pub async fn verify(
 
 /// Delete a sandbox and its snapshots; 204. Deletes of one sandbox run one
 /// at a time, so all but the first of several answer 404.
+#[utoipa::path(
+    delete,
+    path = "/v1/sandboxes/{name}",
+    tag = "sandboxes",
+    operation_id = "deleteSandbox",
+    params(("name" = String, Path, description = "The sandbox's name.")),
+    responses(
+        (status = 204, description = "Deleted."),
+        (status = 400, description = "`invalid_spec`: not a valid name.", body = ErrorBody),
+        (status = 403, description = "`not_owned`: the instance carries no corral stamp; `not_owner`: a restricted caller's request for a sandbox it did not create.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such sandbox.", body = ErrorBody),
+        (status = 429, description = "`busy`: too many provider operations in flight; retry after `Retry-After` seconds.", body = ErrorBody),
+        (status = 502, description = "`backend`, `malformed` or `io`: the backend refused, answered nonsense, or could not be reached.", body = ErrorBody),
+    )
+)]
 pub async fn delete(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,

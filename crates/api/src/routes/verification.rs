@@ -10,36 +10,42 @@ use corral_sandbox_core::verify::{Clock as _, Gate, KindStatus, Timestamp};
 use corral_service::WallClock;
 use corral_service::store::SandboxRecord;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::state::AppState;
 
 /// One kind's standing.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct KindEntry {
     /// The kind.
+    #[schema(value_type = String)]
     pub kind: SandboxKind,
     /// Where it stands (`eligible`, `demoted` until…, `probation` since…,
     /// `not-opted-in` for a kind with a demotion on record that is no
     /// longer opted in).
     #[serde(flatten)]
+    #[schema(value_type = crate::schema::KindStatusDoc)]
     pub status: KindStatus,
     /// Why it was last demoted, while that is on record.
     pub demotion_reason: Option<String>,
 }
 
 /// The answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct VerificationAnswer {
     /// The database.
     pub path: String,
     /// When `kinds` was evaluated (ms since the Unix epoch).
+    #[schema(value_type = u64)]
     pub now: Timestamp,
     /// Kinds opted in to per-sandbox verification.
+    #[schema(value_type = Vec<String>)]
     pub opted_in: Vec<SandboxKind>,
     /// Every opted-in kind's standing, and any kind with a demotion on record.
     pub kinds: Vec<KindEntry>,
     /// What corral knows of each sandbox: kind, profile, last verification, verdict.
+    #[schema(value_type = Vec<crate::schema::SandboxRecordDoc>)]
     pub sandboxes: Vec<SandboxRecord>,
 }
 
@@ -58,7 +64,19 @@ pub fn standings(gate: &Gate, now: Timestamp) -> Vec<KindEntry> {
         .collect()
 }
 
-/// The gate's state.
+/// The per-kind verification gate and every sandbox's last verdict, from
+/// the store.
+#[utoipa::path(
+    get,
+    path = "/v1/verification",
+    tag = "verification",
+    operation_id = "verification",
+    responses(
+        (status = 200, description = "The gate: opted-in kinds, where each stands now, and what corral knows of each sandbox.", body = VerificationAnswer),
+        (status = 403, description = "`forbidden`: not an admin.", body = crate::error::ErrorBody),
+        (status = 500, description = "`internal`: the store could not be read.", body = crate::error::ErrorBody),
+    )
+)]
 pub async fn get(State(state): State<AppState>) -> Result<Json<VerificationAnswer>, ApiError> {
     let now = WallClock.now();
     let cfg = &state.settings().config.host.verification;

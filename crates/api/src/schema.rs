@@ -1,0 +1,320 @@
+//! The OpenAPI schemas of library types corrald answers with. The library
+//! crates know nothing of OpenAPI (sandbox-core stays free of it), so their
+//! shapes are described here, once, and a test serializes real values and
+//! checks every field against these descriptions.
+
+#![allow(dead_code)] // Schema-only types: never constructed.
+
+use utoipa::ToSchema;
+
+/// Container or virtual machine.
+#[derive(Debug, ToSchema)]
+#[schema(as = InstanceType)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstanceTypeDoc {
+    /// A system container.
+    Container,
+    /// A virtual machine.
+    Vm,
+}
+
+/// A sandbox's lifecycle state.
+#[derive(Debug, ToSchema)]
+#[schema(as = SandboxState)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxStateDoc {
+    /// Running.
+    Running,
+    /// Stopped.
+    Stopped,
+    /// Frozen.
+    Frozen,
+    /// Changing state.
+    Transitioning,
+    /// In error.
+    Error,
+    /// The backend reported something else.
+    Unknown,
+}
+
+/// What the provider reports about a sandbox.
+#[derive(Debug, ToSchema)]
+#[schema(as = SandboxInfo)]
+pub struct SandboxInfoDoc {
+    /// The sandbox's name.
+    name: String,
+    /// The backend (`incus`…).
+    kind: String,
+    /// Lifecycle state.
+    state: SandboxStateDoc,
+    /// Container or VM.
+    instance_type: InstanceTypeDoc,
+    /// The profile it is attached to, as stamped at creation.
+    profile: Option<String>,
+    /// The image it was created from, as stamped at creation.
+    image: Option<String>,
+    /// Creation time as the backend reports it (RFC 3339 when known).
+    created: Option<String>,
+    /// Addresses the backend reports for it.
+    addresses: Vec<String>,
+}
+
+/// CPU, memory and disk limits; absent leaves the backend's default. Each
+/// must fit this host (400 `invalid_spec` names the field otherwise).
+#[derive(Debug, ToSchema)]
+#[schema(as = Resources)]
+pub struct ResourcesDoc {
+    /// Virtual CPUs: 1 to the host's CPU count.
+    #[schema(minimum = 1)]
+    cpus: Option<u32>,
+    /// Memory in MiB: 32 to the host's memory.
+    #[schema(minimum = 32)]
+    memory_mib: Option<u64>,
+    /// Root disk size in GiB.
+    #[schema(minimum = 1)]
+    disk_gib: Option<u64>,
+}
+
+/// One host OS × sandbox kind cell (docs/platform-matrix.md).
+#[derive(Debug, ToSchema)]
+#[schema(as = MatrixEntry)]
+pub struct MatrixEntryDoc {
+    /// The host OS.
+    host_os: String,
+    /// The sandbox kind.
+    kind: String,
+    /// The cell: support, isolation, classification, why and what to use instead.
+    cell: serde_json::Value,
+}
+
+/// The provider selected at start-up, as the platform matrix classed it.
+#[derive(Debug, ToSchema)]
+#[schema(as = Selection)]
+pub struct SelectionDoc {
+    /// The host OS.
+    host_os: String,
+    /// The chosen kind.
+    kind: String,
+    /// What separates the guest from the host kernel.
+    isolation: String,
+    /// Its egress classification (`enforcement`, `site`).
+    classification: serde_json::Value,
+    /// Profiled sandboxes of this kind must pass the verification canary.
+    verification_required: bool,
+}
+
+/// Where an opted-in sandbox kind stands in the verification gate.
+#[derive(Debug, ToSchema)]
+#[schema(as = KindStatus)]
+pub struct KindStatusDoc {
+    /// `eligible`, `demoted` or `probation`.
+    status: String,
+    /// End of the cool-down (ms since the Unix epoch), when demoted.
+    until: Option<u64>,
+    /// When the cool-down ended (ms since the Unix epoch), on probation.
+    since: Option<u64>,
+}
+
+/// Bridges, counters and set sizes of the egress facade.
+#[derive(Debug, ToSchema)]
+#[schema(as = HostStatus)]
+pub struct HostStatusDoc {
+    /// Each profile bridge: name, profile, present, up, managed, addresses.
+    bridges: Vec<serde_json::Value>,
+    /// Accepted and blocked packet counters per profile.
+    counters: Vec<serde_json::Value>,
+    /// Allowlist set sizes, planned and live.
+    sets: Vec<serde_json::Value>,
+    /// How many differences the read-back found (`/v1/host/verify` lists them).
+    drift: u64,
+}
+
+/// What corral knows of a sandbox (the store's record).
+#[derive(Debug, ToSchema)]
+#[schema(as = SandboxRecord)]
+pub struct SandboxRecordDoc {
+    /// Its name.
+    name: String,
+    /// Its backend.
+    kind: String,
+    /// Its profile, if any.
+    profile: Option<String>,
+    /// When corral created it (ms since the Unix epoch).
+    created: u64,
+    /// When its canary last ran (ms since the Unix epoch).
+    last_verified: Option<u64>,
+    /// What the gate said then: `passed`, `failed` or `refused`.
+    verdict: Option<String>,
+}
+
+/// One event of the log: its place, when it was recorded, whether it is an
+/// alert, and the event itself (`event` names its type; the other fields
+/// are the type's, docs/verification.md lists them).
+#[derive(Debug, ToSchema)]
+#[schema(as = StoredEvent)]
+pub struct StoredEventDoc {
+    /// Its position in the log (increasing).
+    id: i64,
+    /// When it was recorded (ms since the Unix epoch).
+    recorded: u64,
+    /// An alert an operator must look at.
+    alert: bool,
+    /// Its type: `created`, `started`, `refused`, `stopped`, `deleted`,
+    /// `verification`, `alert`.
+    event: String,
+}
+
+/// What one verification found.
+#[derive(Debug, ToSchema)]
+#[schema(as = VerificationReport)]
+pub struct ReportDoc {
+    /// The sandbox.
+    sandbox: String,
+    /// Its backend.
+    kind: String,
+    /// Its profile.
+    profile: String,
+    /// Where the probes ran.
+    site: serde_json::Value,
+    /// Every check passed.
+    passed: bool,
+    /// The gate issued its per-sandbox proof (opted-in kinds).
+    verified: bool,
+    /// Wall time of the whole run, in milliseconds.
+    ms: u64,
+    /// The gate's event: per-check results, controls and timings.
+    event: serde_json::Value,
+    /// What corral did after a failure (`stopped`), if anything.
+    action: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use corral_sandbox_core::platform::{entries, select_provider};
+    use corral_sandbox_core::sandbox::{InstanceType, Resources, SandboxInfo, SandboxState};
+    use corral_sandbox_core::verify::{KindStatus, Timestamp};
+    use corral_sandbox_core::{HostOs, SandboxKind, SandboxName};
+    use serde::Serialize;
+    use utoipa::PartialSchema;
+    use utoipa::openapi::{RefOr, Schema};
+
+    use super::*;
+
+    /// The properties and required fields a schema declares.
+    fn declared<T: PartialSchema>() -> (BTreeSet<String>, BTreeSet<String>) {
+        let RefOr::T(Schema::Object(o)) = T::schema() else {
+            panic!("not an object schema");
+        };
+        (
+            o.properties.keys().cloned().collect(),
+            o.required.iter().cloned().collect(),
+        )
+    }
+
+    /// Every required property is in what `value` serializes.
+    fn required_held<T: PartialSchema>(value: &impl Serialize) {
+        let json = serde_json::to_value(value).unwrap();
+        let keys: BTreeSet<String> = json.as_object().unwrap().keys().cloned().collect();
+        let (_, required) = declared::<T>();
+        let missing: Vec<_> = required.difference(&keys).collect();
+        assert!(
+            missing.is_empty(),
+            "required but absent {missing:?} in {json}"
+        );
+    }
+
+    /// Every field `value` serializes has a declared property, and every
+    /// required property is there.
+    fn held<T: PartialSchema>(value: &impl Serialize) {
+        let json = serde_json::to_value(value).unwrap();
+        let keys: BTreeSet<String> = json.as_object().unwrap().keys().cloned().collect();
+        let (props, required) = declared::<T>();
+        let undeclared: Vec<_> = keys.difference(&props).collect();
+        assert!(
+            undeclared.is_empty(),
+            "undocumented fields {undeclared:?} in {json}"
+        );
+        let missing: Vec<_> = required.difference(&keys).collect();
+        assert!(
+            missing.is_empty(),
+            "required but absent {missing:?} in {json}"
+        );
+    }
+
+    #[test]
+    fn every_described_type_matches_what_the_library_serializes() {
+        held::<SandboxInfoDoc>(&SandboxInfo {
+            name: SandboxName::new("a1").unwrap(),
+            kind: SandboxKind::Incus,
+            state: SandboxState::Running,
+            instance_type: InstanceType::Container,
+            profile: None,
+            image: Some("img".into()),
+            created: None,
+            addresses: vec!["10.0.0.2".parse().unwrap()],
+        });
+        held::<ResourcesDoc>(&Resources {
+            cpus: Some(1),
+            memory_mib: Some(64),
+            disk_gib: Some(1),
+        });
+        for e in entries() {
+            held::<MatrixEntryDoc>(&e);
+        }
+        let selection = select_provider(
+            HostOs::Linux,
+            SandboxKind::Incus,
+            &corral_sandbox_core::HostConfig::default(),
+            true,
+        )
+        .unwrap();
+        held::<SelectionDoc>(&selection);
+        for s in [
+            KindStatus::Eligible,
+            KindStatus::Demoted {
+                until: Timestamp(1),
+            },
+            KindStatus::Probation {
+                since: Timestamp(1),
+            },
+        ] {
+            held::<KindStatusDoc>(&s);
+        }
+        held::<HostStatusDoc>(&corral_egress::host::Status {
+            bridges: Vec::new(),
+            counters: Vec::new(),
+            sets: Vec::new(),
+            drift: 0,
+        });
+        let record = corral_service::store::SandboxRecord {
+            name: "a1".into(),
+            kind: SandboxKind::Incus,
+            profile: Some("internet".into()),
+            created: Timestamp(1),
+            last_verified: Some(Timestamp(2)),
+            verdict: Some(corral_service::store::Verdict::Passed),
+        };
+        held::<SandboxRecordDoc>(&record);
+        let event = corral_service::store::StoredEvent {
+            id: 1,
+            recorded: Timestamp(1),
+            alert: false,
+            event: corral_service::Event::Stopped { name: "a1".into() },
+        };
+        required_held::<StoredEventDoc>(&event);
+        for state in [
+            SandboxState::Running,
+            SandboxState::Stopped,
+            SandboxState::Unknown,
+        ] {
+            let v = serde_json::to_value(state).unwrap();
+            let RefOr::T(Schema::Object(o)) = SandboxStateDoc::schema() else {
+                panic!("not an enum schema");
+            };
+            let values = o.enum_values.unwrap_or_default();
+            assert!(values.contains(&v), "{v} is not among {values:?}");
+        }
+    }
+}
