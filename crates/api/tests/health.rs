@@ -2,7 +2,8 @@
 //! the Incus daemon, the host's enforcement (drift), the gateways, and
 //! whether the configuration corrald loaded is what was applied. And a
 //! corrald started on a configuration that differs from the applied one
-//! refuses to start, or serves with a failing check when told to.
+//! refuses to start, or serves with a failing check when told to. The
+//! checks run with only the capabilities the shipped unit leaves corrald.
 
 // Test helpers panic to report a failure, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -93,11 +94,33 @@ fn health_follows_the_host_and_the_configuration_must_be_the_applied_one() {
         v
     };
     let cfg = lab.config_path().display().to_string();
-    let srv = Server::start_exact(&args(&["--config", &cfg]));
+    // With only the capabilities the shipped unit leaves it: every check
+    // can still look.
+    if !corral_test_support::gate::tool("setpriv", "util-linux") {
+        return;
+    }
+    let srv = Server::start_under(
+        &common::as_the_unit(),
+        &args(&["--config", &cfg]),
+        &[],
+        None,
+    );
     let (s, body) = srv.get("/v1/health");
     assert_eq!(s, 200, "{body}");
     assert_eq!(body["status"], "ok");
     assert!(checks(&body).iter().all(|c| c.0), "{body}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", srv.pid())).unwrap();
+    let bounding = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+        .unwrap();
+    // CAP_NET_ADMIN is 12, CAP_SYS_PTRACE 19.
+    assert_eq!(
+        bounding,
+        (1 << 12) | (1 << 19),
+        "corrald ran with more than the unit gives"
+    );
 
     // The gateway dies: only that check fails.
     let gw = corral_gateway::status_recorded(&lab.state_dir());

@@ -55,6 +55,17 @@ impl Server {
     /// Start corrald with `args`, extra environment `env`, and stderr
     /// appended to `log` (else discarded).
     pub fn start_with(args: &[String], env: &[(&str, &str)], log: Option<PathBuf>) -> Self {
+        Self::start_under(&[], args, env, log)
+    }
+
+    /// [`Self::start_with`], run through `wrapper` (a program and its
+    /// arguments, e.g. `setpriv` dropping capabilities) when not empty.
+    pub fn start_under(
+        wrapper: &[String],
+        args: &[String],
+        env: &[(&str, &str)],
+        log: Option<PathBuf>,
+    ) -> Self {
         let mut args = args.to_vec();
         let mut token_dir = None;
         if args.iter().any(|a| a == "--listen") && !args.iter().any(|a| a == "--token-file") {
@@ -66,7 +77,14 @@ impl Server {
             Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
             None => Stdio::null(),
         };
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_corrald"));
+        let mut cmd = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(env!("CARGO_BIN_EXE_corrald"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_corrald")),
+        };
         cmd.args(&args).stdout(Stdio::piped()).stderr(stderr);
         for (k, v) in env {
             cmd.env(k, v);
@@ -229,4 +247,40 @@ pub fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str
         !err["message"].as_str().unwrap_or_default().is_empty(),
         "{body}"
     );
+}
+
+/// The shipped corrald unit.
+pub const UNIT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../dist/systemd/corrald.service"
+);
+
+/// The capabilities the shipped unit leaves corrald (its
+/// `CapabilityBoundingSet=`), lowercase without `cap_`, as `setpriv` takes
+/// them.
+pub fn unit_capabilities() -> Vec<String> {
+    let text = std::fs::read_to_string(UNIT).unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+        .unwrap_or_else(|| panic!("{UNIT} sets no CapabilityBoundingSet"));
+    line.split_whitespace()
+        .map(|c| c.trim_start_matches("CAP_").to_ascii_lowercase())
+        .collect()
+}
+
+/// `setpriv` arguments that give corrald only what the unit gives it: the
+/// unit's bounding set, and no new privileges.
+pub fn as_the_unit() -> Vec<String> {
+    let caps: Vec<String> = unit_capabilities()
+        .iter()
+        .map(|c| format!("+{c}"))
+        .collect();
+    vec![
+        "setpriv".into(),
+        "--no-new-privs".into(),
+        "--inh-caps=-all".into(),
+        format!("--bounding-set=-all,{}", caps.join(",")),
+        "--".into(),
+    ]
 }
