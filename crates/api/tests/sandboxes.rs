@@ -524,3 +524,84 @@ fn streamed_exec_is_live_both_ways() {
         assert_eq!(ending["error"]["code"], "invalid_spec", "{ending}");
     });
 }
+
+#[test]
+fn a_saturated_corrald_answers_429_with_retry_after() {
+    let Some(socket) = incus_socket("a_saturated_corrald_answers_429_with_retry_after") else {
+        return;
+    };
+    let name = unique("busy");
+    let _guard = Cleanup {
+        client: raw_client(&socket),
+        names: vec![name.clone()],
+    };
+    // One provider operation at a time, nobody waits.
+    let srv = Server::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--incus-socket",
+        &socket,
+        "--max-operations",
+        "1",
+        "--queue",
+        "0",
+    ]);
+    let at = format!("/v1/sandboxes/{name}");
+    let (s, body) = srv.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"name": name, "image": TEST_IMAGE_ALIAS})),
+    );
+    assert_eq!(s, 201, "{body}");
+    let (s, body) = srv.call("POST", &format!("{at}/start"), None);
+    assert_eq!(s, 200, "{body}");
+    std::thread::scope(|scope| {
+        // A long exec holds the only turn for 31 s (retried while the
+        // lists below hold it); longer than the Incus client's 30 s request
+        // bound, which once cut every exec at 30 s...
+        let long = scope.spawn(|| {
+            loop {
+                let answer = srv.call(
+                    "POST",
+                    &format!("{at}/exec"),
+                    Some(&json!({"argv": ["sleep", "31"]})),
+                );
+                if answer.0 != 429 {
+                    return answer;
+                }
+            }
+        });
+        // ...so once it has it, a list is told to come back.
+        let auth = format!("Bearer {}", common::TOKEN);
+        let mut refused = None;
+        for _ in 0..2500 {
+            if long.is_finished() {
+                break;
+            }
+            let (s, head, body) = common::send(
+                std::net::TcpStream::connect(&srv.addr).unwrap(),
+                &common::Req {
+                    method: "GET",
+                    path: "/v1/sandboxes",
+                    host: &srv.addr,
+                    headers: &[("Authorization", &auth)],
+                    body: None,
+                    content_type: None,
+                },
+            );
+            if s == 429 {
+                refused = Some((head, body));
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let (head, body) = refused.expect("no 429 while the only turn was taken");
+        assert_error(429, &body, 429, "busy");
+        assert!(
+            head.to_ascii_lowercase().contains("retry-after: 1"),
+            "{head}"
+        );
+        let (s, out) = long.join().unwrap();
+        assert_eq!(s, 200, "{out}");
+    });
+}

@@ -246,7 +246,10 @@ impl IncusClient {
                 wait + Duration::from_secs(5),
             )
             .await?;
-        let (status, _, body) = Self::read_body(response, &path, self.timeout).await?;
+        // Incus sends the answer's head at once and its body when the
+        // operation ends: the body gets the wait's bound, not a request's.
+        let (status, _, body) =
+            Self::read_body(response, &path, wait + Duration::from_secs(5)).await?;
         let env = match Self::envelope(what, status, &body) {
             Ok(env) => env,
             // Incus answers a wait that ran out with an error, not with the

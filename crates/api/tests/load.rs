@@ -1,0 +1,244 @@
+//! 100 clients at once against one corrald on this 2-core machine, over
+//! real HTTP against the real Incus daemon with real enforcement applied
+//! (`corral_tests::hostlab`): each creates a sandbox on the lab's profile
+//! (through the start gate), starts it (DHCP lease from the profile's
+//! gateway, exec answering) and deletes it. corrald may say "busy" (429
+//! with Retry-After; the clients honour it) but never answers a 5xx, and
+//! nothing is left behind: no instance, no port on the profile's bridge,
+//! no veth on the host.
+
+// Test helpers panic to report a failure, like the tests themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use axum::http::Method;
+use common::{Req, Server, TOKEN, send};
+use corral_provider_incus::api::Instance;
+use corral_provider_incus::{IncusClient, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
+use corral_service::config::{ConfigSource, load};
+use corral_service::host::plan_config;
+use corral_service::{HostService, Target};
+use corral_tests::hostlab::HostLab;
+use serde_json::{Value, json};
+
+const CLIENTS: usize = 100;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Force-deletes every instance whose name starts with the prefix.
+struct Cleanup(IncusClient, String);
+
+impl Cleanup {
+    fn left(&self) -> Vec<String> {
+        runtime()
+            .block_on(self.0.get::<Vec<Instance>>("/1.0/instances?recursion=1"))
+            .unwrap()
+            .into_iter()
+            .map(|i| i.name)
+            .filter(|n| n.starts_with(&self.1))
+            .collect()
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let wait = Duration::from_secs(60);
+        let names = self.left();
+        runtime().block_on(async {
+            for name in names {
+                let path = format!("/1.0/instances/{name}");
+                let stop = json!({"action": "stop", "force": true});
+                let _ = self
+                    .0
+                    .run(Method::PUT, &format!("{path}/state"), Some(&stop), wait)
+                    .await;
+                let _ = self.0.run(Method::DELETE, &path, None, wait).await;
+            }
+        });
+    }
+}
+
+/// The host-side ends of Incus's NICs (Incus names them `veth…`).
+fn veths() -> Vec<String> {
+    std::fs::read_dir("/sys/class/net")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("veth"))
+        .collect()
+}
+
+/// One request, retried while corrald answers 429 (after its Retry-After);
+/// the final status and body, and how many 429s it took.
+fn call(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value, u32) {
+    let auth = format!("Bearer {TOKEN}");
+    let text = body.map(Value::to_string);
+    let mut busy = 0;
+    loop {
+        let (status, head, json) = send(
+            TcpStream::connect(addr).unwrap(),
+            &Req {
+                method,
+                path,
+                host: addr,
+                headers: &[("Authorization", &auth)],
+                body: text.as_deref(),
+                content_type: Some("application/json"),
+            },
+        );
+        if status != 429 {
+            return (status, json, busy);
+        }
+        busy += 1;
+        let after: u64 = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("retry-after:")
+                    .map(|v| v.trim().to_owned())
+            })
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("a 429 without Retry-After: {head}"));
+        std::thread::sleep(Duration::from_secs(after));
+    }
+}
+
+/// Every client runs `step` for its own sandbox at once; returns each
+/// client's (status, body) and the 429s seen.
+fn all_at_once(
+    names: &[String],
+    step: impl Fn(&str) -> (u16, Value, u32) + Sync,
+) -> (Vec<(String, u16, Value)>, u32) {
+    let results = Mutex::new(Vec::new());
+    let busy = Mutex::new(0u32);
+    std::thread::scope(|scope| {
+        for name in names {
+            let (results, busy, step) = (&results, &busy, &step);
+            scope.spawn(move || {
+                let (s, body, b) = step(name);
+                *busy.lock().unwrap() += b;
+                results.lock().unwrap().push((name.clone(), s, body));
+            });
+        }
+    });
+    (results.into_inner().unwrap(), busy.into_inner().unwrap())
+}
+
+fn tally(results: &[(String, u16, Value)]) -> BTreeMap<u16, usize> {
+    let mut t = BTreeMap::new();
+    for (_, s, _) in results {
+        *t.entry(*s).or_insert(0) += 1;
+    }
+    t
+}
+
+#[test]
+fn a_hundred_clients_create_start_and_delete_and_nothing_is_left() {
+    if !corral_test_support::gate::netns() || !corral_test_support::gate::tool("nft", "nftables") {
+        return;
+    }
+    let Some(socket) = corral_test_support::gate::incus() else {
+        return;
+    };
+    let client = runtime()
+        .block_on(IncusProvider::connect(IncusConfig::local()))
+        .unwrap_or_else(|e| panic!("cannot connect to Incus: {e}"))
+        .client()
+        .clone();
+    // The lab holds the host lock: no other test adds veths meanwhile.
+    let lab = HostLab::for_apply().unwrap_or_else(|e| panic!("{e}"));
+    let prefix = format!("t-load-{}-", std::process::id());
+    let guard = Cleanup(client, prefix.clone());
+    let loaded = load(&ConfigSource {
+        config: Some(lab.config_path()),
+        networks_conf: None,
+    })
+    .unwrap();
+    HostService::new(Target::open(None).unwrap(), lab.state_dir())
+        .apply(&plan_config(loaded).unwrap())
+        .unwrap();
+    let veths_before = veths();
+    let srv = Server::start_exact(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--incus-socket",
+            socket.to_str().unwrap(),
+            "--config",
+            lab.config_path().to_str().unwrap(),
+            "--state-dir",
+            lab.state_dir().to_str().unwrap(),
+        ]
+        .map(str::to_owned),
+    );
+    let names: Vec<String> = (0..CLIENTS).map(|i| format!("{prefix}{i}")).collect();
+    let addr = srv.addr.clone();
+
+    let (created, busy_create) = all_at_once(&names, |name| {
+        call(
+            &addr,
+            "POST",
+            "/v1/sandboxes",
+            Some(&json!({"name": name, "image": TEST_IMAGE_ALIAS, "profile": "e2e"})),
+        )
+    });
+    assert_eq!(
+        tally(&created),
+        BTreeMap::from([(201, CLIENTS)]),
+        "{created:?}"
+    );
+
+    let (started, busy_start) = all_at_once(&names, |name| {
+        call(&addr, "POST", &format!("/v1/sandboxes/{name}/start"), None)
+    });
+    assert_eq!(
+        tally(&started),
+        BTreeMap::from([(200, CLIENTS)]),
+        "{started:?}"
+    );
+    let bridge_ports = |lab: &HostLab| {
+        let bridge = lab.attachment().bridge.to_string();
+        std::fs::read_dir(format!("/sys/class/net/{bridge}/brif"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        bridge_ports(&lab),
+        CLIENTS,
+        "every started sandbox is a port on the bridge"
+    );
+
+    let (deleted, busy_delete) = all_at_once(&names, |name| {
+        call(&addr, "DELETE", &format!("/v1/sandboxes/{name}"), None)
+    });
+    assert_eq!(
+        tally(&deleted),
+        BTreeMap::from([(204, CLIENTS)]),
+        "{deleted:?}"
+    );
+    eprintln!(
+        "{CLIENTS} clients: 429 busy answers while creating {busy_create}, starting {busy_start}, deleting {busy_delete}"
+    );
+
+    assert_eq!(guard.left(), Vec::<String>::new(), "instances left behind");
+    assert_eq!(bridge_ports(&lab), 0, "ports left on the profile's bridge");
+    let leaked: Vec<String> = veths()
+        .into_iter()
+        .filter(|v| !veths_before.contains(v))
+        .collect();
+    assert!(leaked.is_empty(), "veths left behind: {leaked:?}");
+    drop(srv);
+    drop(guard);
+    drop(lab);
+}
