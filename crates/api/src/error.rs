@@ -220,12 +220,16 @@ impl From<ServiceError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         // A client's mistake is routine: one line with the message chain,
-        // never a backtrace. corrald's own failures carry the debug form
-        // (with a backtrace when RUST_BACKTRACE asks for one).
-        if self.status.is_server_error() {
+        // never a backtrace; so is an upstream's failure or a timeout (502,
+        // 504), a line at WARN. Only corrald's own failures (500) carry the
+        // debug form, with a backtrace when RUST_BACKTRACE asks for one.
+        let chain = format!("{:#}", self.error);
+        if self.status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(status = %self.status, code = self.code, error = ?self.error, "request failed");
+        } else if self.status.is_server_error() {
+            tracing::warn!(status = %self.status, code = self.code, error = %chain, "request failed");
         } else {
-            tracing::info!(status = %self.status, code = self.code, error = %format!("{:#}", self.error), "request refused");
+            tracing::info!(status = %self.status, code = self.code, error = %chain, "request refused");
         }
         let retry_after = self.retry_after;
         let mut response = (self.status, Json(self.body())).into_response();
