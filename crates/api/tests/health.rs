@@ -100,7 +100,7 @@ fn health_follows_the_host_and_the_configuration_must_be_the_applied_one() {
         return;
     }
     let srv = Server::start_under(
-        &common::as_the_unit(),
+        &corral_test_support::unit::as_unit("corrald.service"),
         &args(&["--config", &cfg]),
         &[],
         None,

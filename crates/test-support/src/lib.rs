@@ -13,6 +13,8 @@
 //!   processes so parallel test binaries never meet in it.
 //! - [`user`]: a real second Unix user, for tests of what a local user can
 //!   do to corral.
+//! - [`unit`]: the shipped systemd units' capability sets, reproduced with
+//!   `setpriv`.
 //!
 //! Test code: failing loudly is the point, so setup errors panic.
 #![deny(unsafe_code)]
@@ -21,6 +23,7 @@
 pub mod exe;
 pub mod gate;
 pub mod host_lock;
+pub mod unit;
 pub mod user;
 
 pub use exe::{copy_executable, write_executable};

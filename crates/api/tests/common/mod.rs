@@ -248,39 +248,3 @@ pub fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str
         "{body}"
     );
 }
-
-/// The shipped corrald unit.
-pub const UNIT: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../dist/systemd/corrald.service"
-);
-
-/// The capabilities the shipped unit leaves corrald (its
-/// `CapabilityBoundingSet=`), lowercase without `cap_`, as `setpriv` takes
-/// them.
-pub fn unit_capabilities() -> Vec<String> {
-    let text = std::fs::read_to_string(UNIT).unwrap();
-    let line = text
-        .lines()
-        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
-        .unwrap_or_else(|| panic!("{UNIT} sets no CapabilityBoundingSet"));
-    line.split_whitespace()
-        .map(|c| c.trim_start_matches("CAP_").to_ascii_lowercase())
-        .collect()
-}
-
-/// `setpriv` arguments that give corrald only what the unit gives it: the
-/// unit's bounding set, and no new privileges.
-pub fn as_the_unit() -> Vec<String> {
-    let caps: Vec<String> = unit_capabilities()
-        .iter()
-        .map(|c| format!("+{c}"))
-        .collect();
-    vec![
-        "setpriv".into(),
-        "--no-new-privs".into(),
-        "--inh-caps=-all".into(),
-        format!("--bounding-set=-all,{}", caps.join(",")),
-        "--".into(),
-    ]
-}
