@@ -605,3 +605,90 @@ fn a_saturated_corrald_answers_429_with_retry_after() {
         assert_eq!(s, 200, "{out}");
     });
 }
+
+/// How many guest processes run `sleep <secs>` for the given values.
+fn sleepers(srv: &Server, at: &str, pattern: &str) -> u64 {
+    let (s, out) = srv.call(
+        "POST",
+        &format!("{at}/exec"),
+        Some(&json!({"argv": ["sh", "-c", format!("ps -o args | grep -c '^sleep {pattern}' || true")]})),
+    );
+    assert_eq!(s, 200, "{out}");
+    out["stdout"].as_str().unwrap().trim().parse().unwrap()
+}
+
+/// Poll (at most a minute: the timeouts below are 3 s) until `pattern`'s
+/// sleepers reach `want`.
+fn wait_for_sleepers(srv: &Server, at: &str, pattern: &str, want: u64) {
+    for _ in 0..120 {
+        if sleepers(srv, at, pattern) == want {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("`sleep {pattern}` processes never reached {want}");
+}
+
+#[test]
+fn a_client_that_goes_away_does_not_unbound_its_command() {
+    use std::io::Write as _;
+
+    use futures::SinkExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+
+    let Some(socket) = incus_socket("a_client_that_goes_away_does_not_unbound_its_command") else {
+        return;
+    };
+    let name = unique("gone");
+    let _guard = Cleanup {
+        client: raw_client(&socket),
+        names: vec![name.clone()],
+    };
+    let srv = server(&socket);
+    let at = format!("/v1/sandboxes/{name}");
+    let (s, body) = srv.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"name": name, "image": TEST_IMAGE_ALIAS})),
+    );
+    assert_eq!(s, 201, "{body}");
+    let (s, body) = srv.call("POST", &format!("{at}/start"), None);
+    assert_eq!(s, 200, "{body}");
+
+    // A buffered exec whose client hangs up at once: the timeout still
+    // fires and kills the command's whole tree.
+    let exec =
+        json!({"argv": ["sh", "-c", "sleep 311 & sleep 312; wait"], "timeout_secs": 3}).to_string();
+    let mut tcp = std::net::TcpStream::connect(&srv.addr).unwrap();
+    write!(
+        tcp,
+        "POST {at}/exec HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{exec}",
+        srv.addr,
+        common::TOKEN,
+        exec.len()
+    )
+    .unwrap();
+    wait_for_sleepers(&srv, &at, "31[12]", 2);
+    drop(tcp);
+    wait_for_sleepers(&srv, &at, "31[12]", 0);
+
+    // A streamed exec whose client goes away: the same.
+    runtime().block_on(async {
+        let tcp = tokio::net::TcpStream::connect(&srv.addr).await.unwrap();
+        let mut req = format!("ws://{}{at}/exec/stream", srv.addr)
+            .into_client_request()
+            .unwrap();
+        req.headers_mut().insert(
+            "Authorization",
+            format!("Bearer {}", common::TOKEN).parse().unwrap(),
+        );
+        let (mut ws, _) = tokio_tungstenite::client_async(req, tcp).await.unwrap();
+        let body = json!({"argv": ["sh", "-c", "sleep 321 & sleep 322; yes"], "timeout_secs": 3});
+        ws.send(Message::text(body.to_string())).await.unwrap();
+        // Output flows (`yes`), then the client vanishes without a word.
+        let _ = next_message(&mut ws).await;
+        drop(ws);
+    });
+    wait_for_sleepers(&srv, &at, "32[12]", 0);
+}

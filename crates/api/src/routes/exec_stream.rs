@@ -16,8 +16,9 @@
 //!
 //! Output is passed on as it comes, with backpressure: a slow reader slows
 //! the command's output, corrald holds no more than a few messages. The
-//! default exec timeout applies (it kills the command and its children);
-//! streams open at once are bounded (`--max-streams`, 429 beyond).
+//! default exec timeout applies (it kills the command and its children),
+//! also after the client has gone away; streams open at once are bounded
+//! (`--max-streams`, 429 beyond).
 
 use std::io;
 
@@ -122,10 +123,12 @@ impl ByteSink for Output {
         let mut framed = Vec::with_capacity(bytes.len() + 1);
         framed.push(self.tag);
         framed.extend_from_slice(bytes);
-        self.to
-            .send(Message::Binary(framed.into()))
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))
+        // A client that went away gets nothing more, but the command is
+        // not cut loose: its output is drained and dropped until it exits
+        // or its timeout kills it (an error here would end the exec with
+        // the command still running, and no timeout left to stop it).
+        let _ = self.to.send(Message::Binary(framed.into())).await;
+        Ok(())
     }
 }
 

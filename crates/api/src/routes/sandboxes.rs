@@ -113,6 +113,20 @@ pub fn new_sandbox(req: CreateRequest) -> NewSandbox {
     }
 }
 
+/// Run `work` to its end even when the client goes away meanwhile: a
+/// closed connection cancels the handler, and a lifecycle step cut off
+/// half-way would leave a sandbox started but not handed out (its checks
+/// not run), created but not recorded, or an exec whose timeout never
+/// fires and whose command is never killed. The turn and the name lock go
+/// with the work.
+async fn detached<T: Send + 'static>(
+    work: impl Future<Output = Result<T, ApiError>> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::spawn(work)
+        .await
+        .map_err(|e| ApiError::internal(anyhow::anyhow!("the request's worker failed: {e}")))?
+}
+
 /// May `caller` see and act on sandbox `name`? Admins may; a restricted
 /// caller only when the owner records name it (403 `not_owner` otherwise,
 /// whether or not such a sandbox exists, so names do not leak).
@@ -202,22 +216,25 @@ pub async fn create(
             "a restricted caller's sandbox needs an owner record, and this corrald keeps none"
         )));
     }
-    let _name = state.lock_name(&req.name).await;
-    let _turn = state.turn().await?;
-    let options = CreateOptions {
-        start: false,
-        ..CreateOptions::default()
-    };
-    let made = state.sandboxes().create(&req, options).await?;
-    if let Some(book) = state.owners()
-        && let Err(e) = book.set_owner(&req.name, caller.uid).await
-    {
-        // Without the record a restricted caller could not reach what it
-        // made: undo the create rather than leave an orphan.
-        let _ = state.sandboxes().delete(&req.name).await;
-        return Err(ApiError::internal(e));
-    }
-    Ok((StatusCode::CREATED, Json(made.info)))
+    detached(async move {
+        let _name = state.lock_name(&req.name).await;
+        let _turn = state.turn().await?;
+        let options = CreateOptions {
+            start: false,
+            ..CreateOptions::default()
+        };
+        let made = state.sandboxes().create(&req, options).await?;
+        if let Some(book) = state.owners()
+            && let Err(e) = book.set_owner(&req.name, caller.uid).await
+        {
+            // Without the record a restricted caller could not reach what
+            // it made: undo the create rather than leave an orphan.
+            let _ = state.sandboxes().delete(&req.name).await;
+            return Err(ApiError::internal(e));
+        }
+        Ok((StatusCode::CREATED, Json(made.info)))
+    })
+    .await
 }
 
 /// One sandbox's information.
@@ -272,11 +289,14 @@ pub async fn start(
     Path(name): Path<String>,
 ) -> Result<Json<SandboxInfo>, ApiError> {
     authorize(&state, &caller, &name).await?;
-    let _name = state.lock_name(&name).await;
-    let _turn = state.turn().await?;
-    Ok(Json(
-        state.sandboxes().start(&name, READY_TIMEOUT).await?.info,
-    ))
+    detached(async move {
+        let _name = state.lock_name(&name).await;
+        let _turn = state.turn().await?;
+        Ok(Json(
+            state.sandboxes().start(&name, READY_TIMEOUT).await?.info,
+        ))
+    })
+    .await
 }
 
 /// Stop a sandbox; answers its information afterwards.
@@ -310,9 +330,12 @@ pub async fn stop(
         force: req.force,
         timeout: req.timeout_secs.map(Duration::from_secs),
     };
-    let _name = state.lock_name(&name).await;
-    let _turn = state.turn().await?;
-    Ok(Json(state.sandboxes().stop(&name, options).await?))
+    detached(async move {
+        let _name = state.lock_name(&name).await;
+        let _turn = state.turn().await?;
+        Ok(Json(state.sandboxes().stop(&name, options).await?))
+    })
+    .await
 }
 
 /// The service's request for an exec body: argv checked, the timeout
@@ -384,8 +407,11 @@ pub async fn exec(
 ) -> Result<Json<ExecAnswer>, ApiError> {
     let request = exec_request(json(&body)?, state.limits())?;
     authorize(&state, &caller, &name).await?;
-    let _turn = state.turn().await?;
-    Ok(Json(state.sandboxes().exec(&name, &request).await?.into()))
+    detached(async move {
+        let _turn = state.turn().await?;
+        Ok(Json(state.sandboxes().exec(&name, &request).await?.into()))
+    })
+    .await
 }
 
 /// Run the canary in a running profiled sandbox now: 200 with the report
@@ -448,10 +474,13 @@ pub async fn delete(
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     authorize(&state, &caller, &name).await?;
-    let _name = state.lock_name(&name).await;
-    let _turn = state.turn().await?;
-    state.sandboxes().delete(&name).await?;
-    Ok(StatusCode::NO_CONTENT)
+    detached(async move {
+        let _name = state.lock_name(&name).await;
+        let _turn = state.turn().await?;
+        state.sandboxes().delete(&name).await?;
+        Ok(StatusCode::NO_CONTENT)
+    })
+    .await
 }
 
 #[cfg(test)]
