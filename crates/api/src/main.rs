@@ -22,10 +22,11 @@ use corral_api::state::Limits;
 use corral_api::{AppState, Backend, Listen, Settings};
 use corral_egress::host::StateStore;
 use corral_sandbox_core::SandboxKind;
-use corral_service::callers::{Grants, NamedGroup, NoGrants};
+use corral_service::callers::{Grants, GroupGrants, NamedGroup, NoGrants};
 use corral_service::config::{ConfigSource, load};
 use corral_service::host::{ConfigCheck, compare_with_applied};
-use corral_service::{AccessPolicy, Store};
+use corral_service::reconcile::reconcile;
+use corral_service::{AccessPolicy, Store, WallClock};
 use tracing_subscriber::EnvFilter;
 
 /// corrald: corral's HTTP API (sandboxes, profiles, matrix, host plan/status/verify, verification gate).
@@ -139,12 +140,7 @@ fn listen(args: &Args) -> anyhow::Result<Listen> {
     };
     let admin = group(&args.admin_group, "admin-group")?;
     let grants: Arc<dyn Grants> = match group(&args.users_group, "users-group")? {
-        Some(users) => {
-            bail!(
-                "--users-group {}: restricted users need owner records in corral's database, which this build does not have yet; use --admin-group",
-                users.name
-            )
-        }
+        Some(users) => Arc::new(GroupGrants::new(users)),
         None => Arc::new(NoGrants),
     };
     Ok(Listen::Unix {
@@ -263,6 +259,22 @@ fn main() -> ExitCode {
         "watchdog: re-verifying running profiled sandboxes"
     );
     let result = runtime.block_on(async move {
+        // A corrald killed mid-operation left the database and the backend
+        // disagreeing: settle it before serving (or say why not).
+        match reconcile(state.sandboxes(), state.db(), &WallClock).await {
+            Ok(done) if done.is_empty() => {
+                tracing::info!("the database and the backend agree")
+            }
+            Ok(done) => tracing::warn!(
+                adopted = ?done.adopted,
+                forgotten = ?done.forgotten,
+                "reconciled the database with the backend (each is an alert in the event log)"
+            ),
+            Err(e) => tracing::warn!(
+                error = %format!("{:#}", anyhow::Error::new(e)),
+                "not reconciled; sandboxes the database does not know stay admin-only"
+            ),
+        }
         // The watchdog lives as long as the server.
         let _watchdog = tokio::spawn(watchdog.run());
         serve::serve(

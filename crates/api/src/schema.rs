@@ -145,6 +145,11 @@ pub struct SandboxRecordDoc {
     last_verified: Option<u64>,
     /// What the gate said then: `passed`, `failed` or `refused`.
     verdict: Option<String>,
+    /// The uid that created it (absent: created before owners were
+    /// recorded, or adopted; admins only).
+    owner: Option<u32>,
+    /// The image or template it was created from.
+    template: Option<String>,
 }
 
 /// One event of the log: its place, when it was recorded, whether it is an
@@ -295,6 +300,8 @@ mod tests {
             created: Timestamp(1),
             last_verified: Some(Timestamp(2)),
             verdict: Some(corral_service::store::Verdict::Passed),
+            owner: Some(1000),
+            template: Some("corral-test".into()),
         };
         held::<SandboxRecordDoc>(&record);
         let event = corral_service::store::StoredEvent {

@@ -80,7 +80,6 @@ pub struct AppState {
     operations: Arc<OpLimiter>,
     streams: Arc<OpLimiter>,
     names: Arc<NameLocks>,
-    owners: Option<Arc<dyn Owners>>,
 }
 
 impl AppState {
@@ -101,7 +100,6 @@ impl AppState {
             streams: Arc::new(OpLimiter::new(limits.streams, 0, Duration::ZERO)),
             limits,
             names: Arc::new(NameLocks::default()),
-            owners: None,
         }
     }
 
@@ -111,15 +109,9 @@ impl AppState {
         Watchdog::new(self.verifier.clone(), self.sandboxes.clone(), interval)
     }
 
-    /// The same state recording sandbox owners in `owners`.
-    pub fn with_owners(mut self, owners: Arc<dyn Owners>) -> Self {
-        self.owners = Some(owners);
-        self
-    }
-
-    /// Where sandbox owners are recorded, if anywhere.
-    pub fn owners(&self) -> Option<&dyn Owners> {
-        self.owners.as_deref()
+    /// Where sandbox owners are recorded: the store.
+    pub fn owners(&self) -> &dyn Owners {
+        self.db()
     }
 
     /// The same state under `limits`.

@@ -102,15 +102,27 @@ pub enum CallerError {
     Owners(String),
 }
 
-/// Who owns which sandbox: recorded at create, read before a restricted
-/// caller may see or act on a sandbox.
-#[async_trait::async_trait]
+/// Who owns which sandbox: recorded at create (the `owner` of
+/// [`crate::CreateOptions`]), read before a restricted caller may see or
+/// act on a sandbox.
 pub trait Owners: Send + Sync + fmt::Debug {
-    /// The uid recorded as `sandbox`'s owner (`None`: no record).
-    async fn owner(&self, sandbox: &str) -> Result<Option<u32>, CallerError>;
+    /// The uid recorded as `sandbox`'s owner (`None`: no record, or no
+    /// owner on it).
+    fn owner(&self, sandbox: &str) -> Result<Option<u32>, CallerError>;
+}
 
-    /// Record `uid` as the owner of the just-created `sandbox`.
-    async fn set_owner(&self, sandbox: &str, uid: u32) -> Result<(), CallerError>;
+/// corral's database records each sandbox's owner.
+impl Owners for crate::Store {
+    fn owner(&self, sandbox: &str) -> Result<Option<u32>, CallerError> {
+        self.sandbox(sandbox)
+            .map(|r| r.and_then(|r| r.owner))
+            .map_err(|e| CallerError::Owners(crate::error::chain(&e)))
+    }
+}
+
+/// The uid this process runs as (the CLI records it as a sandbox's owner).
+pub fn current_uid() -> u32 {
+    Uid::current().as_raw()
 }
 
 /// Who holds sandbox rights (the restricted tier).

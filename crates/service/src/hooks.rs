@@ -36,6 +36,12 @@ pub enum Event {
         kind: Option<SandboxKind>,
         /// Its profile, if any.
         profile: Option<String>,
+        /// The uid that asked for it, when the front-end knows.
+        #[serde(default)]
+        owner: Option<u32>,
+        /// The image or template it was created from.
+        #[serde(default)]
+        template: Option<String>,
     },
     /// Started, ready and handed out.
     Started {

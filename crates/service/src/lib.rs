@@ -24,7 +24,9 @@
 //! - [`callers`]: who is calling and what they may do (admin, restricted,
 //!   none);
 //! - [`limits`]: resources no bigger than the host, a cap on provider
-//!   operations in flight, one operation at a time per sandbox.
+//!   operations in flight, one operation at a time per sandbox;
+//! - [`reconcile`]: after an interruption, the database and the backend
+//!   made to agree (orphans adopted, stale records forgotten).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -37,6 +39,7 @@ pub mod hooks;
 pub mod host;
 pub mod limits;
 pub mod provider;
+pub mod reconcile;
 pub mod sandboxes;
 pub mod settings;
 pub mod state_dir;

@@ -138,10 +138,7 @@ pub(crate) async fn authorize(
     if caller.is_admin() {
         return Ok(());
     }
-    let owner = match state.owners() {
-        Some(book) => book.owner(name).await.map_err(ApiError::internal)?,
-        None => None,
-    };
+    let owner = state.owners().owner(name).map_err(ApiError::internal)?;
     if caller.may_act_on(owner) {
         Ok(())
     } else {
@@ -211,27 +208,15 @@ pub async fn create(
     Body(body): Body,
 ) -> Result<(StatusCode, Json<SandboxInfo>), ApiError> {
     let req = new_sandbox(json(&body)?);
-    if !caller.is_admin() && state.owners().is_none() {
-        return Err(ApiError::internal(anyhow::anyhow!(
-            "a restricted caller's sandbox needs an owner record, and this corrald keeps none"
-        )));
-    }
     detached(async move {
         let _name = state.lock_name(&req.name).await;
         let _turn = state.turn().await?;
         let options = CreateOptions {
             start: false,
+            owner: Some(caller.uid),
             ..CreateOptions::default()
         };
         let made = state.sandboxes().create(&req, options).await?;
-        if let Some(book) = state.owners()
-            && let Err(e) = book.set_owner(&req.name, caller.uid).await
-        {
-            // Without the record a restricted caller could not reach what
-            // it made: undo the create rather than leave an orphan.
-            let _ = state.sandboxes().delete(&req.name).await;
-            return Err(ApiError::internal(e));
-        }
         Ok((StatusCode::CREATED, Json(made.info)))
     })
     .await

@@ -142,6 +142,12 @@ impl Server {
         self.child.wait().unwrap()
     }
 
+    /// Kill with SIGKILL (no clean-up of any kind) and wait.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -44,6 +44,9 @@ pub struct CreateOptions {
     pub start: bool,
     /// How long to wait for readiness.
     pub ready_timeout: Duration,
+    /// The uid the sandbox is recorded as belonging to (the caller who
+    /// asked for it); restricted callers act on their own sandboxes only.
+    pub owner: Option<u32>,
 }
 
 impl Default for CreateOptions {
@@ -51,6 +54,7 @@ impl Default for CreateOptions {
         Self {
             start: true,
             ready_timeout: DEFAULT_READY_TIMEOUT,
+            owner: None,
         }
     }
 }
@@ -174,6 +178,8 @@ impl SandboxService {
                 name: req.name.clone(),
                 kind: Some(sandbox.kind()),
                 profile: profile.as_ref().map(ToString::to_string),
+                owner: options.owner,
+                template: Some(req.image.clone()),
             })
             .await;
         if !options.start {

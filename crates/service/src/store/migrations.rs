@@ -17,10 +17,11 @@ pub struct Migration {
 }
 
 /// Every migration, oldest first.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    what: "events, the verification gate's demotions, sandboxes",
-    sql: "
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        what: "events, the verification gate's demotions, sandboxes",
+        sql: "
         CREATE TABLE events (
             id       INTEGER PRIMARY KEY AUTOINCREMENT,
             at_ms    INTEGER NOT NULL,
@@ -44,7 +45,16 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             verdict           TEXT
         );
     ",
-}];
+    },
+    Migration {
+        version: 2,
+        what: "each sandbox's owner (the uid that created it) and template",
+        sql: "
+            ALTER TABLE sandboxes ADD COLUMN owner_uid INTEGER;
+            ALTER TABLE sandboxes ADD COLUMN template TEXT;
+        ",
+    },
+];
 
 /// The schema version this build knows.
 pub fn latest() -> u32 {
@@ -128,37 +138,58 @@ mod tests {
     #[test]
     fn each_migration_applies_once_and_a_failure_rolls_back() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(apply(&mut conn, MIGRATIONS).unwrap(), [1]);
+        assert_eq!(apply(&mut conn, MIGRATIONS).unwrap(), [1, 2]);
         assert!(apply(&mut conn, MIGRATIONS).unwrap().is_empty());
         // A later migration that fails leaves the version and schema as they were.
         let more = [
             MIGRATIONS[0],
+            MIGRATIONS[1],
             Migration {
-                version: 2,
+                version: 3,
                 what: "broken",
-                sql: "CREATE TABLE t2 (x); THIS IS NOT SQL;",
+                sql: "CREATE TABLE t3 (x); THIS IS NOT SQL;",
             },
         ];
         let e = apply(&mut conn, &more).unwrap_err();
         assert!(
-            matches!(e, MigrationError::Failed { version: 2, .. }),
+            matches!(e, MigrationError::Failed { version: 3, .. }),
             "{e}"
         );
         let v: u32 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(v, 1);
-        let t2: i64 = conn
+        assert_eq!(v, 2);
+        let t3: i64 = conn
             .query_row(
-                "SELECT count(*) FROM sqlite_master WHERE name = 't2'",
+                "SELECT count(*) FROM sqlite_master WHERE name = 't3'",
                 [],
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(t2, 0, "the failed migration's table was rolled back");
+        assert_eq!(t3, 0, "the failed migration's table was rolled back");
         // A database from the future is refused.
         conn.execute_batch("PRAGMA user_version = 9").unwrap();
         let e = apply(&mut conn, MIGRATIONS).unwrap_err();
         assert!(e.to_string().contains("newer than this corral"), "{e}");
+    }
+
+    #[test]
+    fn a_version_1_database_keeps_its_sandboxes_and_gains_owners() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        assert_eq!(apply(&mut conn, &MIGRATIONS[..1]).unwrap(), [1]);
+        conn.execute_batch(
+            "INSERT INTO sandboxes (name, kind, profile, created_ms) VALUES ('old', 'incus', NULL, 5)",
+        )
+        .unwrap();
+        assert_eq!(apply(&mut conn, MIGRATIONS).unwrap(), [2]);
+        let (owner, template): (Option<u32>, Option<String>) = conn
+            .query_row(
+                "SELECT owner_uid, template FROM sandboxes WHERE name = 'old'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        // Created before owners were recorded: no owner, so admins only.
+        assert_eq!((owner, template), (None, None));
     }
 }

@@ -58,6 +58,13 @@ pub struct SandboxRecord {
     pub last_verified: Option<Timestamp>,
     /// What the gate said then.
     pub verdict: Option<Verdict>,
+    /// The uid that created it (`None`: created before owners were
+    /// recorded, or adopted; only admins may act on it).
+    #[serde(default)]
+    pub owner: Option<u32>,
+    /// The image or template it was created from.
+    #[serde(default)]
+    pub template: Option<String>,
 }
 
 fn ms(t: Timestamp) -> i64 {
@@ -74,15 +81,18 @@ impl Store {
         self.conn()
             .execute(
                 "INSERT OR REPLACE INTO sandboxes
-                     (name, kind, profile, created_ms, last_verified_ms, verdict)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                     (name, kind, profile, created_ms, last_verified_ms, verdict,
+                      owner_uid, template)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
                     rec.name,
                     rec.kind.as_str(),
                     rec.profile,
                     ms(rec.created),
                     rec.last_verified.map(ms),
-                    rec.verdict.map(Verdict::as_str)
+                    rec.verdict.map(Verdict::as_str),
+                    rec.owner,
+                    rec.template
                 ],
             )
             .map_err(self.sql("record a sandbox"))?;
@@ -139,7 +149,8 @@ impl Store {
         let conn = self.conn();
         let row = conn
             .query_row(
-                "SELECT name, kind, profile, created_ms, last_verified_ms, verdict
+                "SELECT name, kind, profile, created_ms, last_verified_ms, verdict,
+                        owner_uid, template
                  FROM sandboxes WHERE name = ?1",
                 params![name],
                 raw,
@@ -154,7 +165,8 @@ impl Store {
         let conn = self.conn();
         let mut stmt = conn
             .prepare(
-                "SELECT name, kind, profile, created_ms, last_verified_ms, verdict
+                "SELECT name, kind, profile, created_ms, last_verified_ms, verdict,
+                        owner_uid, template
                  FROM sandboxes ORDER BY name",
             )
             .map_err(self.sql("list sandboxes"))?;
@@ -186,6 +198,8 @@ impl Store {
             created: ts(r.3),
             last_verified: r.4.map(ts),
             verdict,
+            owner: r.6,
+            template: r.7,
         })
     }
 }
@@ -197,6 +211,8 @@ type Raw = (
     i64,
     Option<i64>,
     Option<String>,
+    Option<u32>,
+    Option<String>,
 );
 
 fn raw(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
@@ -207,6 +223,8 @@ fn raw(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
         r.get(3)?,
         r.get(4)?,
         r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
     ))
 }
 
@@ -225,6 +243,8 @@ mod tests {
             created: Timestamp(5),
             last_verified: None,
             verdict: None,
+            owner: Some(1000),
+            template: Some("corral-test".into()),
         };
         store.add_sandbox(&rec).unwrap();
         assert_eq!(store.sandbox("a").unwrap(), Some(rec.clone()));

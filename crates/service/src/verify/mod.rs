@@ -394,6 +394,8 @@ impl Verifier {
                 name,
                 kind: Some(kind),
                 profile,
+                owner,
+                template,
             } => self.store.add_sandbox(&SandboxRecord {
                 name: name.clone(),
                 kind: *kind,
@@ -401,6 +403,8 @@ impl Verifier {
                 created: now,
                 last_verified: None,
                 verdict: None,
+                owner: *owner,
+                template: template.clone(),
             }),
             Event::Deleted { name } => self.store.remove_sandbox(name).map(|_| ()),
             Event::Stopped { name } => self.store.clear_verdict(name),

@@ -83,6 +83,8 @@ pub fn run(args: &NewArgs, out: Output) -> CmdResult {
     let options = CreateOptions {
         start: true,
         ready_timeout: Duration::from_secs(args.timeout),
+        // Recorded in the database corrald reads too.
+        owner: Some(corral_service::callers::current_uid()),
     };
     let host_os = HostOs::from_target_os(std::env::consts::OS).unwrap_or(HostOs::Linux);
     let placer = Placer::new(host_os, vec![svc.clone()], verifier);
