@@ -5,7 +5,7 @@
 //! gateway, exec answering) and deletes it. corrald may say "busy" (429
 //! with Retry-After; the clients honour it) but never answers a 5xx, and
 //! nothing is left behind: no instance, no port on the profile's bridge,
-//! no veth on the host.
+//! no veth on the host, no row in corral's database.
 
 // Test helpers panic to report a failure, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -232,6 +232,15 @@ fn a_hundred_clients_create_start_and_delete_and_nothing_is_left() {
     );
 
     assert_eq!(guard.left(), Vec::<String>::new(), "instances left behind");
+    let rows: Vec<String> = corral_service::Store::open(&lab.state_dir())
+        .unwrap()
+        .sandboxes()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert_eq!(rows, Vec::<String>::new(), "database rows left behind");
     assert_eq!(bridge_ports(&lab), 0, "ports left on the profile's bridge");
     let leaked: Vec<String> = veths()
         .into_iter()
