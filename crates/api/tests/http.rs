@@ -76,7 +76,10 @@ fn health_matrix_profiles_and_errors_over_tcp() {
 
 #[test]
 fn the_store_is_opened_and_the_gate_and_events_served() {
-    let mut server = Server::start(&["--listen", "127.0.0.1:0"]);
+    // No Incus behind it: at start corrald reconciles its database with the
+    // backend, and the shared daemon may hold other tests' sandboxes.
+    let no_incus = "/nonexistent/incus.socket";
+    let mut server = Server::start(&["--listen", "127.0.0.1:0", "--incus-socket", no_incus]);
     // Kept beyond this server's life: the next one opens the same store.
     let state = server.state.take().unwrap();
     let dir = state.path().to_owned();
@@ -111,6 +114,8 @@ fn the_store_is_opened_and_the_gate_and_events_served() {
     let again = Server::start_exact(&[
         "--listen".into(),
         "127.0.0.1:0".into(),
+        "--incus-socket".into(),
+        no_incus.into(),
         "--state-dir".into(),
         dir.display().to_string(),
     ]);
