@@ -70,7 +70,20 @@ daemon_answers() {
     [ -S "$SOCKET" ] && incus query /1.0 >/dev/null 2>&1
 }
 
+# A daemon started from a directory that was removed since (an old
+# checkout) cannot snapshot: rsync fails in getcwd(). Restart it from `/`.
+cwd_gone() {
+    local pid
+    pid=$(incus query /1.0 2>/dev/null | grep -o '"server_pid": *[0-9]*' | grep -o '[0-9]*$') || return 1
+    readlink "/proc/$pid/cwd" 2>/dev/null | grep -q ' (deleted)$'
+}
+
 start_daemon() {
+    if daemon_answers && cwd_gone; then
+        log "the running incusd works in a removed directory: restarting it"
+        incus admin shutdown --timeout 60 >/dev/null 2>&1 || pkill -x incusd || true
+        for _ in $(seq 1 100); do pgrep -x incusd >/dev/null || break; sleep 0.1; done
+    fi
     if daemon_answers; then
         return
     fi
@@ -78,8 +91,10 @@ start_daemon() {
     bin=$(incusd_bin)
     mkdir -p "$(dirname "$LOG_FILE")"
     log "starting $bin (log: $LOG_FILE)"
-    # No systemd here: detach it ourselves so it outlives this script.
-    setsid "$bin" --group root --logfile="$LOG_FILE" </dev/null >>"$LOG_FILE" 2>&1 &
+    # No systemd here: detach it ourselves so it outlives this script. It
+    # starts in `/`: the tools it runs (rsync for snapshots) inherit its
+    # working directory, and a checkout removed later would break them.
+    (cd / && exec setsid "$bin" --group root --logfile="$LOG_FILE") </dev/null >>"$LOG_FILE" 2>&1 &
     "$bin" waitready --timeout=60 || die "incusd did not become ready; see $LOG_FILE"
 }
 

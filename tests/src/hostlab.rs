@@ -510,6 +510,7 @@ pub(crate) fn preflight(here: &Netns, names: &[&str], priorities: &[u32]) -> Res
     }
     let rules = here.run_async(|| async {
         let links = Links::connect()?;
+        sweep_stale_rules(&links).await?;
         let msgs: Vec<RuleMessage> = links
             .handle()
             .rule()
@@ -602,6 +603,56 @@ fn dns_unlisted(n: u32) -> Ipv4Addr {
 
 fn octet(n: u32) -> u8 {
     u8::try_from(n).unwrap_or(u8::MAX)
+}
+
+/// Rule priorities the labs use: [`HostLab`] from 9000, the built-in
+/// profiles' lab from 8000.
+const LAB_PRIORITIES: [std::ops::Range<u32>; 2] = [8000..8800, 9000..9400];
+/// Routing tables the labs create (`0xc0_0000 + n`, `0xc1_0000 + priority`).
+const LAB_TABLES: std::ops::Range<u32> = 0x00c0_0000..0x00c2_0000;
+
+/// Removes the routing rules a lab killed before its clean-up left behind.
+/// The caller holds the host lock, so no live lab owns any of them; left
+/// in place, a stale `iif <bridge> unreachable` of an earlier run (the
+/// built-in bridge names repeat) shadows the next lab's routes and every
+/// allowed destination looks blocked.
+async fn sweep_stale_rules(links: &Links) -> Result<(), LabError> {
+    for version in [rtnetlink::IpVersion::V4, rtnetlink::IpVersion::V6] {
+        let msgs: Vec<RuleMessage> = links
+            .handle()
+            .rule()
+            .get(version)
+            .execute()
+            .try_collect()
+            .await
+            .map_err(|e| netlink_error("list routing rules", e))?;
+        for rule in msgs {
+            let priority = rule.attributes.iter().find_map(|a| match a {
+                RuleAttribute::Priority(p) => Some(*p),
+                _ => None,
+            });
+            let table = rule.attributes.iter().find_map(|a| match a {
+                RuleAttribute::Table(t) => Some(*t),
+                _ => None,
+            });
+            let ours = priority.is_some_and(|p| LAB_PRIORITIES.iter().any(|r| r.contains(&p)))
+                && (table.is_some_and(|t| LAB_TABLES.contains(&t))
+                    || rule.header.action == RuleAction::Unreachable);
+            if ours {
+                eprintln!(
+                    "removing routing rule priority {priority:?} table {table:?}: a killed test lab left it behind"
+                );
+                links
+                    .handle()
+                    .rule()
+                    .del(rule)
+                    .execute()
+                    .await
+                    .map_err(|e| netlink_error("remove a stale lab routing rule", e))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn netlink_error(what: &str, e: rtnetlink::Error) -> LabError {
