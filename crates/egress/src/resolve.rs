@@ -67,10 +67,21 @@ pub enum ResolveError {
     },
 }
 
+/// Why a name has no answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LookupError {
+    /// The host's resolver (`getaddrinfo`) failed.
+    #[error("the host's resolver failed: {0}")]
+    System(String),
+    /// A fixed table has no entry for the name.
+    #[error("no static answer for this name")]
+    NoStaticAnswer,
+}
+
 /// Answers A and AAAA queries for one name.
 pub trait Resolver: Send + Sync {
     /// All addresses of `host`; an empty list or an error means "none".
-    fn lookup(&self, host: &HostName) -> Result<Vec<IpAddr>, String>;
+    fn lookup(&self, host: &HostName) -> Result<Vec<IpAddr>, LookupError>;
 }
 
 /// The host's own resolver (`getaddrinfo`, A and AAAA).
@@ -78,11 +89,12 @@ pub trait Resolver: Send + Sync {
 pub struct SystemResolver;
 
 impl Resolver for SystemResolver {
-    fn lookup(&self, host: &HostName) -> Result<Vec<IpAddr>, String> {
+    fn lookup(&self, host: &HostName) -> Result<Vec<IpAddr>, LookupError> {
         (host.normalized().as_str(), 0u16)
             .to_socket_addrs()
             .map(|it| it.map(|sa| sa.ip()).collect())
-            .map_err(|e| e.to_string())
+            // io::Error is not Clone; its text is all a caller shows.
+            .map_err(|e| LookupError::System(e.to_string()))
     }
 }
 
@@ -107,11 +119,11 @@ impl StaticResolver {
 }
 
 impl Resolver for StaticResolver {
-    fn lookup(&self, host: &HostName) -> Result<Vec<IpAddr>, String> {
+    fn lookup(&self, host: &HostName) -> Result<Vec<IpAddr>, LookupError> {
         self.answers
             .get(&host.normalized())
             .cloned()
-            .ok_or_else(|| "no static answer".to_owned())
+            .ok_or(LookupError::NoStaticAnswer)
     }
 }
 
@@ -124,7 +136,7 @@ pub fn resolve_profiles(
     resolver: &dyn Resolver,
 ) -> Result<Resolution, ResolveError> {
     let mut out = Resolution::new();
-    let mut cache: HashMap<String, Result<Vec<IpAddr>, String>> = HashMap::new();
+    let mut cache: HashMap<String, Result<Vec<IpAddr>, LookupError>> = HashMap::new();
     for profile in profiles {
         if profile.mode != EgressMode::Allowlist {
             continue;
@@ -144,7 +156,9 @@ pub fn resolve_profiles(
                         return Err(ResolveError::Unresolved {
                             profile: profile.name.to_string(),
                             host: host.to_string(),
-                            reason: failed.err().unwrap_or_else(|| "empty answer".to_owned()),
+                            reason: failed
+                                .err()
+                                .map_or_else(|| "empty answer".to_owned(), |e| e.to_string()),
                         });
                     }
                     Vec::new()

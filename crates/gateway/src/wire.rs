@@ -1,9 +1,14 @@
-//! Just enough of the DNS wire format (RFC 1035) for corral's probes and
-//! its test upstream: one-question queries, and responses that carry A and
-//! AAAA records with their TTLs. Everything else in a response is skipped,
-//! never interpreted.
+//! The DNS messages corral's probes and its test upstream exchange:
+//! one-question queries, and responses carrying A and AAAA records with
+//! their TTLs. Encoding and decoding are `hickory-proto`'s; this module
+//! only narrows them to what corral needs (other records of a response are
+//! skipped, never interpreted) and keeps corral's own error words.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
+
+use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::{A, AAAA};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 /// Record type A (IPv4 address).
 pub const TYPE_A: u16 = 1;
@@ -20,10 +25,8 @@ pub const RCODE_NXDOMAIN: u8 = 3;
 /// Response code: the server refuses to answer.
 pub const RCODE_REFUSED: u8 = 5;
 
-const CLASS_IN: u16 = 1;
-const HEADER_LEN: usize = 12;
-/// Compression pointers may chain; a legitimate name never needs more hops.
-const MAX_POINTER_HOPS: usize = 64;
+/// The longest name DNS can carry, in text form without the final dot.
+const MAX_NAME: usize = 253;
 
 /// Why a DNS message could not be built or read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,17 +34,10 @@ pub enum WireError {
     /// The name cannot be written as DNS labels.
     #[error("name `{0}` is not encodable in DNS: each label must be 1 to 63 bytes, 255 in total")]
     BadName(String),
-    /// The message ended before a field it announced.
-    #[error("DNS message is truncated (needed byte {needed} of {len})")]
-    Truncated {
-        /// Offset that was needed.
-        needed: usize,
-        /// Message length.
-        len: usize,
-    },
-    /// A compressed name points in a loop or too deep.
-    #[error("DNS name compression loops or nests deeper than {MAX_POINTER_HOPS} pointers")]
-    PointerLoop,
+    /// The bytes are not a well-formed DNS message (truncated, a
+    /// compression loop, a bad label...).
+    #[error("not a well-formed DNS message: {0}")]
+    Malformed(String),
     /// The message is not the response to our query.
     #[error("DNS message is not a response to query id {expected} (got id {got}, qr={qr})")]
     NotOurResponse {
@@ -54,7 +50,7 @@ pub enum WireError {
     },
     /// A query must carry exactly one question.
     #[error("DNS query carries {0} questions; exactly one is supported")]
-    QuestionCount(u16),
+    QuestionCount(usize),
 }
 
 /// The single question of a query.
@@ -88,28 +84,63 @@ pub struct Response {
     pub answers: Vec<AddrRecord>,
 }
 
+fn malformed(e: impl std::fmt::Display) -> WireError {
+    WireError::Malformed(e.to_string())
+}
+
+/// `name` as an absolute DNS name; empty labels and over-long names or
+/// labels are refused.
+fn dns_name(name: &str) -> Result<Name, WireError> {
+    let trimmed = name.strip_suffix('.').unwrap_or(name);
+    let bad = || WireError::BadName(name.to_owned());
+    if trimmed.len() > MAX_NAME
+        || (!trimmed.is_empty() && trimmed.split('.').any(|l| l.is_empty() || l.len() > 63))
+    {
+        return Err(bad());
+    }
+    // Labels as bytes: a probe may ask for any name, host-name rules or not.
+    let labels = trimmed
+        .split('.')
+        .filter(|l| !l.is_empty())
+        .map(str::as_bytes);
+    Name::from_labels(labels).map_err(|_| bad())
+}
+
+/// A name as corral compares names: lower case, no trailing dot.
+fn name_text(n: &Name) -> String {
+    n.iter()
+        .map(|label| String::from_utf8_lossy(label).to_ascii_lowercase())
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
 /// Builds a recursive query for `name` of type `qtype`.
 pub fn encode_query(id: u16, name: &str, qtype: u16) -> Result<Vec<u8>, WireError> {
-    let mut out = Vec::with_capacity(HEADER_LEN + name.len() + 6);
-    out.extend_from_slice(&id.to_be_bytes());
-    out.extend_from_slice(&0x0100u16.to_be_bytes()); // RD
-    out.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 0]);
-    encode_name(name, &mut out)?;
-    out.extend_from_slice(&qtype.to_be_bytes());
-    out.extend_from_slice(&CLASS_IN.to_be_bytes());
-    Ok(out)
+    let mut m = Message::new();
+    m.set_id(id)
+        .set_message_type(MessageType::Query)
+        .set_op_code(OpCode::Query)
+        .set_recursion_desired(true)
+        .add_query(Query::query(dns_name(name)?, RecordType::from(qtype)));
+    m.to_vec().map_err(malformed)
+}
+
+fn only_question(m: &Message) -> Result<&Query, WireError> {
+    match m.queries() {
+        [q] => Ok(q),
+        qs => Err(WireError::QuestionCount(qs.len())),
+    }
 }
 
 /// Reads the one question of a query.
 pub fn parse_query(msg: &[u8]) -> Result<Question, WireError> {
-    let id = read_u16(msg, 0)?;
-    let qdcount = read_u16(msg, 4)?;
-    if qdcount != 1 {
-        return Err(WireError::QuestionCount(qdcount));
-    }
-    let (name, end) = decode_name(msg, HEADER_LEN)?;
-    let qtype = read_u16(msg, end)?;
-    Ok(Question { id, name, qtype })
+    let m = Message::from_vec(msg).map_err(malformed)?;
+    let q = only_question(&m)?;
+    Ok(Question {
+        id: m.id(),
+        name: name_text(q.name()),
+        qtype: u16::from(q.query_type()),
+    })
 }
 
 /// Builds the response to `query` (the raw query, whose question is echoed)
@@ -120,165 +151,55 @@ pub fn encode_response(
     addrs: &[IpAddr],
     ttl: u32,
 ) -> Result<Vec<u8>, WireError> {
-    let q = parse_query(query)?;
-    let (_, qend) = decode_name(query, HEADER_LEN)?;
-    let question = query
-        .get(HEADER_LEN..qend + 4)
-        .ok_or(WireError::Truncated {
-            needed: qend + 4,
-            len: query.len(),
-        })?;
-    let records: Vec<Vec<u8>> = addrs
-        .iter()
-        .filter_map(|addr| match (addr, q.qtype) {
-            (IpAddr::V4(a), TYPE_A) => Some((TYPE_A, a.octets().to_vec())),
-            (IpAddr::V6(a), TYPE_AAAA) => Some((TYPE_AAAA, a.octets().to_vec())),
-            _ => None,
-        })
-        .map(|(rtype, data)| {
-            let mut rr = vec![0xc0, HEADER_LEN as u8]; // pointer to the question name
-            rr.extend_from_slice(&rtype.to_be_bytes());
-            rr.extend_from_slice(&CLASS_IN.to_be_bytes());
-            rr.extend_from_slice(&ttl.to_be_bytes());
-            rr.extend_from_slice(&(data.len() as u16).to_be_bytes());
-            rr.extend_from_slice(&data);
-            rr
-        })
-        .collect();
-    let mut out = Vec::with_capacity(HEADER_LEN + question.len() + records.len() * 28);
-    out.extend_from_slice(&q.id.to_be_bytes());
-    // QR, RD copied as set, RA, and the code.
-    out.extend_from_slice(&(0x8180u16 | u16::from(rcode & 0x0f)).to_be_bytes());
-    out.extend_from_slice(&1u16.to_be_bytes());
-    out.extend_from_slice(&(records.len() as u16).to_be_bytes());
-    out.extend_from_slice(&[0, 0, 0, 0]);
-    out.extend_from_slice(question);
-    for rr in records {
-        out.extend_from_slice(&rr);
+    let asked = Message::from_vec(query).map_err(malformed)?;
+    let q = only_question(&asked)?.clone();
+    let mut m = Message::new();
+    m.set_id(asked.id())
+        .set_message_type(MessageType::Response)
+        .set_op_code(OpCode::Query)
+        .set_recursion_desired(asked.recursion_desired())
+        .set_recursion_available(true)
+        .set_response_code(ResponseCode::from(0, rcode & 0x0f));
+    for addr in addrs {
+        let data = match (addr, q.query_type()) {
+            (IpAddr::V4(a), RecordType::A) => RData::A(A(*a)),
+            (IpAddr::V6(a), RecordType::AAAA) => RData::AAAA(AAAA(*a)),
+            _ => continue,
+        };
+        m.add_answer(Record::from_rdata(q.name().clone(), ttl, data));
     }
-    Ok(out)
+    m.add_query(q);
+    m.to_vec().map_err(malformed)
 }
 
 /// Reads a response to the query with id `expected_id`.
 pub fn parse_response(msg: &[u8], expected_id: u16) -> Result<Response, WireError> {
-    let id = read_u16(msg, 0)?;
-    let flags = read_u16(msg, 2)?;
-    let qr = flags & 0x8000 != 0;
-    if id != expected_id || !qr {
+    let m = Message::from_vec(msg).map_err(malformed)?;
+    let qr = m.message_type() == MessageType::Response;
+    if m.id() != expected_id || !qr {
         return Err(WireError::NotOurResponse {
             expected: expected_id,
-            got: id,
+            got: m.id(),
             qr,
         });
     }
-    let qdcount = read_u16(msg, 4)?;
-    let ancount = read_u16(msg, 6)?;
-    let mut off = HEADER_LEN;
-    for _ in 0..qdcount {
-        off = decode_name(msg, off)?.1 + 4;
-    }
-    let mut answers = Vec::new();
-    for _ in 0..ancount {
-        off = decode_name(msg, off)?.1;
-        let rtype = read_u16(msg, off)?;
-        let ttl = u32::from(read_u16(msg, off + 4)?) << 16 | u32::from(read_u16(msg, off + 6)?);
-        let rdlen = usize::from(read_u16(msg, off + 8)?);
-        let data = msg
-            .get(off + 10..off + 10 + rdlen)
-            .ok_or(WireError::Truncated {
-                needed: off + 10 + rdlen,
-                len: msg.len(),
-            })?;
-        let addr = match (rtype, data.len()) {
-            (TYPE_A, 4) => Some(IpAddr::V4(Ipv4Addr::new(
-                data[0], data[1], data[2], data[3],
-            ))),
-            (TYPE_AAAA, 16) => {
-                let mut octets = [0u8; 16];
-                octets.copy_from_slice(data);
-                Some(IpAddr::V6(Ipv6Addr::from(octets)))
-            }
-            _ => None,
-        };
-        if let Some(addr) = addr {
-            answers.push(AddrRecord { addr, ttl });
-        }
-        off += 10 + rdlen;
-    }
+    let answers = m
+        .answers()
+        .iter()
+        .filter_map(|r| {
+            let addr = match r.data() {
+                RData::A(a) => IpAddr::V4(a.0),
+                RData::AAAA(a) => IpAddr::V6(a.0),
+                _ => return None,
+            };
+            Some(AddrRecord { addr, ttl: r.ttl() })
+        })
+        .collect();
     Ok(Response {
-        id,
-        rcode: (flags & 0x0f) as u8,
+        id: m.id(),
+        rcode: m.response_code().low(),
         answers,
     })
-}
-
-fn encode_name(name: &str, out: &mut Vec<u8>) -> Result<(), WireError> {
-    let trimmed = name.strip_suffix('.').unwrap_or(name);
-    let bad = || WireError::BadName(name.to_owned());
-    if trimmed.len() > 253 {
-        return Err(bad());
-    }
-    if !trimmed.is_empty() {
-        for label in trimmed.split('.') {
-            if label.is_empty() || label.len() > 63 {
-                return Err(bad());
-            }
-            out.push(label.len() as u8);
-            out.extend_from_slice(label.as_bytes());
-        }
-    }
-    out.push(0);
-    Ok(())
-}
-
-/// Decodes the (possibly compressed) name at `start`; returns it in lower
-/// case and the offset just past it in the original position.
-fn decode_name(msg: &[u8], start: usize) -> Result<(String, usize), WireError> {
-    let mut labels: Vec<String> = Vec::new();
-    let mut off = start;
-    let mut end = None;
-    let mut hops = 0;
-    loop {
-        let len = *msg.get(off).ok_or(WireError::Truncated {
-            needed: off,
-            len: msg.len(),
-        })?;
-        if len & 0xc0 == 0xc0 {
-            let low = *msg.get(off + 1).ok_or(WireError::Truncated {
-                needed: off + 1,
-                len: msg.len(),
-            })?;
-            end.get_or_insert(off + 2);
-            hops += 1;
-            if hops > MAX_POINTER_HOPS {
-                return Err(WireError::PointerLoop);
-            }
-            off = usize::from(len & 0x3f) << 8 | usize::from(low);
-            continue;
-        }
-        if len == 0 {
-            let end = end.unwrap_or(off + 1);
-            return Ok((labels.join("."), end));
-        }
-        let label = msg
-            .get(off + 1..off + 1 + usize::from(len))
-            .ok_or(WireError::Truncated {
-                needed: off + 1 + usize::from(len),
-                len: msg.len(),
-            })?;
-        labels.push(String::from_utf8_lossy(label).to_ascii_lowercase());
-        off += 1 + usize::from(len);
-    }
-}
-
-fn read_u16(msg: &[u8], off: usize) -> Result<u16, WireError> {
-    match msg.get(off..off + 2) {
-        Some(b) => Ok(u16::from_be_bytes([b[0], b[1]])),
-        None => Err(WireError::Truncated {
-            needed: off + 2,
-            len: msg.len(),
-        }),
-    }
 }
 
 #[cfg(test)]
@@ -332,11 +253,32 @@ mod tests {
     fn refuses_bad_names_and_pointer_loops() {
         assert!(encode_query(1, &"a".repeat(64), TYPE_A).is_err());
         assert!(encode_query(1, "a..b", TYPE_A).is_err());
+        assert!(encode_query(1, &"a.".repeat(128), TYPE_A).is_err());
         let mut msg = encode_query(1, "a", TYPE_A).unwrap();
         // Make the question name a pointer to itself.
         msg[12] = 0xc0;
         msg[13] = 12;
-        assert_eq!(decode_name(&msg, 12), Err(WireError::PointerLoop));
+        assert!(matches!(parse_query(&msg), Err(WireError::Malformed(_))));
+    }
+
+    #[test]
+    fn a_response_from_another_implementation_reads_the_same() {
+        // dig-style response bytes for `a.test A` with one answer using a
+        // compression pointer, as RFC 1035 writes it by hand.
+        let msg: Vec<u8> = [
+            &[0x12, 0x34, 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0][..],
+            &[1, b'a', 4, b't', b'e', b's', b't', 0, 0, 1, 0, 1],
+            &[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 7],
+        ]
+        .concat();
+        let r = parse_response(&msg, 0x1234).unwrap();
+        assert_eq!(
+            r.answers,
+            vec![AddrRecord {
+                addr: "192.0.2.7".parse().unwrap(),
+                ttl: 60
+            }]
+        );
     }
 
     proptest! {

@@ -79,7 +79,7 @@ pub async fn run(
 }
 
 /// The environment as a file the wrapper sources: `export KEY='value'`
-/// lines (POSIX single quotes, `'` written `'\''`); `None` when empty.
+/// lines (values quoted for a POSIX shell by `shlex`); `None` when empty.
 pub fn env_file_text(
     env: &std::collections::BTreeMap<String, String>,
 ) -> Result<Option<String>, ProviderError> {
@@ -105,10 +105,11 @@ pub fn env_file_text(
                 reason: format!("the value of `{key}` holds a NUL byte"),
             });
         }
-        text.push_str(&format!(
-            "export {key}='{}'\n",
-            value.replace('\'', r"'\''")
-        ));
+        let quoted = shlex::try_quote(value).map_err(|_| ProviderError::InvalidSpec {
+            field: "env",
+            reason: format!("the value of `{key}` cannot be quoted for a shell"),
+        })?;
+        text.push_str(&format!("export {key}={quoted}\n"));
     }
     Ok(Some(text))
 }

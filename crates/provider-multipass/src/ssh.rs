@@ -81,18 +81,11 @@ impl fmt::Display for SshTarget {
     }
 }
 
-/// Quote `arg` for a POSIX shell: plain words stay as they are, anything
-/// else is wrapped in single quotes, with each `'` written as `'\''`.
-pub fn quote(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_./:@,+-".contains(c));
-    if plain {
-        arg.to_owned()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
+/// Quote `arg` for a POSIX shell (`shlex`'s quoting: plain words stay as
+/// they are). `None` for an argument holding a NUL byte, which no shell
+/// word can carry.
+pub fn quote(arg: &str) -> Option<String> {
+    shlex::try_quote(arg).ok().map(std::borrow::Cow::into_owned)
 }
 
 /// The fixed words every login shell sees: `/bin/sh` decodes its `$0`
@@ -104,14 +97,21 @@ pub const REMOTE_WRAPPER: [&str; 3] =
 
 /// The words after `ssh … --` that run `argv` on the executor: the wrapper
 /// and the POSIX-quoted command line in base64.
-pub fn remote_command(argv: &[String]) -> Vec<String> {
-    let line: Vec<String> = argv.iter().map(|a| quote(a)).collect();
+pub fn remote_command(argv: &[String]) -> Result<Vec<String>, RunError> {
+    check_argv(argv)?;
+    let mut line = Vec::with_capacity(argv.len());
+    for (index, a) in argv.iter().enumerate() {
+        line.push(quote(a).ok_or_else(|| RunError::NulByte {
+            program: argv[0].clone(),
+            index,
+        })?);
+    }
     let payload = base64::engine::general_purpose::STANDARD.encode(line.join(" "));
-    REMOTE_WRAPPER
+    Ok(REMOTE_WRAPPER
         .iter()
         .map(|w| (*w).to_owned())
         .chain(std::iter::once(payload))
-        .collect()
+        .collect())
 }
 
 /// Runs argvs on an executor through `ssh <options> <target> -- <wrapper>
@@ -145,7 +145,7 @@ impl SshRunner {
     }
 
     /// The local argv that runs `remote` on the executor.
-    pub fn wrap(&self, remote: &[String]) -> Vec<String> {
+    pub fn wrap(&self, remote: &[String]) -> Result<Vec<String>, RunError> {
         // BatchMode: never stop at a password or host-key prompt; fail instead.
         let mut argv = vec![
             self.ssh_program.clone(),
@@ -154,8 +154,8 @@ impl SshRunner {
             self.target.as_str().to_owned(),
             "--".to_owned(),
         ];
-        argv.extend(remote_command(remote));
-        argv
+        argv.extend(remote_command(remote)?);
+        Ok(argv)
     }
 }
 
@@ -165,9 +165,8 @@ pub const SSH_FAILURE_EXIT: i32 = 255;
 #[async_trait]
 impl Runner for SshRunner {
     async fn run(&self, invocation: &Invocation) -> Result<RunOutput, RunError> {
-        check_argv(&invocation.argv)?;
         let wrapped = Invocation {
-            argv: self.wrap(&invocation.argv),
+            argv: self.wrap(&invocation.argv)?,
             stdin: invocation.stdin.clone(),
             timeout: invocation.timeout,
         };
@@ -236,7 +235,7 @@ mod tests {
     #[test]
     fn hostile_arguments_survive_a_real_shell() {
         let args: Vec<String> = HOSTILE.iter().map(|s| (*s).to_owned()).collect();
-        let quoted: Vec<String> = args.iter().map(|a| quote(a)).collect();
+        let quoted: Vec<String> = args.iter().map(|a| quote(a).unwrap()).collect();
         assert_eq!(shell_split(&quoted), args);
         assert!(!std::path::Path::new("/tmp/corral-pwned").exists());
     }
@@ -244,14 +243,16 @@ mod tests {
     #[test]
     fn golden_wrap() {
         let runner = SshRunner::new(SshTarget::new("ops@exec-1").unwrap());
-        let argv = runner.wrap(&[
-            "multipass".into(),
-            "exec".into(),
-            "corral-a".into(),
-            "--".into(),
-            "echo".into(),
-            "it's $(x)".into(),
-        ]);
+        let argv = runner
+            .wrap(&[
+                "multipass".into(),
+                "exec".into(),
+                "corral-a".into(),
+                "--".into(),
+                "echo".into(),
+                "it's $(x)".into(),
+            ])
+            .unwrap();
         assert_eq!(
             argv[..8],
             [
@@ -270,7 +271,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             String::from_utf8(decoded).unwrap(),
-            r"multipass exec corral-a -- echo 'it'\''s $(x)'"
+            r#"multipass exec corral-a -- echo "it's "'$(x)'"#
         );
         assert!(
             argv[8]
@@ -310,7 +311,7 @@ mod tests {
     fn through_login_shell(login_shell: &str, argv: &[String]) -> Vec<String> {
         let mut remote = vec!["printf".to_owned(), "%s\\0".to_owned()];
         remote.extend(argv.iter().cloned());
-        let words = remote_command(&remote);
+        let words = remote_command(&remote).unwrap();
         let out = std::process::Command::new(login_shell)
             .arg("-c")
             .arg(words.join(" "))
@@ -348,7 +349,7 @@ mod tests {
     proptest! {
         #[test]
         fn quoting_round_trips(args in proptest::collection::vec("[^\\x00]{0,12}", 1..6)) {
-            let quoted: Vec<String> = args.iter().map(|a| quote(a)).collect();
+            let quoted: Vec<String> = args.iter().map(|a| quote(a).unwrap()).collect();
             prop_assert_eq!(shell_split(&quoted), args);
         }
     }

@@ -49,23 +49,40 @@ fn basename(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)
 }
 
+/// Why `ps` output could not be read as a process table.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PsError {
+    /// A line lacks a column `ps_argv` asks for.
+    #[error("`ps` line `{line}` has no {column}; expected `PID PPID STAT COMMAND`")]
+    MissingColumn {
+        /// The line as `ps` printed it.
+        line: String,
+        /// `pid`, `ppid` or `state`.
+        column: &'static str,
+    },
+    /// `ps` printed no process at all.
+    #[error("the process table `ps` printed is empty")]
+    Empty,
+}
+
 /// Parse `ps` output as produced by [`ps_argv`].
-pub fn parse_ps(text: &str) -> Result<Vec<ProcessEntry>, String> {
+pub fn parse_ps(text: &str) -> Result<Vec<ProcessEntry>, PsError> {
     let mut rows = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let mut parts = line.split_whitespace();
-        let mut number = |what: &str| -> Result<u32, String> {
+        let missing = |column: &'static str| PsError::MissingColumn {
+            line: line.to_owned(),
+            column,
+        };
+        let mut number = |column: &'static str| -> Result<u32, PsError> {
             parts
                 .next()
                 .and_then(|w| w.parse().ok())
-                .ok_or_else(|| format!("line `{line}` has no {what}"))
+                .ok_or_else(|| missing(column))
         };
         let pid = number("pid")?;
         let ppid = number("ppid")?;
-        let stat = parts
-            .next()
-            .ok_or_else(|| format!("line `{line}` has no state"))?
-            .to_owned();
+        let stat = parts.next().ok_or_else(|| missing("state"))?.to_owned();
         let command = parts.collect::<Vec<_>>().join(" ");
         rows.push(ProcessEntry {
             pid,
@@ -75,7 +92,7 @@ pub fn parse_ps(text: &str) -> Result<Vec<ProcessEntry>, String> {
         });
     }
     if rows.is_empty() {
-        return Err("the process table is empty".to_owned());
+        return Err(PsError::Empty);
     }
     Ok(rows)
 }

@@ -186,7 +186,9 @@ impl Shared {
         };
         match health::parse_ps(&String::from_utf8_lossy(&out.stdout)) {
             Ok(table) => health::assess(&table, pid, vm),
-            Err(reason) => FilterHealth::Unknown { reason },
+            Err(e) => FilterHealth::Unknown {
+                reason: e.to_string(),
+            },
         }
     }
 

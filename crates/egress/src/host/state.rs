@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use corral_sandbox_core::config::{Config, HostConfig};
+use corral_sandbox_core::config::{Config, ConfigErrors, HostConfig};
 use corral_state_files::{HOST_LOCK, StateDir, StateFileError, StateLock};
 use serde::{Deserialize, Serialize};
 
@@ -30,12 +30,13 @@ pub enum StateError {
         source: serde_json::Error,
     },
     /// The stored configuration no longer parses.
-    #[error("the stored configuration in {path} no longer parses: {message}; apply again")]
+    #[error("the stored configuration in {path} no longer parses: {source}; apply again")]
     Config {
         /// File.
         path: PathBuf,
         /// Every problem.
-        message: String,
+        #[source]
+        source: ConfigErrors,
     },
     /// The plan cannot be rebuilt from the stored inputs.
     #[error(transparent)]
@@ -93,8 +94,8 @@ impl AppliedInputs {
     }
 
     /// Parses the stored configuration back.
-    pub fn config(&self) -> Result<Config, String> {
-        Config::from_toml_str(&self.config_toml, "stored configuration").map_err(|e| e.to_string())
+    pub fn config(&self) -> Result<Config, ConfigErrors> {
+        Config::from_toml_str(&self.config_toml, "stored configuration")
     }
 }
 
@@ -151,9 +152,9 @@ impl StateStore {
         let Some(inputs) = self.load()? else {
             return Ok(None);
         };
-        let config = inputs.config().map_err(|message| StateError::Config {
+        let config = inputs.config().map_err(|source| StateError::Config {
             path: self.path(),
-            message,
+            source,
         })?;
         let plan = HostPlan::build(
             &config.profiles,

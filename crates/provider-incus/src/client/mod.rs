@@ -414,16 +414,16 @@ pub fn full(bytes: Bytes) -> Body {
 
 /// Percent-encode a query value (keeps `/` readable for file paths).
 pub fn encode_query(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~' | b'/') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(value, QUERY_VALUE).to_string()
 }
+
+/// Every byte but the unreserved ones of RFC 3986 and `/`.
+const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
 
 #[cfg(test)]
 mod tests {

@@ -111,10 +111,10 @@ pub fn applied(store: &StateStore) -> Result<Option<Planned>, PlanningError> {
     let Some(inputs) = store.load().map_err(PlanningError::State)? else {
         return Ok(None);
     };
-    let config = inputs.config().map_err(|message| {
+    let config = inputs.config().map_err(|source| {
         PlanningError::State(StateError::Config {
             path: store.path(),
-            message,
+            source,
         })
     })?;
     let plan = HostPlan::build(

@@ -51,7 +51,7 @@ pub fn unresolved_names(profiles: &ProfileSet, resolver: &dyn Resolver) -> Vec<U
             let reason = match resolver.lookup(host) {
                 Ok(addrs) if !addrs.is_empty() => continue,
                 Ok(_) => "empty answer".to_owned(),
-                Err(e) => e,
+                Err(e) => e.to_string(),
             };
             out.push(UnresolvedName {
                 profile: profile.name.to_string(),
