@@ -93,7 +93,6 @@ pub enum Command {
     /// Print a shell completion script.
     Completions(CompletionsArgs),
     /// Print the man page (roff) on stdout, or write one page per command.
-    #[command(hide = true)]
     Man(ManArgs),
 }
 
@@ -473,13 +472,15 @@ pub struct DrillArgs {
     /// Profiles to drill (default: the config file, else the built-in profiles).
     #[command(flatten)]
     pub source: ConfigSource,
-    /// Also write the drill record as JSON to FILE (`-` for stdout, which then
-    /// carries only the JSON).
+    /// Print the drill record as JSON on stdout (and nothing else there).
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the drill record as JSON to FILE.
     #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    pub output: Option<PathBuf>,
 }
 
-/// `corral man` (hidden; for packagers).
+/// `corral man`.
 #[derive(Debug, Clone, Args)]
 pub struct ManArgs {
     /// Write corral.1 and one page per subcommand (corral-host-apply.1, …) into DIR.

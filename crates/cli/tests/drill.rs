@@ -1,6 +1,7 @@
 //! `corral drill` with the real binary, as root: the drill passes with every
 //! probe listed, its first line says what it proves, its last line is the
-//! verdict with counts, and `--json` is a parseable record.
+//! verdict with counts; `--output FILE` and `--json` (stdout) are the same
+//! parseable record.
 
 // Test helpers panic to report a failure, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -16,7 +17,7 @@ fn drill_passes_with_every_probe_listed() {
     }
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("drill.json");
-    let run = corral(&["drill", "--json", record.to_str().unwrap()]);
+    let run = corral(&["drill", "--output", record.to_str().unwrap()]);
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert!(
         lines
@@ -119,7 +120,7 @@ fn drill_json_on_stdout_is_only_json() {
     if !corral_test_support::gate::netns() {
         return;
     }
-    let run = corral(&["drill", "--json", "-"]);
+    let run = corral(&["drill", "--json"]);
     let json = run.json();
     assert_eq!(json["schema"], "corral.drill.v1");
     schema::check(&json);

@@ -141,17 +141,8 @@ fn to_json<'a>(report: &'a DrillReport, source: String, profiles: Vec<String>) -
 
 fn write_json(path: &Path, json: &DrillJson<'_>) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(json)? + "\n";
-    if path == Path::new("-") {
-        crate::output::Output {
-            color: false,
-            quiet: false,
-        }
-        .data(&text);
-        Ok(())
-    } else {
-        std::fs::write(path, text)
-            .with_context(|| format!("cannot write the drill record to {}", path.display()))
-    }
+    std::fs::write(path, text)
+        .with_context(|| format!("cannot write the drill record to {}", path.display()))
 }
 
 /// Run the drill and render it.
@@ -166,7 +157,7 @@ pub fn run(args: &DrillArgs, out: Output) -> CmdResult {
         ],
     )
     .map_err(CliError::failure)?;
-    let json_only = args.json.as_deref() == Some(Path::new("-"));
+    let json_only = args.json;
     // With JSON on stdout, human output would corrupt it.
     let human = Output {
         quiet: out.quiet || json_only,
@@ -190,9 +181,12 @@ pub fn run(args: &DrillArgs, out: Output) -> CmdResult {
     drop(progress);
     let report = result.map_err(|e| CliError::failure(anyhow::Error::new(e)))?;
 
-    if let Some(path) = &args.json {
-        write_json(path, &to_json(&report, loaded.origin.to_string(), names))
-            .map_err(CliError::failure)?;
+    let record = to_json(&report, loaded.origin.to_string(), names);
+    if let Some(path) = &args.output {
+        write_json(path, &record).map_err(CliError::failure)?;
+    }
+    if json_only {
+        crate::output::print_json(&record).map_err(CliError::failure)?;
     }
     if !json_only {
         let rows: Vec<&DrillRow> = if human.quiet {
