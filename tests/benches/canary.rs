@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use corral_provider_incus::TEST_IMAGE_ALIAS;
 use corral_sandbox_core::SandboxKind;
-use corral_sandbox_core::sandbox::{ExecRequest, InstanceType, Resources, Sandbox, StopOptions};
+use corral_sandbox_core::sandbox::{ExecRequest, Sandbox, StopOptions};
 use corral_service::sandboxes::NewSandbox;
 use corral_service::{
     Backend, CreateOptions, Report, SandboxService, Settings, Store, Verifier, WallClock,
@@ -48,13 +48,7 @@ fn slowest(r: &Report) -> String {
 async fn make(service: &SandboxService, name: &str, profile: &str) -> Box<dyn Sandbox> {
     service
         .create(
-            &NewSandbox {
-                name: name.to_owned(),
-                image: TEST_IMAGE_ALIAS.to_owned(),
-                profile: Some(profile.to_owned()),
-                resources: Resources::default(),
-                instance_type: InstanceType::Container,
-            },
+            &NewSandbox::new(name, TEST_IMAGE_ALIAS).on(profile),
             CreateOptions::default(),
         )
         .await

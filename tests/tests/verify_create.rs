@@ -24,9 +24,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use corral_provider_incus::{IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
 use corral_provider_multipass::{MultipassConfig, MultipassProvider};
-use corral_sandbox_core::sandbox::{
-    InstanceType, Resources, Sandbox, SandboxInfo, SandboxProvider, StopOptions,
-};
+use corral_sandbox_core::sandbox::{Sandbox, SandboxInfo, SandboxProvider, StopOptions};
 use corral_sandbox_core::{HostOs, SandboxKind};
 use corral_service::hooks::{Event, HookError, Hooks};
 use corral_service::sandboxes::NewSandbox;
@@ -60,13 +58,7 @@ fn incus_backend(settings: &Settings) -> Arc<Backend> {
 }
 
 fn request(name: &str, profile: &str) -> NewSandbox {
-    NewSandbox {
-        name: name.to_owned(),
-        image: TEST_IMAGE_ALIAS.to_owned(),
-        profile: Some(profile.to_owned()),
-        resources: Resources::default(),
-        instance_type: InstanceType::Container,
-    }
+    NewSandbox::new(name, TEST_IMAGE_ALIAS).on(profile)
 }
 
 fn unique(tag: &str) -> String {

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use corral_provider_incus::TEST_IMAGE_ALIAS;
 use corral_sandbox_core::SandboxKind;
 use corral_sandbox_core::config::Config;
-use corral_sandbox_core::sandbox::{ExecRequest, InstanceType, Resources};
+use corral_sandbox_core::sandbox::ExecRequest;
 use corral_service::{
     Backend, ConfigSource, CreateOptions, NewSandbox, SandboxService, Settings, config,
 };
@@ -148,13 +148,7 @@ async fn through_corrald(conn: &mut Conn, name: &str) -> Result<Duration, String
 /// The same through the library.
 async fn through_library(service: &SandboxService, name: &str) -> Result<Duration, String> {
     let t = Instant::now();
-    let req = NewSandbox {
-        name: name.to_owned(),
-        image: TEST_IMAGE_ALIAS.to_owned(),
-        profile: None,
-        resources: Resources::default(),
-        instance_type: InstanceType::Container,
-    };
+    let req = NewSandbox::new(name, TEST_IMAGE_ALIAS);
     service
         .create(&req, CreateOptions::default())
         .await

@@ -29,7 +29,7 @@ use corral_egress::netns::Netns;
 use corral_gateway::test_upstream::TestUpstream;
 use corral_provider_multipass::{MultipassConfig, MultipassProvider};
 use corral_provider_tart::{TartConfig, TartProvider};
-use corral_sandbox_core::sandbox::{InstanceType, ProbeSite, Resources, Sandbox, SandboxProvider};
+use corral_sandbox_core::sandbox::{InstanceType, ProbeSite, Sandbox, SandboxProvider};
 use corral_sandbox_core::verify::{EventOutcome, FilterHealth, KindStatus};
 use corral_sandbox_core::{Config, HostOs, SandboxKind};
 use corral_service::hooks::{Event, Hooks};
@@ -170,11 +170,8 @@ async fn vm(
     let spec = spec_for(
         config,
         &NewSandbox {
-            name: name.to_owned(),
-            image: "24.04".to_owned(),
-            profile: Some(profile.to_owned()),
-            resources: Resources::default(),
             instance_type: InstanceType::Vm,
+            ..NewSandbox::new(name, "24.04").on(profile)
         },
     )
     .unwrap();

@@ -65,9 +65,12 @@ pub enum Command {
     /// Prove isolation: build a simulated host in network namespaces, apply the
     /// profiles there and send real packets. Never touches this host's network.
     Drill(DrillArgs),
-    /// Create a sandbox on a profile's bridge, start it, and wait until it
-    /// holds its DHCP lease from the profile's gateway and answers exec.
+    /// Create a sandbox from a template (or clone one with --from) on a
+    /// profile's bridge, start it, and wait until it holds its DHCP lease
+    /// from the profile's gateway and answers exec.
     New(NewArgs),
+    /// List the templates new sandboxes are made from, or show one.
+    Templates(TemplatesArgs),
     /// List the sandboxes corral owns.
     Ls(ListArgs),
     /// Show one sandbox.
@@ -82,6 +85,25 @@ pub enum Command {
     Restart(StopArgs),
     /// Delete sandboxes and their snapshots.
     Rm(RmArgs),
+    /// Take a snapshot of a sandbox (default label: the first free snapN).
+    Snapshot(SnapshotArgs),
+    /// Put a sandbox back to one of its snapshots (a running one restarts
+    /// into it through the start gate).
+    Restore(RestoreArgs),
+    /// Rename a stopped sandbox.
+    Rename(RenameArgs),
+    /// Write a sandbox (with its snapshots) to a backup file. The file may
+    /// hold credentials the agent left inside.
+    Export(ExportArgs),
+    /// Make a sandbox from a backup file (checked before anything is
+    /// uploaded; left stopped).
+    Import(ImportArgs),
+    /// Copy a file from this host into a sandbox.
+    Push(PushArgs),
+    /// Copy a file out of a sandbox to this host.
+    Pull(PullArgs),
+    /// Open an interactive shell in a running sandbox (needs a terminal).
+    Shell(ShellArgs),
     /// Run the canary in a running profiled sandbox now: every check with what
     /// it observed, its control and its time; exit 1 (and the sandbox is
     /// stopped) when one fails.
@@ -212,9 +234,22 @@ pub struct NewArgs {
     /// No network at all: the sandbox gets no NIC.
     #[arg(long)]
     pub no_network: bool,
-    /// Image: an alias or fingerprint the backend has.
-    #[arg(long, value_name = "IMAGE", default_value = DEFAULT_IMAGE)]
-    pub image: String,
+    /// The template: image, user, resources, packages, the agent-context
+    /// file (`corral templates` lists them; default: blank).
+    #[arg(long, value_name = "TEMPLATE")]
+    pub template: Option<String>,
+    /// Image: an alias or fingerprint the backend has (default: the template's).
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Clone an existing sandbox, or one of its snapshots (SRC/SNAP): a
+    /// fresh identity (MAC, interface names, machine-id) on the source's
+    /// profile, through the same start gate and canary as a new one.
+    #[arg(
+        long,
+        value_name = "SRC[/SNAP]",
+        conflicts_with_all = ["profile", "no_network", "template", "image", "cpu", "memory", "disk", "size", "vm"]
+    )]
+    pub from: Option<String>,
     /// Virtual CPUs.
     #[arg(long, value_name = "N", conflicts_with = "size")]
     pub cpu: Option<u32>,
@@ -241,8 +276,174 @@ pub struct NewArgs {
     pub ctx: SandboxContext,
 }
 
-/// The image `corral new` uses unless told otherwise.
-pub const DEFAULT_IMAGE: &str = "debian/12";
+/// `corral templates`.
+#[derive(Debug, Clone, Args)]
+pub struct TemplatesArgs {
+    /// Show this template: its fields, and the context file and cloud-init
+    /// user-data a sandbox on --profile would get.
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// The profile to render the shown template for (default: the
+    /// `[phases] work` profile).
+    #[arg(long, value_name = "PROFILE", requires = "name")]
+    pub profile: Option<String>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Profiles, and the templates directory beside the configuration.
+    #[command(flatten)]
+    pub source: ConfigSource,
+}
+
+/// `corral snapshot`.
+#[derive(Debug, Clone, Args)]
+pub struct SnapshotArgs {
+    /// The sandbox.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The snapshot's name (default: the first free snapN).
+    #[arg(value_name = "LABEL")]
+    pub label: Option<String>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the backend is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral restore`.
+#[derive(Debug, Clone, Args)]
+pub struct RestoreArgs {
+    /// The sandbox.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The snapshot (`corral info NAME` lists them).
+    #[arg(value_name = "SNAP")]
+    pub snapshot: String,
+    /// Do not ask; needed when standard input is not a terminal.
+    #[arg(short, long)]
+    pub force: bool,
+    /// Wait at most this many seconds for a running sandbox to be ready again.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub timeout: u64,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the profiles, enforcement and backend are.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral rename`.
+#[derive(Debug, Clone, Args)]
+pub struct RenameArgs {
+    /// The sandbox (stopped).
+    #[arg(value_name = "OLD")]
+    pub old: String,
+    /// Its new name.
+    #[arg(value_name = "NEW")]
+    pub new: String,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the backend is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral export`.
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    /// The sandbox.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The backup file to write (must not exist; default NAME.tar.gz here).
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the backend is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral import`.
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// A backup file `corral export` wrote.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The new sandbox's name (default: the file's name without .tar.gz).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the profiles and backend are.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral push`.
+#[derive(Debug, Clone, Args)]
+pub struct PushArgs {
+    /// The sandbox.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The file on this host (`-`: standard input).
+    #[arg(value_name = "LOCAL")]
+    pub local: PathBuf,
+    /// The absolute path to write inside the sandbox (replaced if it exists).
+    #[arg(value_name = "PATH")]
+    pub path: String,
+    /// Permission bits of the written file, in octal.
+    #[arg(long, value_name = "MODE", default_value = "644")]
+    pub mode: String,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the backend is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral pull`.
+#[derive(Debug, Clone, Args)]
+pub struct PullArgs {
+    /// The sandbox.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The absolute path of a regular file inside the sandbox.
+    #[arg(value_name = "PATH")]
+    pub path: String,
+    /// Where to write it on this host (default: its file name, here; `-`:
+    /// standard output).
+    #[arg(value_name = "LOCAL")]
+    pub local: Option<PathBuf>,
+    /// Replace LOCAL if it exists without asking; needed when standard
+    /// input is not a terminal.
+    #[arg(short, long)]
+    pub force: bool,
+    /// Print machine-readable JSON on stdout (not with LOCAL `-`).
+    #[arg(long)]
+    pub json: bool,
+    /// Where the backend is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral shell`.
+#[derive(Debug, Clone, Args)]
+pub struct ShellArgs {
+    /// The sandbox (running).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Where the backend is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
 
 /// `corral ls`.
 #[derive(Debug, Clone, Args)]

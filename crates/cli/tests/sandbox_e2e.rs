@@ -14,97 +14,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
+use common::sandboxes::{Cleanup, in_lab, incus, incus_status, unique, unstamp};
 use common::{CORRAL, Run, corral, schema};
-use corral_provider_incus::api::Instance;
-use corral_provider_incus::{IncusClient, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
+use corral_provider_incus::TEST_IMAGE_ALIAS;
 use corral_tests::hostlab::{ALLOWED_NAME, HostLab, UNLISTED_NAME};
-use http::Method;
-use serde_json::json;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// Incus's own API on corral's project, or `None` (a counted skip) without
-/// a daemon.
-fn incus() -> Option<IncusClient> {
-    corral_test_support::gate::incus()?;
-    // Connecting converges corral's project; one test at a time does it.
-    static ONCE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _once = ONCE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    Some(
-        runtime()
-            .block_on(IncusProvider::connect(IncusConfig::local()))
-            .unwrap_or_else(|e| panic!("cannot connect to Incus: {e}"))
-            .client()
-            .clone(),
-    )
-}
-
-/// The instance's status as Incus reports it (`None`: no such instance).
-fn incus_status(client: &IncusClient, name: &str) -> Option<String> {
-    runtime()
-        .block_on(client.get::<Instance>(&format!("/1.0/instances/{name}")))
-        .ok()
-        .map(|i| i.status)
-}
-
-/// Force-deletes the named instances when dropped.
-struct Cleanup {
-    client: IncusClient,
-    names: Vec<String>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let wait = Duration::from_secs(60);
-        runtime().block_on(async {
-            for name in &self.names {
-                let path = format!("/1.0/instances/{name}");
-                let stop = json!({"action": "stop", "force": true});
-                let _ = self
-                    .client
-                    .run(Method::PUT, &format!("{path}/state"), Some(&stop), wait)
-                    .await;
-                let _ = self.client.run(Method::DELETE, &path, None, wait).await;
-            }
-        });
-    }
-}
-
-fn unique(tag: &str) -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "t-cli-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// `corral ARGS… --config C --state-dir S` for the lab.
-fn in_lab(lab: &HostLab, args: &[&str]) -> Run {
-    let config = lab.config_path();
-    let state = lab.state_dir();
-    let mut all: Vec<&str> = args.to_vec();
-    all.extend([
-        "--config",
-        config.to_str().unwrap(),
-        "--state-dir",
-        state.to_str().unwrap(),
-    ]);
-    corral(&all)
-}
 
 /// `corral exec NAME -- ARGV…` with `input` on its standard input.
 fn exec_with_stdin(name: &str, argv: &[&str], input: &[u8]) -> Run {
@@ -309,25 +225,7 @@ fn bad_input_is_refused_and_changes_nothing() {
 
     // An instance without corral's stamp: every verb refuses it, ls hides it.
     corral(&["new", &foreign, "--no-network", "--image", TEST_IMAGE_ALIAS]).expect_code(0);
-    runtime().block_on(async {
-        let path = format!("/1.0/instances/{foreign}");
-        let inst: Instance = client.get(&path).await.unwrap();
-        let config: BTreeMap<String, String> = inst
-            .config
-            .iter()
-            .filter(|(k, _)| !k.starts_with("user.corral."))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        client
-            .run(
-                Method::PUT,
-                &path,
-                Some(&inst.put_body(&config, &inst.devices)),
-                Duration::from_secs(30),
-            )
-            .await
-            .unwrap();
-    });
+    unstamp(&client, &foreign);
     for args in [
         vec!["info", foreign.as_str()],
         vec!["exec", foreign.as_str(), "--", "true"],

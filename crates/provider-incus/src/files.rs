@@ -1,5 +1,7 @@
 //! File push and pull through Incus's file API (works on stopped
-//! containers too, which clone and import rely on).
+//! containers too, which clone, import and templates rely on). A push
+//! makes the missing directories above its file (root's, 0755), never
+//! touching one that exists.
 //!
 //! The guest decides what lies at a path, so a pull looks before it reads:
 //! a `HEAD` gives the type and size without opening the file. Directories
@@ -54,18 +56,69 @@ pub async fn push_owned(
         ("X-Incus-write", "overwrite".to_owned()),
         ("Content-Type", "application/octet-stream".to_owned()),
     ];
-    sandbox
-        .provider
-        .client()
-        .send_bytes(
-            Method::POST,
-            &sandbox.path(&format!("/files?path={}", encode_query(path))),
-            &headers,
-            Bytes::copy_from_slice(contents),
-        )
+    let url = sandbox.path(&format!("/files?path={}", encode_query(path)));
+    let client = sandbox.provider.client();
+    let bytes = Bytes::copy_from_slice(contents);
+    match client
+        .send_bytes(Method::POST, &url, &headers, bytes.clone())
         .await
-        .map(|_| ())
-        .map_err(|e| sandbox.provider.err(e))
+    {
+        Ok(_) => Ok(()),
+        // Incus answers 404 when a directory above the file is missing.
+        Err(e) if e.is_not_found() => {
+            make_parents(sandbox, path).await?;
+            client
+                .send_bytes(Method::POST, &url, &headers, bytes)
+                .await
+                .map(|_| ())
+                .map_err(|e| sandbox.provider.err(e))
+        }
+        Err(e) => Err(sandbox.provider.err(e)),
+    }
+}
+
+/// Make each missing directory above `path` (root's, 0755), top down;
+/// one that exists is left as it is.
+async fn make_parents(sandbox: &IncusSandbox, path: &str) -> Result<(), ProviderError> {
+    let client = sandbox.provider.client();
+    let parts: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+    let mut dir = String::new();
+    for part in parts.iter().take(parts.len().saturating_sub(1)) {
+        dir.push('/');
+        dir.push_str(part);
+        let url = sandbox.path(&format!("/files?path={}", encode_query(&dir)));
+        match client.head(&url).await {
+            Ok(head) => {
+                let kind = head
+                    .get("X-Incus-type")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("file");
+                if kind != "directory" {
+                    return Err(ProviderError::InvalidSpec {
+                        field: "path",
+                        reason: format!(
+                            "{} is a {kind} in the guest, not a directory",
+                            corral_sandbox_core::text::Shown(&dir)
+                        ),
+                    });
+                }
+            }
+            Err(e) if e.is_not_found() => {
+                let headers = [
+                    ("X-Incus-uid", "0".to_owned()),
+                    ("X-Incus-gid", "0".to_owned()),
+                    ("X-Incus-mode", "0755".to_owned()),
+                    ("X-Incus-type", "directory".to_owned()),
+                ];
+                client
+                    .send_bytes(Method::POST, &url, &headers, Bytes::new())
+                    .await
+                    .map_err(|e| sandbox.provider.err(e))?;
+            }
+            Err(e) => return Err(sandbox.provider.err(e)),
+        }
+    }
+    Ok(())
 }
 
 /// What is at a guest path.

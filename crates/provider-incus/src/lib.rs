@@ -35,6 +35,7 @@ pub mod project;
 pub mod provider;
 pub mod sandbox;
 pub mod stamp;
+pub mod terminal;
 pub mod topology;
 pub mod tree_copy;
 

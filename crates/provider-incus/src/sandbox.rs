@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use corral_sandbox_core::sandbox::{
     ExecOutput, ExecRequest, ExecStreams, InstanceType, Operation, ProbeSite, ProviderError,
-    Sandbox, SandboxInfo, SandboxState, SnapshotInfo, StopOptions,
+    Sandbox, SandboxInfo, SandboxState, SnapshotInfo, StopOptions, TerminalCommand,
 };
 use corral_sandbox_core::{SandboxKind, SandboxName};
 use http::Method;
@@ -192,6 +192,14 @@ impl Sandbox for IncusSandbox {
             return Err(self.invalid(inst.state(), Operation::Exec, "start it first"));
         }
         crate::exec_stream::run(self, request, streams).await
+    }
+
+    async fn terminal(&self, argv: &[String]) -> Result<TerminalCommand, ProviderError> {
+        let (inst, _) = self.owned().await?;
+        if !inst.state().can_exec() {
+            return Err(self.invalid(inst.state(), Operation::Exec, "start it first"));
+        }
+        crate::terminal::command(self, argv)
     }
 
     async fn delete(self: Box<Self>) -> Result<(), ProviderError> {

@@ -33,6 +33,12 @@ pub enum ServiceError {
     /// The per-sandbox verification could not run.
     #[error("verification could not run")]
     Verify(#[source] Box<crate::verify::VerifyError>),
+    /// A template could not be found or loaded.
+    #[error(transparent)]
+    Template(#[from] crate::templates::TemplateError),
+    /// A template's user-data could not be written.
+    #[error(transparent)]
+    Render(#[from] crate::templates::render::RenderError),
     /// The blocking worker of a host check failed.
     #[error("the start gate's worker failed: {0}")]
     Worker(#[source] tokio::task::JoinError),

@@ -42,6 +42,10 @@ pub enum Event {
         /// The image or template it was created from.
         #[serde(default)]
         template: Option<String>,
+        /// What it is a copy of: `sandbox SRC`, `snapshot SRC/SNAP` (a
+        /// clone) or `file PATH` (an import); `None` for a fresh sandbox.
+        #[serde(default)]
+        from: Option<String>,
     },
     /// Started, ready and handed out.
     Started {
@@ -62,6 +66,60 @@ pub enum Event {
     },
     /// Deleted.
     Deleted {
+        /// The sandbox.
+        name: String,
+    },
+    /// A snapshot was taken.
+    Snapshotted {
+        /// The sandbox.
+        name: String,
+        /// The snapshot.
+        snapshot: String,
+    },
+    /// The sandbox was put back to a snapshot.
+    Restored {
+        /// The sandbox.
+        name: String,
+        /// The snapshot.
+        snapshot: String,
+    },
+    /// Renamed (the events before it carry the old name).
+    Renamed {
+        /// The new name.
+        name: String,
+        /// The old name.
+        from: String,
+    },
+    /// Written to a backup file (which may hold credentials the agent left
+    /// inside).
+    Exported {
+        /// The sandbox.
+        name: String,
+        /// The file.
+        file: String,
+        /// Its size in bytes.
+        bytes: u64,
+    },
+    /// A file was copied into the sandbox.
+    FilePushed {
+        /// The sandbox.
+        name: String,
+        /// The path inside it.
+        path: String,
+        /// How many bytes.
+        bytes: u64,
+    },
+    /// A file was copied out of the sandbox.
+    FilePulled {
+        /// The sandbox.
+        name: String,
+        /// The path inside it.
+        path: String,
+        /// How many bytes.
+        bytes: u64,
+    },
+    /// An interactive shell was opened in the sandbox.
+    Shell {
         /// The sandbox.
         name: String,
     },
@@ -87,6 +145,13 @@ impl Event {
             | Event::Refused { name, .. }
             | Event::Stopped { name }
             | Event::Deleted { name }
+            | Event::Snapshotted { name, .. }
+            | Event::Restored { name, .. }
+            | Event::Renamed { name, .. }
+            | Event::Exported { name, .. }
+            | Event::FilePushed { name, .. }
+            | Event::FilePulled { name, .. }
+            | Event::Shell { name }
             | Event::Alert { name, .. } => name,
             Event::Verification(v) => v.sandbox.as_str(),
         }
@@ -100,6 +165,13 @@ impl Event {
             Event::Refused { .. } => "refused",
             Event::Stopped { .. } => "stopped",
             Event::Deleted { .. } => "deleted",
+            Event::Snapshotted { .. } => "snapshotted",
+            Event::Restored { .. } => "restored",
+            Event::Renamed { .. } => "renamed",
+            Event::Exported { .. } => "exported",
+            Event::FilePushed { .. } => "file_pushed",
+            Event::FilePulled { .. } => "file_pulled",
+            Event::Shell { .. } => "shell",
             Event::Verification(_) => "verification",
             Event::Alert { .. } => "alert",
         }

@@ -12,8 +12,13 @@
 //!   back and compared with what was applied, before any sandbox on it is
 //!   created or started;
 //! - [`provider`]: provider selection through the platform matrix;
-//! - [`sandboxes`]: create (gate → create → start → ready → hooks), start,
-//!   stop, restart, delete, list, info, exec;
+//! - [`sandboxes`]: create (template → gate → create → start → ready →
+//!   template → hooks), clone, start, stop, restart, delete, list, info,
+//!   exec, snapshots and restore, rename, export and import, file push and
+//!   pull, shell;
+//! - [`templates`]: what a new sandbox is made from, as data files (image,
+//!   user, resources, packages, cloud-init, the agent-context file), and
+//!   the check that none carries a credential;
 //! - [`hooks`]: where a per-sandbox canary and a durable store plug in;
 //! - [`verify`]: the canary inside every profiled sandbox (the
 //!   `before_handout` hook), `corral verify`, the watchdog and re-placement
@@ -45,6 +50,7 @@ pub mod settings;
 pub mod state_dir;
 pub mod store;
 pub mod target;
+pub mod templates;
 pub mod verify;
 
 pub use callers::{AccessPolicy, Caller, Tier};
@@ -59,4 +65,5 @@ pub use sandboxes::{CreateOptions, HandedOut, NewSandbox, SandboxService};
 pub use settings::Settings;
 pub use store::{Store, StoreError};
 pub use target::Target;
+pub use templates::{Catalog, Template};
 pub use verify::{Report, Verifier, VerifyError};

@@ -99,6 +99,20 @@ impl Backend {
         self
     }
 
+    /// Map each of `profiles` to its bridge on this host, so an imported
+    /// sandbox's NIC goes on its profile's bridge here (and a backup from
+    /// a profile this host does not configure is refused). A provider the
+    /// embedder built keeps its own map.
+    pub fn with_profiles(mut self, profiles: &corral_sandbox_core::ProfileSet) -> Self {
+        if let Source::Incus { config, .. } = &mut self.source {
+            config.profile_bridges = profiles
+                .iter()
+                .map(|p| (p.name.clone(), p.bridge.clone()))
+                .collect();
+        }
+        self
+    }
+
     /// What the matrix said about the selected kind.
     pub fn selection(&self) -> &Selection {
         &self.selection

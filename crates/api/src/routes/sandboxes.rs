@@ -106,7 +106,8 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 pub fn new_sandbox(req: CreateRequest) -> NewSandbox {
     NewSandbox {
         name: req.name,
-        image: req.image,
+        image: Some(req.image),
+        template: None,
         profile: req.profile,
         resources: req.resources,
         instance_type: InstanceType::Container,

@@ -9,6 +9,7 @@ mod man;
 mod matrix;
 mod profiles;
 mod sandbox;
+mod templates;
 mod verification;
 
 use crate::args::Command;
@@ -31,6 +32,15 @@ pub fn run(command: Command, out: Output) -> CmdResult {
         Command::Stop(args) => sandbox::stop(&args, out),
         Command::Restart(args) => sandbox::restart(&args, out),
         Command::Rm(args) => sandbox::rm(&args, out),
+        Command::Templates(args) => templates::run(&args, out),
+        Command::Snapshot(args) => sandbox::snapshot(&args, out),
+        Command::Restore(args) => sandbox::restore(&args, out),
+        Command::Rename(args) => sandbox::rename(&args, out),
+        Command::Export(args) => sandbox::export(&args, out),
+        Command::Import(args) => sandbox::import(&args, out),
+        Command::Push(args) => sandbox::push(&args, out),
+        Command::Pull(args) => sandbox::pull(&args, out),
+        Command::Shell(args) => sandbox::shell(&args, out),
         Command::Verify(args) => sandbox::verify(&args, out),
         Command::Events(args) => verification::events(&args, out),
         Command::Gate(args) => verification::gate(&args, out),

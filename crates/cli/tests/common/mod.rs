@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod netns;
+pub mod sandboxes;
 pub mod schema;
 
 use std::path::Path;

@@ -136,6 +136,15 @@ fn the_document_parses_into_every_schema() {
         "corral.verify.v1",
         "corral.events.v1",
         "corral.gate.v1",
+        "corral.templates.v1",
+        "corral.template.v1",
+        "corral.sandbox-snapshot.v1",
+        "corral.sandbox-restore.v1",
+        "corral.sandbox-rename.v1",
+        "corral.sandbox-export.v1",
+        "corral.sandbox-import.v1",
+        "corral.sandbox-push.v1",
+        "corral.sandbox-pull.v1",
         DRIFT,
     ] {
         assert!(

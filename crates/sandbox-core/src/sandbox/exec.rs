@@ -86,3 +86,16 @@ impl ExecOutput {
         String::from_utf8_lossy(&self.stderr).into_owned()
     }
 }
+
+/// A command on the host that runs something with an interactive terminal
+/// inside a sandbox through the backend's own client (e.g. `incus exec`):
+/// the front-end hands its terminal over to it after corral's checks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalCommand {
+    /// The program (the backend's client).
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Environment variables it needs (where the backend is).
+    pub env: Vec<(String, String)>,
+}

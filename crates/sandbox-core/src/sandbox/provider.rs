@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     ExecOutput, ExecRequest, ExecStreams, ProbeSite, ProviderError, SandboxInfo, SandboxSpec,
-    SnapshotInfo,
+    SnapshotInfo, TerminalCommand,
 };
 use crate::names::SandboxName;
 use crate::platform::SandboxKind;
@@ -218,6 +218,13 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
             .await
             .map_err(|e| io_err("writing standard error", e))?;
         Ok(out.exit_code)
+    }
+
+    /// The host command that runs `argv` inside this (running) sandbox with
+    /// an interactive terminal, through the backend's own client; the
+    /// caller has checked ownership and hands its terminal over to it.
+    async fn terminal(&self, _argv: &[String]) -> Result<TerminalCommand, ProviderError> {
+        Err(self.unsupported(Operation::Exec))
     }
 
     /// Where the per-sandbox canary can probe from. The default, the

@@ -4,14 +4,28 @@
 //! start gate first.
 //!
 //! Create pipeline ([`SandboxService::create`]):
-//! check the request (resources no bigger than the host) → start gate →
-//! provider create → (start → ready: DHCP lease from the profile's gateway
-//! and exec answering → [`Hooks::before_handout`]) → hand out. A failure after the provider
-//! created the sandbox deletes it again, so a failed create leaves nothing
-//! behind.
+//! the template looked up and rendered (image, resources, cloud-init
+//! user-data) → check the request (resources no bigger than the host) →
+//! start gate → provider create → the template's context file put in
+//! place where the image has no cloud-init → (start → ready: DHCP lease
+//! from the profile's gateway and exec answering →
+//! [`Hooks::before_handout`]) → hand out. A failure after the provider created the sandbox deletes it
+//! again, so a failed create leaves nothing behind. A clone
+//! ([`SandboxService::clone_sandbox`]) takes the same path from the start
+//! gate on, with the provider's copy (fresh identity) in place of its
+//! create.
+//!
+//! The other verbs each live in a module named for what they touch:
+//! [`copies`] (clone, export, import), [`snapshots`], [`files`] (push,
+//! pull), [`terminal`] (shell), [`rename`].
 
+pub mod copies;
+pub mod files;
 mod ready;
+pub mod rename;
+pub mod snapshots;
 mod spec;
+pub mod terminal;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,7 +38,10 @@ use corral_sandbox_core::{Profile, ProfileName};
 use serde::Serialize;
 
 pub use ready::{Ready, wait_ready};
-pub use spec::{ByteSize, NewSandbox, Size, SizeError, default_profile, sandbox_name, spec_for};
+pub use spec::{
+    ByteSize, CreatePlan, NewSandbox, Size, SizeError, default_profile, filled, plan, sandbox_name,
+    spec_for,
+};
 
 use crate::error::ServiceError;
 use crate::gate::{self, GatePass};
@@ -32,6 +49,7 @@ use crate::hooks::{Event, Hooks, NoHooks};
 use crate::limits::HostCapacity;
 use crate::provider::Backend;
 use crate::settings::Settings;
+use crate::templates::{self, Catalog, TemplateApplied};
 
 /// How long a create waits for readiness unless told otherwise.
 pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -68,6 +86,10 @@ pub struct HandedOut {
     pub gate: Option<GatePass>,
     /// What readiness found (started creates).
     pub ready: Option<Ready>,
+    /// What became of its template (started creates).
+    pub template: Option<TemplateApplied>,
+    /// What it is a copy of (clones): `SRC` or `SRC/SNAP`.
+    pub from: Option<String>,
 }
 
 /// The sandbox lifecycle on the selected provider.
@@ -156,13 +178,19 @@ impl SandboxService {
         }
     }
 
+    /// Every template: the built-ins and the operator's files beside the
+    /// configuration.
+    pub fn templates(&self) -> Result<Catalog, ServiceError> {
+        Ok(Catalog::for_origin(&self.settings.origin)?)
+    }
+
     /// Create a sandbox (see the module docs for the pipeline).
     pub async fn create(
         &self,
         req: &NewSandbox,
         options: CreateOptions,
     ) -> Result<HandedOut, ServiceError> {
-        let spec = spec_for(&self.settings.config, req)?;
+        let CreatePlan { spec, rendered } = plan(&self.settings.config, req, &self.templates()?)?;
         let capacity = HostCapacity::probe().map_err(|source| ProviderError::Io {
             context: "cannot read this host's CPUs and memory to check the resources asked for"
                 .into(),
@@ -179,39 +207,86 @@ impl SandboxService {
                 kind: Some(sandbox.kind()),
                 profile: profile.as_ref().map(ToString::to_string),
                 owner: options.owner,
-                template: Some(req.image.clone()),
+                template: Some(rendered.template.clone()),
+                from: None,
             })
             .await;
+        let applied = match templates::apply::apply(sandbox.as_ref(), &rendered).await {
+            Ok(a) => a,
+            Err(e) => {
+                self.discard(sandbox).await;
+                return Err(e.into());
+            }
+        };
+        self.hand_out(
+            sandbox,
+            profile.as_ref(),
+            gate,
+            Some(applied),
+            None,
+            options,
+        )
+        .await
+    }
+
+    /// Delete a sandbox whose create failed (a failure is logged: the
+    /// original error is what the caller needs).
+    async fn discard(&self, sandbox: Box<dyn Sandbox>) {
+        let name = sandbox.name().to_string();
+        if let Err(d) = sandbox.delete().await {
+            tracing::warn!(sandbox = %name, error = %d, "could not delete a sandbox whose create failed");
+        } else {
+            self.hooks.record(&Event::Deleted { name }).await;
+        }
+    }
+
+    /// After the provider made `sandbox` (a create or a copy): leave it
+    /// stopped, or start it and hand it out; a failure deletes it again.
+    async fn hand_out(
+        &self,
+        sandbox: Box<dyn Sandbox>,
+        profile: Option<&ProfileName>,
+        gate: Option<GatePass>,
+        template: Option<TemplateApplied>,
+        from: Option<String>,
+        options: CreateOptions,
+    ) -> Result<HandedOut, ServiceError> {
         if !options.start {
-            let info = sandbox.info().await?;
+            let info = match sandbox.info().await {
+                Ok(i) => i,
+                Err(e) => {
+                    self.discard(sandbox).await;
+                    return Err(e.into());
+                }
+            };
             return Ok(HandedOut {
                 info,
                 gate,
                 ready: None,
+                template,
+                from,
             });
         }
         match self
-            .start_and_hand_out(sandbox.as_ref(), profile.as_ref(), options.ready_timeout)
+            .start_and_hand_out(sandbox.as_ref(), profile, options.ready_timeout)
             .await
         {
             Ok((info, ready)) => Ok(HandedOut {
                 info,
                 gate,
                 ready: Some(ready),
+                template,
+                from,
             }),
             Err(e) => {
                 // A create that failed leaves nothing behind.
-                let name = sandbox.name().to_string();
-                if let Err(d) = sandbox.delete().await {
-                    tracing::warn!(sandbox = %name, error = %d, "could not delete a sandbox whose create failed");
-                } else {
-                    self.hooks.record(&Event::Deleted { name }).await;
-                }
+                self.discard(sandbox).await;
                 Err(e)
             }
         }
     }
 
+    /// Start, wait until ready, run the hooks; on a hook refusal stop it.
     /// Start, wait until ready, run the hooks; on a hook refusal stop it.
     async fn start_and_hand_out(
         &self,
@@ -283,6 +358,8 @@ impl SandboxService {
             info,
             gate,
             ready: Some(ready),
+            template: None,
+            from: None,
         })
     }
 
@@ -333,6 +410,8 @@ impl SandboxService {
             info,
             gate,
             ready: Some(ready),
+            template: None,
+            from: None,
         })
     }
 

@@ -1,6 +1,7 @@
-//! From what a caller asks for to the provider's `SandboxSpec`: the name
-//! checked, the profile looked up (its one network attachment), the size
-//! presets and size strings.
+//! From what a caller asks for to the provider's `SandboxSpec`: the
+//! template looked up and filled in (image, resources, its cloud-init
+//! user-data), the name checked, the profile looked up (its one network
+//! attachment), the size presets and size strings.
 
 use std::fmt;
 use std::str::FromStr;
@@ -12,19 +13,97 @@ use corral_sandbox_core::sandbox::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::error::ServiceError;
+use crate::templates::{self, Catalog, Rendered, Template};
+
 /// A sandbox to create.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewSandbox {
     /// Its name.
     pub name: String,
-    /// The image (an alias or fingerprint the backend knows).
-    pub image: String,
+    /// The image (an alias or fingerprint the backend knows); `None`: the
+    /// template's.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// The template; `None`: [`templates::DEFAULT_TEMPLATE`].
+    #[serde(default)]
+    pub template: Option<String>,
     /// The network profile; `None` means no network at all.
     pub profile: Option<String>,
-    /// Resource limits.
+    /// Resource limits; each one left `None` is the template's.
     pub resources: Resources,
     /// Container or virtual machine.
     pub instance_type: InstanceType,
+}
+
+impl NewSandbox {
+    /// A container `name` from `image`, on no network, from the default
+    /// template.
+    pub fn new(name: impl Into<String>, image: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            image: Some(image.into()),
+            template: None,
+            profile: None,
+            resources: Resources::default(),
+            instance_type: InstanceType::Container,
+        }
+    }
+
+    /// The same on `profile`.
+    #[must_use]
+    pub fn on(mut self, profile: impl Into<String>) -> Self {
+        self.profile = Some(profile.into());
+        self
+    }
+}
+
+/// What a create will ask the provider for, and the template it renders.
+#[derive(Debug, Clone)]
+pub struct CreatePlan {
+    /// The provider's spec (with the template's user-data).
+    pub spec: SandboxSpec,
+    /// The template as it reaches the guest.
+    pub rendered: Rendered,
+}
+
+/// `req` with what it leaves open taken from `template`.
+pub fn filled(req: &NewSandbox, template: &Template) -> NewSandbox {
+    let r = req.resources;
+    let t = template.resources;
+    NewSandbox {
+        image: Some(req.image.clone().unwrap_or_else(|| template.image.clone())),
+        template: Some(template.name.clone()),
+        resources: Resources {
+            cpus: r.cpus.or(t.cpus),
+            memory_mib: r.memory_mib.or(t.memory_mib),
+            disk_gib: r.disk_gib.or(t.disk_gib),
+        },
+        ..req.clone()
+    }
+}
+
+/// The create `req` asks for under `config`, with its template from
+/// `catalog`.
+pub fn plan(
+    config: &Config,
+    req: &NewSandbox,
+    catalog: &Catalog,
+) -> Result<CreatePlan, ServiceError> {
+    let name = req
+        .template
+        .as_deref()
+        .unwrap_or(templates::DEFAULT_TEMPLATE);
+    let template = catalog.get(name)?;
+    let req = filled(req, template);
+    let mut spec = spec_for(config, &req)?;
+    let profile = spec
+        .network
+        .as_ref()
+        .and_then(|n| config.profiles.get(n.profile.as_str()));
+    let rendered = templates::render::render(template, profile)?;
+    spec.user_data = Some(rendered.user_data.clone());
+    Ok(CreatePlan { spec, rendered })
 }
 
 /// A sandbox name from caller input.
@@ -54,7 +133,8 @@ pub fn default_profile(config: &Config) -> Result<String, ProviderError> {
 /// The spec `req` asks for under `config`.
 pub fn spec_for(config: &Config, req: &NewSandbox) -> Result<SandboxSpec, ProviderError> {
     let name = sandbox_name(&req.name)?;
-    if req.image.trim().is_empty() {
+    let image = req.image.as_deref().unwrap_or_default();
+    if image.trim().is_empty() {
         return Err(ProviderError::InvalidSpec {
             field: "image",
             reason: "empty; expected an image alias or fingerprint the backend knows".into(),
@@ -79,7 +159,7 @@ pub fn spec_for(config: &Config, req: &NewSandbox) -> Result<SandboxSpec, Provid
         network,
         resources: req.resources,
         instance_type: req.instance_type,
-        ..SandboxSpec::new(name, req.image.clone())
+        ..SandboxSpec::new(name, image)
     })
 }
 
@@ -170,11 +250,8 @@ mod tests {
 
     fn req(name: &str, profile: Option<&str>) -> NewSandbox {
         NewSandbox {
-            name: name.into(),
-            image: "corral-test".into(),
             profile: profile.map(Into::into),
-            resources: Resources::default(),
-            instance_type: InstanceType::Container,
+            ..NewSandbox::new(name, "corral-test")
         }
     }
 
@@ -212,7 +289,7 @@ mod tests {
             ProviderError::InvalidSpec { field: "name", .. }
         ));
         let mut r = req("a1", None);
-        r.image = " ".into();
+        r.image = Some(" ".into());
         assert!(matches!(
             spec_for(&config, &r).unwrap_err(),
             ProviderError::InvalidSpec { field: "image", .. }
@@ -238,6 +315,31 @@ mod tests {
         }
         assert_eq!(Size::Small.resources().cpus, Some(1));
         assert!(Size::Large.resources().memory_mib > Size::Medium.resources().memory_mib);
+    }
+
+    #[test]
+    fn a_template_fills_what_the_request_leaves_open() {
+        let config = Config::builtin_default();
+        let catalog = Catalog::builtin().unwrap();
+        let mut r = req("a1", Some("internet"));
+        r.image = None;
+        r.template = Some("claude".into());
+        r.resources.cpus = Some(1);
+        let p = plan(&config, &r, &catalog).unwrap();
+        assert_eq!(p.spec.image, "debian/12");
+        let medium = Size::Medium.resources();
+        assert_eq!(p.spec.resources.cpus, Some(1), "the request wins");
+        assert_eq!(p.spec.resources.memory_mib, medium.memory_mib);
+        let ud = p.spec.user_data.unwrap();
+        assert!(ud.contains("claude-code"), "{ud}");
+        assert!(p.rendered.context.contains("`internet`"));
+        // The default template, with the request's image.
+        let p = plan(&config, &req("a2", None), &catalog).unwrap();
+        assert_eq!(p.rendered.template, "blank");
+        assert_eq!(p.spec.image, "corral-test");
+        r.template = Some("nope".into());
+        let e = plan(&config, &r, &catalog).unwrap_err().to_string();
+        assert!(e.contains("template `nope` does not exist"), "{e}");
     }
 
     proptest! {

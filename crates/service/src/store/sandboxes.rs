@@ -144,6 +144,20 @@ impl Store {
         Ok(n > 0)
     }
 
+    /// Carry `from`'s record (owner, verdict, times) over to `to`.
+    pub fn rename_sandbox(&self, from: &str, to: &str) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(self.sql("rename a sandbox"))?;
+        tx.execute("DELETE FROM sandboxes WHERE name = ?1", params![to])
+            .map_err(self.sql("rename a sandbox"))?;
+        tx.execute(
+            "UPDATE sandboxes SET name = ?2 WHERE name = ?1",
+            params![from, to],
+        )
+        .map_err(self.sql("rename a sandbox"))?;
+        tx.commit().map_err(self.sql("rename a sandbox"))
+    }
+
     /// One sandbox's record.
     pub fn sandbox(&self, name: &str) -> Result<Option<SandboxRecord>, StoreError> {
         let conn = self.conn();
@@ -284,6 +298,10 @@ mod tests {
             Some(Verdict::Failed),
             "a failure stays on record"
         );
+        store.rename_sandbox("a", "c").unwrap();
+        assert_eq!(store.sandbox("a").unwrap(), None);
+        assert_eq!(store.sandbox("c").unwrap().unwrap().owner, Some(1000));
+        store.rename_sandbox("c", "a").unwrap();
         assert!(store.remove_sandbox("a").unwrap());
         assert!(!store.remove_sandbox("a").unwrap());
         assert_eq!(store.sandbox("a").unwrap(), None);

@@ -396,6 +396,7 @@ impl Verifier {
                 profile,
                 owner,
                 template,
+                ..
             } => self.store.add_sandbox(&SandboxRecord {
                 name: name.clone(),
                 kind: *kind,
@@ -407,6 +408,7 @@ impl Verifier {
                 template: template.clone(),
             }),
             Event::Deleted { name } => self.store.remove_sandbox(name).map(|_| ()),
+            Event::Renamed { name, from } => self.store.rename_sandbox(from, name),
             Event::Stopped { name } => self.store.clear_verdict(name),
             _ => Ok(()),
         };

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use corral_sandbox_core::SandboxKind;
 use corral_sandbox_core::sandbox::ProviderError;
+use corral_service::templates::TemplateError;
 use corral_service::{
     Backend, SandboxService, ServiceError, Settings, Store, Verifier, VerifyError, WallClock,
 };
@@ -54,7 +55,8 @@ pub fn verified_service(
         &loaded.config.host,
         ctx.incus_socket.clone(),
     )
-    .map_err(CliError::usage)?;
+    .map_err(CliError::usage)?
+    .with_profiles(&loaded.config.profiles);
     let settings = Settings::new(
         corral_service::LoadedConfig {
             config: loaded.config,
@@ -82,14 +84,15 @@ pub fn verified_service(
 }
 
 /// A service error as a CLI error: input that must change (a bad name or
-/// spec, an unknown profile) is usage (exit 2); everything else — refused by
-/// the start gate, not corral's, not found, taken — is a failure (exit 1).
+/// spec, an unknown profile or template, a template file with a mistake)
+/// is usage (exit 2); everything else — refused by the start gate, not
+/// corral's, not found, taken — is a failure (exit 1).
 pub fn fail(e: ServiceError) -> CliError {
     let usage = matches!(
         &e,
         ServiceError::Provider(
             ProviderError::InvalidSpec { .. } | ProviderError::UnknownProfile { .. }
-        )
+        ) | ServiceError::Template(TemplateError::Unknown { .. } | TemplateError::Invalid(_))
     ) || matches!(&e, ServiceError::Verify(v) if matches!(v.as_ref(), VerifyError::NoProfile(_)));
     if usage {
         CliError::usage(e)

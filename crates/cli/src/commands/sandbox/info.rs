@@ -1,6 +1,6 @@
 //! `corral info NAME`: one sandbox (ownership checked).
 
-use corral_sandbox_core::sandbox::SandboxInfo;
+use corral_sandbox_core::sandbox::{SandboxInfo, SnapshotInfo};
 use serde::Serialize;
 
 use super::context::{fail, service};
@@ -15,16 +15,19 @@ struct InfoJson<'a> {
     schema: &'static str,
     #[serde(flatten)]
     info: &'a SandboxInfo,
+    snapshots: &'a [SnapshotInfo],
 }
 
 /// Show.
 pub fn run(args: &InfoArgs, out: Output) -> CmdResult {
     let (svc, rt) = service(&args.ctx)?;
     let info = rt.block_on(svc.info(&args.name)).map_err(fail)?;
+    let snapshots = rt.block_on(svc.snapshots(&args.name)).map_err(fail)?;
     if args.json {
         print_json(&InfoJson {
             schema: "corral.sandbox-info.v1",
             info: &info,
+            snapshots: &snapshots,
         })?;
         return Ok(Outcome::Ok);
     }
@@ -48,6 +51,18 @@ pub fn run(args: &InfoArgs, out: Output) -> CmdResult {
         ),
         ("image", info.image.clone().unwrap_or_default()),
         ("created", info.created.clone().unwrap_or_default()),
+        (
+            "snapshots",
+            if snapshots.is_empty() {
+                "-".to_owned()
+            } else {
+                snapshots
+                    .iter()
+                    .map(|s| s.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            },
+        ),
     ];
     for (k, v) in rows {
         out.data(&format!("{k:<10} {v}"));

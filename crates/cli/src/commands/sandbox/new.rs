@@ -1,10 +1,13 @@
-//! `corral new`: create a sandbox on a profile's bridge (after the start
-//! gate), start it, wait until it holds its DHCP lease and answers exec,
-//! run the canary inside it, and hand it out only when the canary passes.
-//! Placement goes through the verification module's placer: after a
-//! failed canary the sandbox is disposed of and the work placed again on
-//! the next kind that may take it (this CLI drives one kind, so a failure
-//! ends with "no sandbox kind can take this work").
+//! `corral new`: create a sandbox from a template on a profile's bridge
+//! (after the start gate), start it, wait until it holds its DHCP lease
+//! and answers exec, put the template's context file in place where the
+//! image has no cloud-init, run the canary inside it, and hand it out only
+//! when the canary passes. Placement goes through the verification
+//! module's placer: after a failed canary the sandbox is disposed of and
+//! the work placed again on the next kind that may take it (this CLI
+//! drives one kind, so a failure ends with "no sandbox kind can take this
+//! work"). With `--from`, a clone of an existing sandbox (or snapshot)
+//! with a fresh identity takes the same path from the start gate on.
 
 use std::time::Duration;
 
@@ -64,6 +67,18 @@ pub fn run(args: &NewArgs, out: Output) -> CmdResult {
     }
     let resources = resources(args)?;
     let (svc, verifier, rt) = verified_service(&args.ctx)?;
+    let options = CreateOptions {
+        start: true,
+        ready_timeout: Duration::from_secs(args.timeout),
+        // Recorded in the database corrald reads too.
+        owner: Some(corral_service::callers::current_uid()),
+    };
+    if let Some(from) = &args.from {
+        let progress = out.progress(&format!("cloning {from} to {}", args.name));
+        let result = rt.block_on(svc.clone_sandbox(&args.name, from, options));
+        drop(progress);
+        return show(&out, args.json, &result.map_err(fail)?);
+    }
     let profile = match (&args.profile, args.no_network) {
         (Some(p), _) => Some(p.clone()),
         (None, true) => None,
@@ -72,6 +87,7 @@ pub fn run(args: &NewArgs, out: Output) -> CmdResult {
     let req = NewSandbox {
         name: args.name.clone(),
         image: args.image.clone(),
+        template: args.template.clone(),
         profile,
         resources,
         instance_type: if args.vm {
@@ -79,12 +95,6 @@ pub fn run(args: &NewArgs, out: Output) -> CmdResult {
         } else {
             InstanceType::Container
         },
-    };
-    let options = CreateOptions {
-        start: true,
-        ready_timeout: Duration::from_secs(args.timeout),
-        // Recorded in the database corrald reads too.
-        owner: Some(corral_service::callers::current_uid()),
     };
     let host_os = HostOs::from_target_os(std::env::consts::OS).unwrap_or(HostOs::Linux);
     let placer = Placer::new(host_os, vec![svc.clone()], verifier);
@@ -98,47 +108,38 @@ pub fn run(args: &NewArgs, out: Output) -> CmdResult {
         }) if attempts.is_empty() => return Err(fail(source)),
         Err(e) => return Err(CliError::failure(e)),
     };
-    if args.json {
+    show(&out, args.json, &made)
+}
+
+/// Print a sandbox just handed out.
+fn show(out: &Output, json: bool, made: &HandedOut) -> CmdResult {
+    if json {
         print_json(&NewJson {
             schema: "corral.sandbox-new.v1",
-            handed_out: &made,
+            handed_out: made,
         })?;
         return Ok(Outcome::Ok);
     }
-    let ready = made.ready.as_ref();
     out.data(&format!(
-        "{} {} on {}{}; ready in {} ms",
+        "{} {}{} on {}{}; ready in {} ms",
         out.paint(Style::Good, "created"),
         made.info.name,
+        made.from
+            .as_ref()
+            .map_or_else(String::new, |f| format!(" (a clone of {f})")),
         made.info
             .profile
             .as_ref()
             .map_or_else(|| "no network".to_owned(), |p| format!("profile {p}")),
-        ready
+        made.ready
+            .as_ref()
             .and_then(|r| r.lease)
             .map_or_else(String::new, |ip| format!(
                 ", address {ip} (leased by the gateway)"
             )),
-        ready.map_or(0, |r| r.ms),
+        made.ready.as_ref().map_or(0, |r| r.ms),
     ));
-    if let Some(gate) = &made.gate {
-        out.info(&format!(
-            "start gate: {}, {}, bridge {} and gateway (pid {}) checked{}",
-            plural(gate.chains.len(), "chain"),
-            plural(gate.sets.len(), "set"),
-            gate.bridge,
-            gate.gateway_pid,
-            gate.resolver
-                .map_or_else(String::new, |r| format!(", resolver {r} answered"))
-        ));
-    }
-    out.table(
-        &render::table(&out, std::slice::from_ref(&made.info)),
-        false,
-    );
+    render::handed_out(out, made);
+    out.table(&render::table(out, std::slice::from_ref(&made.info)), false);
     Ok(Outcome::Ok)
-}
-
-fn plural(n: usize, what: &str) -> String {
-    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }

@@ -1,6 +1,8 @@
 //! Sandboxes as tables and JSON (schemas in docs/json-schema.md).
 
 use corral_sandbox_core::sandbox::{SandboxInfo, SandboxState};
+use corral_service::HandedOut;
+use corral_service::templates::AppliedBy;
 use serde::Serialize;
 
 use crate::output::{Output, Style, Table};
@@ -13,6 +15,56 @@ pub fn state(out: &Output, s: SandboxState) -> String {
         SandboxState::Error | SandboxState::Unknown => out.paint(Style::Bad, &s.to_string()),
         _ => out.paint(Style::Warn, &s.to_string()),
     }
+}
+
+/// What the start gate checked and what became of the template.
+pub fn handed_out(out: &Output, made: &HandedOut) {
+    if let Some(gate) = &made.gate {
+        out.info(&format!(
+            "start gate: {}, {}, bridge {} and gateway (pid {}) checked{}",
+            plural(gate.chains.len(), "chain"),
+            plural(gate.sets.len(), "set"),
+            gate.bridge,
+            gate.gateway_pid,
+            gate.resolver
+                .map_or_else(String::new, |r| format!(", resolver {r} answered"))
+        ));
+    }
+    if let Some(t) = &made.template {
+        match t.by {
+            AppliedBy::CloudInit => out.info(&format!(
+                "template {}: cloud-init applies it at first boot (context file {}); `corral exec {} -- cloud-init status --wait` waits for it",
+                t.name, t.context_path, made.info.name
+            )),
+            AppliedBy::FileApi => {
+                out.info(&format!(
+                    "template {}: the image has no cloud-init; context file written to {} through the file API",
+                    t.name, t.context_path
+                ));
+                if !t.not_applied.is_empty() {
+                    eprintln!(
+                        "warning: template {} not fully applied without cloud-init: {}",
+                        t.name,
+                        t.not_applied.join("; ")
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Text on standard error that must be noticed: red on a terminal that
+/// takes colour.
+pub fn loud(text: &str) -> String {
+    use std::io::IsTerminal as _;
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    crate::output::paint(colour, Style::Bad, text)
+}
+
+/// `n what` with an `s` unless `n` is one.
+pub fn plural(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 /// One row per sandbox.

@@ -21,11 +21,29 @@ struct EventsJson<'a> {
 /// One line about an event.
 fn summary(e: &Event) -> String {
     match e {
-        Event::Created { kind, profile, .. } => format!(
-            "{} on {}",
+        Event::Created {
+            kind,
+            profile,
+            template,
+            from,
+            ..
+        } => format!(
+            "{} on {}{}{}",
             kind.map_or_else(|| "sandbox".to_owned(), |k| k.to_string()),
-            profile.as_deref().unwrap_or("no network")
+            profile.as_deref().unwrap_or("no network"),
+            template
+                .as_deref()
+                .map_or_else(String::new, |t| format!(", template {t}")),
+            from.as_deref()
+                .map_or_else(String::new, |f| format!(", copied from {f}")),
         ),
+        Event::Snapshotted { snapshot, .. } => format!("snapshot {snapshot}"),
+        Event::Restored { snapshot, .. } => format!("restored to snapshot {snapshot}"),
+        Event::Renamed { from, .. } => format!("renamed from {from}"),
+        Event::Exported { file, bytes, .. } => format!("exported to {file} ({bytes} bytes)"),
+        Event::FilePushed { path, bytes, .. } => format!("{path} pushed in ({bytes} bytes)"),
+        Event::FilePulled { path, bytes, .. } => format!("{path} pulled out ({bytes} bytes)"),
+        Event::Shell { .. } => "interactive shell opened".to_owned(),
         Event::Started { .. } => "handed out".to_owned(),
         Event::Refused { reason, .. } | Event::Alert { reason, .. } => reason.clone(),
         Event::Stopped { .. } | Event::Deleted { .. } => String::new(),
