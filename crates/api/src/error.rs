@@ -6,6 +6,7 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use corral_sandbox_core::sandbox::ProviderError;
+use corral_service::templates::TemplateError;
 use corral_service::{GateError, ServiceError, VerifyError};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -52,6 +53,9 @@ pub const CODES: &[&str] = &[
     "not_profiled",
     "profile_not_configured",
     "canary_plan",
+    // Sandboxes: templates.
+    "unknown_template",
+    "invalid_template",
     // Sandboxes: the provider.
     "not_found",
     "already_exists",
@@ -212,6 +216,14 @@ impl From<ServiceError> for ApiError {
             e @ ServiceError::NotReady { .. } => {
                 Self::new(StatusCode::GATEWAY_TIMEOUT, "not_ready", e)
             }
+            ServiceError::Template(t) => match t {
+                t @ TemplateError::Unknown { .. } => {
+                    Self::new(StatusCode::BAD_REQUEST, "unknown_template", t)
+                }
+                // The operator's file is wrong: corrald's configuration,
+                // not the caller's request.
+                t => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "invalid_template", t),
+            },
             e => Self::internal(e),
         }
     }

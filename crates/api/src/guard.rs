@@ -9,7 +9,11 @@
 //!   address too (403 otherwise): a web page cannot reach corrald through
 //!   DNS rebinding or a cross-site form.
 //! - **What it carries.** A body must be `application/json` (415) and no
-//!   bigger than the configured cap (413), in the JSON error shape.
+//!   bigger than the configured cap (413), in the JSON error shape. The
+//!   routes that take bytes (a backup to import, a file to push;
+//!   [`crate::routes::takes_raw_body`]) take `application/octet-stream`
+//!   instead, up to the upload cap — a type a browser cannot send across
+//!   sites without asking first, like JSON.
 //!
 //! The identified [`Caller`] travels to the handlers as a request extension;
 //! routes for admins only check its tier ([`admin_only`]).
@@ -141,6 +145,8 @@ pub struct Guard {
     pub identify: Identify,
     /// The largest request body, in bytes.
     pub max_body: usize,
+    /// The largest raw upload (a backup, a pushed file), in bytes.
+    pub max_upload: u64,
 }
 
 fn refuse(status: StatusCode, code: &'static str, message: String) -> ApiError {
@@ -214,9 +220,10 @@ fn check_tcp(headers: &HeaderMap, token: &Token, addr: SocketAddr) -> Result<(),
     }
 }
 
-/// A body must be JSON and fit the cap. A request without a body (no
-/// `Content-Length`, or 0, and no chunked body) needs no type.
-fn check_body(headers: &HeaderMap, max_body: usize) -> Result<(), ApiError> {
+/// A body must be JSON and fit the cap, or for a route that takes bytes
+/// (`raw`: its cap) `application/octet-stream`. A request without a body
+/// (no `Content-Length`, or 0, and no chunked body) needs no type.
+fn check_body(headers: &HeaderMap, max_body: usize, raw: Option<u64>) -> Result<(), ApiError> {
     let length = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -224,25 +231,42 @@ fn check_body(headers: &HeaderMap, max_body: usize) -> Result<(), ApiError> {
     let chunked = headers.contains_key(header::TRANSFER_ENCODING);
     let ctype = headers.get(header::CONTENT_TYPE);
     let has_body = chunked || length.is_some_and(|n| n > 0);
+    let wanted = if raw.is_some() {
+        "application/octet-stream"
+    } else {
+        "application/json"
+    };
     if has_body || ctype.is_some() {
-        let json = ctype
+        let matches = ctype
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.split(';').next())
-            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
-        if !json {
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case(wanted));
+        if !matches {
             return Err(refuse(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
-                "request bodies must be JSON, sent with `Content-Type: application/json`".into(),
+                if raw.is_some() {
+                    "this route takes the bytes themselves, sent with `Content-Type: application/octet-stream`".into()
+                } else {
+                    "request bodies must be JSON, sent with `Content-Type: application/json`".into()
+                },
             ));
         }
     }
-    if let Some(n) = length
-        && n > max_body as u64
-    {
-        return Err(too_large(max_body));
+    match (length, raw) {
+        (Some(n), None) if n > max_body as u64 => Err(too_large(max_body)),
+        (Some(n), Some(cap)) if n > cap => Err(upload_too_large(cap)),
+        _ => Ok(()),
     }
-    Ok(())
+}
+
+/// The 413 refusal of an upload over `cap` bytes.
+pub fn upload_too_large(cap: u64) -> ApiError {
+    refuse(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        format!("the upload is larger than corrald takes ({cap} bytes, --max-upload)"),
+    )
 }
 
 /// The 413 refusal (over `max_body` bytes).
@@ -297,7 +321,9 @@ pub async fn check(
             }
         }
     };
-    if let Err(e) = check_body(req.headers(), guard.max_body) {
+    let raw =
+        crate::routes::takes_raw_body(req.method(), req.uri().path()).then_some(guard.max_upload);
+    if let Err(e) = check_body(req.headers(), guard.max_body, raw) {
         return answer(e);
     }
     req.extensions_mut().insert(caller);
@@ -421,7 +447,7 @@ mod tests {
 
     #[test]
     fn bodies_must_be_json_and_fit() {
-        let status = |h: &HeaderMap| check_body(h, 100).map_err(|e| e.status);
+        let status = |h: &HeaderMap| check_body(h, 100, None).map_err(|e| e.status);
         assert_eq!(status(&HeaderMap::new()), Ok(()));
         assert_eq!(status(&headers(&[(header::CONTENT_LENGTH, "0")])), Ok(()));
         assert_eq!(
@@ -452,6 +478,32 @@ mod tests {
                 (header::CONTENT_TYPE, "application/json")
             ])),
             Err(StatusCode::PAYLOAD_TOO_LARGE)
+        );
+    }
+
+    #[test]
+    fn byte_routes_take_octet_streams_up_to_the_upload_cap() {
+        let status = |h: &HeaderMap| check_body(h, 100, Some(1000)).map_err(|e| e.status);
+        let bytes = |n: &'static str| {
+            headers(&[
+                (header::CONTENT_LENGTH, n),
+                (header::CONTENT_TYPE, "application/octet-stream"),
+            ])
+        };
+        assert_eq!(status(&bytes("500")), Ok(()));
+        assert_eq!(status(&bytes("1001")), Err(StatusCode::PAYLOAD_TOO_LARGE));
+        // JSON (or a form) is not what these routes take.
+        assert_eq!(
+            status(&headers(&[
+                (header::CONTENT_LENGTH, "5"),
+                (header::CONTENT_TYPE, "application/json")
+            ])),
+            Err(StatusCode::UNSUPPORTED_MEDIA_TYPE)
+        );
+        // And other routes still refuse bytes.
+        assert_eq!(
+            check_body(&bytes("5"), 100, None).map_err(|e| e.status),
+            Err(StatusCode::UNSUPPORTED_MEDIA_TYPE)
         );
     }
 }

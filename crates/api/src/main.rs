@@ -59,6 +59,9 @@ struct Args {
     /// The largest request body, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = corral_api::state::DEFAULT_MAX_BODY)]
     max_body: usize,
+    /// The largest upload (a backup to import, a file to push), in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = corral_api::state::DEFAULT_MAX_UPLOAD)]
+    max_upload: u64,
     /// Keep at most this many bytes of each output stream of a buffered exec.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_EXEC_OUTPUT)]
     exec_output_cap: u64,
@@ -193,7 +196,9 @@ fn main() -> ExitCode {
         &loaded.config.host,
         args.incus_socket.clone(),
     ) {
-        Ok(b) => b.with_max_exec_output(args.exec_output_cap),
+        Ok(b) => b
+            .with_max_exec_output(args.exec_output_cap)
+            .with_profiles(&loaded.config.profiles),
         Err(e) => {
             print_error(&anyhow::Error::new(e));
             return ExitCode::from(2);
@@ -245,6 +250,7 @@ fn main() -> ExitCode {
         queue: args.queue,
         queue_wait: Duration::from_secs(args.queue_wait),
         streams: args.max_streams,
+        max_upload: args.max_upload,
     });
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

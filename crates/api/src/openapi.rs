@@ -9,12 +9,14 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::{ErrorBody, ErrorDetail};
 use crate::routes::{
-    CreateRequest, Ending, ExecAnswer, ExecBody, StopBody, events, exec_stream, health, host,
-    matrix, profiles, sandboxes, verification,
+    CreateRequest, Ending, ExecAnswer, ExecBody, RenameBody, RestoreBody, SnapshotBody, StopBody,
+    backup, events, exec_stream, files, health, host, matrix, profiles, rename, sandboxes,
+    snapshots, templates, verification,
 };
 use crate::schema::{
     HostStatusDoc, InstanceTypeDoc, KindStatusDoc, MatrixEntryDoc, ReportDoc, ResourcesDoc,
-    SandboxInfoDoc, SandboxRecordDoc, SandboxStateDoc, SelectionDoc, StoredEventDoc,
+    SandboxInfoDoc, SandboxRecordDoc, SandboxStateDoc, SelectionDoc, SnapshotInfoDoc,
+    StoredEventDoc, TemplateDoc,
 };
 
 /// The document's source.
@@ -42,12 +44,24 @@ use crate::schema::{
         sandboxes::exec,
         sandboxes::verify,
         exec_stream::stream,
+        templates::get,
+        snapshots::list,
+        snapshots::take,
+        snapshots::restore,
+        rename::rename,
+        backup::export,
+        backup::import,
+        files::pull,
+        files::push,
     ),
     components(schemas(
         ErrorBody,
         ErrorDetail,
         CreateRequest,
         StopBody,
+        SnapshotBody,
+        RestoreBody,
+        RenameBody,
         ExecBody,
         ExecAnswer,
         Ending,
@@ -62,6 +76,8 @@ use crate::schema::{
         SandboxRecordDoc,
         StoredEventDoc,
         ReportDoc,
+        TemplateDoc,
+        SnapshotInfoDoc,
     )),
     tags(
         (name = "server", description = "What corrald serves: health, the platform matrix, profiles."),
@@ -94,6 +110,7 @@ impl Modify for Refusals {
             for (method, op) in [
                 (HttpMethod::Get, item.get.as_mut()),
                 (HttpMethod::Post, item.post.as_mut()),
+                (HttpMethod::Put, item.put.as_mut()),
                 (HttpMethod::Delete, item.delete.as_mut()),
             ] {
                 let Some(op) = op else { continue };
@@ -106,7 +123,7 @@ impl Modify for Refusals {
                 responses.entry("403".into()).or_insert_with(|| {
                     refusal("`forbidden`: the caller may not use this route; `bad_host` or `bad_origin`: a TCP request naming another server.").into()
                 });
-                if method == HttpMethod::Post {
+                if matches!(method, HttpMethod::Post | HttpMethod::Put) {
                     responses
                         .entry("413".into())
                         .or_insert_with(|| refusal("`body_too_large`: over `--max-body`.").into());

@@ -75,6 +75,49 @@ pub struct ResourcesDoc {
     disk_gib: Option<u64>,
 }
 
+/// Raw bytes (a backup, a file).
+#[derive(Debug, ToSchema)]
+#[schema(as = Bytes, value_type = String, format = Binary)]
+pub struct BytesDoc(Vec<u8>);
+
+/// A snapshot of a sandbox.
+#[derive(Debug, ToSchema)]
+#[schema(as = SnapshotInfo)]
+pub struct SnapshotInfoDoc {
+    /// Its name.
+    name: String,
+    /// When it was taken, as the backend reports it.
+    created: Option<String>,
+}
+
+/// A template new sandboxes are made from (docs/templates.md).
+#[derive(Debug, ToSchema)]
+#[schema(as = Template)]
+pub struct TemplateDoc {
+    /// Its name.
+    name: String,
+    /// One line for listings.
+    description: String,
+    /// The image (an alias the backend knows).
+    image: String,
+    /// The unprivileged user the agent works as.
+    user: String,
+    /// The size preset (`small`, `medium`, `large`), when it names one.
+    size: Option<String>,
+    /// Resource limits.
+    resources: ResourcesDoc,
+    /// Packages installed at first boot (by cloud-init).
+    packages: Vec<String>,
+    /// Shell commands run once, as root, at first boot (by cloud-init).
+    install: Vec<String>,
+    /// The agent-context file: `path` in the guest, and the `text` the
+    /// template adds to corral's own.
+    context: serde_json::Value,
+    /// Where it came from: `{"kind": "builtin"}` or `{"kind": "file",
+    /// "path": …}`.
+    source: serde_json::Value,
+}
+
 /// One host OS × sandbox kind cell (docs/platform-matrix.md).
 #[derive(Debug, ToSchema)]
 #[schema(as = MatrixEntry)]
@@ -260,6 +303,13 @@ mod tests {
             created: None,
             addresses: vec!["10.0.0.2".parse().unwrap()],
         });
+        held::<SnapshotInfoDoc>(&corral_sandbox_core::sandbox::SnapshotInfo {
+            name: "snap0".into(),
+            created: Some("2026-12-01T00:00:00Z".into()),
+        });
+        for t in corral_service::Catalog::builtin().unwrap().iter() {
+            held::<TemplateDoc>(t);
+        }
         held::<ResourcesDoc>(&Resources {
             cpus: Some(1),
             memory_mib: Some(64),

@@ -209,8 +209,13 @@ pub async fn serve(
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let max_body = state.limits().max_body;
+    let max_upload = state.limits().max_upload;
     let app = |identify| -> Router {
-        let guard = Arc::new(Guard { identify, max_body });
+        let guard = Arc::new(Guard {
+            identify,
+            max_body,
+            max_upload,
+        });
         router(state.clone()).layer(axum::middleware::from_fn_with_state(guard, guard::check))
     };
     let (tx, rx) = tokio::sync::watch::channel(false);

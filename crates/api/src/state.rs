@@ -51,10 +51,16 @@ pub struct Limits {
     pub queue_wait: Duration,
     /// Streamed execs (WebSocket) open at once.
     pub streams: usize,
+    /// The largest upload (a backup to import, a file to push), in bytes;
+    /// a pushed file is also bounded by the service's own cap.
+    pub max_upload: u64,
 }
 
 /// Default [`Limits::max_body`]: 1 MiB.
 pub const DEFAULT_MAX_BODY: usize = 1 << 20;
+
+/// Default [`Limits::max_upload`]: 16 GiB.
+pub const DEFAULT_MAX_UPLOAD: u64 = 16 << 30;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -66,6 +72,7 @@ impl Default for Limits {
             queue: 256,
             queue_wait: Duration::from_secs(60),
             streams: 32,
+            max_upload: DEFAULT_MAX_UPLOAD,
         }
     }
 }

@@ -177,7 +177,11 @@ fn a_restricted_user_acts_on_its_own_sandboxes_only() {
     let db = Store::open(&state).unwrap();
     let rec = db.sandbox(&mine).unwrap().unwrap();
     assert_eq!(rec.owner, Some(user.uid));
-    assert_eq!(rec.template.as_deref(), Some(TEST_IMAGE_ALIAS));
+    assert_eq!(
+        rec.template.as_deref(),
+        Some("blank"),
+        "the default template"
+    );
     assert_eq!(db.sandbox(&roots).unwrap().unwrap().owner, Some(0));
 
     // The user sees and acts on its own; the other is refused.

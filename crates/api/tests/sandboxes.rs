@@ -9,86 +9,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::http::Method;
+use common::incus::{Cleanup, incus_socket, raw_client, runtime, server, unique};
 use common::{Server, assert_error};
+use corral_provider_incus::TEST_IMAGE_ALIAS;
 use corral_provider_incus::api::Instance;
-use corral_provider_incus::{IncusClient, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
 use serde_json::{Value, json};
-
-/// The daemon's socket (`CORRAL_INCUS_SOCKET` overrides it, so the CI rule
-/// can be checked without stopping the daemon), or `None` to skip.
-fn incus_socket(_test: &str) -> Option<String> {
-    let socket = corral_test_support::gate::incus()?
-        .to_string_lossy()
-        .into_owned();
-    {
-        // The first connection creates corral's project; on a fresh daemon,
-        // parallel first connections would race to create it, so one test
-        // does it before any corrald (or raw client) of this suite starts.
-        static PROJECT: Mutex<bool> = Mutex::new(false);
-        let mut ready = PROJECT.lock().unwrap_or_else(PoisonError::into_inner);
-        if !*ready {
-            drop(raw_client(&socket));
-            *ready = true;
-        }
-    }
-    Some(socket)
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// A raw client on corral's project, for the guard and for tampering.
-fn raw_client(socket: &str) -> IncusClient {
-    let mut config = IncusConfig::local();
-    config.endpoint = corral_provider_incus::Endpoint::Unix(socket.into());
-    runtime()
-        .block_on(IncusProvider::connect(config))
-        .unwrap_or_else(|e| panic!("cannot connect to the Incus daemon: {e}"))
-        .client()
-        .clone()
-}
-
-/// Force-deletes the named instances when dropped.
-struct Cleanup {
-    client: IncusClient,
-    names: Vec<String>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let wait = Duration::from_secs(60);
-        runtime().block_on(async {
-            for name in &self.names {
-                let path = format!("/1.0/instances/{name}");
-                let stop = json!({"action": "stop", "force": true});
-                let _ = self
-                    .client
-                    .run(Method::PUT, &format!("{path}/state"), Some(&stop), wait)
-                    .await;
-                let _ = self.client.run(Method::DELETE, &path, None, wait).await;
-            }
-        });
-    }
-}
-
-fn unique(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!("t-api-{tag}-{}-{:x}", std::process::id(), nanos & 0xffff)
-}
-
-fn server(socket: &str) -> Server {
-    Server::start(&["--listen", "127.0.0.1:0", "--incus-socket", socket])
-}
 
 #[test]
 fn lifecycle_and_exec_through_the_api() {
@@ -192,7 +120,11 @@ fn request_errors_have_one_shape() {
         Some(&json!({"name": "Not A Name!", "image": TEST_IMAGE_ALIAS})),
     );
     assert_error(s, &body, 400, "invalid_spec");
-    let (s, body) = srv.call("POST", "/v1/sandboxes", Some(&json!({"name": "x"})));
+    let (s, body) = srv.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"image": TEST_IMAGE_ALIAS})),
+    );
     assert_error(s, &body, 400, "bad_request");
     let (s, body) = srv.call("POST", "/v1/sandboxes", None);
     assert_error(s, &body, 400, "bad_request");

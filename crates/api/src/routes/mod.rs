@@ -3,13 +3,19 @@
 //! one source of the router and of the list `docs/openapi.json` is checked
 //! against.
 
+pub(crate) mod backup;
 pub(crate) mod events;
 pub(crate) mod exec_stream;
+pub(crate) mod files;
 pub(crate) mod health;
 pub(crate) mod host;
 pub(crate) mod matrix;
 pub(crate) mod profiles;
+pub(crate) mod rename;
 pub(crate) mod sandboxes;
+pub(crate) mod snapshots;
+pub(crate) mod templates;
+mod transfer;
 pub(crate) mod verification;
 
 use axum::Router;
@@ -24,8 +30,11 @@ use crate::error::ApiError;
 use crate::guard;
 use crate::state::AppState;
 
+pub use backup::WARNING_HEADER;
 pub use exec_stream::{Ending, STDERR, STDOUT};
+pub use rename::RenameBody;
 pub use sandboxes::{CreateRequest, ExecAnswer, ExecBody, StopBody, new_sandbox};
+pub use snapshots::{RestoreBody, SnapshotBody};
 
 /// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +63,7 @@ where
     H: Handler<T, AppState>,
     T: 'static,
 {
-    // Every method used below (GET, POST, DELETE) has a filter; the
+    // Every method used below (GET, POST, PUT, DELETE) has a filter; the
     // fallback only guards a future typo in this table.
     let filter = MethodFilter::try_from(method.clone()).unwrap_or(MethodFilter::GET);
     let handler = on(filter, handler);
@@ -121,7 +130,86 @@ pub fn routes() -> Vec<Route> {
             Callers,
             exec_stream::stream,
         ),
+        route(Method::GET, "/v1/templates", Callers, templates::get),
+        route(
+            Method::GET,
+            "/v1/sandboxes/{name}/snapshots",
+            Callers,
+            snapshots::list,
+        ),
+        route(
+            Method::POST,
+            "/v1/sandboxes/{name}/snapshots",
+            Callers,
+            snapshots::take,
+        ),
+        route(
+            Method::POST,
+            "/v1/sandboxes/{name}/restore",
+            Callers,
+            snapshots::restore,
+        ),
+        route(
+            Method::POST,
+            "/v1/sandboxes/{name}/rename",
+            Callers,
+            rename::rename,
+        ),
+        route(
+            Method::GET,
+            "/v1/sandboxes/{name}/backup",
+            Callers,
+            backup::export,
+        ),
+        route(
+            Method::PUT,
+            "/v1/sandboxes/{name}/backup",
+            Callers,
+            backup::import,
+        ),
+        route(
+            Method::GET,
+            "/v1/sandboxes/{name}/files",
+            Callers,
+            files::pull,
+        ),
+        route(
+            Method::PUT,
+            "/v1/sandboxes/{name}/files",
+            Callers,
+            files::push,
+        ),
     ]
+}
+
+/// The routes whose body is bytes (`application/octet-stream`, up to the
+/// upload cap) rather than JSON.
+pub const RAW_BODY: &[(Method, &str)] = &[
+    (Method::PUT, "/v1/sandboxes/{name}/backup"),
+    (Method::PUT, "/v1/sandboxes/{name}/files"),
+];
+
+/// Does `path` match the route pattern `pattern` (`{…}` is one segment)?
+fn matches(pattern: &str, path: &str) -> bool {
+    let (mut p, mut q) = (pattern.split('/'), path.split('/'));
+    loop {
+        match (p.next(), q.next()) {
+            (None, None) => return true,
+            (Some(a), Some(b)) if a.starts_with('{') || a == b => {
+                if a.starts_with('{') && b.is_empty() {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// True when `method path` is a route that takes bytes ([`RAW_BODY`]).
+pub fn takes_raw_body(method: &Method, path: &str) -> bool {
+    RAW_BODY
+        .iter()
+        .any(|(m, pattern)| m == method && matches(pattern, path))
 }
 
 /// The router serving [`routes`], with the error shape on unknown paths
@@ -216,6 +304,23 @@ mod tests {
         let set: BTreeSet<_> = all.iter().map(|r| (r.method.as_str(), r.path)).collect();
         assert_eq!(set.len(), all.len());
         assert!(all.iter().all(|r| r.path.starts_with("/v1/")));
+    }
+
+    #[test]
+    fn byte_routes_are_routes_and_only_they_take_bytes() {
+        let all = routes();
+        for (m, p) in RAW_BODY {
+            assert!(
+                all.iter().any(|r| r.method == *m && r.path == *p),
+                "{m} {p} is not a route"
+            );
+        }
+        assert!(takes_raw_body(&Method::PUT, "/v1/sandboxes/a1/backup"));
+        assert!(takes_raw_body(&Method::PUT, "/v1/sandboxes/a1/files"));
+        assert!(!takes_raw_body(&Method::GET, "/v1/sandboxes/a1/files"));
+        assert!(!takes_raw_body(&Method::PUT, "/v1/sandboxes//files"));
+        assert!(!takes_raw_body(&Method::PUT, "/v1/sandboxes/a1/files/x"));
+        assert!(!takes_raw_body(&Method::POST, "/v1/sandboxes"));
     }
 
     #[test]

@@ -20,21 +20,32 @@ use crate::encode::base64;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::{AppState, Limits};
 
-/// `POST /v1/sandboxes`.
+/// `POST /v1/sandboxes`: a new sandbox from a template, or (with `from`)
+/// a clone of an existing one.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRequest {
     /// The sandbox's name.
     pub name: String,
-    /// The image (an alias or fingerprint the backend knows).
-    pub image: String,
+    /// The template (`GET /v1/templates`; default `blank`).
+    #[serde(default)]
+    pub template: Option<String>,
+    /// The image (an alias or fingerprint the backend knows; default: the
+    /// template's).
+    #[serde(default)]
+    pub image: Option<String>,
     /// The network profile; none means no network at all.
     #[serde(default)]
     pub profile: Option<String>,
-    /// Resource limits.
+    /// Resource limits (each one absent is the template's).
     #[serde(default)]
     #[schema(value_type = crate::schema::ResourcesDoc)]
     pub resources: Resources,
+    /// Clone this sandbox (`SRC`) or one of its snapshots (`SRC/SNAP`)
+    /// instead: a fresh identity on the source's profile; `template`,
+    /// `image`, `profile` and `resources` must then be absent.
+    #[serde(default)]
+    pub from: Option<String>,
 }
 
 /// `POST /v1/sandboxes/{name}/stop` (the body may be empty).
@@ -100,17 +111,42 @@ impl From<ExecOutput> for ExecAnswer {
 }
 
 /// How long a start waits for the sandbox to be ready (lease and exec).
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The service's request for a create request.
+/// The service's request for a create request (one without `from`).
 pub fn new_sandbox(req: CreateRequest) -> NewSandbox {
     NewSandbox {
         name: req.name,
-        image: Some(req.image),
-        template: None,
+        image: req.image,
+        template: req.template,
         profile: req.profile,
         resources: req.resources,
         instance_type: InstanceType::Container,
+    }
+}
+
+/// A clone request names nothing a clone takes from its source.
+fn clone_only(req: &CreateRequest) -> Result<(), ApiError> {
+    let given: Vec<&str> = [
+        ("template", req.template.is_some()),
+        ("image", req.image.is_some()),
+        ("profile", req.profile.is_some()),
+        ("resources", req.resources != Resources::default()),
+    ]
+    .into_iter()
+    .filter_map(|(f, set)| set.then_some(f))
+    .collect();
+    if given.is_empty() {
+        Ok(())
+    } else {
+        Err(ProviderError::InvalidSpec {
+            field: "from",
+            reason: format!(
+                "a clone takes its source's image, profile and resources; leave out {}",
+                given.join(", ")
+            ),
+        }
+        .into())
     }
 }
 
@@ -120,7 +156,7 @@ pub fn new_sandbox(req: CreateRequest) -> NewSandbox {
 /// not run), created but not recorded, or an exec whose timeout never
 /// fires and whose command is never killed. The turn and the name lock go
 /// with the work.
-async fn detached<T: Send + 'static>(
+pub(crate) async fn detached<T: Send + 'static>(
     work: impl Future<Output = Result<T, ApiError>> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::spawn(work)
@@ -185,9 +221,11 @@ pub async fn list(
     Ok(Json(mine))
 }
 
-/// Create (but do not start) a sandbox; 201 with its information. A
-/// profiled sandbox passes the start gate first (409 `not_enforced`). The
-/// caller is recorded as its owner.
+/// Create (but do not start) a sandbox from a template, or clone one
+/// (`from`); 201 with its information. A profiled sandbox passes the
+/// start gate first (409 `not_enforced`); its first start waits for its
+/// lease and runs the canary. The caller is recorded as its owner (and
+/// must be allowed to act on a clone's source).
 #[utoipa::path(
     post,
     path = "/v1/sandboxes",
@@ -196,9 +234,11 @@ pub async fn list(
     request_body = CreateRequest,
     responses(
         (status = 201, description = "Created (stopped).", body = crate::schema::SandboxInfoDoc),
-        (status = 400, description = "`bad_request` (body), `invalid_spec` (name, image, resources beyond this host) or `unknown_profile` (the message lists the configured profiles).", body = ErrorBody),
-        (status = 404, description = "`not_found`: e.g. the image does not exist.", body = ErrorBody),
+        (status = 400, description = "`bad_request` (body), `invalid_spec` (name, image, resources beyond this host, `from` with fields a clone takes from its source), `unknown_profile` (the message lists the configured profiles) or `unknown_template` (it lists the templates).", body = ErrorBody),
+        (status = 403, description = "`not_owned`: a clone's source carries no corral stamp; `not_owner`: a restricted caller's clone of a sandbox it did not create.", body = ErrorBody),
+        (status = 404, description = "`not_found`: e.g. the image, a clone's source or its snapshot does not exist.", body = ErrorBody),
         (status = 409, description = "`already_exists`; `not_enforced`: the profile's enforcement is incomplete (the message names what is missing; `corral host apply` restores it).", body = ErrorBody),
+        (status = 500, description = "`invalid_template`: a template file of the operator's is invalid (the message names the file, line and field).", body = ErrorBody),
         (status = 429, description = "`busy`: retry after `Retry-After` seconds.", body = ErrorBody),
         (status = 502, description = "`backend`, `malformed` or `io`.", body = ErrorBody),
     )
@@ -208,15 +248,31 @@ pub async fn create(
     Extension(caller): Extension<Caller>,
     Body(body): Body,
 ) -> Result<(StatusCode, Json<SandboxInfo>), ApiError> {
-    let req = new_sandbox(json(&body)?);
+    let req: CreateRequest = json(&body)?;
+    let options = CreateOptions {
+        start: false,
+        owner: Some(caller.uid),
+        ..CreateOptions::default()
+    };
+    if let Some(from) = req.from.clone() {
+        clone_only(&req)?;
+        let (source, _) = corral_service::sandboxes::copies::split_from(&from)?;
+        authorize(&state, &caller, source).await?;
+        return detached(async move {
+            let _name = state.lock_name(&req.name).await;
+            let _turn = state.turn().await?;
+            let made = state
+                .sandboxes()
+                .clone_sandbox(&req.name, &from, options)
+                .await?;
+            Ok((StatusCode::CREATED, Json(made.info)))
+        })
+        .await;
+    }
+    let req = new_sandbox(req);
     detached(async move {
         let _name = state.lock_name(&req.name).await;
         let _turn = state.turn().await?;
-        let options = CreateOptions {
-            start: false,
-            owner: Some(caller.uid),
-            ..CreateOptions::default()
-        };
         let made = state.sandboxes().create(&req, options).await?;
         Ok((StatusCode::CREATED, Json(made.info)))
     })
@@ -490,9 +546,11 @@ mod tests {
     fn a_create_request_is_a_container_with_what_it_names() {
         let n = new_sandbox(CreateRequest {
             name: "a1".into(),
-            image: "img".into(),
+            template: None,
+            image: Some("img".into()),
             profile: Some("internet".into()),
             resources: Resources::default(),
+            from: None,
         });
         assert_eq!(n.instance_type, InstanceType::Container);
         assert_eq!(n.profile.as_deref(), Some("internet"));

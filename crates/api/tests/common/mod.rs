@@ -3,6 +3,8 @@
 //! depend on no HTTP client library.
 #![allow(dead_code)]
 
+pub mod incus;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt as _;
@@ -128,6 +130,39 @@ impl Server {
             },
         );
         (status, json)
+    }
+
+    /// One request over TCP whose body (and answer) are bytes: the
+    /// status, the response head (lower-cased) and the raw answer body.
+    pub fn bytes(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: &[u8],
+    ) -> (u16, String, Vec<u8>) {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        let mut head = format!(
+            "{method} {path} HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        if let Some(t) = content_type {
+            head.push_str(&format!("Content-Type: {t}\r\n"));
+        }
+        head.push_str("\r\n");
+        let _ = stream
+            .write_all(head.as_bytes())
+            .and_then(|()| stream.write_all(body));
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).unwrap();
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap_or_else(|| panic!("bad answer: {}", String::from_utf8_lossy(&raw)));
+        let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+        let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
+        (status, head, raw[split + 4..].to_vec())
     }
 
     /// `GET path`.

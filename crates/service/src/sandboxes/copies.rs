@@ -79,6 +79,23 @@ pub fn name_from_file(file: &Path) -> Result<String, ProviderError> {
 }
 
 impl SandboxService {
+    /// The private directory (`transfers/` in the state directory, 0700,
+    /// checked like the state directory) that backups pass through on their
+    /// way to or from a front-end that cannot hand the provider a path of
+    /// the caller's: corrald's downloads and uploads.
+    pub fn transfer_dir(&self) -> Result<PathBuf, ServiceError> {
+        let dir = corral_state_files::StateDir::open(&self.settings.state_dir)
+            .and_then(|d| d.subdir("transfers"))
+            .map_err(|e| ProviderError::Io {
+                context: format!(
+                    "cannot use {}/transfers for a backup on its way through",
+                    self.settings.state_dir.display()
+                ),
+                source: std::io::Error::other(crate::error::chain(&e)),
+            })?;
+        Ok(dir.path().to_owned())
+    }
+
     /// Clone `from` (`SRC` or `SRC/SNAP`) to a new sandbox `name` (see the
     /// module docs); with `options.start`, start it and hand it out like
     /// a created one.
