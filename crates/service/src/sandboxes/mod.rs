@@ -6,10 +6,11 @@
 //! Create pipeline ([`SandboxService::create`]):
 //! the template looked up and rendered (image, resources, cloud-init
 //! user-data) → check the request (resources no bigger than the host) →
-//! start gate → provider create → the template's context file put in
-//! place where the image has no cloud-init → (start → ready: DHCP lease
-//! from the profile's gateway and exec answering →
-//! [`Hooks::before_handout`]) → hand out. A failure after the provider created the sandbox deletes it
+//! start gate → provider create → (start → ready: DHCP lease from the
+//! profile's gateway and exec answering, while the template's context
+//! file is put in place where the image has no cloud-init →
+//! [`Hooks::before_handout`]) → hand out; a create left stopped gets its
+//! context file before it is handed out. A failure after the provider created the sandbox deletes it
 //! again, so a failed create leaves nothing behind. A clone
 //! ([`SandboxService::clone_sandbox`]) takes the same path from the start
 //! gate on, with the provider's copy (fresh identity) in place of its
@@ -31,8 +32,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use corral_sandbox_core::sandbox::{
-    ExecOutput, ExecRequest, ExecStreams, ProviderError, Sandbox, SandboxInfo, SandboxState,
-    StopOptions,
+    ExecOutput, ExecRequest, ExecStreams, InstanceType, ProviderError, Sandbox, SandboxInfo,
+    SandboxState, StopOptions,
 };
 use corral_sandbox_core::{Profile, ProfileName};
 use serde::Serialize;
@@ -49,7 +50,7 @@ use crate::hooks::{Event, Hooks, NoHooks};
 use crate::limits::HostCapacity;
 use crate::provider::Backend;
 use crate::settings::Settings;
-use crate::templates::{self, Catalog, TemplateApplied};
+use crate::templates::{self, Catalog, Rendered, TemplateApplied};
 
 /// How long a create waits for readiness unless told otherwise.
 pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -211,18 +212,11 @@ impl SandboxService {
                 from: None,
             })
             .await;
-        let applied = match templates::apply::apply(sandbox.as_ref(), &rendered).await {
-            Ok(a) => a,
-            Err(e) => {
-                self.discard(sandbox).await;
-                return Err(e.into());
-            }
-        };
         self.hand_out(
             sandbox,
             profile.as_ref(),
             gate,
-            Some(applied),
+            Some((&rendered, spec.instance_type)),
             None,
             options,
         )
@@ -240,20 +234,29 @@ impl SandboxService {
         }
     }
 
-    /// After the provider made `sandbox` (a create or a copy): leave it
-    /// stopped, or start it and hand it out; a failure deletes it again.
+    /// After the provider made `sandbox` (a create or a copy): put its
+    /// template (`rendered`, a create's) in place and leave it stopped, or
+    /// start it and hand it out; a failure deletes it again.
     async fn hand_out(
         &self,
         sandbox: Box<dyn Sandbox>,
         profile: Option<&ProfileName>,
         gate: Option<GatePass>,
-        template: Option<TemplateApplied>,
+        rendered: Option<(&Rendered, InstanceType)>,
         from: Option<String>,
         options: CreateOptions,
     ) -> Result<HandedOut, ServiceError> {
         if !options.start {
-            let info = match sandbox.info().await {
-                Ok(i) => i,
+            let done = async {
+                let template = match rendered {
+                    Some((r, t)) => Some(templates::apply::apply(sandbox.as_ref(), r, t).await?),
+                    None => None,
+                };
+                Ok::<_, ProviderError>((sandbox.info().await?, template))
+            }
+            .await;
+            let (info, template) = match done {
+                Ok(d) => d,
                 Err(e) => {
                     self.discard(sandbox).await;
                     return Err(e.into());
@@ -268,10 +271,10 @@ impl SandboxService {
             });
         }
         match self
-            .start_and_hand_out(sandbox.as_ref(), profile, options.ready_timeout)
+            .start_and_hand_out(sandbox.as_ref(), profile, rendered, options.ready_timeout)
             .await
         {
-            Ok((info, ready)) => Ok(HandedOut {
+            Ok((info, ready, template)) => Ok(HandedOut {
                 info,
                 gate,
                 ready: Some(ready),
@@ -286,20 +289,31 @@ impl SandboxService {
         }
     }
 
-    /// Start, wait until ready, run the hooks; on a hook refusal stop it.
-    /// Start, wait until ready, run the hooks; on a hook refusal stop it.
+    /// Start; wait until ready while a fresh sandbox's template
+    /// (`rendered`) is put in place (the file API takes a running
+    /// container too, so neither waits for the other); run the hooks; on
+    /// a hook refusal stop it.
     async fn start_and_hand_out(
         &self,
         sandbox: &dyn Sandbox,
         profile: Option<&ProfileName>,
+        rendered: Option<(&Rendered, InstanceType)>,
         ready_timeout: Duration,
-    ) -> Result<(SandboxInfo, Ready), ServiceError> {
+    ) -> Result<(SandboxInfo, Ready, Option<TemplateApplied>), ServiceError> {
         sandbox.start().await?;
         let profile = match profile {
             Some(p) => Some(self.profile(p.as_str())?),
             None => None,
         };
-        let ready = wait_ready(sandbox, profile, &self.settings.state_dir, ready_timeout).await?;
+        let (ready, template) = tokio::try_join!(
+            wait_ready(sandbox, profile, &self.settings.state_dir, ready_timeout),
+            async {
+                match rendered {
+                    Some((r, t)) => Ok(Some(templates::apply::apply(sandbox, r, t).await?)),
+                    None => Ok(None),
+                }
+            }
+        )?;
         let info = sandbox.info().await?;
         if let Err(e) = self.hooks.before_handout(sandbox, &info).await {
             let _ = sandbox
@@ -321,7 +335,7 @@ impl SandboxService {
                 name: info.name.to_string(),
             })
             .await;
-        Ok((info, ready))
+        Ok((info, ready, template))
     }
 
     /// A handle on sandbox `name` (ownership checked by the provider).
@@ -351,8 +365,8 @@ impl SandboxService {
         let sandbox = self.open(name).await?;
         let info = sandbox.info().await?;
         let gate = self.gate_or_record(name, info.profile.as_ref()).await?;
-        let (info, ready) = self
-            .start_and_hand_out(sandbox.as_ref(), info.profile.as_ref(), ready_timeout)
+        let (info, ready, _) = self
+            .start_and_hand_out(sandbox.as_ref(), info.profile.as_ref(), None, ready_timeout)
             .await?;
         Ok(HandedOut {
             info,
@@ -403,8 +417,8 @@ impl SandboxService {
         if info.state.can_stop() {
             sandbox.stop(options).await?;
         }
-        let (info, ready) = self
-            .start_and_hand_out(sandbox.as_ref(), info.profile.as_ref(), ready_timeout)
+        let (info, ready, _) = self
+            .start_and_hand_out(sandbox.as_ref(), info.profile.as_ref(), None, ready_timeout)
             .await?;
         Ok(HandedOut {
             info,

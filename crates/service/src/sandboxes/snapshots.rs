@@ -109,8 +109,8 @@ impl SandboxService {
                 from: None,
             });
         }
-        let (info, ready) = self
-            .start_and_hand_out(sandbox.as_ref(), info.profile.as_ref(), ready_timeout)
+        let (info, ready, _) = self
+            .start_and_hand_out(sandbox.as_ref(), info.profile.as_ref(), None, ready_timeout)
             .await?;
         Ok(HandedOut {
             info,

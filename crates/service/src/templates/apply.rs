@@ -1,12 +1,13 @@
-//! After the provider made a sandbox from a template, before its first
-//! start: will cloud-init apply the template, or must corral put the
-//! context file in place itself?
+//! After the provider made a sandbox from a template, before it is handed
+//! out (while it starts, or while it is still stopped when the caller
+//! asked for it stopped): will cloud-init apply the template, or must
+//! corral put the context file in place itself?
 //!
 //! The user-data went to the provider with the create. An image with
 //! cloud-init (it has `/etc/cloud/cloud.cfg`) applies all of it at first
 //! boot. An image without (corral's busybox test image) ignores it, so the
 //! context file is written through the provider's file API (which works on
-//! a stopped container and makes missing directories), and the user,
+//! a stopped or running container and makes missing directories), and the user,
 //! packages and install commands are reported as not applied. A virtual
 //! machine's files cannot be read before it boots, and a provider without
 //! a file API (Multipass) hands the user-data to its own cloud-init: both
@@ -46,14 +47,14 @@ pub struct TemplateApplied {
     pub not_applied: Vec<String>,
 }
 
-/// Put `rendered` in place in the just-created `sandbox` (see the module
-/// docs).
+/// Put `rendered` in place in the just-created `sandbox`, a container or
+/// a VM as `instance_type` says (see the module docs).
 pub async fn apply(
     sandbox: &dyn Sandbox,
     rendered: &Rendered,
+    instance_type: InstanceType,
 ) -> Result<TemplateApplied, ProviderError> {
-    let vm = sandbox.info().await?.instance_type == InstanceType::Vm;
-    let cloud_init = vm
+    let cloud_init = instance_type == InstanceType::Vm
         || match sandbox.pull_file(CLOUD_INIT_MARK).await {
             Ok(_) | Err(ProviderError::Unsupported { .. }) => true,
             Err(ProviderError::NotFound { .. }) => false,

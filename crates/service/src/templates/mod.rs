@@ -15,8 +15,8 @@
 //! provider hands to the image; an image with cloud-init creates the user,
 //! installs the packages, runs the install commands and writes the context
 //! file at first boot. An image without cloud-init (corral's busybox test
-//! image) gets the context file through the provider's file API once the
-//! sandbox is ready; the user, packages and install commands are then
+//! image) gets the context file through the provider's file API before the
+//! sandbox is handed out; the user, packages and install commands are then
 //! reported as not applied.
 
 pub mod apply;
