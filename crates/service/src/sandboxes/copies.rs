@@ -118,7 +118,7 @@ impl SandboxService {
                 kind: Some(sandbox.kind()),
                 profile: profile.as_ref().map(ToString::to_string),
                 owner: options.owner,
-                template: info.image.clone(),
+                template: None,
                 from: Some(from.to_owned()),
             })
             .await;
@@ -180,7 +180,7 @@ impl SandboxService {
                 kind: Some(sandbox.kind()),
                 profile: info.profile.as_ref().map(ToString::to_string),
                 owner,
-                template: info.image.clone(),
+                template: None,
                 from: Some(format!("file {}", source.display())),
             })
             .await;

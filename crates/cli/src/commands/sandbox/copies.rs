@@ -45,12 +45,12 @@ pub fn export(args: &ExportArgs, out: Output) -> CmdResult {
     let done = result.map_err(fail)?;
     // Loud, and on stderr so it reaches a person even when stdout is a pipe.
     eprintln!(
-        "{} {}: {EXPORT_WARNING}",
+        "{} {EXPORT_WARNING}",
         render::loud(&format!(
-            "WARNING: {} may hold credentials",
-            done.file.display()
+            "WARNING: {} (sandbox {}) may hold credentials:",
+            done.file.display(),
+            done.sandbox
         )),
-        done.sandbox
     );
     if args.json {
         print_json(&ExportJson {
