@@ -10,7 +10,7 @@ use utoipa::{Modify, OpenApi};
 use crate::error::{ErrorBody, ErrorDetail};
 use crate::routes::{
     CreateRequest, Ending, ExecAnswer, ExecBody, RenameBody, RestoreBody, SnapshotBody, StopBody,
-    backup, events, exec_stream, files, health, host, matrix, profiles, rename, sandboxes,
+    TtyBody, backup, events, exec_stream, files, health, host, matrix, profiles, rename, sandboxes,
     snapshots, templates, verification,
 };
 use crate::schema::{
@@ -63,6 +63,7 @@ use crate::schema::{
         RestoreBody,
         RenameBody,
         ExecBody,
+        TtyBody,
         ExecAnswer,
         Ending,
         SandboxInfoDoc,

@@ -364,3 +364,91 @@ fn every_new_route_refuses_an_instance_corral_did_not_stamp() {
     }
     assert!(instance(&client, &clone).is_none());
 }
+
+/// A shell over corrald: the streamed exec with `tty` runs the command on
+/// a pseudo-terminal (its output on stream 1), takes input as it is
+/// typed, and ends with the shell's exit status; the buffered exec refuses
+/// a terminal; the event log records the shell.
+#[test]
+fn a_shell_runs_on_a_terminal_through_the_streamed_exec() {
+    use futures::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+
+    let Some(socket) = incus_socket("shell") else {
+        return;
+    };
+    let name = unique("tty");
+    let client = raw_client(&socket);
+    let _guard = Cleanup {
+        client,
+        names: vec![name.clone()],
+    };
+    let srv = server(&socket);
+    let at = format!("/v1/sandboxes/{name}");
+    let (s, _) = srv.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"name": name, "image": TEST_IMAGE_ALIAS})),
+    );
+    assert_eq!(s, 201);
+    srv.call("POST", &format!("{at}/start"), None);
+    let (s, body) = srv.call(
+        "POST",
+        &format!("{at}/exec"),
+        Some(&json!({"argv": ["sh"], "tty": {"width": 80, "height": 24}})),
+    );
+    assert_error(s, &body, 400, "invalid_spec");
+
+    runtime().block_on(async {
+        let tcp = tokio::net::TcpStream::connect(&srv.addr).await.unwrap();
+        let mut req = format!("ws://{}{at}/exec/stream", srv.addr)
+            .into_client_request()
+            .unwrap();
+        req.headers_mut().insert(
+            "Authorization",
+            format!("Bearer {}", common::TOKEN).parse().unwrap(),
+        );
+        let mut ws = tokio_tungstenite::client_async(req, tcp).await.unwrap().0;
+        ws.send(Message::text(
+            json!({"argv": ["sh"], "tty": {"width": 100, "height": 30}}).to_string(),
+        ))
+        .await
+        .unwrap();
+        ws.send(Message::binary(
+            b"echo marker-$((6*7)); stty size; tty; exit 3\n".to_vec(),
+        ))
+        .await
+        .unwrap();
+        let mut output = Vec::new();
+        let ending = loop {
+            let msg = tokio::time::timeout(std::time::Duration::from_secs(60), ws.next())
+                .await
+                .expect("no message within a minute")
+                .expect("the stream ended early")
+                .expect("a WebSocket error");
+            match msg {
+                Message::Binary(b) => {
+                    assert_eq!(b.first(), Some(&1), "a terminal's output is stream 1");
+                    output.extend_from_slice(&b[1..]);
+                }
+                Message::Text(t) => break serde_json::from_str::<Value>(t.as_str()).unwrap(),
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        let text = String::from_utf8_lossy(&output);
+        assert!(text.contains("marker-42"), "{text}");
+        assert!(text.contains("30 100"), "the terminal's size: {text}");
+        assert!(text.contains("/dev/pts/"), "a pseudo-terminal: {text}");
+        assert_eq!(ending, json!({"type": "exit", "exit_code": 3}));
+    });
+    let (_, events) = srv.get(&format!("/v1/events?sandbox={name}"));
+    assert!(
+        events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "shell"),
+        "{events}"
+    );
+}

@@ -45,6 +45,12 @@ pub async fn run(
             reason: "empty; expected a program and its arguments".into(),
         });
     }
+    if request.tty.is_some() {
+        return Err(ProviderError::InvalidSpec {
+            field: "tty",
+            reason: "a terminal needs the streamed exec; leave it out here".into(),
+        });
+    }
     let owner = request.user.map_or((0, 0), |u| (u.uid, u.gid));
     let env_text = env_file_text(&request.env)?;
     let mut pushed: Vec<String> = Vec::new();

@@ -6,6 +6,11 @@
 //!
 //! The framing is Incus's: data travels in binary messages; an empty text
 //! message (or a close) marks the end of a stream.
+//!
+//! With a terminal (`ExecRequest::tty`) Incus runs the command on a
+//! pseudo-terminal of that size (`interactive`): one WebSocket carries
+//! input one way and the terminal's output the other (delivered as
+//! standard output), and it closes when the command exits.
 
 use std::time::Duration;
 
@@ -51,6 +56,14 @@ pub async fn run(
     );
     body["wait-for-websocket"] = Value::Bool(true);
     body["record-output"] = Value::Bool(false);
+    if let Some(size) = request.tty {
+        body["interactive"] = Value::Bool(true);
+        body["width"] = Value::from(size.width);
+        body["height"] = Value::from(size.height);
+        if !request.env.contains_key("TERM") {
+            body["environment"]["TERM"] = Value::from("xterm-256color");
+        }
+    }
     let what = format!("exec in {}", sandbox.name);
     let (id, envelope) = client
         .start_operation(Method::POST, &sandbox.path("/exec"), Some(&body))
@@ -72,29 +85,45 @@ pub async fn run(
                 detail: format!("no websocket secret for fd {fd} in {fds}"),
             })
     };
+    let fd_names: &[&str] = if request.tty.is_some() {
+        &["control", "0"]
+    } else {
+        &["control", "0", "1", "2"]
+    };
     let mut sockets = Vec::with_capacity(4);
     // Incus starts the command once every channel is connected.
-    for fd in ["control", "0", "1", "2"] {
+    for fd in fd_names {
         let path = format!("/1.0/operations/{id}/websocket?secret={}", secret(fd)?);
         sockets.push(client.websocket(&path).await.map_err(err)?);
     }
-    let (Some(stderr_ws), Some(stdout_ws), Some(stdin_ws), Some(control)) =
-        (sockets.pop(), sockets.pop(), sockets.pop(), sockets.pop())
-    else {
-        unreachable!("four sockets were just pushed");
-    };
     let ExecStreams {
         stdin,
         stdout,
         stderr,
     } = streams;
     let pump = async {
-        let feeding = tokio::spawn(feed(stdin_ws, stdin));
-        let (out, errs) = tokio::join!(drain(stdout_ws, stdout), drain(stderr_ws, stderr));
-        // The command may exit without reading all of its input.
-        feeding.abort();
-        out.map_err(|e| io_error(&what, "standard output", e))?;
-        errs.map_err(|e| io_error(&what, "standard error", e))?;
+        if request.tty.is_some() {
+            let (Some(terminal), Some(_control)) = (sockets.pop(), sockets.pop()) else {
+                unreachable!("two sockets were just pushed");
+            };
+            let (to_guest, from_guest) = terminal.split();
+            let feeding = tokio::spawn(feed_terminal(to_guest, stdin));
+            let out = drain(from_guest, stdout).await;
+            feeding.abort();
+            out.map_err(|e| io_error(&what, "the terminal", e))?;
+        } else {
+            let (Some(stderr_ws), Some(stdout_ws), Some(stdin_ws), Some(_control)) =
+                (sockets.pop(), sockets.pop(), sockets.pop(), sockets.pop())
+            else {
+                unreachable!("four sockets were just pushed");
+            };
+            let feeding = tokio::spawn(feed(stdin_ws, stdin));
+            let (out, errs) = tokio::join!(drain(stdout_ws, stdout), drain(stderr_ws, stderr));
+            // The command may exit without reading all of its input.
+            feeding.abort();
+            out.map_err(|e| io_error(&what, "standard output", e))?;
+            errs.map_err(|e| io_error(&what, "standard error", e))?;
+        }
         let wait = request
             .timeout
             .unwrap_or(Duration::from_secs(60))
@@ -119,7 +148,6 @@ pub async fn run(
         },
         None => pump.await,
     };
-    drop(control);
     let op = finished?;
     let meta = op.metadata.unwrap_or(Value::Null);
     meta.get("return")
@@ -161,8 +189,27 @@ async fn feed(mut ws: IncusSocket, stdin: Option<Box<dyn ByteSource>>) -> std::i
     Ok(())
 }
 
+/// Send input to a terminal as it comes (a terminal has no end of input
+/// but the bytes that mean it, such as Ctrl-D, which the caller sends).
+async fn feed_terminal(
+    mut ws: futures::stream::SplitSink<IncusSocket, Message>,
+    stdin: Option<Box<dyn ByteSource>>,
+) -> std::io::Result<()> {
+    if let Some(mut source) = stdin {
+        while let Some(chunk) = source.read().await? {
+            ws.send(Message::binary(chunk))
+                .await
+                .map_err(std::io::Error::other)?;
+        }
+    }
+    Ok(())
+}
+
 /// Deliver one output stream until its end-of-stream barrier.
-async fn drain(mut ws: IncusSocket, mut sink: Box<dyn ByteSink>) -> std::io::Result<()> {
+async fn drain(
+    mut ws: impl futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+    mut sink: Box<dyn ByteSink>,
+) -> std::io::Result<()> {
     while let Some(msg) = ws.next().await {
         match msg.map_err(std::io::Error::other)? {
             Message::Binary(bytes) => sink.write(&bytes).await?,

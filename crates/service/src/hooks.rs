@@ -118,7 +118,8 @@ pub enum Event {
         /// How many bytes.
         bytes: u64,
     },
-    /// An interactive shell was opened in the sandbox.
+    /// An interactive shell (a command on a terminal) was opened in the
+    /// sandbox.
     Shell {
         /// The sandbox.
         name: String,

@@ -4,7 +4,9 @@
 //!
 //! The conversation, after the upgrade:
 //! 1. the client sends one text message, the same JSON as the buffered
-//!    exec's body (`argv`, `env`, `cwd`, `timeout_secs`);
+//!    exec's body (`argv`, `env`, `cwd`, `timeout_secs`), plus, for an
+//!    interactive shell, `tty: {width, height}`: the command then runs on
+//!    a pseudo-terminal and all its output comes as stream 1;
 //! 2. the client sends standard input as binary messages, and the text
 //!    message `{"type":"eof"}` to close it (a close frame also ends it);
 //! 3. the server sends output as binary messages whose first byte names

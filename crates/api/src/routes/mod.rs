@@ -33,7 +33,7 @@ use crate::state::AppState;
 pub use backup::WARNING_HEADER;
 pub use exec_stream::{Ending, STDERR, STDOUT};
 pub use rename::RenameBody;
-pub use sandboxes::{CreateRequest, ExecAnswer, ExecBody, StopBody, new_sandbox};
+pub use sandboxes::{CreateRequest, ExecAnswer, ExecBody, StopBody, TtyBody, new_sandbox};
 pub use snapshots::{RestoreBody, SnapshotBody};
 
 /// Who may call a route.

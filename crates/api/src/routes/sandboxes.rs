@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use corral_sandbox_core::sandbox::{
     ExecOutput, ExecRequest, InstanceType, ProviderError, Resources, SandboxInfo, StopOptions,
+    TerminalSize,
 };
 use corral_service::{Caller, CreateOptions, NewSandbox};
 use serde::{Deserialize, Serialize};
@@ -77,6 +78,20 @@ pub struct ExecBody {
     /// `--exec-timeout`, at most its `--exec-timeout-max`.
     #[serde(default)]
     pub timeout_secs: Option<u64>,
+    /// Streamed exec only: run the command on a terminal of this size (an
+    /// interactive shell); its output then comes on stream 1 alone.
+    #[serde(default)]
+    pub tty: Option<TtyBody>,
+}
+
+/// A terminal's size, in characters.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TtyBody {
+    /// Columns (1 to 1000).
+    pub width: u16,
+    /// Rows (1 to 1000).
+    pub height: u16,
 }
 
 /// What a finished command produced: text for reading, base64 for bytes.
@@ -411,10 +426,30 @@ pub fn exec_request(req: ExecBody, limits: &Limits) -> Result<ExecRequest, ApiEr
         }
         Some(secs) => Duration::from_secs(secs),
     };
+    let tty = match req.tty {
+        None => None,
+        Some(t) if (1..=1000).contains(&t.width) && (1..=1000).contains(&t.height) => {
+            Some(TerminalSize {
+                width: t.width,
+                height: t.height,
+            })
+        }
+        Some(t) => {
+            return Err(ProviderError::InvalidSpec {
+                field: "tty",
+                reason: format!(
+                    "{}x{}; expected a width and a height from 1 to 1000",
+                    t.width, t.height
+                ),
+            }
+            .into());
+        }
+    };
     Ok(ExecRequest {
         env: req.env,
         cwd: req.cwd,
         timeout: Some(timeout),
+        tty,
         ..ExecRequest::new(req.argv)
     })
 }

@@ -28,6 +28,19 @@ pub struct ExecRequest {
     pub stdin: Option<Vec<u8>>,
     /// Give up (and report a timeout) after this long.
     pub timeout: Option<Duration>,
+    /// Run it on a pseudo-terminal of this size: its output then comes as
+    /// one stream, on standard output. Only a streamed exec takes it.
+    #[serde(default)]
+    pub tty: Option<TerminalSize>,
+}
+
+/// A terminal's size, in characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalSize {
+    /// Columns.
+    pub width: u16,
+    /// Rows.
+    pub height: u16,
 }
 
 impl ExecRequest {
@@ -44,6 +57,7 @@ impl ExecRequest {
             cwd: None,
             stdin: None,
             timeout: None,
+            tty: None,
         }
     }
 

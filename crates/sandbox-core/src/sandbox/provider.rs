@@ -190,6 +190,15 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
         request: &ExecRequest,
         mut streams: ExecStreams,
     ) -> Result<i32, ProviderError> {
+        if request.tty.is_some() {
+            return Err(ProviderError::InvalidSpec {
+                field: "tty",
+                reason: format!(
+                    "{} sandboxes cannot give a command a terminal here; leave it out",
+                    self.kind()
+                ),
+            });
+        }
         let io_err = |what: &str, source: std::io::Error| ProviderError::Io {
             context: format!("exec in {}: {what}", self.name()),
             source,

@@ -459,6 +459,13 @@ impl SandboxService {
         streams: ExecStreams,
     ) -> Result<i32, ServiceError> {
         let sandbox = self.open(name).await?;
+        if request.tty.is_some() {
+            self.hooks
+                .record(&Event::Shell {
+                    name: name.to_owned(),
+                })
+                .await;
+        }
         let started = Instant::now();
         sandbox
             .exec_streamed(request, streams)
