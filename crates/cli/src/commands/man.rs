@@ -46,13 +46,12 @@ mod tests {
             "corral\\-host(1)",
             "corral\\-drill(1)",
             "corral\\-completions(1)",
+            // `man` is listed in help since it stopped being hidden.
+            "corral\\-man(1)",
+            "corral\\-templates(1)",
         ] {
             assert!(page.contains(needle), "main page lacks {needle}:\n{page}");
         }
-        assert!(
-            !page.contains("corral\\-man"),
-            "the hidden man command leaked into the page"
-        );
     }
 
     #[test]
