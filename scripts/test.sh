@@ -20,13 +20,22 @@ cd "$here/.."
 # (an earlier `corral host apply`, or a test run that was killed) would fail
 # them. This run owns the host: tear that state down first and say so.
 # CORRAL_TEST_KEEP_HOST=1 refuses instead of tearing down.
+HOST_LOCK=/run/lock/corral-tests-host-netns.lock # corral_test_support::host_lock::PATH
+# The check and the teardown hold the lock every host-namespace test holds
+# for its whole run, so state a running test of another suite owns is never
+# mistaken for stale.
+cargo build --locked -q -p corral-cli --bin corral
+mkdir -p "$(dirname "$HOST_LOCK")"
+exec 9>"$HOST_LOCK"
+flock 9
 if corral_state_live; then
     [ "${CORRAL_TEST_KEEP_HOST:-0}" = 1 ] &&
         die "this host has live corral state (nftables tables or corral-stamped bridges) and CORRAL_TEST_KEEP_HOST=1: run \`corral host teardown\` first"
     step "this host has live corral state: tearing it down for the tests (re-run \`corral host apply\` afterwards to restore it)"
-    cargo build --locked -q -p corral-cli --bin corral
     target/debug/corral host teardown
 fi
+flock -u 9
+exec 9>&-
 step "running the test suite"
 skips=$(mktemp)
 log=$(mktemp)
