@@ -165,7 +165,9 @@ pub fn provider_status(e: &ProviderError) -> (StatusCode, &'static str) {
         ProviderError::AlreadyExists { .. } => (StatusCode::CONFLICT, "already_exists"),
         ProviderError::NotOwned { .. } => (StatusCode::FORBIDDEN, "not_owned"),
         ProviderError::InvalidState { .. } => (StatusCode::CONFLICT, "invalid_state"),
-        ProviderError::Unsupported { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "unsupported"),
+        ProviderError::Unsupported { .. } | ProviderError::LocalOnly { .. } => {
+            (StatusCode::UNPROCESSABLE_ENTITY, "unsupported")
+        }
         ProviderError::InvalidSpec { .. } => (StatusCode::BAD_REQUEST, "invalid_spec"),
         ProviderError::UnknownProfile { .. } => (StatusCode::BAD_REQUEST, "unknown_profile"),
         ProviderError::Mount { .. } => (StatusCode::BAD_REQUEST, "mount"),

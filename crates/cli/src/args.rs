@@ -104,6 +104,10 @@ pub enum Command {
     Pull(PullArgs),
     /// Open an interactive shell in a running sandbox (needs a terminal).
     Shell(ShellArgs),
+    /// Escape hatch: run Incus's own client on one sandbox corral owns
+    /// (its daemon, corral's project). ARGS must name the sandbox and no
+    /// other instance; isolation-moving arguments need --i-know.
+    Incus(IncusArgs),
     /// Run the canary in a running profiled sandbox now: every check with what
     /// it observed, its control and its time; exit 1 (and the sandbox is
     /// stopped) when one fails.
@@ -443,6 +447,25 @@ pub struct ShellArgs {
     /// Where the backend is.
     #[command(flatten)]
     pub ctx: SandboxContext,
+}
+
+/// `corral incus`.
+#[derive(Debug, Clone, Args)]
+pub struct IncusArgs {
+    /// The sandbox (corral's own).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Run arguments that move the sandbox's isolation (profiles, networks,
+    /// devices, security.*, raw.*, config edit, move, copy, publish,
+    /// another project), with a warning naming what each moves.
+    #[arg(long)]
+    pub i_know: bool,
+    /// Where the backend is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+    /// Incus's arguments, as they are (after `--`); they must name NAME.
+    #[arg(value_name = "ARGS", last = true, required = true)]
+    pub args: Vec<String>,
 }
 
 /// `corral ls`.

@@ -93,6 +93,24 @@ impl IncusProvider {
         e.into_provider(self.inner.kind)
     }
 
+    /// Every instance name in corral's project, corral's or not.
+    pub(crate) async fn instance_names(&self) -> Result<Vec<String>, ProviderError> {
+        let urls: Vec<String> = self
+            .inner
+            .client
+            .get("/1.0/instances")
+            .await
+            .map_err(|e| self.err(e))?;
+        // `/1.0/instances/NAME`, possibly with a `?project=` query.
+        Ok(urls
+            .iter()
+            .filter_map(|url| {
+                let path = url.split('?').next()?;
+                path.rsplit('/').next().map(str::to_owned)
+            })
+            .collect())
+    }
+
     /// The instance `name`, if it exists and carries corral's stamp.
     pub(crate) async fn owned(&self, name: &str) -> Result<(Instance, Stamp), ProviderError> {
         let inst: Instance = self

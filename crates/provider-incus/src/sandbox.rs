@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use corral_sandbox_core::sandbox::{
-    ExecOutput, ExecRequest, ExecStreams, InstanceType, Operation, ProbeSite, ProviderError,
-    Sandbox, SandboxInfo, SandboxState, SnapshotInfo, StopOptions, TerminalCommand,
+    BackendClient, ExecOutput, ExecRequest, ExecStreams, InstanceType, Operation, ProbeSite,
+    ProviderError, Sandbox, SandboxInfo, SandboxState, SnapshotInfo, StopOptions, TerminalCommand,
 };
 use corral_sandbox_core::{SandboxKind, SandboxName};
 use http::Method;
@@ -200,6 +200,11 @@ impl Sandbox for IncusSandbox {
             return Err(self.invalid(inst.state(), Operation::Exec, "start it first"));
         }
         crate::terminal::command(self, argv)
+    }
+
+    async fn client(&self) -> Result<BackendClient, ProviderError> {
+        self.owned().await?;
+        crate::terminal::hatch(self).await
     }
 
     async fn delete(self: Box<Self>) -> Result<(), ProviderError> {

@@ -1,11 +1,12 @@
-//! An interactive terminal in an instance through Incus's own client:
-//! `incus exec --mode interactive`, pointed at the daemon corral talks to
+//! Incus's own client, pointed at the daemon corral talks to
 //! (`INCUS_SOCKET`, `--force-local`: never a remote from the user's client
-//! configuration) and at corral's project. The caller checks ownership
-//! first; the instance name is a validated sandbox name and the command
-//! follows `--`, so neither can be read as an option.
+//! configuration) and at corral's project: an interactive terminal in an
+//! instance (`incus exec --mode interactive`), and the escape hatch's
+//! client. The caller checks ownership first; for the terminal the
+//! instance name is a validated sandbox name and the command follows `--`,
+//! so neither can be read as an option.
 
-use corral_sandbox_core::sandbox::{Operation, ProviderError, TerminalCommand};
+use corral_sandbox_core::sandbox::{BackendClient, ProviderError, TerminalCommand};
 
 use crate::config::Endpoint;
 use crate::sandbox::IncusSandbox;
@@ -13,40 +14,64 @@ use crate::sandbox::IncusSandbox;
 /// The client Incus installs.
 pub const CLIENT: &str = "incus";
 
-/// The host command running `argv` in `sandbox` with a terminal.
-pub fn command(sandbox: &IncusSandbox, argv: &[String]) -> Result<TerminalCommand, ProviderError> {
+/// The client pointed at `sandbox`'s daemon and project; `operation` (the
+/// verb, for the refusal) needs a local daemon.
+pub fn client(sandbox: &IncusSandbox, operation: &str) -> Result<TerminalCommand, ProviderError> {
     let config = sandbox.provider.config();
-    let Endpoint::Unix(socket) = &config.endpoint else {
+    let socket = match &config.endpoint {
+        Endpoint::Unix(socket) => socket,
         // A remote's client needs its own trust set-up, which corral does
         // not hold for the user.
-        return Err(ProviderError::Unsupported {
-            kind: sandbox.provider.inner.kind,
-            operation: Operation::Exec,
-        });
+        Endpoint::Https { address, .. } => {
+            return Err(ProviderError::LocalOnly {
+                kind: sandbox.provider.inner.kind,
+                operation: operation.to_owned(),
+                endpoint: address.clone(),
+            });
+        }
     };
+    Ok(TerminalCommand {
+        program: CLIENT.to_owned(),
+        args: vec![
+            "--force-local".to_owned(),
+            "--project".to_owned(),
+            config.project.clone(),
+        ],
+        env: vec![("INCUS_SOCKET".to_owned(), socket.display().to_string())],
+    })
+}
+
+/// The host command running `argv` in `sandbox` with a terminal.
+pub fn command(sandbox: &IncusSandbox, argv: &[String]) -> Result<TerminalCommand, ProviderError> {
+    let mut command = client(sandbox, "corral shell")?;
     if argv.is_empty() {
         return Err(ProviderError::InvalidSpec {
             field: "argv",
             reason: "empty; expected a program and its arguments".into(),
         });
     }
-    let mut args: Vec<String> = [
-        "--force-local",
-        "--project",
-        config.project.as_str(),
-        "exec",
-        sandbox.name.as_str(),
-        "--mode",
-        "interactive",
-        "--",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .collect();
-    args.extend(argv.iter().cloned());
-    Ok(TerminalCommand {
-        program: CLIENT.to_owned(),
-        args,
-        env: vec![("INCUS_SOCKET".to_owned(), socket.display().to_string())],
+    command.args.extend(
+        ["exec", sandbox.name.as_str(), "--mode", "interactive", "--"]
+            .into_iter()
+            .map(str::to_owned),
+    );
+    command.args.extend(argv.iter().cloned());
+    Ok(command)
+}
+
+/// The escape hatch's client, with every other instance of the project
+/// (corral's or not), read from the daemon now.
+pub async fn hatch(sandbox: &IncusSandbox) -> Result<BackendClient, ProviderError> {
+    let command = client(sandbox, "corral incus")?;
+    let neighbours = sandbox
+        .provider
+        .instance_names()
+        .await?
+        .into_iter()
+        .filter(|n| n != sandbox.name.as_str())
+        .collect();
+    Ok(BackendClient {
+        command,
+        neighbours,
     })
 }

@@ -110,6 +110,26 @@ async fn a_remote_over_https_with_a_client_certificate() {
             .await?;
         assert_eq!(out.stdout_text(), "over tls\n");
         assert!(remote.list().await?.iter().any(|i| i.name == name));
+        // Incus's own client reaches a local daemon only: the shell and
+        // the escape hatch are refused, saying where the daemon is.
+        let hatch = sb.client().await.err().map(|e| e.to_string());
+        assert!(
+            hatch.as_deref().is_some_and(|e| e.contains("corral incus")
+                && e.contains(&address)
+                && e.contains("run it on that host")),
+            "{hatch:?}"
+        );
+        let shell = sb
+            .terminal(&["sh".to_owned()])
+            .await
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            shell
+                .as_deref()
+                .is_some_and(|e| e.contains("corral shell") && e.contains(&address)),
+            "{shell:?}"
+        );
         sb.delete().await?;
         // A different pinned server certificate is refused.
         let wrong = RemoteCredentials {

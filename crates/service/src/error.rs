@@ -39,6 +39,9 @@ pub enum ServiceError {
     /// A template's user-data could not be written.
     #[error(transparent)]
     Render(#[from] crate::templates::render::RenderError),
+    /// The escape hatch refused its arguments.
+    #[error(transparent)]
+    Hatch(#[from] crate::hatch::HatchRefusal),
     /// The blocking worker of a host check failed.
     #[error("the start gate's worker failed: {0}")]
     Worker(#[source] tokio::task::JoinError),

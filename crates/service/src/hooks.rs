@@ -124,6 +124,16 @@ pub enum Event {
         /// The sandbox.
         name: String,
     },
+    /// The Incus client ran on the sandbox through `corral incus`.
+    Hatch {
+        /// The sandbox.
+        name: String,
+        /// The client's arguments.
+        args: Vec<String>,
+        /// The isolation-moving ones, let through by `--i-know`.
+        #[serde(default)]
+        moved: Vec<String>,
+    },
     /// The canary ran and the gate judged it (per-check results and
     /// timings inside).
     Verification(Box<VerificationEvent>),
@@ -153,6 +163,7 @@ impl Event {
             | Event::FilePushed { name, .. }
             | Event::FilePulled { name, .. }
             | Event::Shell { name }
+            | Event::Hatch { name, .. }
             | Event::Alert { name, .. } => name,
             Event::Verification(v) => v.sandbox.as_str(),
         }
@@ -173,6 +184,7 @@ impl Event {
             Event::FilePushed { .. } => "file_pushed",
             Event::FilePulled { .. } => "file_pulled",
             Event::Shell { .. } => "shell",
+            Event::Hatch { .. } => "hatch",
             Event::Verification(_) => "verification",
             Event::Alert { .. } => "alert",
         }

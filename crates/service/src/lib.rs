@@ -16,6 +16,8 @@
 //!   template → hooks), clone, start, stop, restart, delete, list, info,
 //!   exec, snapshots and restore, rename, export and import, file push and
 //!   pull, shell;
+//! - [`hatch`]: what `corral incus NAME -- ARGS…` may run (another
+//!   instance never; isolation-moving arguments only with `--i-know`);
 //! - [`templates`]: what a new sandbox is made from, as data files (image,
 //!   user, resources, packages, cloud-init, the agent-context file), and
 //!   the check that none carries a credential;
@@ -40,6 +42,7 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod gate;
+pub mod hatch;
 pub mod hooks;
 pub mod host;
 pub mod limits;

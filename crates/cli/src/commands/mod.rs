@@ -41,6 +41,7 @@ pub fn run(command: Command, out: Output) -> CmdResult {
         Command::Push(args) => sandbox::push(&args, out),
         Command::Pull(args) => sandbox::pull(&args, out),
         Command::Shell(args) => sandbox::shell(&args, out),
+        Command::Incus(args) => sandbox::incus(&args, out),
         Command::Verify(args) => sandbox::verify(&args, out),
         Command::Events(args) => verification::events(&args, out),
         Command::Gate(args) => verification::gate(&args, out),

@@ -123,6 +123,19 @@ pub enum ProviderError {
         /// The bound that was exceeded.
         after: Duration,
     },
+    /// The operation runs the backend's own client, which reaches only a
+    /// local daemon; this backend is remote.
+    #[error(
+        "{operation} runs the backend's own client on this host, but corral reaches {kind} at {endpoint}, whose client trust corral does not hold; run it on that host instead"
+    )]
+    LocalOnly {
+        /// The backend.
+        kind: SandboxKind,
+        /// What was attempted (e.g. `corral shell`).
+        operation: String,
+        /// Where the backend is.
+        endpoint: String,
+    },
     /// The backend could not be reached or a local resource failed.
     #[error("{context}")]
     Io {

@@ -113,3 +113,15 @@ pub struct TerminalCommand {
     /// Environment variables it needs (where the backend is).
     pub env: Vec<(String, String)>,
 }
+
+/// The backend's own client, pointed at one sandbox's daemon and scope,
+/// for commands corral does not wrap (`corral incus NAME -- ARGS…`): the
+/// caller judges its arguments against the neighbours, then appends them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendClient {
+    /// The client with the arguments that point it at the daemon and
+    /// scope (the caller appends its own after them).
+    pub command: TerminalCommand,
+    /// Every other instance in the same scope, corral's or not.
+    pub neighbours: Vec<String>,
+}

@@ -9,7 +9,7 @@ mod state;
 mod streams;
 
 pub use error::ProviderError;
-pub use exec::{ExecOutput, ExecRequest, ExecUser, TerminalCommand, TerminalSize};
+pub use exec::{BackendClient, ExecOutput, ExecRequest, ExecUser, TerminalCommand, TerminalSize};
 pub use provider::{Capabilities, Operation, Sandbox, SandboxProvider, StopOptions};
 pub use site::ProbeSite;
 pub use spec::{

@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    ExecOutput, ExecRequest, ExecStreams, ProbeSite, ProviderError, SandboxInfo, SandboxSpec,
-    SnapshotInfo, TerminalCommand,
+    BackendClient, ExecOutput, ExecRequest, ExecStreams, ProbeSite, ProviderError, SandboxInfo,
+    SandboxSpec, SnapshotInfo, TerminalCommand,
 };
 use crate::names::SandboxName;
 use crate::platform::SandboxKind;
@@ -233,6 +233,13 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     /// an interactive terminal, through the backend's own client; the
     /// caller has checked ownership and hands its terminal over to it.
     async fn terminal(&self, _argv: &[String]) -> Result<TerminalCommand, ProviderError> {
+        Err(self.unsupported(Operation::Exec))
+    }
+
+    /// The backend's own client pointed at this sandbox's daemon and
+    /// scope, with the other instances of that scope; the caller has
+    /// checked ownership and judges the arguments it appends.
+    async fn client(&self) -> Result<BackendClient, ProviderError> {
         Err(self.unsupported(Operation::Exec))
     }
 

@@ -22,6 +22,7 @@
 
 pub mod copies;
 pub mod files;
+pub mod hatch;
 mod ready;
 pub mod rename;
 pub mod snapshots;

@@ -84,7 +84,8 @@ pub fn verified_service(
 }
 
 /// A service error as a CLI error: input that must change (a bad name or
-/// spec, an unknown profile or template, a template file with a mistake)
+/// spec, an unknown profile or template, a template file with a mistake,
+/// arguments the escape hatch refuses)
 /// is usage (exit 2); everything else — refused by the start gate, not
 /// corral's, not found, taken — is a failure (exit 1).
 pub fn fail(e: ServiceError) -> CliError {
@@ -93,7 +94,8 @@ pub fn fail(e: ServiceError) -> CliError {
         ServiceError::Provider(
             ProviderError::InvalidSpec { .. } | ProviderError::UnknownProfile { .. }
         ) | ServiceError::Template(TemplateError::Unknown { .. } | TemplateError::Invalid(_))
-    ) || matches!(&e, ServiceError::Verify(v) if matches!(v.as_ref(), VerifyError::NoProfile(_)));
+    ) || matches!(&e, ServiceError::Hatch(_))
+        || matches!(&e, ServiceError::Verify(v) if matches!(v.as_ref(), VerifyError::NoProfile(_)));
     if usage {
         CliError::usage(e)
     } else {

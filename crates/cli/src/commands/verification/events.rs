@@ -44,6 +44,15 @@ fn summary(e: &Event) -> String {
         Event::FilePushed { path, bytes, .. } => format!("{path} pushed in ({bytes} bytes)"),
         Event::FilePulled { path, bytes, .. } => format!("{path} pulled out ({bytes} bytes)"),
         Event::Shell { .. } => "interactive shell opened".to_owned(),
+        Event::Hatch { args, moved, .. } => format!(
+            "incus {}{}",
+            args.join(" "),
+            if moved.is_empty() {
+                String::new()
+            } else {
+                format!(" (--i-know: {})", moved.join(", "))
+            }
+        ),
         Event::Started { .. } => "handed out".to_owned(),
         Event::Refused { reason, .. } | Event::Alert { reason, .. } => reason.clone(),
         Event::Stopped { .. } | Event::Deleted { .. } => String::new(),
