@@ -166,6 +166,10 @@ pub struct HostArgs {
     /// Print machine-readable JSON on stdout (schema: docs/json-schema.md).
     #[arg(long)]
     pub json: bool,
+    /// The local Incus daemon's socket (whose instances `status` and
+    /// `teardown` look for on corral's bridges).
+    #[arg(long, value_name = "PATH", env = "CORRAL_INCUS_SOCKET", default_value = DEFAULT_INCUS_SOCKET, hide_default_value = true)]
+    pub incus_socket: PathBuf,
 }
 
 /// `corral host apply`.
@@ -182,15 +186,13 @@ pub struct ApplyArgs {
 /// `corral host teardown`.
 #[derive(Debug, Clone, Args)]
 pub struct TeardownArgs {
-    /// Act inside this network namespace (a name under /run/netns, or a path).
-    #[arg(long, value_name = "NAME|PATH")]
-    pub netns: Option<String>,
-    /// Where corral keeps what it applied.
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-    /// Print machine-readable JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    /// Everything `host plan` accepts.
+    #[command(flatten)]
+    pub host: HostArgs,
+    /// Tear down even while sandboxes are attached to corral's bridges (or
+    /// when corral cannot tell): they lose their network and its rules.
+    #[arg(short, long)]
+    pub force: bool,
 }
 
 /// Where sandbox commands find the profiles, the enforcement to check and

@@ -14,6 +14,16 @@ use crate::stamp::Stamp;
 /// One device: its key/value settings.
 pub type Device = BTreeMap<String, String>;
 
+/// The host bridge of each bridged NIC of `inst` (its `parent`, or its
+/// managed `network`), profiles applied.
+pub fn nic_bridges(inst: &Instance) -> Vec<String> {
+    inst.expanded_devices
+        .values()
+        .filter(|d| d.get("type").map(String::as_str) == Some("nic"))
+        .filter_map(|d| d.get("parent").or_else(|| d.get("network")).cloned())
+        .collect()
+}
+
 /// The name of the only NIC corral gives an instance.
 pub const NIC_DEVICE: &str = "eth0";
 /// The root disk device.

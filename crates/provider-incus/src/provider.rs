@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use corral_sandbox_core::sandbox::{
-    Capabilities, Operation, ProviderError, Sandbox, SandboxInfo, SandboxProvider, SandboxSpec,
+    Attachment, Capabilities, Operation, ProviderError, Sandbox, SandboxInfo, SandboxProvider,
+    SandboxSpec,
 };
 use corral_sandbox_core::{SandboxKind, SandboxName};
 use http::Method;
@@ -301,6 +302,29 @@ impl SandboxProvider for IncusProvider {
             }
         }
         Ok(out)
+    }
+
+    async fn attachments(&self) -> Result<Option<Vec<Attachment>>, ProviderError> {
+        let all: Vec<Instance> = self
+            .inner
+            .client
+            .get("/1.0/instances?recursion=1")
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(Some(
+            all.iter()
+                .map(|inst| {
+                    let stamp = Stamp::read(&inst.name, &inst.config).ok();
+                    Attachment {
+                        name: inst.name.clone(),
+                        state: inst.state(),
+                        owned: stamp.is_some(),
+                        profile: stamp.and_then(|s| s.profile),
+                        bridges: api::nic_bridges(inst),
+                    }
+                })
+                .collect(),
+        ))
     }
 
     async fn import(

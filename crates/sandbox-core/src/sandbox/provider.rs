@@ -142,6 +142,14 @@ pub trait SandboxProvider: Send + Sync + fmt::Debug {
     /// Every sandbox corral owns on this backend.
     async fn list(&self) -> Result<Vec<SandboxInfo>, ProviderError>;
 
+    /// Every instance of the backend's scope (corral's or not) with the
+    /// host bridges its network interfaces are on, for teardown safety and
+    /// `host status`; `None` from a backend that cannot tell (its
+    /// instances are not on this host's bridges).
+    async fn attachments(&self) -> Result<Option<Vec<super::Attachment>>, ProviderError> {
+        Ok(None)
+    }
+
     /// Create sandbox `name` from a backup file written by [`Sandbox::export`].
     async fn import(
         &self,

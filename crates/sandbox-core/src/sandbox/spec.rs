@@ -128,6 +128,22 @@ pub struct SandboxInfo {
     pub addresses: Vec<IpAddr>,
 }
 
+/// Where one instance of the backend's scope is wired: its network
+/// interfaces' host bridges, and the profile corral stamped on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attachment {
+    /// The instance's name.
+    pub name: String,
+    /// Lifecycle state.
+    pub state: super::SandboxState,
+    /// True when it carries corral's ownership stamp.
+    pub owned: bool,
+    /// The profile stamped at creation (corral's instances only).
+    pub profile: Option<ProfileName>,
+    /// The host bridge of each of its network interfaces.
+    pub bridges: Vec<String>,
+}
+
 /// A snapshot of a sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotInfo {

@@ -12,6 +12,7 @@
 mod config_check;
 mod planned;
 mod unresolved;
+pub mod wiring;
 
 use std::path::{Path, PathBuf};
 

@@ -2,8 +2,10 @@
 //! the privileges, the target namespace and the state directory — the
 //! last two by the service's rules, so `corral` and `corrald` agree.
 
+use corral_sandbox_core::SandboxKind;
+use corral_service::host::wiring::{self, Wiring};
 use corral_service::host::{Planned, PlanningError};
-use corral_service::{HostService, LoadedConfig, Settings, Target};
+use corral_service::{Backend, HostService, LoadedConfig, Settings, Target};
 
 use crate::args::ConfigSource;
 use crate::error::CliError;
@@ -69,4 +71,38 @@ pub fn plan_to_check(
 ) -> Result<Planned, CliError> {
     corral_service::host::plan_to_check(loaded, source.to_service().is_explicit(), &service.store())
         .map_err(planning_error)
+}
+
+/// Which sandbox is on which of `loaded`'s bridges, from the local Incus
+/// daemon at `socket`. `Ok(None)` with the reason when there is nothing to
+/// look at: a target namespace (the local daemon's instances live in the
+/// host's), or no daemon at `socket`.
+pub fn wiring(
+    loaded: &LoadedConfig,
+    netns: Option<&str>,
+    socket: &std::path::Path,
+) -> Result<Result<Wiring, String>, anyhow::Error> {
+    if netns.is_some() {
+        return Ok(Err(
+            "not looked for: the local Incus daemon's instances live in this host's namespace"
+                .to_owned(),
+        ));
+    }
+    if !socket.exists() {
+        return Ok(Err(format!(
+            "not looked for: no Incus daemon at {}",
+            socket.display()
+        )));
+    }
+    let backend = Backend::select(
+        std::env::consts::OS,
+        SandboxKind::Incus,
+        &loaded.config.host,
+        socket.to_path_buf(),
+    )?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let read = runtime.block_on(wiring::read(&backend, &loaded.config.profiles, &[]))?;
+    Ok(read.ok_or_else(|| "not looked for: the backend cannot tell".to_owned()))
 }

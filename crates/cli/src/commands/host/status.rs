@@ -4,6 +4,8 @@ use corral_egress::host::Status;
 use corral_gateway::{GatewayState, GatewayStatus};
 use serde::Serialize;
 
+use corral_service::host::wiring::Wiring;
+
 use super::context;
 use super::render::count;
 use crate::args::HostArgs;
@@ -17,6 +19,10 @@ struct StatusJson<'a> {
     source: &'a str,
     netns: Option<&'a str>,
     gateways: &'a [GatewayState],
+    /// Which sandbox is on which bridge, and which is off its profile's;
+    /// null when not looked for (`sandboxes_note` says why).
+    sandboxes: Option<&'a Wiring>,
+    sandboxes_note: Option<&'a str>,
     #[serde(flatten)]
     status: &'a Status,
 }
@@ -39,6 +45,10 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
         args.state_dir.as_deref(),
     )?;
     let target = service.target();
+    let wiring =
+        context::wiring(&loaded, args.netns.as_deref(), &args.incus_socket).map_err(|e| {
+            CliError::failure(e.context("cannot list the sandboxes on corral's bridges"))
+        })?;
     let planned = context::plan_to_check(loaded, &args.source, &service)?;
     let (status, gateways) = service.status(&planned).map_err(|e| {
         CliError::failure(
@@ -51,6 +61,8 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
             source: &planned.origin,
             netns: target.netns.as_deref(),
             gateways: &gateways,
+            sandboxes: wiring.as_ref().ok(),
+            sandboxes_note: wiring.as_ref().err().map(String::as_str),
             status: &status,
         })?;
         return Ok(Outcome::Ok);
@@ -125,6 +137,49 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
             table.row([g.bridge.clone(), state]);
         }
         out.table(&table, false);
+    }
+    out.info("");
+    match &wiring {
+        Err(note) => out.info(&format!("sandboxes: {note}")),
+        Ok(w) => {
+            if w.attached.is_empty() {
+                out.info("sandboxes: none on corral's bridges");
+            } else {
+                let mut table = Table::new(["sandbox", "bridge", "profile", "state"]);
+                for a in &w.attached {
+                    table.row([
+                        if a.owned {
+                            a.name.clone()
+                        } else {
+                            format!("{} (not corral's)", a.name)
+                        },
+                        a.bridge.clone(),
+                        a.profile
+                            .as_ref()
+                            .map_or("-".to_owned(), ToString::to_string),
+                        a.state.to_string(),
+                    ]);
+                }
+                out.table(&table, true);
+            }
+            for d in &w.detached {
+                out.info(&format!(
+                    "{}: `{}` (profile {}, {}) should be on {} but is on {}",
+                    out.paint(Style::Bad, "detached"),
+                    d.name,
+                    d.profile,
+                    d.state,
+                    d.expected
+                        .as_deref()
+                        .unwrap_or("a bridge this host does not configure"),
+                    if d.actual.is_empty() {
+                        "no bridge".to_owned()
+                    } else {
+                        d.actual.join(", ")
+                    }
+                ));
+            }
+        }
     }
     out.info("");
     if status.drift == 0 {
