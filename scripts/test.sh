@@ -32,7 +32,7 @@ if corral_state_live; then
     [ "${CORRAL_TEST_KEEP_HOST:-0}" = 1 ] &&
         die "this host has live corral state (nftables tables or corral-stamped bridges) and CORRAL_TEST_KEEP_HOST=1: run \`corral host teardown\` first"
     step "this host has live corral state: tearing it down for the tests (re-run \`corral host apply\` afterwards to restore it)"
-    target/debug/corral host teardown
+    target/debug/corral host teardown --force
 fi
 flock -u 9
 exec 9>&-
