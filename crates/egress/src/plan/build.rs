@@ -22,17 +22,7 @@
 //!   dropped unless it is a reply.
 //! - `postrouting` (nat): masquerade the profile's subnets leaving by any
 //!   interface but their own bridge (or only by the uplink, when set).
-//! - `bridge corral`, chain `<p>-ports`: frames between two bridge ports
-//!   carrying the profile's addresses (IPv4/IPv6 source or destination in
-//!   its subnets, ARP for an address in its IPv4 subnet) dropped. Only
-//!   port-to-port frames reach the bridge forward hook (traffic to and from
-//!   the host uses the input/output hooks), so this never blocks a
-//!   sandbox's own egress. The kernels we run on lack
-//!   `CONFIG_NFT_BRIDGE_META` (`meta ibrname` fails with EOPNOTSUPP), so
-//!   the bridge cannot be named in the rule: the profile's subnets identify
-//!   its frames instead. IPv6 link-local and non-IP frames between ports
-//!   are left to bridge-port isolation and, for IP, to the inet forward
-//!   chain (`bridge-nf-call-ip6tables = 1`).
+//! - `bridge corral`: see [`super::bridge`].
 //!
 //! Every rule carries a counter. No rule depends on an address count: all
 //! addresses live in set elements.
@@ -74,12 +64,6 @@ pub(super) fn tables(
         sets: Vec::new(),
         chains: Vec::new(),
     };
-    let mut bridge = TablePlan {
-        family: TableFamily::Bridge,
-        name: TABLE_NAME.to_owned(),
-        sets: Vec::new(),
-        chains: Vec::new(),
-    };
 
     if !profiles.is_empty() {
         inet.sets
@@ -104,7 +88,6 @@ pub(super) fn tables(
     let mut forward_out = Vec::new();
     let mut input = Vec::new();
     let mut nat = Vec::new();
-    let mut l2 = Vec::new();
 
     for p in profiles {
         let br = p.bridge.to_string();
@@ -121,9 +104,6 @@ pub(super) fn tables(
             .push(chain(&names::in_chain(&p.name), p, guard::in_rules()));
         inet.chains
             .push(chain(&names::host_chain(&p.name), p, guard::host_rules(p)));
-        bridge
-            .chains
-            .push(chain(&names::ports_chain(&p.name), p, port_rules(p)));
 
         prerouting.extend(guard::arrival_rules(p));
         guards.push(RulePlan::counted(
@@ -141,10 +121,6 @@ pub(super) fn tables(
         input.push(RulePlan::counted(
             vec![Match::IifName(br.clone())],
             Verdict::Jump(names::host_chain(&p.name)),
-        ));
-        l2.push(RulePlan::counted(
-            vec![],
-            Verdict::Jump(names::ports_chain(&p.name)),
         ));
         if p.mode != EgressMode::None {
             for net in guard::subnets(p) {
@@ -214,17 +190,10 @@ pub(super) fn tables(
         100,
         nat,
     ));
-    bridge.chains.push(base(
-        names::FORWARD,
-        ChainType::Filter,
-        Hook::Forward,
-        0,
-        l2,
-    ));
-    Ok((inet, bridge))
+    Ok((inet, super::bridge::table(profiles)))
 }
 
-fn chain(name: &str, profile: &Profile, rules: Vec<RulePlan>) -> ChainPlan {
+pub(super) fn chain(name: &str, profile: &Profile, rules: Vec<RulePlan>) -> ChainPlan {
     ChainPlan {
         name: name.to_owned(),
         base: None,
@@ -233,7 +202,13 @@ fn chain(name: &str, profile: &Profile, rules: Vec<RulePlan>) -> ChainPlan {
     }
 }
 
-fn base(name: &str, kind: ChainType, hook: Hook, priority: i32, rules: Vec<RulePlan>) -> ChainPlan {
+pub(super) fn base(
+    name: &str,
+    kind: ChainType,
+    hook: Hook,
+    priority: i32,
+    rules: Vec<RulePlan>,
+) -> ChainPlan {
     ChainPlan {
         name: name.to_owned(),
         base: Some(BaseChain {
@@ -500,19 +475,4 @@ fn allowlist(
         }
     }
     Ok((sets, rules))
-}
-
-fn port_rules(p: &Profile) -> Vec<RulePlan> {
-    let v4 = IpNet::V4(p.subnet_v4.trunc());
-    let mut rules = vec![
-        RulePlan::counted(vec![Match::SaddrIn(v4)], Verdict::Drop),
-        RulePlan::counted(vec![Match::DaddrIn(v4)], Verdict::Drop),
-        RulePlan::counted(vec![Match::ArpTargetIn(p.subnet_v4.trunc())], Verdict::Drop),
-    ];
-    if let Some(v6) = p.subnet_v6 {
-        let v6 = IpNet::V6(v6.trunc());
-        rules.push(RulePlan::counted(vec![Match::SaddrIn(v6)], Verdict::Drop));
-        rules.push(RulePlan::counted(vec![Match::DaddrIn(v6)], Verdict::Drop));
-    }
-    rules
 }

@@ -19,6 +19,7 @@
 //! Building is deterministic: the same profiles, settings and resolution
 //! give the same plan, byte for byte. Nothing here performs I/O.
 
+pub mod bridge;
 pub mod build;
 pub mod eval;
 pub mod guard;
