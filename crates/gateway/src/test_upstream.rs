@@ -21,6 +21,7 @@ use super::wire::{self, Question, RCODE_NOERROR, RCODE_NXDOMAIN};
 #[derive(Debug, Default)]
 struct State {
     records: HashMap<String, (Vec<IpAddr>, u32)>,
+    silent: Vec<String>,
     log: Vec<Question>,
 }
 
@@ -77,6 +78,12 @@ impl TestUpstream {
         self.lock()
             .records
             .insert(normalize(name), (addrs.to_vec(), ttl));
+    }
+
+    /// Never answers `domain` or any name under it (queries are still
+    /// logged): an authority that is down or slower than any timeout.
+    pub fn silence(&self, domain: &str) {
+        self.lock().silent.push(normalize(domain));
     }
 
     /// Every query received so far, in order.
@@ -162,6 +169,13 @@ fn answer(msg: &[u8], state: &Mutex<State>) -> Option<Vec<u8>> {
     let records = {
         let mut st = state.lock().unwrap_or_else(PoisonError::into_inner);
         st.log.push(q.clone());
+        let silent = st
+            .silent
+            .iter()
+            .any(|d| q.name == *d || q.name.ends_with(&format!(".{d}")));
+        if silent {
+            return None;
+        }
         st.records.get(&q.name).cloned()
     };
     let reply = match records {

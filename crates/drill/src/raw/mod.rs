@@ -8,6 +8,12 @@
 //! - [`PacketSocket`]: an `AF_PACKET` socket bound to one interface of one
 //!   namespace; [`PacketSocket::send`] puts a frame on the wire as is, with
 //!   no route, no source check and no netfilter on the sending side.
+//! - [`dhcp`]: DHCP DISCOVER/REQUEST with any client hardware address, in
+//!   frames from any MAC; replies parsed; a whole lease exchange, timed.
+//! - [`nd`]: IPv6 neighbour and router advertisements and solicitations
+//!   with any target, link-layer option or prefix.
+//! - [`neigh`]: the victim's view (a namespace's neighbour table, a
+//!   bridge's forwarding database) read over rtnetlink, to prove poisoning.
 //! - [`Capture`]: a socket opened *before* an attack on the interface where
 //!   the frame would arrive; [`Capture::saw`] answers whether a frame
 //!   carrying the attack's [`Marker`] arrived there. A frame seen on the
@@ -18,8 +24,11 @@
 //! Every attack carries a fresh [`Marker`] in its payload, so a capture
 //! never mistakes another test's or an earlier attempt's frame for it.
 
+pub mod dhcp;
 pub mod frame;
 mod marker;
+pub mod nd;
+pub mod neigh;
 mod socket;
 
 pub use marker::Marker;
