@@ -31,11 +31,11 @@ use corral_egress::host::{ApplyReport, Host, HostDrift, HostError, plan_settings
 use corral_egress::link::{LinkError, Links};
 use corral_egress::netns::Netns;
 use corral_egress::nft;
-use corral_egress::plan::{HostPlan, Resolution, SysctlPlan, TableFamily};
+use corral_egress::plan::{HostPlan, MacAddr, PortBinding, Resolution, SysctlPlan, TableFamily};
 use corral_egress::sysctl::Sysctls;
 use corral_gateway::test_upstream::TestUpstream;
 use corral_sandbox_core::sandbox::NetworkAttachment;
-use corral_sandbox_core::{Config, Profile};
+use corral_sandbox_core::{Config, InterfaceName, Profile, ProfileSet};
 use futures::TryStreamExt;
 use ipnet::{IpNet, Ipv4Net};
 use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
@@ -285,6 +285,37 @@ impl HostLab {
             self.profile.subnet_v4.prefix_len(),
         )
         .unwrap_or(self.profile.subnet_v4)
+    }
+
+    /// Binds the lab bridge's one port (the container's NIC) to `mac` and
+    /// [`HostLab::sandbox_address`], from the provider's view: the MAC the
+    /// guest reports, the port the bridge has. An unbound port gets
+    /// nothing but DHCP once corral's rules are applied.
+    pub fn bind_sandbox(&mut self, mac: MacAddr) -> Result<PortBinding, LabError> {
+        let bridge = self.profile.bridge.clone();
+        let ports = Netns::current()?
+            .run_async(|| async { Links::connect()?.ports_of(bridge.as_str()).await })??;
+        let [port] = ports.as_slice() else {
+            return Err(LabError::Plan(format!(
+                "the lab bridge has {} ports, expected the container's only",
+                ports.len()
+            )));
+        };
+        let binding = PortBinding {
+            port: InterfaceName::new(port.name.clone())
+                .map_err(|e| LabError::Plan(e.to_string()))?,
+            bridge,
+            mac,
+            v4: self.sandbox_address().addr(),
+            v6: None,
+        };
+        let profiles = ProfileSet::new(vec![self.profile.clone()])
+            .map_err(|e| LabError::Plan(e.to_string()))?;
+        self.plan = self
+            .plan
+            .with_bindings(&profiles, vec![binding.clone()])
+            .map_err(|e| LabError::Plan(e.to_string()))?;
+        Ok(binding)
     }
 
     /// Applies corral's plan through the host facade.

@@ -10,8 +10,9 @@ use std::time::Instant;
 
 use tokio::runtime::Runtime;
 
+use corral_egress::plan::MacAddr;
 use corral_provider_incus::{TEST_IMAGE_ALIAS, assign_static_ipv4};
-use corral_sandbox_core::sandbox::{Sandbox, SandboxProvider, SandboxSpec};
+use corral_sandbox_core::sandbox::{ExecRequest, Sandbox, SandboxProvider, SandboxSpec};
 use corral_tests::hostlab::{ALLOWED, GATEWAY_PORT, HostLab, METADATA, OTHER_ADDR, OTHER_PORT};
 use corral_tests::incus::{SandboxGuard, local_provider, tcp_probe, unique_name};
 
@@ -38,7 +39,7 @@ fn incus_container_behind_corral_reaches_only_its_allowlist() {
     };
     // The lab first, the container second: locals drop in reverse order,
     // so the container is deleted before the bridge and rules go.
-    let lab = HostLab::new().unwrap_or_else(|e| panic!("{e}"));
+    let mut lab = HostLab::new().unwrap_or_else(|e| panic!("{e}"));
     let gateway = SocketAddr::new(lab.profile.gateway_v4().into(), GATEWAY_PORT);
 
     let mut spec = SandboxSpec::new(unique_name("egress"), TEST_IMAGE_ALIAS);
@@ -56,6 +57,20 @@ fn incus_container_behind_corral_reaches_only_its_allowlist() {
         lab.profile.gateway_v4(),
     ))
     .unwrap_or_else(|e| panic!("static address: {e}"));
+
+    // corral binds the container's port to the MAC and address it has.
+    let mac = rt
+        .block_on(sb.exec(&ExecRequest::new(vec![
+            "cat".to_owned(),
+            "/sys/class/net/eth0/address".to_owned(),
+        ])))
+        .unwrap_or_else(|e| panic!("read the MAC: {e}"));
+    let mac: MacAddr = String::from_utf8_lossy(&mac.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let binding = lab.bind_sandbox(mac).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("bound {binding:?}");
 
     let all = [ALLOWED, OTHER_PORT, OTHER_ADDR, gateway, METADATA];
 

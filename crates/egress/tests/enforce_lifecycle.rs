@@ -230,7 +230,11 @@ fn an_established_allowed_flow_survives_a_new_plan() {
         }
     }
     let set = ProfileSet::new(profiles).unwrap();
-    let new_plan = HostPlan::build(&set, &PlanSettings::default(), &Resolution::new()).unwrap();
+    // The sandboxes stay bound (an unbound port gets nothing but DHCP).
+    let new_plan = HostPlan::build(&set, &PlanSettings::default(), &Resolution::new())
+        .unwrap()
+        .with_bindings(&set, lab.plan.bindings.clone())
+        .unwrap();
     assert_ne!(new_plan, lab.plan);
     lab.host.apply(&new_plan).unwrap();
     echo(&mut stream, b"after the new plan");

@@ -9,8 +9,8 @@ mod nft_support;
 
 use corral_egress::drift::diff;
 use corral_egress::nft::{self, apply, read_live};
-use corral_egress::plan::TableFamily;
-use nft_support::{allowlist_plan, in_netns, nft, sample_plan};
+use corral_egress::plan::{HostPlan, PortBinding, TableFamily};
+use nft_support::{allowlist_plan, in_netns, nft, sample_plan, sample_profiles};
 
 #[test]
 fn apply_twice_reads_back_without_drift() {
@@ -76,5 +76,53 @@ fn rendered_text_loads_with_nft_into_exactly_the_planned_ruleset() {
         // And corral's own apply over it converges to the exact plan.
         nft::apply(&plan).unwrap();
         assert!(diff(&plan, &read_live().unwrap()).is_empty());
+    });
+}
+
+/// The sample plan with two ports of the IPv6 profile and one of the
+/// IPv4-only profile bound.
+fn bound_plan() -> HostPlan {
+    let set = sample_profiles();
+    let dev = set.get("dev").unwrap();
+    let web = set.get("web").unwrap();
+    let a = PortBinding::allocate(dev, &[]).unwrap();
+    let b = PortBinding::allocate(dev, std::slice::from_ref(&a)).unwrap();
+    let c = PortBinding::allocate(web, &[]).unwrap();
+    sample_plan(&["192.0.2.10", "2001:db8::10"])
+        .with_bindings(&set, vec![a, b, c])
+        .unwrap()
+}
+
+#[test]
+fn bindings_read_back_and_load_from_text_exactly() {
+    in_netns(|| {
+        let plan = bound_plan();
+        apply(&plan).unwrap();
+        let d = diff(&plan, &read_live().unwrap());
+        assert!(d.is_empty(), "{d:#?}");
+        // The rendered text, keyed sets and their elements included, loads
+        // into the same ruleset.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plan.nft");
+        std::fs::write(&file, plan.render_nft()).unwrap();
+        let out = nft(&["-f", file.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "nft -f failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let d = diff(&plan, &read_live().unwrap());
+        assert!(d.is_empty(), "{d:#?}");
+        // Unbinding one port is an element update; the rest stays.
+        let set = sample_profiles();
+        let fewer = plan
+            .with_bindings(&set, plan.bindings[1..].to_vec())
+            .unwrap();
+        let report = nft::refresh_sets(&plan, &fewer).unwrap();
+        assert!(report.removed > 0, "{report:?}");
+        let d = diff(&fewer, &read_live().unwrap());
+        assert!(d.is_empty(), "{d:#?}");
+        // And the old plan now reads as drift: its binding is missing.
+        assert!(!diff(&plan, &read_live().unwrap()).is_empty());
     });
 }

@@ -91,7 +91,11 @@ fn env(profiles: Vec<Profile>, timing: DnsTiming) -> Env {
         [IpAddr::V4(STATIC_ADDR)],
     );
     let settings = PlanSettings::default();
-    let mut plan = HostPlan::build(&profiles, &settings, &resolution).unwrap();
+    // Every sandbox bound, as corral binds the sandboxes it creates.
+    let mut plan = HostPlan::build(&profiles, &settings, &resolution)
+        .unwrap()
+        .with_bindings(&profiles, topo.bindings().unwrap())
+        .unwrap();
     // The plan is data: give the dynamic sets the timing's timeout (the
     // plan's default, `DNS_SET_TIMEOUT`, is the default timing's 600 s).
     for set in plan

@@ -6,9 +6,15 @@
 //! Every attack runs twice, like every probe: first as a control without
 //! corral's rules (it must get through, or the row proves nothing and is
 //! "not run"), then with them. [`l3`] holds the attacks on corral's
-//! L3/L4 rules, one or more per class of hole (see docs/security.md); the
-//! helpers here are what any attack needs.
+//! L3/L4 rules, one or more per class of hole (see docs/security.md);
+//! [`l2`] the frames between sandboxes and against the host's neighbour
+//! tables and bridge forwarding database; [`gateway`] the attacks on the
+//! gateway services' capacity (DHCP pool starvation, TCP/53 connection
+//! exhaustion, a DNS flood). The helpers here are what any attack needs;
+//! the L2 and gateway attacks return an [`Outcome`].
 
+pub mod gateway;
+pub mod l2;
 pub mod l3;
 
 use std::io;
@@ -204,4 +210,49 @@ pub fn class_lines(report: &crate::DrillReport) -> Vec<ClassLine> {
             }
         })
         .collect()
+}
+
+/// What one attack did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The attack had its effect (a frame reached its victim, a cache was
+    /// poisoned, a lease was taken, a lookup was starved).
+    pub landed: bool,
+    /// What was seen, for reports.
+    pub detail: String,
+}
+
+impl Outcome {
+    /// The attack landed.
+    pub fn landed(detail: impl Into<String>) -> Self {
+        Self {
+            landed: true,
+            detail: detail.into(),
+        }
+    }
+
+    /// The attack had no effect.
+    pub fn held(detail: impl Into<String>) -> Self {
+        Self {
+            landed: false,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// An attack could not be carried out (a socket, a namespace, a build).
+#[derive(Debug, thiserror::Error)]
+pub enum AttackError {
+    /// I/O in a namespace failed.
+    #[error("attack: {0}")]
+    Io(#[from] std::io::Error),
+    /// A frame could not be built.
+    #[error("attack: {0}")]
+    Frame(#[from] crate::raw::frame::FrameError),
+    /// A link lookup failed.
+    #[error("attack: {0}")]
+    Link(#[from] corral_egress::link::LinkError),
+    /// The lab lacks what the attack needs.
+    #[error("attack: {0}")]
+    Setup(String),
 }

@@ -17,11 +17,13 @@ use corral_egress::host::{ApplyReport, Host, HostError};
 use corral_egress::plan::{HostPlan, PlanError, PlanSettings};
 use corral_egress::resolve::Resolution;
 
+pub mod gateways;
 mod icmp;
 mod listen;
 pub mod probe;
 pub mod topology;
 
+pub use gateways::{GatewaysError, LabGateways};
 pub use listen::{Listeners, Transport};
 pub use probe::{Observed, Probe, ProbeResult};
 pub use topology::{SandboxNs, Topology, TopologyError, probe_from};
@@ -80,7 +82,9 @@ impl Lab {
             host_networks: Some(host.networks(&bridges)?.to_nets()),
             ..PlanSettings::default()
         };
-        let plan = HostPlan::build(profiles, &settings, resolution)?;
+        // Every sandbox bound, as corral binds the sandboxes it creates.
+        let plan = HostPlan::build(profiles, &settings, resolution)?
+            .with_bindings(profiles, topo.bindings()?)?;
         Ok(Self {
             topo,
             plan,
@@ -95,6 +99,12 @@ impl Lab {
         self.topo.ensure_bridges(&self.plan.bridges)?;
         self.topo.attach_sandboxes(false)?;
         Ok(())
+    }
+
+    /// The plan without any port binding (a host where no sandbox was
+    /// bound: every port quarantined).
+    pub fn unbound_plan(&self) -> Result<HostPlan, LabError> {
+        Ok(self.plan.with_bindings(&self.profiles, Vec::new())?)
     }
 
     /// Applies the plan in the host namespace.

@@ -26,7 +26,7 @@ use super::listen::{Listeners, Transport};
 use super::probe::{self, Observed, Probe, ProbeResult};
 use corral_egress::link::{LinkError, Links};
 use corral_egress::netns::Netns;
-use corral_egress::plan::BridgePlan;
+use corral_egress::plan::{BridgePlan, MacAddr, PortBinding};
 use corral_egress::sysctl::Sysctls;
 
 /// Host side of the uplink veth.
@@ -128,6 +128,9 @@ pub struct SandboxNs {
     pub bridge: String,
     /// Host-side veth (the bridge port).
     pub port: String,
+    /// The MAC of its `eth0` (chosen like corral chooses a sandbox's: from
+    /// its IPv4 address, see `PortBinding::allocate`).
+    pub mac: MacAddr,
     /// IPv4 address.
     pub v4: Ipv4Addr,
     /// IPv6 address when the profile has IPv6.
@@ -187,7 +190,9 @@ impl Topology {
                     .subnet_v6
                     .map(|n| Ipv6Addr::from(u128::from(n.network()) + u128::from(offset)));
                 let listeners = Listeners::start(&ns)?;
+                let o = v4.octets();
                 sandboxes.push(SandboxNs {
+                    mac: MacAddr([0x02, 0xc0, o[0], o[1], o[2], o[3]]),
                     name: format!("{}-{}", p.name, si + 1),
                     profile: p.name.to_string(),
                     bridge: p.bridge.to_string(),
@@ -277,6 +282,7 @@ impl Topology {
             sb.ns.run_async(|| async {
                 let links = Links::connect()?;
                 let prefix = prefix_of(profiles, &sb.profile);
+                links.set_mac("eth0", sb.mac.octets()).await?;
                 links.add_address("eth0", v4net(sb.v4, prefix.0)).await?;
                 if let (Some(v6), Some(len)) = (sb.v6, prefix.1) {
                     links.add_address("eth0", v6net(v6, len)).await?;
@@ -465,6 +471,25 @@ impl Topology {
             }
         }
         Ok(())
+    }
+
+    /// Every sandbox's port bound to its MAC and addresses, as corral
+    /// binds a sandbox it creates.
+    pub fn bindings(&self) -> Result<Vec<PortBinding>, TopologyError> {
+        self.sandboxes
+            .iter()
+            .map(|sb| {
+                Ok(PortBinding {
+                    port: corral_sandbox_core::InterfaceName::new(sb.port.clone())
+                        .map_err(|e| TopologyError::Io(io::Error::other(e.to_string())))?,
+                    bridge: corral_sandbox_core::BridgeName::new(sb.bridge.clone())
+                        .map_err(|e| TopologyError::Io(io::Error::other(e.to_string())))?,
+                    mac: sb.mac,
+                    v4: sb.v4,
+                    v6: sb.v6,
+                })
+            })
+            .collect()
     }
 
     /// The sandboxes of one profile.

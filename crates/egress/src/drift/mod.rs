@@ -25,7 +25,8 @@ use ipnet::IpNet;
 use crate::plan::render::range_text;
 use crate::plan::reserved;
 use crate::plan::{
-    AddrRange, BaseChain, HostPlan, Match, SetKind, SetPlan, TableFamily, TablePlan,
+    AddrRange, BaseChain, HostPlan, KeyedKind, KeyedSetPlan, Match, SetKind, SetPlan, TableFamily,
+    TablePlan,
 };
 use rules::{KnownRules, diff_rules, live_base_text, planned_base_text};
 
@@ -165,8 +166,21 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
             }
         }
     }
+    for s in &t.keyed_sets {
+        match lt.set(&s.name) {
+            None => out.push(
+                DriftKind::Missing,
+                DriftObject::Set,
+                format!("set {}", s.name),
+                "the set does not exist".to_owned(),
+            ),
+            Some(ls) => diff_keyed_set(s, ls, out),
+        }
+    }
     for ls in &lt.sets {
-        if !t.sets.iter().any(|s| s.name == ls.name) {
+        let planned = t.sets.iter().any(|s| s.name == ls.name)
+            || t.keyed_sets.iter().any(|s| s.name == ls.name);
+        if !planned {
             out.push(
                 DriftKind::Extra,
                 DriftObject::Set,
@@ -190,9 +204,10 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
                         DriftObject::Chain,
                         format!("chain {}", c.name),
                         format!(
-                            "planned `{}`, live `{}`",
+                            "planned `{}`, live `{}`{}",
                             planned_base_text(t.family, c.base.as_ref()),
-                            live_base_text(t.family, lc.base.as_ref())
+                            live_base_text(t.family, lc.base.as_ref()),
+                            skipped_note(t.family, lc.base.as_ref())
                         ),
                     );
                 }
@@ -210,6 +225,70 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
                 format!("the chain is not in the plan ({} rules)", lc.rules.len()),
             );
         }
+    }
+}
+
+/// Why a bridge base chain at the live priority is not live: at or above
+/// br_netfilter's lowest hook it runs after br_netfilter has taken IP
+/// frames to the IP hooks, and is skipped for them.
+fn skipped_note(family: TableFamily, live: Option<&LiveBase>) -> String {
+    match (family, live) {
+        (TableFamily::Bridge, Some(l))
+            if l.priority >= crate::plan::bridge::BR_NETFILTER_LOWEST =>
+        {
+            format!(
+                "; at priority {} the chain runs at or after br_netfilter's hooks and is skipped for the frames they divert",
+                l.priority
+            )
+        }
+        _ => String::new(),
+    }
+}
+
+fn diff_keyed_set(s: &KeyedSetPlan, ls: &LiveSet, out: &mut Out) {
+    let want_flags = crate::nft::keyed_flags(s.kind);
+    let mask = (libc::NFT_SET_INTERVAL | libc::NFT_SET_TIMEOUT | libc::NFT_SET_EVAL) as u32;
+    let want_timeout = match s.kind {
+        KeyedKind::Meter { timeout: Some(t) } => u64::try_from(t.as_millis()).unwrap_or(u64::MAX),
+        _ => 0,
+    };
+    if ls.flags & mask != want_flags || ls.key_len != s.key_len() || ls.timeout_ms != want_timeout {
+        out.push(
+            DriftKind::Changed,
+            DriftObject::Set,
+            format!("set {}", s.name),
+            format!(
+                "planned key of {} bytes, flags {want_flags:#x}, timeout {want_timeout} ms; live key of {} bytes, flags {:#x}, timeout {} ms",
+                s.key_len(),
+                ls.key_len,
+                ls.flags & mask,
+                ls.timeout_ms
+            ),
+        );
+        return;
+    }
+    if s.kind != KeyedKind::Static {
+        return;
+    }
+    let planned: BTreeSet<Vec<u8>> = s.elements.iter().map(|e| s.key_bytes(e)).collect();
+    let present: BTreeSet<Vec<u8>> = ls.keys.iter().cloned().collect();
+    for e in &s.elements {
+        if !present.contains(&s.key_bytes(e)) {
+            out.push(
+                DriftKind::Missing,
+                DriftObject::Element,
+                format!("set {}", s.name),
+                crate::plan::render::keyed_element_text(s, e),
+            );
+        }
+    }
+    for k in present.difference(&planned) {
+        out.push(
+            DriftKind::Extra,
+            DriftObject::Element,
+            format!("set {}", s.name),
+            k.iter().map(|b| format!("{b:02x}")).collect(),
+        );
     }
 }
 

@@ -29,7 +29,22 @@ fn mirror(plan: &HostPlan) -> LiveState {
                         elements: s.elements.clone(),
                         timeout_ms: s.timeout.map_or(0, |t| t.as_millis() as u64),
                         expires_ms: Vec::new(),
+                        key_len: s.family.key_len() as u32,
+                        keys: Vec::new(),
                     })
+                    .chain(t.keyed_sets.iter().map(|s| LiveSet {
+                        name: s.name.clone(),
+                        family: None,
+                        flags: crate::nft::keyed_flags(s.kind),
+                        elements: Vec::new(),
+                        timeout_ms: match s.kind {
+                            KeyedKind::Meter { timeout: Some(t) } => t.as_millis() as u64,
+                            _ => 0,
+                        },
+                        expires_ms: Vec::new(),
+                        key_len: s.key_len(),
+                        keys: s.elements.iter().map(|e| s.key_bytes(e)).collect(),
+                    }))
                     .collect(),
                 chains: t
                     .chains

@@ -3,16 +3,26 @@
 //!
 //! Apply order: sysctls → nftables (one transaction, so the rules are in
 //! place before a new bridge comes up; the gateway resolver's learned
-//! elements are carried over) → bridges (create or adopt, gateway
-//! addresses, up) → the bridges' own sysctls → read everything back (any
-//! difference from the plan fails the apply) → revocation: every tracked
-//! flow from a profile subnet that the new plan would not let start is
-//! deleted from conntrack (`crate::conntrack`), so narrowing a profile
-//! also ends what it no longer allows. Refresh ends the same way. Teardown deletes corral's two tables and only the
-//! bridges carrying corral's stamp, keeps going past failures and returns
-//! every error. Sysctls are not reverted by teardown: forwarding may serve
-//! other users of the host.
+//! elements are carried over) → bridges (create or adopt, br_netfilter
+//! switches, gateway addresses, up) → the bridges' own sysctls (they exist
+//! only once the bridge does) → the ports of the bridges (each isolated;
+//! each bound or quarantined) → read everything back (any difference from
+//! the plan fails the apply) → revocation: every tracked flow from a
+//! profile subnet that the new plan would not let start is deleted from
+//! conntrack (`crate::conntrack`), so narrowing a profile also ends what
+//! it no longer allows. Refresh ends the same way.
+//!
+//! Ports: [`Host::bind_port`] / [`Host::unbind_port`] add or remove one
+//! port's binding as set elements (no rule rebuilt) and return the new
+//! plan; [`Host::sweep_ports`] isolates and quarantines ports that appeared
+//! since (a provider hot-plugged a NIC nobody bound).
+//!
+//! Teardown deletes corral's two tables and only the bridges carrying
+//! corral's stamp, keeps going past failures and returns every error.
+//! Sysctls are not reverted by teardown: forwarding may serve other users
+//! of the host.
 
+mod ports;
 mod report;
 mod revoke;
 mod state;
@@ -22,8 +32,11 @@ use std::time::Instant;
 use crate::link::{LinkError, Links};
 use crate::netns::Netns;
 use crate::nft::{self, NftError};
-use crate::plan::{HostPlan, SysctlPlan};
+use crate::plan::{HostPlan, PlanError, PortBinding, SysctlPlan};
 use crate::sysctl::{SysctlError, Sysctls};
+use corral_sandbox_core::ProfileSet;
+
+pub use ports::PortReport;
 
 pub use report::{
     ApplyReport, BridgeReport, BridgeStatus, HostDrift, SetStatus, Status, TeardownReport,
@@ -49,6 +62,9 @@ pub enum HostError {
     /// Listing or deleting conntrack entries failed.
     #[error(transparent)]
     Conntrack(#[from] crate::conntrack::ConntrackError),
+    /// The plan cannot take the change (a bad binding).
+    #[error(transparent)]
+    Plan(#[from] PlanError),
     /// After apply, the live state still differs from the plan.
     #[error(
         "applied, but the host does not match the plan ({} difference(s), first: {}); run `corral host verify` for the list",
@@ -128,6 +144,7 @@ impl Host {
                 });
             }
             sysctls.extend(Sysctls::default().apply(&per_bridge)?);
+            let ports = ports::sweep(plan, &links).await?;
             let drift = verify_inside(plan, &links, false).await?;
             if !drift.is_empty() {
                 return Err(HostError::NotEnforced(drift));
@@ -141,6 +158,7 @@ impl Host {
                 rules: plan.rule_count(),
                 set_elements: plan.element_count(),
                 revoked,
+                ports,
                 ms: elapsed_ms(start),
             })
         })
@@ -235,6 +253,71 @@ impl Host {
         })
     }
 
+    /// Binds `binding`'s port (replacing an earlier binding of the same
+    /// port) and returns the new plan: the binding's set elements are added
+    /// in one transaction (no rule rebuilt), the port — if it exists yet —
+    /// is isolated and leaves the quarantine, and the result is verified.
+    /// `profiles` is the profile set `plan` was built from. Call it before
+    /// the sandbox starts, with the MAC and addresses it will use (see
+    /// [`PortBinding::allocate`]).
+    pub fn bind_port(
+        &self,
+        plan: &HostPlan,
+        profiles: &ProfileSet,
+        binding: PortBinding,
+    ) -> Result<HostPlan, HostError> {
+        let mut all: Vec<PortBinding> = plan
+            .bindings
+            .iter()
+            .filter(|b| b.port != binding.port)
+            .cloned()
+            .collect();
+        all.push(binding);
+        let new = plan.with_bindings(profiles, all)?;
+        self.rebind(plan, new)
+    }
+
+    /// Removes the binding of `port` (if any) and returns the new plan; a
+    /// port still on a bridge is quarantined.
+    pub fn unbind_port(
+        &self,
+        plan: &HostPlan,
+        profiles: &ProfileSet,
+        port: &str,
+    ) -> Result<HostPlan, HostError> {
+        let rest = plan
+            .bindings
+            .iter()
+            .filter(|b| b.port.as_str() != port)
+            .cloned()
+            .collect();
+        let new = plan.with_bindings(profiles, rest)?;
+        self.rebind(plan, new)
+    }
+
+    fn rebind(&self, old: &HostPlan, new: HostPlan) -> Result<HostPlan, HostError> {
+        self.within(|| async {
+            nft::refresh_sets(old, &new)?;
+            let links = Links::connect()?;
+            ports::sweep(&new, &links).await?;
+            let drift = verify_inside(&new, &links, false).await?;
+            if !drift.is_empty() {
+                return Err(HostError::NotEnforced(drift));
+            }
+            Ok(())
+        })?;
+        Ok(new)
+    }
+
+    /// Isolates every port of the plan's bridges and quarantines every one
+    /// without a binding (and releases ports that left or got bound).
+    pub fn sweep_ports(&self, plan: &HostPlan) -> Result<Vec<PortReport>, HostError> {
+        self.within(|| async {
+            let links = Links::connect()?;
+            ports::sweep(plan, &links).await
+        })
+    }
+
     /// Re-resolved addresses and re-read host networks: updates set
     /// elements in place (no rule rebuilt), checks the result, then revokes
     /// the tracked flows the new plan no longer allows (flows it still
@@ -300,6 +383,7 @@ async fn verify_inside(
         .into_iter()
         .map(HostDrift::Nft)
         .collect();
+    out.extend(ports::drift(plan, links, &nft_live).await?);
     if live_checks {
         out.extend(stray_sources(plan, &nft_live));
     }

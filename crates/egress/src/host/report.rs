@@ -26,6 +26,9 @@ pub struct ApplyReport {
     pub set_elements: usize,
     /// Tracked flows the new plan no longer allows, deleted.
     pub revoked: super::RevokeReport,
+    /// The ports of the profile bridges after the sweep: each isolated,
+    /// bound or quarantined.
+    pub ports: Vec<super::ports::PortReport>,
     /// Wall time of the whole apply including read-back, milliseconds.
     pub ms: u64,
 }
@@ -77,6 +80,16 @@ pub enum HostDrift {
         /// Packets dropped since the last apply.
         packets: u64,
     },
+    /// A port of a profile bridge is not isolated, not governed (neither
+    /// bound nor quarantined), or bound to another bridge.
+    Port {
+        /// Port name.
+        port: String,
+        /// The bridge it is a port of.
+        bridge: String,
+        /// What is wrong.
+        problem: String,
+    },
 }
 
 impl fmt::Display for HostDrift {
@@ -98,6 +111,11 @@ impl fmt::Display for HostDrift {
                 f,
                 "{packets} packet(s) from profile {profile}'s subnet arrived elsewhere than on bridge {bridge} (dropped): a sandbox port has left its bridge; re-attach or restart that sandbox"
             ),
+            HostDrift::Port {
+                port,
+                bridge,
+                problem,
+            } => write!(f, "port {port} of bridge {bridge}: {problem}"),
             HostDrift::Sysctl(s) => write!(
                 f,
                 "sysctl {} is {} (planned {})",

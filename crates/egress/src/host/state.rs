@@ -11,7 +11,7 @@ use corral_sandbox_core::config::{Config, ConfigErrors, HostConfig};
 use corral_state_files::{HOST_LOCK, StateDir, StateFileError, StateLock};
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{HostPlan, PlanError, PlanSettings};
+use crate::plan::{HostPlan, PlanError, PlanSettings, PortBinding};
 use crate::resolve::Resolution;
 
 /// File name of the applied inputs inside the state dir.
@@ -61,6 +61,10 @@ pub struct AppliedInputs {
     /// blocked for every sandbox (absent in records of older versions).
     #[serde(default)]
     pub host_networks: Option<Vec<ipnet::IpNet>>,
+    /// The port bindings in force (`Host::bind_port` returns the plan;
+    /// store its `bindings` here so a later verify expects them).
+    #[serde(default)]
+    pub bindings: Vec<PortBinding>,
 }
 
 impl AppliedInputs {
@@ -75,6 +79,7 @@ impl AppliedInputs {
             resolution,
             applied_at,
             host_networks: None,
+            bindings: Vec::new(),
         }
     }
 
@@ -91,6 +96,13 @@ impl AppliedInputs {
             host_networks: self.host_networks.clone(),
             ..plan_settings(&config.host)
         }
+    }
+
+    /// The same record with `bindings` in force.
+    #[must_use]
+    pub fn with_bindings(mut self, bindings: Vec<PortBinding>) -> Self {
+        self.bindings = bindings;
+        self
     }
 
     /// Parses the stored configuration back.
@@ -160,7 +172,8 @@ impl StateStore {
             &config.profiles,
             &inputs.settings(&config),
             &inputs.resolution,
-        )?;
+        )?
+        .with_bindings(&config.profiles, inputs.bindings)?;
         Ok(Some((config, plan)))
     }
 

@@ -12,6 +12,49 @@ use crate::plan::BridgePlan;
 /// adopted (one that existed before) is never deleted.
 pub const STAMP: &str = "corral:managed:v1";
 
+/// A bridge's own br_netfilter switches (`nf_call_iptables`, ...): when
+/// set, the bridge hands its frames to the IP, IPv6 or ARP hooks whatever
+/// the host-wide `net.bridge.bridge-nf-call-*` sysctls say (they only have
+/// an effect while the br_netfilter module is loaded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BridgeNetfilter {
+    /// IPv4 frames pass the `ip`/`inet` hooks.
+    pub iptables: bool,
+    /// IPv6 frames pass the `ip6`/`inet` hooks.
+    pub ip6tables: bool,
+    /// ARP frames pass the `arp` hooks.
+    pub arptables: bool,
+}
+
+/// What corral sets on its bridges: bridged IPv4 and IPv6 also meet the
+/// inet rules (a second layer behind the bridge table; corral relies on
+/// nothing else from br_netfilter), ARP is left to the bridge table.
+pub const CORRAL_BRIDGE_NETFILTER: BridgeNetfilter = BridgeNetfilter {
+    iptables: true,
+    ip6tables: true,
+    arptables: false,
+};
+
+impl BridgeNetfilter {
+    pub(super) fn from_info(opts: &[netlink_packet_route::link::InfoBridge]) -> Self {
+        use netlink_packet_route::link::InfoBridge;
+        let mut nf = BridgeNetfilter {
+            iptables: false,
+            ip6tables: false,
+            arptables: false,
+        };
+        for o in opts {
+            match o {
+                InfoBridge::NfCallIpTables(v) => nf.iptables = *v,
+                InfoBridge::NfCallIp6Tables(v) => nf.ip6tables = *v,
+                InfoBridge::NfCallArpTables(v) => nf.arptables = *v,
+                _ => {}
+            }
+        }
+        nf
+    }
+}
+
 /// What [`Links::ensure_bridge`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -38,6 +81,8 @@ impl Links {
                 BridgeOutcome::Created
             }
         };
+        self.set_bridge_netfilter(name, CORRAL_BRIDGE_NETFILTER)
+            .await?;
         self.ensure_address(name, IpNet::V4(plan.gateway_v4))
             .await?;
         if let Some(v6) = plan.gateway_v6 {
@@ -45,6 +90,38 @@ impl Links {
         }
         self.set_up(name).await?;
         Ok(outcome)
+    }
+
+    /// Sets a bridge's own br_netfilter switches.
+    pub async fn set_bridge_netfilter(
+        &self,
+        name: &str,
+        nf: BridgeNetfilter,
+    ) -> Result<(), LinkError> {
+        let link = self.require(name).await?;
+        let msg = rtnetlink::LinkMessageBuilder::<rtnetlink::LinkBridge>::new(name)
+            .index(link.index)
+            .nf_call_iptables(nf.iptables)
+            .nf_call_ip6tables(nf.ip6tables)
+            .nf_call_arptables(nf.arptables)
+            .build();
+        self.handle
+            .link()
+            .change(msg)
+            .execute()
+            .await
+            .map_err(|e| LinkError::netlink(format!("set br_netfilter switches of `{name}`"), e))
+    }
+
+    /// Every port of `bridge`.
+    pub async fn ports_of(&self, bridge: &str) -> Result<Vec<LinkState>, LinkError> {
+        let br = self.require(bridge).await?;
+        Ok(self
+            .list()
+            .await?
+            .into_iter()
+            .filter(|l| l.controller == Some(br.index))
+            .collect())
     }
 
     /// Creates a stamped bridge, down (the caller brings it up once the
@@ -122,6 +199,7 @@ mod tests {
             kind: kind.map(str::to_owned),
             controller: None,
             isolated: None,
+            netfilter: None,
         }
     }
 

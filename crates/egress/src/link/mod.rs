@@ -14,7 +14,7 @@ use futures::TryStreamExt;
 use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use rtnetlink::Handle;
 
-pub use bridge::{BridgeOutcome, STAMP};
+pub use bridge::{BridgeNetfilter, BridgeOutcome, CORRAL_BRIDGE_NETFILTER, STAMP};
 
 /// A link operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +96,8 @@ pub struct LinkState {
     pub controller: Option<u32>,
     /// Bridge-port isolation flag, for bridge ports.
     pub isolated: Option<bool>,
+    /// The bridge's own br_netfilter switches, for bridges.
+    pub netfilter: Option<BridgeNetfilter>,
 }
 
 impl LinkState {
@@ -108,6 +110,7 @@ impl LinkState {
             kind: None,
             controller: None,
             isolated: None,
+            netfilter: None,
         };
         for attr in &msg.attributes {
             match attr {
@@ -118,6 +121,9 @@ impl LinkState {
                     for info in infos {
                         match info {
                             LinkInfo::Kind(k) => state.kind = Some(kind_name(k)),
+                            LinkInfo::Data(netlink_packet_route::link::InfoData::Bridge(opts)) => {
+                                state.netfilter = Some(BridgeNetfilter::from_info(opts));
+                            }
                             LinkInfo::PortData(
                                 netlink_packet_route::link::InfoPortData::BridgePort(opts),
                             ) => {
@@ -220,6 +226,21 @@ impl Links {
             .execute()
             .await
             .map_err(|e| LinkError::netlink(format!("set `{name}` up"), e))
+    }
+
+    /// Sets a link's MAC address (before it is up, so the IPv6 link-local
+    /// address the kernel derives comes from it).
+    pub async fn set_mac(&self, name: &str, mac: [u8; 6]) -> Result<(), LinkError> {
+        let link = self.require(name).await?;
+        let msg = rtnetlink::LinkUnspec::new_with_index(link.index)
+            .address(mac.to_vec())
+            .build();
+        self.handle
+            .link()
+            .set(msg)
+            .execute()
+            .await
+            .map_err(|e| LinkError::netlink(format!("set the MAC of `{name}`"), e))
     }
 
     /// Deletes a link by name (a veth's peer goes with it).

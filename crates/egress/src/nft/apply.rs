@@ -9,10 +9,13 @@ use super::NftError;
 use super::batch::{Batch, Finished, Op};
 use super::expr::build_rule;
 use super::obj::{Chain, Table, cstr};
-use super::set::{definition, queue_elements, queue_learned};
+use super::set::{
+    definition, keyed_definition, queue_elements, queue_keyed_elements, queue_learned,
+};
 use super::socket::NlSocket;
 use crate::plan::{
-    AddrRange, ChainPlan, HostPlan, RulePlan, SetKind, TABLE_NAME, TableFamily, TablePlan, Verdict,
+    AddrRange, ChainPlan, HostPlan, KeyValue, KeyedKind, KeyedSetPlan, RulePlan, SetKind,
+    TABLE_NAME, TableFamily, TablePlan, Verdict,
 };
 
 /// What one transaction carried.
@@ -119,6 +122,17 @@ fn queue_table(
             queue_learned(b, t.family, s, &mine)?;
         }
     }
+    for s in &t.keyed_sets {
+        *next_set_id += 1;
+        b.set(
+            fam,
+            &keyed_definition(t.family, s, *next_set_id)?,
+            format!("adding set {}", s.name),
+        );
+        if s.kind == KeyedKind::Static {
+            queue_keyed_elements(b, Op::Add, t.family, s, &s.elements)?;
+        }
+    }
     for c in &t.chains {
         b.chain(
             fam,
@@ -205,6 +219,26 @@ pub fn delete_tables() -> Result<BatchStats, NftError> {
     send(&b.finish())
 }
 
+/// Adds `add` to and removes `remove` from the live keyed set `set` of
+/// `family`, in one transaction (run-time sets such as the quarantine,
+/// whose elements corral finds on the host rather than in the plan). An
+/// element to remove must be present and one to add absent, or the kernel
+/// refuses the whole transaction and nothing changes.
+pub fn update_keyed(
+    family: TableFamily,
+    set: &KeyedSetPlan,
+    add: &[Vec<KeyValue>],
+    remove: &[Vec<KeyValue>],
+) -> Result<Option<BatchStats>, NftError> {
+    let mut b = Batch::new();
+    queue_keyed_elements(&mut b, Op::Del, family, set, remove)?;
+    queue_keyed_elements(&mut b, Op::Add, family, set, add)?;
+    if b.len() == 0 {
+        return Ok(None);
+    }
+    send(&b.finish()).map(Some)
+}
+
 /// What a refresh changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RefreshReport {
@@ -227,7 +261,11 @@ fn skeleton(plan: &HostPlan) -> HostPlan {
         for s in &mut t.sets {
             s.elements.clear();
         }
+        for s in &mut t.keyed_sets {
+            s.elements.clear();
+        }
     }
+    p.bindings.clear();
     p
 }
 
@@ -255,6 +293,22 @@ pub fn refresh_sets(old: &HostPlan, new: &HostPlan) -> Result<RefreshReport, Nft
             // Deletions first: a range may be replaced by one sharing its start.
             queue_elements(&mut b, Op::Del, nt.family, ns, &removed)?;
             queue_elements(&mut b, Op::Add, nt.family, ns, &added)?;
+            report.sets.push(ns.name.clone());
+            report.added += added.len();
+            report.removed += removed.len();
+        }
+        for (os, ns) in ot.keyed_sets.iter().zip(&nt.keyed_sets) {
+            if ns.kind != KeyedKind::Static || os.elements == ns.elements {
+                continue;
+            }
+            let before: BTreeSet<&Vec<KeyValue>> = os.elements.iter().collect();
+            let after: BTreeSet<&Vec<KeyValue>> = ns.elements.iter().collect();
+            let removed: Vec<Vec<KeyValue>> =
+                before.difference(&after).map(|e| (*e).clone()).collect();
+            let added: Vec<Vec<KeyValue>> =
+                after.difference(&before).map(|e| (*e).clone()).collect();
+            queue_keyed_elements(&mut b, Op::Del, nt.family, ns, &removed)?;
+            queue_keyed_elements(&mut b, Op::Add, nt.family, ns, &added)?;
             report.sets.push(ns.name.clone());
             report.added += added.len();
             report.removed += removed.len();

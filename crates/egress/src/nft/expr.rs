@@ -14,8 +14,9 @@ use std::net::IpAddr;
 use nftnl_sys as sys;
 
 use super::NftError;
+use super::concat;
 use super::obj::{Expr, ExprRef, Rule, cstr};
-use crate::plan::{AddrFamily, Match, RejectKind, RulePlan, TableFamily, Verdict};
+use crate::plan::{AddrFamily, Field, Match, RejectKind, RulePlan, TableFamily, Verdict};
 
 const REG1: u32 = libc::NFT_REG_1 as u32;
 const REG_VERDICT: u32 = libc::NFT_REG_VERDICT as u32;
@@ -23,6 +24,8 @@ const NETWORK: u32 = libc::NFT_PAYLOAD_NETWORK_HEADER as u32;
 const TRANSPORT: u32 = libc::NFT_PAYLOAD_TRANSPORT_HEADER as u32;
 /// `ct state` bits (host byte order) for established and related.
 const CT_ESTABLISHED_RELATED: u32 = (1 << 1) | (1 << 2);
+/// `ct state` bit (host byte order) for new.
+const CT_NEW: u32 = 1 << 3;
 /// `ct state` bit of invalid.
 const CT_INVALID: u32 = 1;
 /// `NFT_FIB_RESULT_ADDRTYPE`: the fib expression yields an `RTN_*` type.
@@ -165,16 +168,44 @@ fn prefix_match(
     ])
 }
 
+/// The protocol a rule has already checked for, so a later match needs no
+/// check of its own (`nft` emits each dependency once per rule).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Ctx {
+    proto: Option<Proto>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proto {
+    Ip(AddrFamily),
+    Arp,
+}
+
+impl Ctx {
+    /// The check `want` needs (none when the rule already made it).
+    fn need(&mut self, family: TableFamily, want: Proto) -> Result<Vec<Expr>, NftError> {
+        if self.proto == Some(want) {
+            return Ok(Vec::new());
+        }
+        self.proto = Some(want);
+        Ok(match want {
+            Proto::Ip(f) => Vec::from(l3_check(family, f)?),
+            Proto::Arp => Vec::from(ethertype(ETH_P_ARP)?),
+        })
+    }
+}
+
 /// `ip saddr NET` / `ip6 daddr != NET` and friends.
 fn net_match(
     family: TableFamily,
     net: ipnet::IpNet,
     dest: bool,
     op: i32,
+    ctx: &mut Ctx,
 ) -> Result<Vec<Expr>, NftError> {
     let f = AddrFamily::of(net.addr());
     let (off, len) = addr_field(f, dest);
-    let mut v = Vec::from(l3_check(family, f)?);
+    let mut v = ctx.need(family, Proto::Ip(f))?;
     v.extend(prefix_match(
         off,
         len,
@@ -191,21 +222,32 @@ fn ct(key: i32) -> Result<Expr, NftError> {
         .u32(sys::NFTNL_EXPR_CT_DREG, REG1))
 }
 
-/// The address family a match checks the protocol of first (`nft` emits
-/// that check once per rule: later address matches of the same family
-/// reuse it).
-fn l3_dependency(m: &Match) -> Option<AddrFamily> {
-    match m {
-        Match::DaddrInSet(f, _) => Some(*f),
-        Match::Daddr(a) => Some(AddrFamily::of(*a)),
-        Match::SaddrIn(n) | Match::DaddrIn(n) | Match::SaddrNotIn(n) => {
-            Some(AddrFamily::of(n.addr()))
+/// The protocol checks `nft` puts before loading `fields`.
+fn field_deps(fields: &[Field], family: TableFamily, ctx: &mut Ctx) -> Result<Vec<Expr>, NftError> {
+    let mut v = Vec::new();
+    for f in fields {
+        match f {
+            Field::ArpSenderMac | Field::ArpSenderIp => v.extend(ctx.need(family, Proto::Arp)?),
+            Field::IpSaddr(af) => v.extend(ctx.need(family, Proto::Ip(*af))?),
+            _ => {}
         }
-        _ => None,
     }
+    Ok(v)
 }
 
-fn match_exprs(m: &Match, family: TableFamily) -> Result<Vec<Expr>, NftError> {
+fn port_cmp(offset: u32, r: &corral_sandbox_core::PortRange) -> Result<Vec<Expr>, NftError> {
+    let mut v = vec![payload(TRANSPORT, offset, 2)?];
+    if r.start() == r.end() {
+        v.push(cmp(libc::NFT_CMP_EQ, &r.start().to_be_bytes())?);
+    } else {
+        // Two compares, as `nft` encodes a port range.
+        v.push(cmp(libc::NFT_CMP_GTE, &r.start().to_be_bytes())?);
+        v.push(cmp(libc::NFT_CMP_LTE, &r.end().to_be_bytes())?);
+    }
+    Ok(v)
+}
+
+fn match_exprs(m: &Match, family: TableFamily, ctx: &mut Ctx) -> Result<Vec<Expr>, NftError> {
     Ok(match m {
         Match::IifName(n) => vec![
             meta(libc::NFT_META_IIFNAME)?,
@@ -253,52 +295,86 @@ fn match_exprs(m: &Match, family: TableFamily) -> Result<Vec<Expr>, NftError> {
                 cmp(op, &t.number().to_ne_bytes())?,
             ]
         }
-        Match::NfProto(f) => nfproto(*f)?.into(),
+        Match::NfProto(f) => {
+            ctx.proto = Some(Proto::Ip(*f));
+            nfproto(*f)?.into()
+        }
         Match::L4Proto(p) => vec![
             meta(libc::NFT_META_L4PROTO)?,
             cmp(libc::NFT_CMP_EQ, &[p.number()])?,
         ],
-        Match::Dport(r) => {
-            let mut v = vec![payload(TRANSPORT, 2, 2)?];
-            if r.start() == r.end() {
-                v.push(cmp(libc::NFT_CMP_EQ, &r.start().to_be_bytes())?);
-            } else {
-                // Two compares, as `nft` encodes a port range.
-                v.push(cmp(libc::NFT_CMP_GTE, &r.start().to_be_bytes())?);
-                v.push(cmp(libc::NFT_CMP_LTE, &r.end().to_be_bytes())?);
-            }
+        Match::Dport(r) => port_cmp(2, r)?,
+        Match::Sport(r) => port_cmp(0, r)?,
+        Match::CtNew => vec![
+            ct(libc::NFT_CT_STATE)?,
+            bitwise(&CT_NEW.to_ne_bytes())?,
+            cmp(libc::NFT_CMP_NEQ, &0u32.to_ne_bytes())?,
+        ],
+        Match::EtherType(t) => {
+            ctx.proto = match *t {
+                ETH_P_IP => Some(Proto::Ip(AddrFamily::V4)),
+                ETH_P_IPV6 => Some(Proto::Ip(AddrFamily::V6)),
+                ETH_P_ARP => Some(Proto::Arp),
+                _ => None,
+            };
+            ethertype(*t)?.into()
+        }
+        Match::InSet {
+            fields,
+            set,
+            negate,
+        } => {
+            let mut v = field_deps(fields, family, ctx)?;
+            v.extend(concat::lookup(fields, set, *negate)?);
+            v
+        }
+        Match::Bytes { field, value } => concat::bytes_eq(*field, value)?,
+        Match::Meter { set, fields, limit } => {
+            let mut v = field_deps(fields, family, ctx)?;
+            v.extend(concat::meter(fields, set, *limit)?);
+            v
+        }
+        Match::ArpSenderIn(net) => {
+            let mut v = ctx.need(family, Proto::Arp)?;
+            // Sender protocol address of an Ethernet/IPv4 ARP packet.
+            let bytes = net.network().octets();
+            v.extend(prefix_match(
+                14,
+                4,
+                &bytes,
+                net.prefix_len(),
+                libc::NFT_CMP_EQ,
+            )?);
             v
         }
         Match::Icmpv6Type(t) => vec![payload(TRANSPORT, 0, 1)?, cmp(libc::NFT_CMP_EQ, &[*t])?],
         Match::DaddrInSet(f, set) => {
             let (off, len) = addr_field(*f, true);
-            let [a, b] = nfproto(*f)?;
-            vec![
-                a,
-                b,
+            let mut v = ctx.need(family, Proto::Ip(*f))?;
+            v.extend([
                 payload(NETWORK, off, len)?,
                 e(c"lookup")?
                     .u32(sys::NFTNL_EXPR_LOOKUP_SREG, REG1)
                     .str(sys::NFTNL_EXPR_LOOKUP_SET, &cstr(set)?)
                     .u32(sys::NFTNL_EXPR_LOOKUP_FLAGS, 0),
-            ]
+            ]);
+            v
         }
         Match::Daddr(addr) => {
             let f = AddrFamily::of(*addr);
             let (off, len) = addr_field(f, true);
-            let [a, b] = nfproto(f)?;
-            vec![
-                a,
-                b,
+            let mut v = ctx.need(family, Proto::Ip(f))?;
+            v.extend([
                 payload(NETWORK, off, len)?,
                 cmp(libc::NFT_CMP_EQ, &addr_bytes(*addr))?,
-            ]
+            ]);
+            v
         }
-        Match::SaddrIn(net) => net_match(family, *net, false, libc::NFT_CMP_EQ)?,
-        Match::DaddrIn(net) => net_match(family, *net, true, libc::NFT_CMP_EQ)?,
-        Match::SaddrNotIn(net) => net_match(family, *net, false, libc::NFT_CMP_NEQ)?,
+        Match::SaddrIn(net) => net_match(family, *net, false, libc::NFT_CMP_EQ, ctx)?,
+        Match::DaddrIn(net) => net_match(family, *net, true, libc::NFT_CMP_EQ, ctx)?,
+        Match::SaddrNotIn(net) => net_match(family, *net, false, libc::NFT_CMP_NEQ, ctx)?,
         Match::ArpTargetIn(net) => {
-            let mut v = Vec::from(ethertype(ETH_P_ARP)?);
+            let mut v = ctx.need(family, Proto::Arp)?;
             // Target protocol address of an Ethernet/IPv4 ARP packet.
             let bytes = net.network().octets();
             v.extend(prefix_match(
@@ -355,18 +431,9 @@ pub(crate) fn build_rule(
     r.set_u32(sys::NFTNL_RULE_FAMILY, u32::from(family.nfproto()));
     r.set_str(sys::NFTNL_RULE_TABLE, &cstr(table)?);
     r.set_str(sys::NFTNL_RULE_CHAIN, &cstr(chain)?);
-    let mut l3_checked: Option<AddrFamily> = None;
+    let mut ctx = Ctx::default();
     for m in &rule.matches {
-        let mut exprs = match_exprs(m, family)?;
-        if let Some(f) = l3_dependency(m) {
-            // The first two expressions of an address match are its
-            // protocol check; `nft` emits it once per family and rule.
-            if l3_checked == Some(f) && exprs.len() > 2 {
-                exprs.drain(..2);
-            }
-            l3_checked = Some(f);
-        }
-        for x in exprs {
+        for x in match_exprs(m, family, &mut ctx)? {
             r.push(x);
         }
     }
@@ -385,6 +452,12 @@ fn expr_text(x: &ExprRef<'_>) -> String {
     let name = x.name();
     if name == "counter" {
         return "[ counter ]".to_owned();
+    }
+    if name == "dynset" {
+        // The kernel reports a dynset's timeout even when none was given
+        // (0: the set's default), and refuses one on a set without
+        // timeouts; compare without it when it is 0.
+        return format!("[ {name} {} ]", x.text().replace(" timeout 0ms", ""));
     }
     format!("[ {name} {} ]", x.text())
 }

@@ -33,6 +33,7 @@
 
 mod apply;
 mod batch;
+mod concat;
 mod counters;
 mod decode;
 mod expr;
@@ -43,12 +44,13 @@ mod socket;
 
 pub use apply::{
     BatchStats, Fault, Learned, RefreshReport, apply, apply_keeping, apply_with_fault,
-    delete_tables, learned, refresh_sets,
+    delete_tables, learned, refresh_sets, update_keyed,
 };
 pub use counters::{ProfileCounters, profile_counters};
 pub use decode::nft_syntax;
 pub use expr::fingerprint;
 pub use readback::{LiveBase, LiveChain, LiveRule, LiveSet, LiveState, LiveTable, read_live};
+pub use set::keyed_flags;
 
 #[cfg(doc)]
 use crate::plan::HostPlan;

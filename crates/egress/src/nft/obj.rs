@@ -185,8 +185,8 @@ impl Set {
     ) -> Result<(), NftError> {
         // SAFETY: allocation; null is checked below.
         let elem = nonnull(unsafe { sys::nftnl_set_elem_alloc() }, "nftnl_set_elem")?;
-        // SAFETY: `elem` is valid; libnftnl copies `key` (at most 16 bytes
-        // here, within its key buffer); the set takes ownership of `elem`
+        // SAFETY: `elem` is valid; libnftnl copies `key` (at most 40 bytes
+        // here, within its 64-byte key buffer); the set takes ownership of `elem`
         // in nftnl_set_elem_add and frees it with the set.
         unsafe {
             sys::nftnl_set_elem_set(
@@ -313,6 +313,23 @@ impl Expr {
     pub(crate) fn u32(mut self, attr: u32, v: u32) -> Self {
         // SAFETY: valid expression.
         unsafe { sys::nftnl_expr_set_u32(self.0.as_mut(), attr as u16, v) };
+        self
+    }
+
+    pub(crate) fn u64(mut self, attr: u32, v: u64) -> Self {
+        // SAFETY: valid expression.
+        unsafe { sys::nftnl_expr_set_u64(self.0.as_mut(), attr as u16, v) };
+        self
+    }
+
+    /// Hands `inner` to this expression (a dynset's per-element
+    /// expression); this expression owns and frees it from here on.
+    pub(crate) fn nest(mut self, attr: u32, inner: Expr) -> Self {
+        let raw = inner.into_raw();
+        // SAFETY: valid expressions; for a dynset's expression attribute
+        // libnftnl takes the pointer itself as the value and links the
+        // inner expression into its list, freeing it with the outer one.
+        unsafe { sys::nftnl_expr_set(self.0.as_mut(), attr as u16, raw.cast::<c_void>(), 0) };
         self
     }
 

@@ -49,6 +49,11 @@ pub struct LiveSet {
     /// Milliseconds until each element of `elements` expires (dynamic
     /// sets; empty for interval sets).
     pub expires_ms: Vec<u64>,
+    /// Key length in bytes.
+    pub key_len: u32,
+    /// Every element's key as the kernel stores it (keyed sets are
+    /// compared on these).
+    pub keys: Vec<Vec<u8>>,
 }
 
 /// Hook, priority, type and policy of a live base chain, raw.
@@ -282,6 +287,8 @@ fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftEr
             (Some(f), SetKind::Dynamic) => learned_from_wire(f, &elems).into_iter().unzip(),
             (None, _) => (Vec::new(), Vec::new()),
         };
+        let mut keys: Vec<Vec<u8>> = elems.into_iter().map(|(k, _, _)| k).collect();
+        keys.sort();
         out.push(LiveSet {
             name,
             family: fam,
@@ -289,6 +296,8 @@ fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftEr
             elements,
             timeout_ms,
             expires_ms,
+            key_len,
+            keys,
         });
     }
     Ok(out)

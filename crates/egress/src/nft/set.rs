@@ -13,7 +13,10 @@ use super::NftError;
 use super::batch::{Batch, Op};
 use super::obj::{Set, cstr};
 use crate::plan::model::{from_u128, max_value, to_u128};
-use crate::plan::{AddrFamily, AddrRange, SetKind, SetPlan, TABLE_NAME, TableFamily};
+use crate::plan::{
+    AddrFamily, AddrRange, KeyValue, KeyedKind, KeyedSetPlan, SetKind, SetPlan, TABLE_NAME,
+    TableFamily,
+};
 
 /// Elements per netlink message: keeps one message far below the 64 KiB a
 /// nested attribute can hold (an IPv6 element is ~40 bytes on the wire).
@@ -59,6 +62,61 @@ pub(crate) fn definition(family: TableFamily, set: &SetPlan, id: u32) -> Result<
         s.set_u64(sys::NFTNL_SET_TIMEOUT, timeout_ms(t));
     }
     Ok(s)
+}
+
+/// The `NFT_SET_*` flags a keyed set of `kind` has.
+pub fn keyed_flags(kind: KeyedKind) -> u32 {
+    match kind {
+        KeyedKind::Static | KeyedKind::Runtime => 0,
+        KeyedKind::Meter { timeout: None } => libc::NFT_SET_EVAL as u32,
+        KeyedKind::Meter { timeout: Some(_) } => {
+            (libc::NFT_SET_EVAL | libc::NFT_SET_TIMEOUT) as u32
+        }
+    }
+}
+
+/// The definition of a keyed set (no elements).
+pub(crate) fn keyed_definition(
+    family: TableFamily,
+    set: &KeyedSetPlan,
+    id: u32,
+) -> Result<Set, NftError> {
+    let mut s = carrier(family, &set.name)?;
+    s.set_u32(sys::NFTNL_SET_ID, id);
+    s.set_u32(sys::NFTNL_SET_FLAGS, keyed_flags(set.kind));
+    s.set_u32(sys::NFTNL_SET_KEY_TYPE, set.key_type());
+    s.set_u32(sys::NFTNL_SET_KEY_LEN, set.key_len());
+    if let KeyedKind::Meter { timeout } = set.kind {
+        s.set_u32(sys::NFTNL_SET_DESC_SIZE, crate::plan::keyed::METER_SIZE);
+        if let Some(t) = timeout {
+            s.set_u64(sys::NFTNL_SET_TIMEOUT, timeout_ms(t));
+        }
+    }
+    Ok(s)
+}
+
+/// Queue messages adding (or deleting) `elements` of keyed `set`.
+pub(crate) fn queue_keyed_elements(
+    batch: &mut Batch,
+    op: Op,
+    family: TableFamily,
+    set: &KeyedSetPlan,
+    elements: &[Vec<KeyValue>],
+) -> Result<(), NftError> {
+    for chunk in elements.chunks(ELEMS_PER_MSG) {
+        let mut s = carrier(family, &set.name)?;
+        for e in chunk {
+            s.add_elem(&set.key_bytes(e), None)?;
+        }
+        let verb = if op == Op::Add { "adding" } else { "deleting" };
+        batch.elems(
+            op,
+            family.nfproto(),
+            &s,
+            format!("{verb} {} elements of set {}", chunk.len(), set.name),
+        );
+    }
+    Ok(())
 }
 
 fn key_bytes(family: AddrFamily, v: u128) -> Vec<u8> {

@@ -1,63 +1,544 @@
-//! `table bridge corral`: what happens to frames between the ports of
-//! corral's bridges.
+//! `table bridge corral`: frames on the ports of corral's bridges.
 //!
-//! Chain `<p>-ports`: frames between two bridge ports carrying the
-//! profile's addresses (IPv4/IPv6 source or destination in its subnets,
-//! ARP for an address in its IPv4 subnet) dropped. Only port-to-port
-//! frames reach the bridge forward hook (traffic to and from the host uses
-//! the input/output hooks), so this never blocks a sandbox's own egress.
+//! Both base chains sit at priority −200 (`filter` of the bridge family),
+//! below every hook br_netfilter registers (−1 and 0): the kernel orders a
+//! hook's functions by priority, so these chains run first whatever was
+//! registered first and whether br_netfilter is loaded or not. (At priority
+//! 0 a chain registered before br_netfilter's hooks — corral's own apply
+//! order, and every boot — is skipped for every frame br_netfilter hands
+//! to the IP hooks.)
+//!
+//! - `prerouting` (every frame as it arrives, before the bridge learns its
+//!   source MAC): a bound port (`@ports`) goes through `port-in`: the
+//!   frame's source MAC must be the port's; ARP must carry the port's
+//!   sender pair (or sender 0.0.0.0, a probe); IPv4 and IPv6 must come
+//!   from the port's addresses (IPv4 0.0.0.0 only as a DHCP client, IPv6
+//!   `::` only for duplicate address detection); neighbour advertisements
+//!   may only claim the port's addresses, and neighbour discovery
+//!   link-layer options must be the port's MAC; router advertisements,
+//!   redirects and DHCP server messages are dropped; DHCP requests must
+//!   name the port's MAC as client; any other ethertype — 802.1Q tags and
+//!   802.1Q-in-802.1Q included — is dropped. DHCP and DNS are rate-limited
+//!   per port. A port corral found on one of its bridges without a binding
+//!   (`@quarantine`) may only send DHCP requests, never from a bound MAC.
+//! - `forward` (frames from one port to another): every frame from or to a
+//!   bound or quarantined port is dropped, whatever it carries; then, for
+//!   ports corral does not know yet, frames carrying a profile's addresses
+//!   (`<profile>-ports`).
+//!
 //! The kernels we run on lack `CONFIG_NFT_BRIDGE_META` (`meta ibrname`
-//! fails with EOPNOTSUPP), so the bridge cannot be named in the rule: the
-//! profile's subnets identify its frames instead. IPv6 link-local and
-//! non-IP frames between ports are left to bridge-port isolation and, for
-//! IP, to the inet forward chain (`bridge-nf-call-ip6tables = 1`).
+//! fails with EOPNOTSUPP), so a rule cannot name the bridge: ports are
+//! named instead (bound ports, and ports found on corral's bridges), and
+//! for ports not named yet the profiles' subnets identify their frames.
 
 use corral_sandbox_core::{Profile, ProfileSet};
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv4Net};
 
+use super::bindings::PortBinding;
 use super::build::{base, chain};
-use super::model::{ChainType, Hook, Match, RulePlan, TABLE_NAME, TableFamily, TablePlan, Verdict};
+use super::keyed::{Field, KeyPart, KeyValue, KeyedKind, KeyedSetPlan, Limit, PayloadBase};
+use super::model::{
+    AddrFamily, ChainPlan, ChainType, Hook, L4Proto, Match, RulePlan, TABLE_NAME, TableFamily,
+    TablePlan, Verdict,
+};
 use super::names;
+use corral_sandbox_core::PortRange;
 
-/// Build `table bridge corral`.
-pub(super) fn table(profiles: &ProfileSet) -> TablePlan {
-    let mut bridge = TablePlan {
+/// Priority of both base chains: the bridge family's `filter`, below
+/// br_netfilter's hooks (−1, 0).
+pub const PRIORITY: i32 = -200;
+/// The lowest priority br_netfilter registers a bridge hook at
+/// (`NF_BR_PRI_BRNF - 1`): a chain must sit below it to see every frame.
+pub const BR_NETFILTER_LOWEST: i32 = -1;
+
+/// DHCP messages a port may send per second (after [`DHCP_BURST`]).
+pub const DHCP_RATE: u64 = 5;
+/// DHCP messages a port may send at once.
+pub const DHCP_BURST: u32 = 20;
+/// DNS queries over UDP a port may send per second (after [`DNS_BURST`]).
+pub const DNS_RATE: u64 = 200;
+/// DNS queries over UDP a port may send at once.
+pub const DNS_BURST: u32 = 1000;
+/// How long a meter remembers an idle port.
+pub const METER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Set names of the bridge table.
+pub mod sets {
+    /// Bound ports (interface names).
+    pub const PORTS: &str = "ports";
+    /// Ports found on corral's bridges without a binding.
+    pub const QUARANTINE: &str = "quarantine";
+    /// Every bound MAC.
+    pub const MACS: &str = "macs";
+    /// Port . MAC.
+    pub const PORT_MAC: &str = "port-mac";
+    /// Port . MAC . IPv4 address.
+    pub const PORT_IP4: &str = "port-ip4";
+    /// Port . MAC . IPv6 address (global and link-local).
+    pub const PORT_IP6: &str = "port-ip6";
+    /// Port . MAC . neighbour advertisement target (raw, same elements as
+    /// `port-ip6`).
+    pub const PORT_ND_TARGET: &str = "port-nd-target";
+    /// Port . link-layer address in an ND option or a DHCP request (raw,
+    /// same elements as `port-mac`).
+    pub const PORT_LLADDR: &str = "port-lladdr";
+    /// Per-port DHCP rate meter.
+    pub const DHCP_RATE: &str = "dhcp-rate";
+    /// Per-port DNS rate meter.
+    pub const DNS_RATE: &str = "dns-rate";
+}
+
+/// Chain names of the bridge table (besides the base chains and
+/// `<profile>-ports`).
+mod chains {
+    pub const PREROUTING: &str = "prerouting";
+    pub const PORT_IN: &str = "port-in";
+    pub const PORT_ARP: &str = "port-arp";
+    pub const PORT_IP4: &str = "port-ip4";
+    pub const PORT_IP6: &str = "port-ip6";
+    pub const PORT_IP6_UNSPEC: &str = "port-ip6-unspec";
+    pub const PORT_NA: &str = "port-na";
+    pub const PORT_NS: &str = "port-ns";
+    pub const PORT_RS: &str = "port-rs";
+    pub const QUARANTINE_IN: &str = "quarantine-in";
+}
+
+const ETH_IP: u16 = 0x0800;
+const ETH_ARP: u16 = 0x0806;
+const ETH_IP6: u16 = 0x86dd;
+
+fn th(offset: u32, len: u32) -> Field {
+    Field::Raw {
+        base: PayloadBase::Transport,
+        offset,
+        len,
+    }
+}
+
+fn nh(offset: u32, len: u32) -> Field {
+    Field::Raw {
+        base: PayloadBase::Network,
+        offset,
+        len,
+    }
+}
+
+/// The neighbour advertisement target (ICMPv6 bytes 8..24).
+fn nd_target() -> Field {
+    th(8, 16)
+}
+
+/// A link-layer address option's address, the option starting at `at`.
+fn option_mac(at: u32) -> Field {
+    th(at + 2, 6)
+}
+
+/// `chaddr` of a DHCP message (UDP header 8 + BOOTP offset 28).
+fn dhcp_chaddr() -> Field {
+    th(36, 6)
+}
+
+fn port(p: u16) -> PortRange {
+    // Callers pass fixed non-zero ports.
+    PortRange::single(p).unwrap_or_else(|_| unreachable!("{p} is a valid port"))
+}
+
+fn r(matches: Vec<Match>, verdict: Verdict) -> RulePlan {
+    RulePlan::counted(matches, verdict)
+}
+
+fn jump(c: &str) -> Verdict {
+    Verdict::Jump(c.to_owned())
+}
+
+fn in_set(fields: Vec<Field>, set: &str) -> Match {
+    Match::InSet {
+        fields,
+        set: set.to_owned(),
+        negate: false,
+    }
+}
+
+fn not_in_set(fields: Vec<Field>, set: &str) -> Match {
+    Match::InSet {
+        fields,
+        set: set.to_owned(),
+        negate: true,
+    }
+}
+
+fn icmpv6(t: u8) -> [Match; 2] {
+    [Match::L4Proto(L4Proto::Icmpv6), Match::Icmpv6Type(t)]
+}
+
+fn udp(dport: Option<u16>, sport: Option<u16>) -> Vec<Match> {
+    let mut m = vec![Match::L4Proto(L4Proto::Udp)];
+    m.extend(sport.map(|p| Match::Sport(port(p))));
+    m.extend(dport.map(|p| Match::Dport(port(p))));
+    m
+}
+
+fn meter(set: &str, per_second: u64, burst: u32) -> Match {
+    Match::Meter {
+        set: set.to_owned(),
+        fields: vec![Field::IifName],
+        limit: Limit::RateOver { per_second, burst },
+    }
+}
+
+/// ICMPv6 payload length (the IPv6 header's, with no extension headers).
+fn ip6_payload_len(n: u16) -> Match {
+    Match::Bytes {
+        field: nh(4, 2),
+        value: n.to_be_bytes().to_vec(),
+    }
+}
+
+/// Build `table bridge corral` for `profiles` with `bindings` (validated).
+pub(super) fn table(profiles: &ProfileSet, bindings: &[PortBinding]) -> TablePlan {
+    let mut t = TablePlan {
         family: TableFamily::Bridge,
         name: TABLE_NAME.to_owned(),
         sets: Vec::new(),
+        keyed_sets: keyed_sets(bindings),
         chains: Vec::new(),
     };
-    let mut l2 = Vec::new();
-    for p in profiles {
-        bridge
-            .chains
-            .push(chain(&names::ports_chain(&p.name), p, port_rules(p)));
-        l2.push(RulePlan::counted(
-            vec![],
-            Verdict::Jump(names::ports_chain(&p.name)),
-        ));
+    if profiles.is_empty() {
+        return t;
     }
-    bridge.chains.push(base(
+    t.chains.extend(port_chains());
+    let mut forward = vec![
+        r(
+            vec![in_set(vec![Field::IifName], sets::PORTS)],
+            Verdict::Drop,
+        ),
+        r(
+            vec![in_set(vec![Field::OifName], sets::PORTS)],
+            Verdict::Drop,
+        ),
+        r(
+            vec![in_set(vec![Field::IifName], sets::QUARANTINE)],
+            Verdict::Drop,
+        ),
+        r(
+            vec![in_set(vec![Field::OifName], sets::QUARANTINE)],
+            Verdict::Drop,
+        ),
+    ];
+    for p in profiles {
+        t.chains
+            .push(chain(&names::ports_chain(&p.name), p, subnet_rules(p)));
+        forward.push(r(vec![], jump(&names::ports_chain(&p.name))));
+    }
+    t.chains.push(base(
+        chains::PREROUTING,
+        ChainType::Filter,
+        Hook::Prerouting,
+        PRIORITY,
+        vec![
+            r(
+                vec![in_set(vec![Field::IifName], sets::PORTS)],
+                jump(chains::PORT_IN),
+            ),
+            r(
+                vec![in_set(vec![Field::IifName], sets::QUARANTINE)],
+                jump(chains::QUARANTINE_IN),
+            ),
+        ],
+    ));
+    t.chains.push(base(
         names::FORWARD,
         ChainType::Filter,
         Hook::Forward,
-        0,
-        l2,
+        PRIORITY,
+        forward,
     ));
-    bridge
+    t
 }
 
-fn port_rules(p: &Profile) -> Vec<RulePlan> {
+/// The keyed sets, their static elements from `bindings`.
+fn keyed_sets(bindings: &[PortBinding]) -> Vec<KeyedSetPlan> {
+    use KeyPart::{Ether, IfName, Ipv4, Ipv6};
+    let meter_kind = KeyedKind::Meter {
+        timeout: Some(METER_TIMEOUT),
+    };
+    let mut ports = KeyedSetPlan::new(sets::PORTS, vec![IfName], KeyedKind::Static);
+    let quarantine = KeyedSetPlan::new(sets::QUARANTINE, vec![IfName], KeyedKind::Runtime);
+    let mut macs = KeyedSetPlan::new(sets::MACS, vec![Ether], KeyedKind::Static);
+    let mut port_mac = KeyedSetPlan::new(sets::PORT_MAC, vec![IfName, Ether], KeyedKind::Static);
+    let mut ip4 = KeyedSetPlan::new(sets::PORT_IP4, vec![IfName, Ether, Ipv4], KeyedKind::Static);
+    let mut ip6 = KeyedSetPlan::new(sets::PORT_IP6, vec![IfName, Ether, Ipv6], KeyedKind::Static);
+    let mut target = KeyedSetPlan::new(
+        sets::PORT_ND_TARGET,
+        vec![IfName, Ether, KeyPart::Raw(nd_target())],
+        KeyedKind::Static,
+    );
+    let mut lladdr = KeyedSetPlan::new(
+        sets::PORT_LLADDR,
+        vec![IfName, KeyPart::Raw(option_mac(24))],
+        KeyedKind::Static,
+    );
+    for b in bindings {
+        let name = KeyValue::IfName(b.port.to_string());
+        let mac = KeyValue::Ether(b.mac.octets());
+        ports.elements.push(vec![name.clone()]);
+        macs.elements.push(vec![mac.clone()]);
+        port_mac.elements.push(vec![name.clone(), mac.clone()]);
+        lladdr.elements.push(vec![name.clone(), mac.clone()]);
+        ip4.elements
+            .push(vec![name.clone(), mac.clone(), KeyValue::V4(b.v4)]);
+        for a in b.v6_addrs() {
+            ip6.elements
+                .push(vec![name.clone(), mac.clone(), KeyValue::V6(a)]);
+            target
+                .elements
+                .push(vec![name.clone(), mac.clone(), KeyValue::V6(a)]);
+        }
+    }
+    let mut all = vec![
+        ports,
+        quarantine,
+        macs,
+        port_mac,
+        ip4,
+        ip6,
+        target,
+        lladdr,
+        KeyedSetPlan::new(sets::DHCP_RATE, vec![IfName], meter_kind),
+        KeyedSetPlan::new(sets::DNS_RATE, vec![IfName], meter_kind),
+    ];
+    for s in &mut all {
+        s.elements.sort();
+        s.elements.dedup();
+    }
+    all
+}
+
+fn port_chains() -> Vec<ChainPlan> {
+    let plain = |name: &str, rules| ChainPlan {
+        name: name.to_owned(),
+        base: None,
+        profile: None,
+        rules,
+    };
+    let any_ip4 = Ipv4Net::new(std::net::Ipv4Addr::UNSPECIFIED, 32)
+        .unwrap_or_else(|_| unreachable!("/32 is a valid prefix"));
+    let unspec4 = IpNet::V4(any_ip4);
+    let unspec6 = IpNet::V6(
+        ipnet::Ipv6Net::new(std::net::Ipv6Addr::UNSPECIFIED, 128)
+            .unwrap_or_else(|_| unreachable!("/128 is a valid prefix")),
+    );
+    let arp_shape = Match::Bytes {
+        field: nh(0, 6),
+        // Ethernet, IPv4, 6-byte and 4-byte addresses: the only ARP whose
+        // fields sit where the rules read them.
+        value: vec![0, 1, 8, 0, 6, 4],
+    };
+    let port_in = vec![
+        r(
+            vec![not_in_set(
+                vec![Field::IifName, Field::EtherSaddr],
+                sets::PORT_MAC,
+            )],
+            Verdict::Drop,
+        ),
+        r(vec![Match::EtherType(ETH_ARP)], jump(chains::PORT_ARP)),
+        r(vec![Match::EtherType(ETH_IP)], jump(chains::PORT_IP4)),
+        r(vec![Match::EtherType(ETH_IP6)], jump(chains::PORT_IP6)),
+        r(vec![], Verdict::Drop),
+    ];
+    let port_arp = vec![
+        r(
+            vec![
+                Match::EtherType(ETH_ARP),
+                arp_shape.clone(),
+                in_set(
+                    vec![Field::IifName, Field::ArpSenderMac, Field::ArpSenderIp],
+                    sets::PORT_IP4,
+                ),
+            ],
+            Verdict::Accept,
+        ),
+        r(
+            vec![
+                Match::EtherType(ETH_ARP),
+                arp_shape,
+                Match::ArpSenderIn(any_ip4),
+                in_set(vec![Field::IifName, Field::ArpSenderMac], sets::PORT_MAC),
+            ],
+            Verdict::Accept,
+        ),
+        r(vec![], Verdict::Drop),
+    ];
+    // A client without an address yet. (No source port check: `nft`
+    // would merge it with the destination port into one compare.)
+    let dhcp_client = |typed: Match| {
+        let mut m = vec![typed, Match::SaddrIn(unspec4)];
+        m.extend(udp(Some(67), None));
+        m
+    };
+    let port_ip4 = vec![
+        r(udp(None, Some(67)), Verdict::Drop),
+        r(
+            [
+                udp(Some(67), None),
+                vec![meter(sets::DHCP_RATE, DHCP_RATE, DHCP_BURST)],
+            ]
+            .concat(),
+            Verdict::Drop,
+        ),
+        r(
+            [
+                udp(Some(67), None),
+                vec![not_in_set(
+                    vec![Field::IifName, dhcp_chaddr()],
+                    sets::PORT_LLADDR,
+                )],
+            ]
+            .concat(),
+            Verdict::Drop,
+        ),
+        r(
+            [
+                udp(Some(53), None),
+                vec![meter(sets::DNS_RATE, DNS_RATE, DNS_BURST)],
+            ]
+            .concat(),
+            Verdict::Drop,
+        ),
+        r(
+            vec![
+                Match::EtherType(ETH_IP),
+                in_set(
+                    vec![
+                        Field::IifName,
+                        Field::EtherSaddr,
+                        Field::IpSaddr(AddrFamily::V4),
+                    ],
+                    sets::PORT_IP4,
+                ),
+            ],
+            Verdict::Accept,
+        ),
+        r(dhcp_client(Match::EtherType(ETH_IP)), Verdict::Accept),
+        r(vec![], Verdict::Drop),
+    ];
+    let mut port_ip6 = Vec::new();
+    // Router advertisements, redirects and router renumbering: a sandbox
+    // is never a router.
+    for t in [134, 137, 138] {
+        port_ip6.push(r(icmpv6(t).to_vec(), Verdict::Drop));
+    }
+    port_ip6.extend([
+        r(udp(None, Some(547)), Verdict::Drop),
+        r(
+            [
+                udp(Some(53), None),
+                vec![meter(sets::DNS_RATE, DNS_RATE, DNS_BURST)],
+            ]
+            .concat(),
+            Verdict::Drop,
+        ),
+        r(
+            vec![Match::EtherType(ETH_IP6), Match::SaddrIn(unspec6)],
+            jump(chains::PORT_IP6_UNSPEC),
+        ),
+        r(
+            vec![
+                Match::EtherType(ETH_IP6),
+                not_in_set(
+                    vec![
+                        Field::IifName,
+                        Field::EtherSaddr,
+                        Field::IpSaddr(AddrFamily::V6),
+                    ],
+                    sets::PORT_IP6,
+                ),
+            ],
+            Verdict::Drop,
+        ),
+        r(icmpv6(136).to_vec(), jump(chains::PORT_NA)),
+        r(icmpv6(135).to_vec(), jump(chains::PORT_NS)),
+        r(icmpv6(133).to_vec(), jump(chains::PORT_RS)),
+        r(vec![], Verdict::Accept),
+    ]);
+    let port_ip6_unspec = vec![
+        // Duplicate address detection, and the MLDv2 report sent with it.
+        r(icmpv6(135).to_vec(), Verdict::Accept),
+        r(icmpv6(143).to_vec(), Verdict::Accept),
+        r(vec![], Verdict::Drop),
+    ];
+    // An ND message: no options, or exactly one link-layer option of
+    // `kind` at `at` naming the port's MAC.
+    let nd_options = |base_len: u16, kind: u8, at: u32| {
+        vec![
+            r(vec![ip6_payload_len(base_len)], Verdict::Accept),
+            r(
+                vec![
+                    ip6_payload_len(base_len + 8),
+                    Match::Bytes {
+                        field: th(at, 2),
+                        value: vec![kind, 1],
+                    },
+                    in_set(vec![Field::IifName, option_mac(at)], sets::PORT_LLADDR),
+                ],
+                Verdict::Accept,
+            ),
+            r(vec![], Verdict::Drop),
+        ]
+    };
+    let mut port_na = vec![r(
+        vec![not_in_set(
+            vec![Field::IifName, Field::EtherSaddr, nd_target()],
+            sets::PORT_ND_TARGET,
+        )],
+        Verdict::Drop,
+    )];
+    port_na.extend(nd_options(24, 2, 24));
+    let quarantine_in = vec![
+        r(
+            vec![in_set(vec![Field::EtherSaddr], sets::MACS)],
+            Verdict::Drop,
+        ),
+        r(
+            [
+                vec![Match::EtherType(ETH_IP)],
+                udp(Some(67), None),
+                vec![meter(sets::DHCP_RATE, DHCP_RATE, DHCP_BURST)],
+            ]
+            .concat(),
+            Verdict::Drop,
+        ),
+        r(dhcp_client(Match::EtherType(ETH_IP)), Verdict::Accept),
+        r(vec![], Verdict::Drop),
+    ];
+    vec![
+        plain(chains::PORT_ARP, port_arp),
+        plain(chains::PORT_IP4, port_ip4),
+        plain(chains::PORT_IP6_UNSPEC, port_ip6_unspec),
+        plain(chains::PORT_NA, port_na),
+        plain(chains::PORT_NS, nd_options(24, 1, 24)),
+        plain(chains::PORT_RS, nd_options(8, 1, 8)),
+        plain(chains::PORT_IP6, port_ip6),
+        plain(chains::PORT_IN, port_in),
+        plain(chains::QUARANTINE_IN, quarantine_in),
+    ]
+}
+
+/// Frames between ports corral does not know yet that carry the
+/// profile's addresses (as source, destination, ARP sender or target).
+fn subnet_rules(p: &Profile) -> Vec<RulePlan> {
     let v4 = IpNet::V4(p.subnet_v4.trunc());
     let mut rules = vec![
-        RulePlan::counted(vec![Match::SaddrIn(v4)], Verdict::Drop),
-        RulePlan::counted(vec![Match::DaddrIn(v4)], Verdict::Drop),
-        RulePlan::counted(vec![Match::ArpTargetIn(p.subnet_v4.trunc())], Verdict::Drop),
+        r(vec![Match::SaddrIn(v4)], Verdict::Drop),
+        r(vec![Match::DaddrIn(v4)], Verdict::Drop),
+        r(vec![Match::ArpTargetIn(p.subnet_v4.trunc())], Verdict::Drop),
+        r(vec![Match::ArpSenderIn(p.subnet_v4.trunc())], Verdict::Drop),
     ];
     if let Some(v6) = p.subnet_v6 {
         let v6 = IpNet::V6(v6.trunc());
-        rules.push(RulePlan::counted(vec![Match::SaddrIn(v6)], Verdict::Drop));
-        rules.push(RulePlan::counted(vec![Match::DaddrIn(v6)], Verdict::Drop));
+        rules.push(r(vec![Match::SaddrIn(v6)], Verdict::Drop));
+        rules.push(r(vec![Match::DaddrIn(v6)], Verdict::Drop));
     }
     rules
 }

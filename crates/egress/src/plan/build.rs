@@ -62,6 +62,7 @@ pub(super) fn tables(
         family: TableFamily::Inet,
         name: TABLE_NAME.to_owned(),
         sets: Vec::new(),
+        keyed_sets: Vec::new(),
         chains: Vec::new(),
     };
 
@@ -98,6 +99,7 @@ pub(super) fn tables(
             p,
             guard::guard_rules(p),
         ));
+        inet.keyed_sets.extend(super::gateway_guard::sets(p));
         inet.chains
             .push(chain(&names::out_chain(&p.name), p, out_rules));
         inet.chains
@@ -190,7 +192,7 @@ pub(super) fn tables(
         100,
         nat,
     ));
-    Ok((inet, super::bridge::table(profiles)))
+    Ok((inet, super::bridge::table(profiles, &[])))
 }
 
 pub(super) fn chain(name: &str, profile: &Profile, rules: Vec<RulePlan>) -> ChainPlan {

@@ -125,6 +125,9 @@ fn rule_matches(plan: &HostPlan, rule: &RulePlan, flow: &Flow, learned: &Learned
     rule.matches.iter().all(|m| match m {
         // The first packet of a flow is new, in the original direction.
         Match::CtEstablishedRelated | Match::CtInvalid => false,
+        Match::CtNew => true,
+        // A new flow is under any per-source limit (the TCP/53 cap).
+        Match::Meter { .. } => false,
         Match::CtDirection(d) => *d == super::model::CtDir::Original,
         Match::NfProto(f) => *f == fam,
         Match::L4Proto(p) => p.number() == flow.protocol,
@@ -158,6 +161,13 @@ fn rule_matches(plan: &HostPlan, rule: &RulePlan, flow: &Flow, learned: &Learned
         | Match::FibSaddrTypeNot(_)
         | Match::Icmpv6Type(_)
         | Match::ArpTargetIn(_) => false,
+        // Bridge-family matches (frames, not flows) and source ports,
+        // which a flow's tuple here does not carry.
+        Match::ArpSenderIn(_)
+        | Match::EtherType(_)
+        | Match::Sport(_)
+        | Match::InSet { .. }
+        | Match::Bytes { .. } => false,
     })
 }
 

@@ -189,6 +189,8 @@ pub fn host_rules(p: &Profile) -> Vec<RulePlan> {
             Verdict::Accept,
         ));
     }
+    // Before the DNS accepts: the per-source cap on TCP/53 connections.
+    rules.extend(super::gateway_guard::rules(p));
     if p.dns == DnsPolicy::Gateway && p.mode != EgressMode::None {
         let mut gateways = vec![IpAddr::V4(p.gateway_v4())];
         gateways.extend(p.gateway_v6().map(IpAddr::V6));

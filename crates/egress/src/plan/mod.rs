@@ -19,10 +19,13 @@
 //! Building is deterministic: the same profiles, settings and resolution
 //! give the same plan, byte for byte. Nothing here performs I/O.
 
+pub mod bindings;
 pub mod bridge;
 pub mod build;
 pub mod eval;
+pub mod gateway_guard;
 pub mod guard;
+pub mod keyed;
 pub mod model;
 pub mod names;
 pub mod render;
@@ -38,6 +41,8 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::Serialize;
 
 pub use crate::resolve::Resolution;
+pub use bindings::{MacAddr, MacParseError, PortBinding};
+pub use keyed::{Field, KeyPart, KeyValue, KeyedKind, KeyedSetPlan, Limit, PayloadBase};
 pub use model::{
     AddrFamily, AddrRange, AddrType, BaseChain, ChainPlan, ChainType, CtDir, Hook, L4Proto, Match,
     RejectKind, RulePlan, SetKind, SetPlan, TABLE_NAME, TableFamily, TablePlan, Verdict,
@@ -126,6 +131,9 @@ pub struct HostPlan {
     /// so `verify` can tell when the host's networks have changed since;
     /// `None` when they were not read.
     pub host_networks: Option<Vec<IpNet>>,
+    /// Bridge ports bound to their sandbox's MAC and addresses, sorted by
+    /// port (see [`bindings`]); they fill the bridge table's keyed sets.
+    pub bindings: Vec<PortBinding>,
 }
 
 /// The plan cannot be built from these inputs.
@@ -162,6 +170,24 @@ pub enum PlanError {
         host: String,
         /// The refused address and the range that holds it, as a phrase.
         refused: String,
+    },
+    /// A port binding does not fit the profiles.
+    #[error("cannot bind port `{port}`: {problem}")]
+    Binding {
+        /// The port.
+        port: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// Every address of a profile's subnet is bound.
+    #[error(
+        "profile `{profile}` has no free address left in {subnet}; delete a sandbox or give the profile a larger subnet"
+    )]
+    PoolExhausted {
+        /// Profile.
+        profile: String,
+        /// Its IPv4 subnet.
+        subnet: String,
     },
     /// A profile uses the Multipass bridge, whose traffic corral drops.
     #[error(
@@ -210,7 +236,29 @@ impl HostPlan {
             host_networks: settings.host_networks.clone(),
             inet,
             bridge,
+            bindings: Vec::new(),
         })
+    }
+
+    /// The same plan with exactly `bindings` (checked against `profiles`,
+    /// the profile set the plan was built from). Only the bridge table's
+    /// set elements change, so the result can be applied to a live host
+    /// with `nft::refresh_sets` (no rule rebuilt).
+    pub fn with_bindings(
+        &self,
+        profiles: &ProfileSet,
+        bindings: Vec<PortBinding>,
+    ) -> Result<HostPlan, PlanError> {
+        let bindings = bindings::validate(profiles, bindings)?;
+        let mut plan = self.clone();
+        plan.bridge = bridge::table(profiles, &bindings);
+        plan.bindings = bindings;
+        Ok(plan)
+    }
+
+    /// The binding of `port`, if bound.
+    pub fn binding(&self, port: &str) -> Option<&PortBinding> {
+        self.bindings.iter().find(|b| b.port.as_str() == port)
     }
 
     /// Both tables, `inet` first.
@@ -250,14 +298,85 @@ impl HostPlan {
             .sum()
     }
 
-    /// Total number of set elements (ranges) in both tables.
+    /// Total number of set elements (ranges, keys) in both tables.
     pub fn element_count(&self) -> usize {
-        self.tables()
+        let ranges: usize = self
+            .tables()
             .iter()
             .flat_map(|t| &t.sets)
             .map(|s| s.elements.len())
-            .sum()
+            .sum();
+        let keys: usize = self
+            .tables()
+            .iter()
+            .flat_map(|t| &t.keyed_sets)
+            .map(|s| s.elements.len())
+            .sum();
+        ranges + keys
     }
+}
+
+/// The sysctl key of `setting` of interface `ifname` under
+/// `net.<proto>.conf` (a dot in an interface name is written `/`, as
+/// sysctl(8) does).
+pub fn interface_sysctl(proto: &str, ifname: &str, setting: &str) -> String {
+    format!("net.{proto}.conf.{}.{setting}", ifname.replace('.', "/"))
+}
+
+/// The sysctls of one profile bridge: the host answers ARP on it only for
+/// the bridge's own addresses and announces only them there (so a sandbox
+/// learns no other address of the host), ignores gratuitous ARP and
+/// unsolicited neighbour advertisements from sandboxes (a second layer
+/// behind the port bindings against neighbour poisoning), and never takes
+/// a router advertisement from a sandbox.
+fn bridge_sysctls(p: &corral_sandbox_core::Profile) -> Vec<SysctlPlan> {
+    let br = p.bridge.as_str();
+    let mut out = Vec::new();
+    let mut push = |key: String, value: &str, reason: &str| {
+        out.push(SysctlPlan {
+            key,
+            value: value.to_owned(),
+            reason: reason.to_owned(),
+        });
+    };
+    push(
+        interface_sysctl("ipv4", br, "arp_ignore"),
+        "1",
+        "answer ARP on a sandbox bridge only for the bridge's own addresses, never the host's others",
+    );
+    push(
+        interface_sysctl("ipv4", br, "arp_announce"),
+        "2",
+        "ARP requests on a sandbox bridge carry only the bridge's own address as sender",
+    );
+    push(
+        interface_sysctl("ipv4", br, "drop_gratuitous_arp"),
+        "1",
+        "a sandbox cannot move the host's neighbour entries with gratuitous ARP",
+    );
+    if p.subnet_v6.is_some() {
+        push(
+            interface_sysctl("ipv6", br, "drop_unsolicited_na"),
+            "1",
+            "a sandbox cannot move the host's neighbour entries with unsolicited advertisements",
+        );
+        push(
+            interface_sysctl("ipv6", br, "accept_ra"),
+            "0",
+            "the host never takes a route from a router advertisement on a sandbox bridge",
+        );
+    }
+    out
+}
+
+/// Whether `key` is a per-interface sysctl of one of `bridges` (it exists
+/// only once the bridge does, so it is applied after the bridges).
+pub fn is_bridge_sysctl(key: &str, bridges: &[BridgePlan]) -> bool {
+    bridges.iter().any(|b| {
+        let name = b.name.as_str().replace('.', "/");
+        key.starts_with(&format!("net.ipv4.conf.{name}."))
+            || key.starts_with(&format!("net.ipv6.conf.{name}."))
+    })
 }
 
 /// The sysctls a profile set needs.
@@ -319,6 +438,7 @@ fn sysctls(profiles: &ProfileSet) -> Vec<SysctlPlan> {
             });
         }
     }
+    out.extend(profiles.iter().flat_map(bridge_sysctls));
     if !profiles.is_empty() {
         for key in [
             "net.bridge.bridge-nf-call-iptables",

@@ -12,6 +12,8 @@ use corral_sandbox_core::PortRange;
 use ipnet::IpNet;
 use serde::Serialize;
 
+use super::keyed::{Field, KeyedSetPlan, Limit};
+
 /// The one table name corral owns, in both families.
 pub const TABLE_NAME: &str = "corral";
 
@@ -80,6 +82,8 @@ pub struct TablePlan {
     pub name: String,
     /// Named sets, in declaration order.
     pub sets: Vec<SetPlan>,
+    /// Keyed sets (concatenated keys, meters), after `sets`.
+    pub keyed_sets: Vec<KeyedSetPlan>,
     /// Chains: regular chains first, then base chains that jump to them.
     pub chains: Vec<ChainPlan>,
 }
@@ -125,24 +129,26 @@ pub struct AddrRange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Hook {
+    /// Packets (or frames) as they arrive, before routing or bridging
+    /// decisions (and, for bridged frames, before the bridge learns their
+    /// source address).
+    Prerouting,
     /// Packets to the host itself.
     Input,
     /// Packets (or bridged frames) passing through.
     Forward,
     /// Packets leaving (used for NAT).
     Postrouting,
-    /// Packets arriving, before routing decides between input and forward.
-    Prerouting,
 }
 
 impl Hook {
     /// The hook keyword of `nft` syntax.
     pub fn keyword(self) -> &'static str {
         match self {
+            Hook::Prerouting => "prerouting",
             Hook::Input => "input",
             Hook::Forward => "forward",
             Hook::Postrouting => "postrouting",
-            Hook::Prerouting => "prerouting",
         }
     }
 
@@ -150,10 +156,10 @@ impl Hook {
     /// these hooks).
     pub fn number(self) -> u32 {
         match self {
+            Hook::Prerouting => libc::NF_INET_PRE_ROUTING as u32,
             Hook::Input => libc::NF_INET_LOCAL_IN as u32,
             Hook::Forward => libc::NF_INET_FORWARD as u32,
             Hook::Postrouting => libc::NF_INET_POST_ROUTING as u32,
-            Hook::Prerouting => libc::NF_INET_PRE_ROUTING as u32,
         }
     }
 }
@@ -280,6 +286,45 @@ pub enum Match {
     SaddrNotIn(IpNet),
     /// `arp daddr ip NET` (bridge family: ARP asking for an address in NET).
     ArpTargetIn(ipnet::Ipv4Net),
+    /// `arp saddr ip NET` (bridge family: ARP from an address in NET).
+    ArpSenderIn(ipnet::Ipv4Net),
+    /// `ether type X` (bridge family): the ethertype as the frame carries
+    /// it, so an 802.1Q tag shows as 0x8100 even when the kernel has moved
+    /// the tag out of the frame. Network-layer matches after it in the same
+    /// rule need no protocol check of their own.
+    EtherType(u16),
+    /// `th sport N` or `th sport A-B` (needs an `L4Proto` match before it).
+    Sport(PortRange),
+    /// `ct state new`.
+    CtNew,
+    /// `F1 . F2 @set` (or `!= @set` when `negate`): the fields, concatenated,
+    /// are (not) a key of the keyed set.
+    InSet {
+        /// Fields, in the set's key order.
+        fields: Vec<Field>,
+        /// Keyed set name.
+        set: String,
+        /// Match when the key is absent.
+        negate: bool,
+    },
+    /// `@nh,O,L VALUE`: raw bytes equal `value` (the field is raw).
+    Bytes {
+        /// Where the bytes are.
+        field: Field,
+        /// What they must be.
+        value: Vec<u8>,
+    },
+    /// `update @set { F limit rate over R/second burst B packets }` or
+    /// `add @set { F ct count over N }`: holds when this key is over its
+    /// limit.
+    Meter {
+        /// Meter (keyed set of kind `Meter`) name.
+        set: String,
+        /// The key fields.
+        fields: Vec<Field>,
+        /// The limit per key.
+        limit: Limit,
+    },
 }
 
 /// A conntrack direction.

@@ -142,6 +142,10 @@ fn internet_none_host_and_bridge_chains() {
     assert_eq!(
         texts(chain(&plan, TableFamily::Bridge, "forward")),
         [
+            "iifname @ports counter drop",
+            "oifname @ports counter drop",
+            "iifname @quarantine counter drop",
+            "oifname @quarantine counter drop",
             "counter jump dev-ports",
             "counter jump web-ports",
             "counter jump iso-ports",
@@ -153,12 +157,85 @@ fn internet_none_host_and_bridge_chains() {
             "ip saddr 10.92.0.0/24 counter drop",
             "ip daddr 10.92.0.0/24 counter drop",
             "arp daddr ip 10.92.0.0/24 counter drop",
+            "arp saddr ip 10.92.0.0/24 counter drop",
         ]
     );
     assert_eq!(
         texts(chain(&plan, TableFamily::Bridge, "dev-ports")).len(),
-        5
+        6
     );
+    assert_eq!(
+        texts(chain(&plan, TableFamily::Bridge, "port-in")),
+        [
+            "iifname . ether saddr != @port-mac counter drop",
+            "ether type arp counter jump port-arp",
+            "ether type ip counter jump port-ip4",
+            "ether type ip6 counter jump port-ip6",
+            "counter drop",
+        ]
+    );
+    assert_eq!(
+        texts(chain(&plan, TableFamily::Bridge, "prerouting")),
+        [
+            "iifname @ports counter jump port-in",
+            "iifname @quarantine counter jump quarantine-in",
+        ]
+    );
+    let dev_host = texts(chain(&plan, TableFamily::Inet, "dev-host"));
+    // After the two DHCP accepts (broadcast and gateway).
+    assert_eq!(
+        dev_host[3],
+        "ip daddr 10.90.0.1 meta l4proto tcp th dport 53 ct state new add @dev-dnstcp4 { ip saddr ct count over 4 } counter reject with tcp reset"
+    );
+}
+
+#[test]
+fn bridge_chains_run_before_br_netfilter_whatever_the_order() {
+    let plan = sample_plan();
+    let bases: Vec<_> = plan.bridge.chains.iter().filter_map(|c| c.base).collect();
+    assert_eq!(bases.len(), 2);
+    for b in bases {
+        assert!(b.priority < bridge::BR_NETFILTER_LOWEST, "{b:?}");
+    }
+}
+
+#[test]
+fn bindings_change_only_set_elements() {
+    let (set, _) = sample();
+    let plan = sample_plan();
+    let dev = set.get("dev").unwrap();
+    let a = PortBinding::allocate(dev, &[]).unwrap();
+    let b = PortBinding::allocate(dev, std::slice::from_ref(&a)).unwrap();
+    let bound = plan
+        .with_bindings(&set, vec![b.clone(), a.clone()])
+        .unwrap();
+    assert_eq!(bound.bindings, vec![a.clone(), b.clone()]);
+    let mut skeleton = bound.clone();
+    for s in &mut skeleton.bridge.keyed_sets {
+        s.elements.clear();
+    }
+    skeleton.bindings.clear();
+    assert_eq!(skeleton, plan, "only keyed elements and bindings differ");
+    let elements = |name: &str| {
+        bound
+            .bridge
+            .keyed_sets
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap()
+            .elements
+            .len()
+    };
+    assert_eq!(elements(bridge::sets::PORTS), 2);
+    assert_eq!(elements(bridge::sets::PORT_IP4), 2);
+    // Global and link-local per binding.
+    assert_eq!(elements(bridge::sets::PORT_IP6), 4);
+    assert_eq!(elements(bridge::sets::PORT_ND_TARGET), 4);
+    assert_eq!(bound.binding(a.port.as_str()), Some(&a));
+    // Unbinding is binding the rest.
+    let back = bound.with_bindings(&set, vec![b]).unwrap();
+    assert_eq!(back.bindings.len(), 1);
+    assert_eq!(plan.with_bindings(&set, vec![]).unwrap(), plan);
 }
 
 #[test]
@@ -190,9 +267,29 @@ fn sysctls_and_bridges() {
             "net.ipv4.conf.cb-iso.rp_filter",
             "net.ipv4.conf.cb-iso.accept_local",
             "net.ipv4.conf.cb-iso.route_localnet",
+            "net.ipv4.conf.cb-dev.arp_ignore",
+            "net.ipv4.conf.cb-dev.arp_announce",
+            "net.ipv4.conf.cb-dev.drop_gratuitous_arp",
+            "net.ipv6.conf.cb-dev.drop_unsolicited_na",
+            "net.ipv6.conf.cb-dev.accept_ra",
+            "net.ipv4.conf.cb-web.arp_ignore",
+            "net.ipv4.conf.cb-web.arp_announce",
+            "net.ipv4.conf.cb-web.drop_gratuitous_arp",
+            "net.ipv4.conf.cb-iso.arp_ignore",
+            "net.ipv4.conf.cb-iso.arp_announce",
+            "net.ipv4.conf.cb-iso.drop_gratuitous_arp",
             "net.bridge.bridge-nf-call-iptables",
             "net.bridge.bridge-nf-call-ip6tables",
         ]
+    );
+    assert!(is_bridge_sysctl(
+        "net.ipv4.conf.cb-dev.arp_ignore",
+        &plan.bridges
+    ));
+    assert!(!is_bridge_sysctl("net.ipv4.ip_forward", &plan.bridges));
+    assert_eq!(
+        interface_sysctl("ipv4", "br.5", "arp_ignore"),
+        "net.ipv4.conf.br/5.arp_ignore"
     );
     assert_eq!(plan.bridges[0].gateway_v4.to_string(), "10.90.0.1/24");
     assert_eq!(

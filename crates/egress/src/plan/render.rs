@@ -8,6 +8,7 @@ use std::fmt::Write;
 use ipnet::IpNet;
 
 use super::HostPlan;
+use super::keyed::{Field, KeyPart, KeyValue, KeyedKind, KeyedSetPlan, Limit, PayloadBase};
 use super::model::{
     AddrFamily, AddrRange, ChainPlan, Match, RejectKind, RulePlan, SetKind, SetPlan, TablePlan,
     Verdict,
@@ -31,6 +32,9 @@ fn render_table(out: &mut String, t: &TablePlan) {
     let _ = writeln!(out, "table {} {} {{", t.family.keyword(), t.name);
     for s in &t.sets {
         render_set(out, s);
+    }
+    for s in &t.keyed_sets {
+        render_keyed_set(out, s);
     }
     for c in &t.chains {
         render_chain(out, c);
@@ -80,6 +84,126 @@ fn net_text(net: &IpNet) -> String {
     }
 }
 
+fn render_keyed_set(out: &mut String, s: &KeyedSetPlan) {
+    let _ = writeln!(out, "\tset {} {{", s.name);
+    if s.has_raw_part() {
+        let parts: Vec<String> = s.key.iter().map(|p| typeof_text(*p)).collect();
+        let _ = writeln!(out, "\t\ttypeof {}", parts.join(" . "));
+    } else {
+        let parts: Vec<&str> = s.key.iter().map(|p| type_text(*p)).collect();
+        let _ = writeln!(out, "\t\ttype {}", parts.join(" . "));
+    }
+    if let KeyedKind::Meter { timeout } = s.kind {
+        let _ = writeln!(out, "\t\tsize {}", super::keyed::METER_SIZE);
+        match timeout {
+            Some(t) => {
+                let _ = writeln!(out, "\t\tflags dynamic,timeout");
+                let _ = writeln!(out, "\t\ttimeout {}s", t.as_secs());
+            }
+            None => {
+                let _ = writeln!(out, "\t\tflags dynamic");
+            }
+        }
+    }
+    if !s.elements.is_empty() {
+        let elems: Vec<String> = s
+            .elements
+            .iter()
+            .map(|e| keyed_element_text(s, e))
+            .collect();
+        let _ = writeln!(out, "\t\telements = {{ {} }}", elems.join(", "));
+    }
+    out.push_str("\t}\n");
+}
+
+/// One element of a keyed set as `nft` writes it.
+pub fn keyed_element_text(s: &KeyedSetPlan, e: &[KeyValue]) -> String {
+    s.key
+        .iter()
+        .zip(e)
+        .map(|(p, v)| value_text(*p, v))
+        .collect::<Vec<_>>()
+        .join(" . ")
+}
+
+fn type_text(p: KeyPart) -> &'static str {
+    match p {
+        KeyPart::IfName => "ifname",
+        KeyPart::Ether => "ether_addr",
+        KeyPart::Ipv4 => "ipv4_addr",
+        KeyPart::Ipv6 => "ipv6_addr",
+        KeyPart::Raw(_) => "integer",
+    }
+}
+
+fn typeof_text(p: KeyPart) -> String {
+    match p {
+        KeyPart::IfName => "iifname".to_owned(),
+        KeyPart::Ether => "ether saddr".to_owned(),
+        KeyPart::Ipv4 => "ip saddr".to_owned(),
+        KeyPart::Ipv6 => "ip6 saddr".to_owned(),
+        KeyPart::Raw(f) => field_text(f),
+    }
+}
+
+fn value_text(p: KeyPart, v: &KeyValue) -> String {
+    match (p, v) {
+        (KeyPart::Raw(_), v) => {
+            let hex: String = v.bytes().iter().map(|b| format!("{b:02x}")).collect();
+            format!("0x{hex}")
+        }
+        (_, KeyValue::IfName(n)) => format!("\"{n}\""),
+        (_, KeyValue::Ether(m)) => mac_text(m),
+        (_, KeyValue::V4(a)) => a.to_string(),
+        (_, KeyValue::V6(a)) => a.to_string(),
+    }
+}
+
+fn mac_text(m: &[u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// A field as `nft` writes it.
+pub fn field_text(f: Field) -> String {
+    match f {
+        Field::IifName => "iifname".to_owned(),
+        Field::OifName => "oifname".to_owned(),
+        Field::EtherSaddr => "ether saddr".to_owned(),
+        Field::ArpSenderMac => "arp saddr ether".to_owned(),
+        Field::ArpSenderIp => "arp saddr ip".to_owned(),
+        Field::IpSaddr(f) => format!("{} saddr", ip_kw(f)),
+        Field::Raw { base, offset, len } => {
+            let b = match base {
+                PayloadBase::Link => "ll",
+                PayloadBase::Network => "nh",
+                PayloadBase::Transport => "th",
+            };
+            format!("@{b},{},{}", offset * 8, len * 8)
+        }
+    }
+}
+
+fn fields_text(fields: &[Field]) -> String {
+    fields
+        .iter()
+        .map(|f| field_text(*f))
+        .collect::<Vec<_>>()
+        .join(" . ")
+}
+
+fn ethertype_text(t: u16) -> String {
+    match t {
+        0x0800 => "ip".to_owned(),
+        0x0806 => "arp".to_owned(),
+        0x86dd => "ip6".to_owned(),
+        0x8100 => "8021q".to_owned(),
+        other => format!("0x{other:04x}"),
+    }
+}
+
 /// `a.b.c.d`, `net/len`, or `first-last`.
 pub fn range_text(r: &AddrRange) -> String {
     match r.as_net() {
@@ -101,14 +225,79 @@ fn render_chain(out: &mut String, c: &ChainPlan) {
         );
     }
     for r in &c.rules {
-        let _ = writeln!(out, "\t\t{}", rule_text(r));
+        let _ = writeln!(out, "\t\t{}", rule_source(r));
     }
     out.push_str("\t}\n");
 }
 
 /// One rule in `nft` syntax.
+///
+/// As `nft list` prints it: an `ether type` check that the next match's
+/// field implies (`ether type ip` before `ip saddr …`) is left out, as `nft`
+/// leaves it out, so a rule read back from the kernel decodes to this text.
 pub fn rule_text(r: &RulePlan) -> String {
-    let mut parts: Vec<String> = r.matches.iter().map(match_text).collect();
+    rule_words(r, true)
+}
+
+/// A rule as `nft -f` loads it: every check spelled out (an explicit
+/// `ether type` is encoded as the frame's ethertype; left implicit, `nft`
+/// would check `meta protocol` instead).
+fn rule_source(r: &RulePlan) -> String {
+    rule_words(r, false)
+}
+
+/// The protocol an `ether type` check names, as `nft` tracks it.
+#[derive(PartialEq)]
+enum L3 {
+    Ip(AddrFamily),
+    Arp,
+}
+
+fn ethertype_l3(t: u16) -> Option<L3> {
+    match t {
+        0x0800 => Some(L3::Ip(AddrFamily::V4)),
+        0x86dd => Some(L3::Ip(AddrFamily::V6)),
+        0x0806 => Some(L3::Arp),
+        _ => None,
+    }
+}
+
+fn field_l3(f: &Field) -> Option<L3> {
+    match f {
+        Field::IpSaddr(af) => Some(L3::Ip(*af)),
+        Field::ArpSenderMac | Field::ArpSenderIp => Some(L3::Arp),
+        _ => None,
+    }
+}
+
+/// Whether `m` loads a field of protocol `l3` (which implies the check).
+fn loads_field_of(m: &Match, l3: &L3) -> bool {
+    match m {
+        Match::Daddr(a) => *l3 == L3::Ip(AddrFamily::of(*a)),
+        Match::SaddrIn(n) | Match::DaddrIn(n) | Match::SaddrNotIn(n) => {
+            *l3 == L3::Ip(AddrFamily::of(n.addr()))
+        }
+        Match::DaddrInSet(f, _) => *l3 == L3::Ip(*f),
+        Match::ArpTargetIn(_) | Match::ArpSenderIn(_) => *l3 == L3::Arp,
+        Match::InSet { fields, .. } | Match::Meter { fields, .. } => {
+            fields.iter().any(|f| field_l3(f).as_ref() == Some(l3))
+        }
+        _ => false,
+    }
+}
+
+fn rule_words(r: &RulePlan, listing: bool) -> String {
+    let mut parts: Vec<String> = Vec::with_capacity(r.matches.len() + 2);
+    for (i, m) in r.matches.iter().enumerate() {
+        if listing
+            && let Match::EtherType(t) = m
+            && let Some(l3) = ethertype_l3(*t)
+            && r.matches.get(i + 1).is_some_and(|n| loads_field_of(n, &l3))
+        {
+            continue;
+        }
+        parts.push(match_text(m));
+    }
     if r.counter {
         parts.push("counter".to_owned());
     }
@@ -146,8 +335,10 @@ fn match_text(m: &Match) -> String {
         Match::Icmpv6Type(t) => {
             let name = match t {
                 133 => "nd-router-solicit".to_owned(),
+                134 => "nd-router-advert".to_owned(),
                 135 => "nd-neighbor-solicit".to_owned(),
                 136 => "nd-neighbor-advert".to_owned(),
+                137 => "nd-redirect".to_owned(),
                 other => other.to_string(),
             };
             format!("icmpv6 type {name}")
@@ -170,6 +361,31 @@ fn match_text(m: &Match) -> String {
             format!("{} saddr != {}", ip_kw(f), net_text(net))
         }
         Match::ArpTargetIn(net) => format!("arp daddr ip {}", net_text(&IpNet::V4(*net))),
+        Match::ArpSenderIn(net) => format!("arp saddr ip {}", net_text(&IpNet::V4(*net))),
+        Match::EtherType(t) => format!("ether type {}", ethertype_text(*t)),
+        Match::Sport(r) => format!("th sport {r}"),
+        Match::CtNew => "ct state new".to_owned(),
+        Match::InSet {
+            fields,
+            set,
+            negate,
+        } => {
+            let op = if *negate { "!= " } else { "" };
+            format!("{} {op}@{set}", fields_text(fields))
+        }
+        Match::Bytes { field, value } => {
+            let hex: String = value.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{} 0x{hex}", field_text(*field))
+        }
+        Match::Meter { set, fields, limit } => match limit {
+            Limit::RateOver { per_second, burst } => format!(
+                "update @{set} {{ {} limit rate over {per_second}/second burst {burst} packets }}",
+                fields_text(fields)
+            ),
+            Limit::CountOver(n) => {
+                format!("add @{set} {{ {} ct count over {n} }}", fields_text(fields))
+            }
+        },
     }
 }
 

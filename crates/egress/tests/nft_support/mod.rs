@@ -58,15 +58,20 @@ pub fn loopback_up() {
     }
 }
 
-/// Allowlist (v4+v6, host + wildcard + CIDR entries), internet and none
-/// profiles, with a resolution of the host entry to `api_addrs`.
-pub fn sample_plan(api_addrs: &[&str]) -> HostPlan {
+/// The profiles of [`sample_plan`].
+pub fn sample_profiles() -> ProfileSet {
     // Prefixes that end inside a byte, to exercise masked address matches.
     let mut web = profile("web", "cb-web", "10.91.0.0/22", EgressMode::Internet, &[]);
     web.subnet_v6 = Some("fd00:91::/64".parse().unwrap());
     let mut iso = profile("iso", "cb-iso", "10.92.0.0/23", EgressMode::None, &[]);
     iso.block = BlockAction::Drop;
-    let set = ProfileSet::new(vec![dev_profile(), web, iso]).unwrap();
+    ProfileSet::new(vec![dev_profile(), web, iso]).unwrap()
+}
+
+/// Allowlist (v4+v6, host + wildcard + CIDR entries), internet and none
+/// profiles, with a resolution of the host entry to `api_addrs`.
+pub fn sample_plan(api_addrs: &[&str]) -> HostPlan {
+    let set = sample_profiles();
     HostPlan::build(&set, &PlanSettings::default(), &api_resolution(api_addrs)).unwrap()
 }
 

@@ -71,8 +71,13 @@ impl ProfileScope {
             for c in table.chains.iter().filter(|c| reach.contains(&c.name)) {
                 for r in &c.rules {
                     for m in &r.matches {
-                        if let Match::DaddrInSet(_, set) = m {
-                            scope.sets.insert((table.family, set.clone()));
+                        match m {
+                            Match::DaddrInSet(_, set)
+                            | Match::InSet { set, .. }
+                            | Match::Meter { set, .. } => {
+                                scope.sets.insert((table.family, set.clone()));
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -89,6 +94,9 @@ impl ProfileScope {
         match drift {
             HostDrift::Nft(d) => self.covers_nft(d),
             HostDrift::Bridge { name, .. } => self.bridge.as_deref() == Some(name.as_str()),
+            // A port of the profile's bridge that is not isolated, or
+            // neither bound nor quarantined, can reach its siblings.
+            HostDrift::Port { bridge, .. } => self.bridge.as_deref() == Some(bridge.as_str()),
             // Forwarding and bridge-netfilter switches hold for every
             // profile's rules at once.
             HostDrift::Sysctl(_) => true,

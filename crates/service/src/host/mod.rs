@@ -47,6 +47,10 @@ pub enum ApplyError {
     /// The state directory's host lock could not be taken; nothing changed.
     #[error("cannot take the host lock; nothing was changed")]
     Lock(#[source] StateError),
+    /// The port bindings recorded by the last apply could not be read or
+    /// kept; nothing changed.
+    #[error("keeping the port bindings of what was applied; nothing was changed")]
+    Bindings(#[source] PlanningError),
     /// The host refused the change or does not match the plan afterwards;
     /// the previous ruleset stays in force (one transaction).
     #[error("applying to {target}")]
@@ -182,10 +186,21 @@ impl HostService {
         Ok((status, corral_gateway::status_recorded(&self.state_dir)))
     }
 
-    /// Apply `planned`: the sequence in the module docs.
+    /// Apply `planned`: the sequence in the module docs. The port bindings
+    /// recorded by the last apply that still fit `planned`'s profiles are
+    /// kept (a re-apply must not cut bound sandboxes off).
     pub fn apply(&self, planned: &Planned) -> Result<Applied, ApplyError> {
         let _lock = self.store().lock().map_err(ApplyError::Lock)?;
-        let planned = &self.complete(planned).map_err(ApplyError::Planning)?;
+        let planned = self.complete(planned).map_err(ApplyError::Planning)?;
+        let previous = self
+            .store()
+            .load()
+            .map_err(|e| ApplyError::Bindings(PlanningError::State(e)))?
+            .map(|i| i.bindings)
+            .unwrap_or_default();
+        let planned = planned
+            .keeping_bindings(&previous)
+            .map_err(ApplyError::Bindings)?;
         let report = self.target.host.apply(&planned.plan).map_err(|e| {
             let (target, source) = self.host_error(e);
             ApplyError::Host { target, source }
@@ -234,7 +249,7 @@ impl HostService {
                 again
             }
         };
-        let new = self.complete(&new)?;
+        let new = self.complete(&new)?.keeping_bindings(&old.plan.bindings)?;
         let (report, revoked) = self
             .target
             .host

@@ -2,7 +2,8 @@
 //! now), or what was last applied (names as they resolved then).
 
 use corral_egress::host::{AppliedInputs, Host, HostError, StateError, StateStore, plan_settings};
-use corral_egress::plan::{HostPlan, PlanError, PlanSettings};
+use corral_egress::plan::bindings::carry;
+use corral_egress::plan::{HostPlan, PlanError, PlanSettings, PortBinding};
 use corral_egress::resolve::{Resolution, ResolveError, SystemResolver, resolve_profiles};
 use corral_sandbox_core::config::Config;
 
@@ -28,10 +29,27 @@ pub struct Planned {
 }
 
 impl Planned {
-    /// The inputs to persist after an apply or refresh.
+    /// The inputs to persist after an apply or refresh (the port bindings
+    /// in force included).
     pub fn inputs(&self) -> AppliedInputs {
         AppliedInputs::new(&self.config, self.resolution.clone())
             .with_host_networks(self.host_networks.clone())
+            .with_bindings(self.plan.bindings.clone())
+    }
+
+    /// This plan with the bindings of `previous` that still fit its
+    /// configuration (see `bindings::carry`): a re-apply or refresh must
+    /// not cut bound sandboxes off.
+    pub fn keeping_bindings(&self, previous: &[PortBinding]) -> Result<Planned, PlanningError> {
+        let kept = carry(&self.config.profiles, previous);
+        let plan = self
+            .plan
+            .with_bindings(&self.config.profiles, kept)
+            .map_err(PlanningError::Plan)?;
+        Ok(Planned {
+            plan,
+            ..self.clone()
+        })
     }
 }
 
@@ -54,7 +72,9 @@ pub fn with_host_networks(planned: &Planned, host: &Host) -> Result<Planned, Pla
         host_networks: Some(nets.clone()),
         ..plan_settings(&planned.config.host)
     };
+    // The bindings the plan carried stay (they are in no configuration).
     let plan = HostPlan::build(&planned.config.profiles, &settings, &planned.resolution)
+        .and_then(|p| p.with_bindings(&planned.config.profiles, planned.plan.bindings.clone()))
         .map_err(PlanningError::Plan)?;
     Ok(Planned {
         plan,
@@ -122,6 +142,7 @@ pub fn applied(store: &StateStore) -> Result<Option<Planned>, PlanningError> {
         &inputs.settings(&config),
         &inputs.resolution,
     )
+    .and_then(|p| p.with_bindings(&config.profiles, inputs.bindings.clone()))
     .map_err(|e| PlanningError::State(StateError::Plan(e)))?;
     Ok(Some(Planned {
         config,

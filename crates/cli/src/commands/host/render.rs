@@ -93,6 +93,18 @@ impl From<&HostDrift> for DriftView {
                 detail: format!("{packets} packet(s) from its subnet arrived elsewhere"),
                 message,
             },
+            HostDrift::Port {
+                port,
+                bridge,
+                problem,
+            } => Self {
+                area: "port",
+                kind: "changed",
+                object: "port".to_owned(),
+                location: format!("{bridge} {port}"),
+                detail: problem.clone(),
+                message,
+            },
         }
     }
 }

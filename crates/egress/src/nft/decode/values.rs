@@ -202,6 +202,7 @@ fn icmpv6_type(t: u8) -> String {
         134 => "nd-router-advert".to_owned(),
         135 => "nd-neighbor-solicit".to_owned(),
         136 => "nd-neighbor-advert".to_owned(),
+        137 => "nd-redirect".to_owned(),
         other => other.to_string(),
     }
 }

@@ -1,0 +1,394 @@
+//! Layer-2 attacks from one lab sandbox: on a sibling (frames that must not
+//! reach it, ARP and neighbour-advertisement poisoning of its caches) and on
+//! the host (its neighbour table, the bridge's forwarding database, ARP
+//! answers for addresses that are not the bridge's).
+//!
+//! Each attack primes what it poisons first (the victim resolves the
+//! address, so there is an entry to overwrite), sends its frames a few
+//! times, and then reads the victim's state back over rtnetlink or waits
+//! for its marker on the victim's interface.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::{Duration, Instant};
+
+use super::{AttackError, Outcome};
+use crate::lab::topology::SandboxNs;
+use crate::lab::{Probe, probe_from};
+use crate::raw::frame::{self, ArpOp, BROADCAST, Link, Mac, Transport};
+use crate::raw::{Capture, Marker, PacketSocket, dhcp, nd, neigh};
+use corral_egress::link::Links;
+use corral_egress::netns::Netns;
+
+/// How long a victim is watched for an effect.
+const WATCH: Duration = Duration::from_millis(800);
+/// Times each attack frame is sent.
+const REPEAT: usize = 3;
+/// The kernel ignores ARP updates to an entry younger than its lock time
+/// (1 s by default) unless they are gratuitous.
+const LOCKTIME: Duration = Duration::from_millis(1100);
+
+/// A sandbox with a raw socket on its `eth0`.
+#[derive(Debug)]
+pub struct Attacker<'a> {
+    /// The sandbox.
+    pub sb: &'a SandboxNs,
+    /// The raw socket.
+    pub sock: PacketSocket,
+}
+
+impl<'a> Attacker<'a> {
+    /// Opens a raw socket on the sandbox's `eth0`.
+    pub fn new(sb: &'a SandboxNs) -> Result<Self, AttackError> {
+        Ok(Self {
+            sb,
+            sock: PacketSocket::open(&sb.ns, "eth0")?,
+        })
+    }
+
+    /// The sandbox's own MAC.
+    pub fn mac(&self) -> Mac {
+        self.sock.mac()
+    }
+
+    /// Sends `frame` [`REPEAT`] times, 50 ms apart.
+    pub fn send(&self, frame: &[u8]) -> Result<(), AttackError> {
+        for i in 0..REPEAT {
+            if i > 0 {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            self.sock.send(frame)?;
+        }
+        Ok(())
+    }
+}
+
+/// The MAC of `ifname` inside `ns`.
+pub fn mac_of(ns: &Netns, ifname: &str) -> Result<Mac, AttackError> {
+    Ok(PacketSocket::open(ns, ifname)?.mac())
+}
+
+/// The interface index of `ifname` inside `ns`.
+pub fn ifindex(ns: &Netns, ifname: &str) -> Result<u32, AttackError> {
+    let name = ifname.to_owned();
+    let link = ns.run_async(|| async move { Links::connect()?.require(&name).await })??;
+    Ok(link.index)
+}
+
+/// Makes `ns` resolve `ip` afresh (its old entry deleted, then one echo
+/// request: the answer does not matter, the neighbour lookup before it
+/// does) and returns the MAC it learned.
+pub fn prime(ns: &Netns, ip: IpAddr) -> Result<Option<Mac>, AttackError> {
+    neigh::forget(ns, ip)?;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let _ = probe_from(ns, &Probe::Icmp { to: ip }, Duration::from_millis(200));
+        if let Some(mac) = neigh::mac_for(ns, ip)? {
+            return Ok(Some(mac));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+    }
+}
+
+/// Watches `ns`'s entry for `ip` for [`WATCH`]: landed when it names `evil`.
+fn watch_entry(
+    ns: &Netns,
+    ip: IpAddr,
+    evil: Mac,
+    before: Option<Mac>,
+) -> Result<Outcome, AttackError> {
+    let deadline = Instant::now() + WATCH;
+    loop {
+        let now = neigh::mac_for(ns, ip)?;
+        if now == Some(evil) {
+            return Ok(Outcome::landed(format!(
+                "{ip} now resolves to the attacker {} (was {})",
+                fmt_mac(evil),
+                before.map_or("unresolved".to_owned(), fmt_mac)
+            )));
+        }
+        if Instant::now() >= deadline {
+            return Ok(Outcome::held(format!(
+                "{ip} still resolves to {}",
+                now.map_or("nothing".to_owned(), fmt_mac)
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+pub fn fmt_mac(m: Mac) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// How a poisoning ARP packet is shaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArpStyle {
+    /// A broadcast request whose sender and target are the claimed address
+    /// (a gratuitous ARP: it overrides at once).
+    Gratuitous,
+    /// A broadcast request *from* the claimed address for an unrelated
+    /// target: only the sender pair is forged.
+    ForgedSender,
+    /// A gratuitous reply (sender and target the claimed address).
+    GratuitousReply,
+}
+
+fn arp_frame(a: &Attacker<'_>, claimed: Ipv4Addr, style: ArpStyle) -> Result<Vec<u8>, AttackError> {
+    let me = a.mac();
+    let link = Link::new(me, BROADCAST);
+    // A gratuitous reply names the sender's MAC as the target's too, or
+    // the kernel does not treat it as gratuitous.
+    let (op, target_mac, target) = match style {
+        ArpStyle::Gratuitous => (ArpOp::Request, [0; 6], claimed),
+        ArpStyle::ForgedSender => (ArpOp::Request, [0; 6], Ipv4Addr::new(198, 51, 100, 99)),
+        ArpStyle::GratuitousReply => (ArpOp::Reply, me, claimed),
+    };
+    Ok(frame::arp(&link, op, me, claimed, target_mac, target)?)
+}
+
+/// ARP poisoning of `victim_ns`'s entry for `claimed`: the attacker claims
+/// the address for its own MAC.
+pub fn arp_poison(
+    a: &Attacker<'_>,
+    victim_ns: &Netns,
+    claimed: Ipv4Addr,
+    style: ArpStyle,
+) -> Result<Outcome, AttackError> {
+    let Some(before) = prime(victim_ns, claimed.into())? else {
+        return Err(AttackError::Setup(format!(
+            "the victim never resolved {claimed}"
+        )));
+    };
+    if style == ArpStyle::ForgedSender {
+        std::thread::sleep(LOCKTIME);
+    }
+    a.send(&arp_frame(a, claimed, style)?)?;
+    watch_entry(victim_ns, claimed.into(), a.mac(), Some(before))
+}
+
+/// Neighbour-advertisement poisoning of `victim_ns`'s entry for `claimed`:
+/// an unsolicited advertisement with the override flag, to all nodes,
+/// naming the attacker's MAC as the target's link-layer address.
+pub fn na_poison(
+    a: &Attacker<'_>,
+    victim_ns: &Netns,
+    claimed: Ipv6Addr,
+) -> Result<Outcome, AttackError> {
+    let Some(before) = prime(victim_ns, claimed.into())? else {
+        return Err(AttackError::Setup(format!(
+            "the victim never resolved {claimed}"
+        )));
+    };
+    let me = a.mac();
+    let f = nd::neighbor_advert(
+        &Link::new(me, nd::multicast_mac(nd::ALL_NODES)),
+        nd::link_local(me),
+        nd::ALL_NODES,
+        claimed,
+        nd::AdvertFlags {
+            override_: true,
+            ..nd::AdvertFlags::default()
+        },
+        Some(me),
+        &[],
+    )?;
+    a.send(&f)?;
+    watch_entry(victim_ns, claimed.into(), me, Some(before))
+}
+
+/// Sends the frame `build(marker)` makes and reports whether its marker
+/// arrived on `victim`'s `eth0`.
+pub fn frame_reaches(
+    a: &Attacker<'_>,
+    victim: &SandboxNs,
+    what: &str,
+    build: impl Fn(&Marker) -> Result<Vec<u8>, AttackError>,
+) -> Result<Outcome, AttackError> {
+    let cap = Capture::open(&victim.ns, "eth0")?;
+    let marker = Marker::fresh();
+    a.send(&build(&marker)?)?;
+    if cap.saw(&marker, WATCH)? {
+        Ok(Outcome::landed(format!("{what} reached {}", victim.name)))
+    } else {
+        Ok(Outcome::held(format!(
+            "{what} never reached {}",
+            victim.name
+        )))
+    }
+}
+
+/// An IPv4 UDP frame to the victim's MAC and address, under `vlans`
+/// 802.1Q tags (none, one, or 802.1Q-in-802.1Q).
+pub fn tagged_udp(
+    a: &Attacker<'_>,
+    victim: &SandboxNs,
+    vlans: &[u16],
+) -> Result<Outcome, AttackError> {
+    let dst = mac_of(&victim.ns, "eth0")?;
+    let what = format!("UDP under 802.1Q tags {vlans:?}");
+    frame_reaches(a, victim, &what, |m| {
+        let mut link = Link::new(a.mac(), dst);
+        for v in vlans {
+            link = link.tagged(*v);
+        }
+        Ok(frame::ip(
+            &link,
+            a.sb.v4.into(),
+            victim.v4.into(),
+            64,
+            Transport::Udp { sport: 9, dport: 9 },
+            m.bytes(),
+        )?)
+    })
+}
+
+/// UDP from the attacker's IPv6 link-local address to the victim's.
+pub fn link_local_udp(a: &Attacker<'_>, victim: &SandboxNs) -> Result<Outcome, AttackError> {
+    let dst = mac_of(&victim.ns, "eth0")?;
+    frame_reaches(a, victim, "IPv6 link-local UDP", |m| {
+        Ok(frame::ip(
+            &Link::new(a.mac(), dst),
+            nd::link_local(a.mac()).into(),
+            nd::link_local(dst).into(),
+            64,
+            Transport::Udp { sport: 9, dport: 9 },
+            m.bytes(),
+        )?)
+    })
+}
+
+/// A broadcast frame of an experimental ethertype (0x88b5).
+pub fn broadcast_frame(a: &Attacker<'_>, victim: &SandboxNs) -> Result<Outcome, AttackError> {
+    frame_reaches(a, victim, "broadcast frame (ethertype 0x88b5)", |m| {
+        Ok(frame::ethertype(
+            &Link::new(a.mac(), BROADCAST),
+            0x88b5,
+            m.bytes(),
+        ))
+    })
+}
+
+/// A rogue router advertisement: the attacker as default router, to all
+/// nodes (no prefix: a victim that took one would source its traffic from
+/// an address nobody bound). The marker rides in an option type receivers
+/// skip.
+pub fn rogue_router_advert(a: &Attacker<'_>, victim: &SandboxNs) -> Result<Outcome, AttackError> {
+    frame_reaches(a, victim, "router advertisement naming the attacker", |m| {
+        let opts = marker_option(m);
+        Ok(nd::router_advert(
+            &Link::new(a.mac(), nd::multicast_mac(nd::ALL_NODES)),
+            nd::link_local(a.mac()),
+            nd::ALL_NODES,
+            1800,
+            &opts,
+        )?)
+    })
+}
+
+/// An ND option of an unassigned type carrying the marker (24 bytes).
+fn marker_option(m: &Marker) -> [u8; 24] {
+    let mut o = [0u8; 24];
+    o[0] = 253;
+    o[1] = 3;
+    o[2..18].copy_from_slice(m.bytes());
+    o
+}
+
+/// A rogue DHCP OFFER, broadcast, naming the attacker as router and DNS.
+pub fn rogue_dhcp_offer(a: &Attacker<'_>, victim: &SandboxNs) -> Result<Outcome, AttackError> {
+    frame_reaches(a, victim, "DHCP offer naming the attacker", |m| {
+        let mut payload = dhcp::ClientMessage::discover(0x0bad_f00d, [2, 0, 0, 0, 0, 9]).payload();
+        payload[0] = 2; // BOOTREPLY
+        payload[16..20].copy_from_slice(&victim.v4.octets());
+        // The marker goes into the server host name field (sname).
+        payload[44..60].copy_from_slice(m.bytes());
+        Ok(frame::ip(
+            &Link::new(a.mac(), BROADCAST),
+            a.sb.v4.into(),
+            Ipv4Addr::BROADCAST.into(),
+            64,
+            Transport::Udp {
+                sport: dhcp::SERVER_PORT,
+                dport: dhcp::CLIENT_PORT,
+            },
+            &payload,
+        )?)
+    })
+}
+
+/// Sends an ARP request for `target` (an address of the host that is not
+/// this bridge's gateway) with the attacker's true sender pair, and
+/// reports whether the host answered.
+pub fn host_answers_arp_for(a: &Attacker<'_>, target: Ipv4Addr) -> Result<Outcome, AttackError> {
+    let me = a.mac();
+    let f = frame::arp(
+        &Link::new(me, BROADCAST),
+        ArpOp::Request,
+        me,
+        a.sb.v4,
+        [0; 6],
+        target,
+    )?;
+    let cap = Capture::open(&a.sb.ns, "eth0")?;
+    a.send(&f)?;
+    let reply = cap.wait_for(WATCH, |r| is_arp_reply_from(&r.frame, target))?;
+    Ok(match reply {
+        Some(_) => Outcome::landed(format!("the host answered ARP for {target} on this bridge")),
+        None => Outcome::held(format!("no ARP answer for {target} on this bridge")),
+    })
+}
+
+fn is_arp_reply_from(f: &[u8], sender: Ipv4Addr) -> bool {
+    f.len() >= 42
+        && f[12..14] == [0x08, 0x06]
+        && f[20..22] == [0, 2]
+        && f[28..32] == sender.octets()
+}
+
+/// FDB theft: frames from the attacker with the victim's MAC as source.
+/// Landed when the host's bridge sends the victim's MAC to the attacker's
+/// port.
+pub fn steal_fdb(
+    a: &Attacker<'_>,
+    victim: &SandboxNs,
+    host: &Netns,
+) -> Result<Outcome, AttackError> {
+    let victim_mac = mac_of(&victim.ns, "eth0")?;
+    let victim_port = ifindex(host, &victim.port)?;
+    let attacker_port = ifindex(host, &a.sb.port)?;
+    // The victim speaks first, so the bridge has learned where it is.
+    prime(host, victim.v4.into())?;
+    let before = neigh::port_of(host, victim_mac)?;
+    let f = frame::ip(
+        &Link::new(victim_mac, BROADCAST),
+        victim.v4.into(),
+        Ipv4Addr::BROADCAST.into(),
+        64,
+        Transport::Udp { sport: 9, dport: 9 },
+        b"fdb",
+    )?;
+    a.send(&f)?;
+    let deadline = Instant::now() + WATCH;
+    loop {
+        let now = neigh::port_of(host, victim_mac)?;
+        if now == Some(attacker_port) {
+            return Ok(Outcome::landed(format!(
+                "the bridge now sends {} to the attacker's port (was {before:?}, the victim's is {victim_port})",
+                fmt_mac(victim_mac)
+            )));
+        }
+        if Instant::now() >= deadline {
+            return Ok(Outcome::held(format!(
+                "{} stays behind port {now:?} (the victim's is {victim_port})",
+                fmt_mac(victim_mac)
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

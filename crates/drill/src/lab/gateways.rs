@@ -1,0 +1,96 @@
+//! The gateway services of a lab, for real: one dnsmasq per profile bridge
+//! inside the simulated host, and a test upstream resolver in the
+//! "internet" namespace whose query log shows what left the host.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use corral_gateway::test_upstream::TestUpstream;
+use corral_gateway::{DnsTiming, GatewayError, start_all, stop_all};
+
+use super::{Lab, Transport};
+
+/// The lab's upstream resolver. Answers it gives should be in
+/// 198.18.0.0/15: dnsmasq's `stop-dns-rebind` strips private and
+/// documentation-range answers.
+pub const UPSTREAM: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
+
+/// Starting the lab's gateways failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewaysError {
+    /// The upstream could not be started.
+    #[error("lab gateways: cannot start the test upstream at {addr}: {source}")]
+    Upstream {
+        /// Where it should listen.
+        addr: SocketAddr,
+        /// Why it could not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A gateway could not be started.
+    #[error("lab gateways: {0}")]
+    Gateway(#[from] GatewayError),
+    /// The upstream's address could not be added.
+    #[error("lab gateways: {0}")]
+    Topology(#[from] super::TopologyError),
+}
+
+/// Running gateways; stopped (and their files removed) when dropped, even
+/// on a panic: a dnsmasq left running would keep the simulated host alive.
+#[derive(Debug)]
+pub struct LabGateways {
+    state: PathBuf,
+    /// The upstream every gateway forwards to.
+    pub upstream: TestUpstream,
+}
+
+impl LabGateways {
+    /// Starts the upstream and one gateway per profile of `lab`, with the
+    /// default DNS timing, their files in a fresh directory.
+    pub fn start(lab: &Lab) -> Result<Self, GatewaysError> {
+        Self::start_with(lab, DnsTiming::default())
+    }
+
+    /// [`LabGateways::start`] with another DNS timing.
+    pub fn start_with(lab: &Lab, timing: DnsTiming) -> Result<Self, GatewaysError> {
+        let up = SocketAddr::new(UPSTREAM.into(), 53);
+        // Makes the address exist (the echo port is unused; 53 is ours).
+        lab.topo
+            .add_internet_listener(UPSTREAM.into(), 443, Transport::Tcp)?;
+        let upstream = lab
+            .topo
+            .internet
+            .run(|| TestUpstream::bind(up))
+            .and_then(|r| r)
+            .map_err(|source| GatewaysError::Upstream { addr: up, source })?;
+        let state = std::env::temp_dir().join(format!(
+            "corral-lab-gateway-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        let gateways = Self { state, upstream };
+        start_all(
+            &gateways.state,
+            &lab.profiles,
+            &[up],
+            timing,
+            Some(&lab.topo.host),
+        )?;
+        Ok(gateways)
+    }
+
+    /// The state directory holding every gateway's files.
+    pub fn state_dir(&self) -> &Path {
+        &self.state
+    }
+}
+
+impl Drop for LabGateways {
+    fn drop(&mut self) {
+        let _ = stop_all(&self.state);
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}

@@ -1,0 +1,91 @@
+//! What keeps one sandbox from using up its gateway's DNS over TCP: a cap
+//! on the TCP/53 connections each source may have open to the gateway
+//! (`ct count` in a per-profile meter, inet family, where conntrack is).
+//!
+//! dnsmasq serves each TCP connection in a child process and stops
+//! accepting at its connection limit, so a sandbox holding idle
+//! connections would otherwise starve its siblings' TCP lookups. The
+//! per-port rate limits on DHCP and UDP DNS live in the bridge table
+//! ([`super::bridge`]): a port is the one source identity a sandbox cannot
+//! forge, and DHCP clients all send from 0.0.0.0.
+
+use std::net::IpAddr;
+
+use corral_sandbox_core::{DnsPolicy, EgressMode, PortRange, Profile};
+
+use super::keyed::{Field, KeyPart, KeyedKind, KeyedSetPlan, Limit};
+use super::model::{AddrFamily, L4Proto, Match, RejectKind, RulePlan, Verdict};
+
+/// TCP/53 connections one source may have open to its gateway.
+pub const TCP_DNS_PER_SOURCE: u32 = 4;
+
+/// The meter of a profile's TCP/53 connections per source.
+pub fn tcp_dns_set(profile: &Profile, family: AddrFamily) -> String {
+    let digit = match family {
+        AddrFamily::V4 => '4',
+        AddrFamily::V6 => '6',
+    };
+    format!("{}-dnstcp{digit}", profile.name)
+}
+
+fn has_resolver(p: &Profile) -> bool {
+    p.dns == DnsPolicy::Gateway && p.mode != EgressMode::None
+}
+
+fn gateways(p: &Profile) -> Vec<IpAddr> {
+    let mut v = vec![IpAddr::V4(p.gateway_v4())];
+    v.extend(p.gateway_v6().map(IpAddr::V6));
+    v
+}
+
+/// The meters a profile needs (none without a gateway resolver).
+pub(super) fn sets(p: &Profile) -> Vec<KeyedSetPlan> {
+    if !has_resolver(p) {
+        return Vec::new();
+    }
+    gateways(p)
+        .into_iter()
+        .map(|gw| {
+            let fam = AddrFamily::of(gw);
+            let part = match fam {
+                AddrFamily::V4 => KeyPart::Ipv4,
+                AddrFamily::V6 => KeyPart::Ipv6,
+            };
+            KeyedSetPlan::new(
+                &tcp_dns_set(p, fam),
+                vec![part],
+                KeyedKind::Meter { timeout: None },
+            )
+        })
+        .collect()
+}
+
+/// Rules for the profile's host chain, before its DNS accepts: a new
+/// TCP/53 connection to the gateway from a source that already has
+/// [`TCP_DNS_PER_SOURCE`] is refused with a reset.
+pub(super) fn rules(p: &Profile) -> Vec<RulePlan> {
+    if !has_resolver(p) {
+        return Vec::new();
+    }
+    let dns = PortRange::single(53).unwrap_or_else(|_| unreachable!("53 is a valid port"));
+    gateways(p)
+        .into_iter()
+        .map(|gw| {
+            let fam = AddrFamily::of(gw);
+            RulePlan::counted(
+                vec![
+                    Match::Daddr(gw),
+                    Match::L4Proto(L4Proto::Tcp),
+                    Match::Dport(dns),
+                    Match::CtNew,
+                    Match::Meter {
+                        set: tcp_dns_set(p, fam),
+                        fields: vec![Field::IpSaddr(fam)],
+                        limit: Limit::CountOver(TCP_DNS_PER_SOURCE),
+                    },
+                ],
+                Verdict::Reject(RejectKind::TcpReset),
+            )
+        })
+        .collect()
+}
