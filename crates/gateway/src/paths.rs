@@ -6,6 +6,8 @@ use corral_sandbox_core::BridgeName;
 
 /// The configuration's file name in a gateway's directory.
 pub(crate) const CONF_FILE: &str = "dnsmasq.conf";
+/// The DHCP reservations file's name in a gateway's directory.
+pub(crate) const RESERVATIONS_FILE: &str = "reservations";
 /// The pid file's name in a gateway's directory.
 pub(crate) const PID_FILE: &str = "dnsmasq.pid";
 
@@ -59,6 +61,12 @@ impl GatewayPaths {
         self.dir.join("leases")
     }
 
+    /// The DHCP reservations (`dhcp-hostsfile`): one `MAC,address` line per
+    /// bound port of this bridge; re-read on SIGHUP.
+    pub fn reservations(&self) -> PathBuf {
+        self.dir.join(RESERVATIONS_FILE)
+    }
+
     /// dnsmasq's log (start-up, errors, nftset failures).
     pub fn log(&self) -> PathBuf {
         self.dir.join("dnsmasq.log")
@@ -84,6 +92,7 @@ mod tests {
         assert_eq!(p.conf(), Path::new("/s/gateway/cb-x/dnsmasq.conf"));
         assert_eq!(p.pidfile(), Path::new("/s/gateway/cb-x/dnsmasq.pid"));
         assert_eq!(p.leases(), Path::new("/s/gateway/cb-x/leases"));
+        assert_eq!(p.reservations(), Path::new("/s/gateway/cb-x/reservations"));
         let rel = GatewayPaths::new(Path::new("state"), &BridgeName::new("cb-x").unwrap());
         assert!(rel.conf().is_absolute(), "{}", rel.conf().display());
     }

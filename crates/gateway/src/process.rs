@@ -93,6 +93,19 @@ impl Gateway {
         &self.paths
     }
 
+    /// The bridge it serves.
+    pub fn bridge(&self) -> &BridgeName {
+        &self.bridge
+    }
+
+    /// Asks our dnsmasq `pid` to re-read its reservations (SIGHUP).
+    pub(crate) fn hangup(&self, pid: u32) {
+        // Re-check ownership right before signalling.
+        if is_ours(pid, &self.paths.conf(), &self.binary).is_ok() {
+            signal(pid, libc::SIGHUP);
+        }
+    }
+
     /// Writes the configuration for `spec` and (re)starts dnsmasq in the
     /// current network namespace. Returns the daemon's pid.
     pub fn start(&self, spec: &GatewaySpec) -> Result<u32, GatewayError> {
@@ -110,6 +123,7 @@ impl Gateway {
         spawn: impl FnOnce(Command) -> io::Result<std::process::Child>,
     ) -> Result<u32, GatewayError> {
         self.write_config(spec)?;
+        super::reservations::ensure_file(self)?;
         self.stop()?;
         let conf = self.paths.conf();
         let mut cmd = Command::new(&self.binary);
@@ -118,6 +132,7 @@ impl Gateway {
         cmd.arg(conf_arg(&conf))
             .arg(path_arg("--pid-file", &self.paths.pidfile()))
             .arg(path_arg("--dhcp-leasefile", &self.paths.leases()))
+            .arg(path_arg("--dhcp-hostsfile", &self.paths.reservations()))
             .arg(path_arg("--log-facility", &self.paths.log()))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -167,7 +182,7 @@ impl Gateway {
     }
 
     /// This gateway's directory, created if missing, checked.
-    fn dir(&self) -> Result<StateDir, GatewayError> {
+    pub(crate) fn dir(&self) -> Result<StateDir, GatewayError> {
         Ok(StateDir::open(self.paths.state_dir())?
             .subdir(GATEWAY_DIR)?
             .subdir(self.paths.dir_name())?)

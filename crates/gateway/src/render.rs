@@ -53,13 +53,7 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
     c.kv("user", RUN_AS_USER);
     c.kv("group", RUN_AS_GROUP);
 
-    c.comment("DHCP: the whole subnet but the gateway; client-supplied names never enter DNS");
-    // `spec` comes from `GatewaySpec::from_profile`, which checked the range.
-    if let Ok((first, last)) = spec.dhcp_range() {
-        let mask = spec.subnet_v4.netmask();
-        let lease = spec.lease_time.as_secs();
-        c.kv("dhcp-range", format!("{first},{last},{mask},{lease}s"));
-    }
+    dhcp_leases(&mut c, spec);
     c.kv("dhcp-option", format!("option:router,{}", spec.gateway_v4));
     c.line("dhcp-ignore-names");
     c.line("dhcp-authoritative");
@@ -78,6 +72,7 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
                 format!("option:dns-server,{}", spec.gateway_v4),
             );
             common_dns(&mut c);
+            dns_capacity(&mut c);
             c.line("bogus-priv");
             for up in upstreams {
                 c.kv("server", server_addr(up));
@@ -95,6 +90,7 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
                 format!("option:dns-server,{}", spec.gateway_v4),
             );
             common_dns(&mut c);
+            dns_capacity(&mut c);
             c.comment(
                 "no cache: dnsmasq adds to nft sets only for forwarded answers, never cache hits",
             );
@@ -128,6 +124,39 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
         }
     }
     c.finish()
+}
+
+/// Concurrent DNS queries in flight to the upstreams (dnsmasq's default is
+/// 150): with each port limited to `plan::bridge::DNS_RATE` queries a
+/// second, one sibling flooding names a slow upstream never answers holds
+/// at most a fraction of these until dnsmasq gives up on them.
+pub const DNS_FORWARD_MAX: u32 = 4096;
+/// Concurrent DNS-over-TCP connections (dnsmasq's default is 20): with each
+/// source limited to `plan::gateway_guard::TCP_DNS_PER_SOURCE`, many
+/// sandboxes have to collude to fill them.
+pub const MAX_TCP_CONNECTIONS: u32 = 100;
+
+/// DHCP leases only by reservation: one `MAC,address` line per bound port
+/// in the reservations file (re-read on SIGHUP, leases kept); a client
+/// whose MAC has no reservation gets no answer at all, so no sandbox can
+/// take an address that is not its own, let alone the whole pool.
+/// (The file's path goes to dnsmasq on its command line, like every path.)
+fn dhcp_leases(c: &mut Conf, spec: &GatewaySpec) {
+    c.comment("DHCP: only reserved MAC addresses get a lease (one per bound port); client-supplied names never enter DNS");
+    let net = spec.subnet_v4.trunc();
+    let mask = net.netmask();
+    let lease = spec.lease_time.as_secs();
+    c.kv(
+        "dhcp-range",
+        format!("{},static,{mask},{lease}s", net.network()),
+    );
+    c.kv("dhcp-ignore", "tag:!known");
+}
+
+/// How much of the resolver one sandbox can hold at once.
+fn dns_capacity(c: &mut Conf) {
+    c.kv("dns-forward-max", DNS_FORWARD_MAX);
+    c.kv("max-tcp-connections", MAX_TCP_CONNECTIONS);
 }
 
 /// Hardening shared by every resolver corral runs.
@@ -226,7 +255,10 @@ mod tests {
             "bind-interfaces",
             "listen-address=10.99.2.1",
             "listen-address=fd00:99:2::1",
-            "dhcp-range=10.99.2.2,10.99.2.254,255.255.255.0,3600s",
+            "dhcp-range=10.99.2.0,static,255.255.255.0,3600s",
+            "dhcp-ignore=tag:!known",
+            "dns-forward-max=4096",
+            "max-tcp-connections=100",
             "dhcp-option=option:router,10.99.2.1",
             "dhcp-option=option:dns-server,10.99.2.1",
             "dhcp-ignore-names",

@@ -64,7 +64,8 @@ struct Env {
     upstream: TestUpstream,
     profiles: ProfileSet,
     gateways: Daemons,
-    _state: tempfile::TempDir,
+    plan: HostPlan,
+    state: tempfile::TempDir,
 }
 
 /// Builds the topology, applies corral's rules, starts one gateway per
@@ -112,6 +113,12 @@ fn env(profiles: Vec<Profile>, timing: DnsTiming) -> Env {
     topo.attach_sandboxes(true).unwrap();
 
     let state = tempfile::tempdir().unwrap();
+    corral_gateway::reserve_all(
+        state.path(),
+        plan.bridges.iter().map(|b| &b.name),
+        &plan.bindings,
+    )
+    .unwrap();
     let mut gateways = Daemons(Vec::new());
     for p in &profiles {
         let spec =
@@ -125,7 +132,8 @@ fn env(profiles: Vec<Profile>, timing: DnsTiming) -> Env {
         upstream,
         profiles,
         gateways,
-        _state: state,
+        plan,
+        state,
     }
 }
 
@@ -685,4 +693,86 @@ fn class5_rebinding_into_reserved_ranges_is_refused() {
         let o = tcp_to(&sb.ns, ip, PORT);
         assert!(o.blocked(), "{ip} after the lookup: {o:?}");
     }
+}
+
+/// A reservation added to a running gateway serves its port at once, the
+/// leases already given stay, and a port without one gets no answer.
+#[test]
+fn reservations_reload_without_dropping_leases() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    use corral_drill::raw::PacketSocket;
+    use corral_drill::raw::dhcp::obtain;
+    use corral_gateway::ReservationOutcome;
+
+    let env = env(vec![allowlist_profile()], DnsTiming::default());
+    let gw = &env.gateways.0[0];
+    let mut sbs = env.topo.sandboxes_of("agent");
+    let (one, two) = (sbs.next().unwrap(), sbs.next().unwrap());
+    let lease = |sb: &corral_drill::lab::SandboxNs, xid| {
+        let sock = PacketSocket::open(&sb.ns, "eth0").unwrap();
+        obtain(&sock, sock.mac(), sock.mac(), xid, T).unwrap()
+    };
+    let bindings = env.topo.bindings().unwrap();
+    let only_one: Vec<_> = bindings
+        .iter()
+        .filter(|b| b.port.as_str() == one.port)
+        .cloned()
+        .collect();
+    assert_eq!(
+        gw.set_reservations(&only_one).unwrap(),
+        ReservationOutcome::Reloaded
+    );
+    assert_eq!(lease(one, 1).map(|l| l.addr), Some(one.v4));
+    assert_eq!(
+        lease(two, 2),
+        None,
+        "a port without a reservation got a lease"
+    );
+    let leases = || std::fs::read_to_string(gw.paths().leases()).unwrap_or_default();
+    assert!(leases().contains(&one.v4.to_string()), "{}", leases());
+    assert_eq!(
+        gw.set_reservations(&bindings).unwrap(),
+        ReservationOutcome::Reloaded
+    );
+    assert_eq!(lease(two, 3).map(|l| l.addr), Some(two.v4));
+    // The first lease survived the reload and renews as the same address.
+    assert!(leases().contains(&one.v4.to_string()), "{}", leases());
+    assert_eq!(lease(one, 4).map(|l| l.addr), Some(one.v4));
+}
+
+/// The binding API end to end: unbinding a port takes its lease and its
+/// traffic away at once; binding it again gives both back.
+#[test]
+fn bind_and_unbind_a_port_through_the_gateway() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    use corral_drill::raw::PacketSocket;
+    use corral_drill::raw::dhcp::obtain;
+
+    let env = env(vec![allowlist_profile()], DnsTiming::default());
+    let host = Host::in_netns(env.topo.host.try_clone().unwrap());
+    let sb = env.topo.sandbox("agent").unwrap();
+    let lease = |xid| {
+        let sock = PacketSocket::open(&sb.ns, "eth0").unwrap();
+        obtain(&sock, sock.mac(), sock.mac(), xid, T).unwrap()
+    };
+    assert_eq!(lease(1).map(|l| l.addr), Some(sb.v4), "control");
+    assert_eq!(tcp(&sb.ns, STATIC_ADDR), Observed::Connected, "control");
+    let binding = env.plan.binding(&sb.port).unwrap().clone();
+    let unbound =
+        corral_gateway::unbind_port(&host, env.state.path(), &env.plan, &env.profiles, &sb.port)
+            .unwrap();
+    assert!(unbound.binding(&sb.port).is_none());
+    assert_eq!(lease(2), None, "an unbound port got a lease");
+    assert!(tcp(&sb.ns, STATIC_ADDR).blocked());
+    let bound =
+        corral_gateway::bind_port(&host, env.state.path(), &unbound, &env.profiles, binding)
+            .unwrap();
+    assert_eq!(bound, env.plan);
+    assert_eq!(lease(3).map(|l| l.addr), Some(sb.v4));
+    assert_eq!(tcp(&sb.ns, STATIC_ADDR), Observed::Connected);
+    assert!(host.verify(&bound).unwrap().is_empty());
 }

@@ -102,6 +102,11 @@ impl StateDir {
         &self.path
     }
 
+    /// The handle that passed the trust check.
+    pub(crate) fn handle(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
     /// The path of `name` inside it (for messages and for daemons that
     /// take paths; corral itself goes through the handle).
     pub fn file_path(&self, name: &str) -> PathBuf {

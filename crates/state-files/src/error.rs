@@ -26,6 +26,20 @@ pub enum StateFileError {
         /// The refused name.
         name: String,
     },
+    /// Other users cannot enter a parent of a directory a daemon that
+    /// dropped root must reach, and corral will not change it.
+    #[error(
+        "{} cannot be entered by other users ({problem}), so a daemon that drops root cannot reach {}; run `chmod o+x {}` (others may then enter it, never list or write it) or choose a state directory whose parents others may enter",
+        path.display(), below.display(), path.display()
+    )]
+    Unsearchable {
+        /// The parent others cannot enter.
+        path: PathBuf,
+        /// The directory below it that must be reached.
+        below: PathBuf,
+        /// Its owner and mode.
+        problem: String,
+    },
     /// A file operation failed.
     #[error("cannot {op} {}: {source}", path.display())]
     Io {

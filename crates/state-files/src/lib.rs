@@ -18,10 +18,15 @@
 //!   check, so swapping a path component afterwards redirects nothing.
 //! - **One lock** ([`StateDir::lock`]): `flock` on a file in the directory,
 //!   so a timed refresh and an apply never interleave.
+//! - **Search, never list** ([`StateDir::allow_search_from_root`]): a
+//!   directory a daemon that drops root must cross to read a file corral
+//!   wrote for it (dnsmasq's DHCP reservations) is mode 0711, and so is
+//!   every private parent of it; nothing becomes listable or writable.
 #![warn(missing_docs)]
 
 mod dir;
 mod error;
+mod search;
 mod sys;
 mod trust;
 
@@ -29,6 +34,7 @@ use std::path::Path;
 
 pub use dir::{DIR_MODE, FILE_MODE, StateDir, StateLock};
 pub use error::StateFileError;
+pub use search::SEARCH_MODE;
 pub use sys::effective_uid;
 
 /// The lock file that serialises changes to the host (apply, refresh,

@@ -126,3 +126,34 @@ fn private_files_are_created_0600_tightened_and_never_symlinks() {
     std::fs::create_dir(dir.file_path("d")).unwrap();
     assert!(dir.private_file("d").is_err());
 }
+
+#[test]
+fn search_permission_reaches_from_the_root_without_listing() {
+    let t = tmp();
+    let dir = StateDir::open(&t.path().join("a/b")).unwrap();
+    dir.allow_search_from_root().unwrap();
+    for p in [t.path().join("a/b"), t.path().join("a")] {
+        let mode = std::fs::metadata(&p).unwrap().mode() & 0o7777;
+        assert_eq!(mode, SEARCH_MODE, "{}", p.display());
+    }
+    for p in t.path().ancestors() {
+        let mode = std::fs::metadata(p).unwrap().mode();
+        assert_ne!(mode & 0o001, 0, "{}", p.display());
+    }
+    // The trust rule still holds for a searchable directory.
+    StateDir::open(&t.path().join("a/b")).unwrap();
+
+    // A shared parent (group bits set) is not corral's to change.
+    let shared = t.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let inner = StateDir::open(&shared.join("s")).unwrap();
+    let err = inner.allow_search_from_root().unwrap_err();
+    assert!(
+        matches!(&err, StateFileError::Unsearchable { path, .. } if *path == shared),
+        "{err}"
+    );
+    assert!(err.to_string().contains("chmod o+x"), "{err}");
+    let mode = std::fs::metadata(&shared).unwrap().mode() & 0o7777;
+    assert_eq!(mode, 0o750);
+}

@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use corral_gateway::test_upstream::TestUpstream;
-use corral_gateway::{DnsTiming, GatewayError, start_all, stop_all};
+use corral_gateway::{DnsTiming, GatewayError, reserve_all, start_all, stop_all};
 
 use super::{Lab, Transport};
 
@@ -72,6 +72,12 @@ impl LabGateways {
                 .unwrap_or(0)
         ));
         let gateways = Self { state, upstream };
+        // Every bound sandbox has its lease reserved before dnsmasq starts.
+        reserve_all(
+            &gateways.state,
+            lab.plan.bridges.iter().map(|b| &b.name),
+            &lab.plan.bindings,
+        )?;
         start_all(
             &gateways.state,
             &lab.profiles,

@@ -1,7 +1,8 @@
 //! The host lifecycle, in the order that keeps it fail-closed:
 //! sysctls → nftables (one transaction) → bridges → read-back (all in
-//! `Host::apply`) → record what was applied → gateways (dnsmasq binds the
-//! bridges' gateway addresses and fills the DNS sets the apply created).
+//! `Host::apply`) → record what was applied → the bound ports' DHCP
+//! reservations → gateways (dnsmasq binds the bridges' gateway addresses
+//! and fills the DNS sets the apply created).
 //! Teardown runs the other way: gateways, tables and bridges, then the
 //! record. Front-ends call these and render the answers.
 //!
@@ -207,6 +208,14 @@ impl HostService {
         })?;
         let store = self.store();
         store.save(&planned.inputs()).map_err(ApplyError::Record)?;
+        // The bound ports' DHCP reservations first, so each gateway starts
+        // serving exactly them.
+        corral_gateway::reserve_all(
+            &self.state_dir,
+            planned.plan.bridges.iter().map(|b| &b.name),
+            &planned.plan.bindings,
+        )
+        .map_err(ApplyError::Gateways)?;
         let gateways = corral_gateway::start_for_host(
             &self.target.host,
             &self.state_dir,
