@@ -17,23 +17,21 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use corral_sandbox_core::{AllowTarget, DnsPolicy, EgressMode, Profile, Protocol};
 
 use super::report::{DrillRow, Expect, judge};
+use crate::lab::LabGateways;
+use crate::lab::gateways::UPSTREAM;
 use crate::lab::topology::SandboxNs;
 use crate::lab::{Lab, Observed, Probe, Transport, probe_from};
 use corral_egress::netns::Netns;
+use corral_gateway::NameRules;
 use corral_gateway::probe::{ProbeError, query};
 use corral_gateway::test_upstream::TestUpstream;
 use corral_gateway::wire::{RCODE_NXDOMAIN, Response, TYPE_A, TYPE_TXT};
-use corral_gateway::{DnsTiming, NameRules, start_all, stop_all};
 
-/// The drill's upstream resolver (reached by the gateway, never by a
-/// sandbox, so a reserved range is fine).
-const UPSTREAM: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
 /// The first three octets of the addresses the upstream answers for
 /// names a sandbox then connects to: 192.175.48.0/24 (AS112, RFC 7534) is
 /// public space that neither dnsmasq's `stop-dns-rebind` (it strips
@@ -68,32 +66,15 @@ const LEARNED_OTHER_PORT: &str =
 const REBINDING: &str =
     "attack 5 (rebinding, reserved ranges): name answering 100.64.0.10 blocked after lookup";
 
-/// Stops the drill's daemons and removes their files, even on a panic: a
-/// dnsmasq left running would keep the simulated host alive.
-struct Daemons(PathBuf);
-
-impl Drop for Daemons {
-    fn drop(&mut self) {
-        let _ = stop_all(&self.0);
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Runs the DNS probes against `lab` (rules already applied).
+/// Runs the DNS probes against `lab` (rules already applied), then the
+/// gateway capacity attacks (class 5 of the L2 drill rows), against one
+/// dnsmasq per bridge started here and stopped on return.
 pub(crate) fn rows(lab: &Lab, timeout: Duration) -> Vec<DrillRow> {
-    let state = std::env::temp_dir().join(format!(
-        "corral-drill-gateway-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
-    let _daemons = Daemons(state.clone());
-    let upstream = match start(lab, &state) {
-        Ok(u) => u,
-        Err(e) => return vec![setup_error(e)],
+    let gateways = match LabGateways::start(lab) {
+        Ok(g) => g,
+        Err(e) => return vec![setup_error(e.to_string())],
     };
+    let upstream = &gateways.upstream;
     let mut out = Vec::new();
     for (pi, p) in lab.profiles.iter().enumerate() {
         let Some(sb) = lab
@@ -106,7 +87,7 @@ pub(crate) fn rows(lab: &Lab, timeout: Duration) -> Vec<DrillRow> {
         };
         let d = Drill {
             lab,
-            upstream: &upstream,
+            upstream,
             sb,
             timeout,
         };
@@ -116,31 +97,8 @@ pub(crate) fn rows(lab: &Lab, timeout: Duration) -> Vec<DrillRow> {
             (DnsPolicy::Gateway, EgressMode::Allowlist) => out.extend(d.filtered(p, pi)),
         }
     }
+    out.extend(crate::attack::gateway::rows(lab, &gateways, timeout));
     out
-}
-
-/// The upstream in the internet namespace, and every gateway started.
-fn start(lab: &Lab, state: &std::path::Path) -> Result<TestUpstream, String> {
-    let up = SocketAddr::new(UPSTREAM.into(), 53);
-    lab.topo
-        // Makes the address exist (the echo port is unused; 53 is ours).
-        .add_internet_listener(UPSTREAM.into(), 443, Transport::Tcp)
-        .map_err(|e| e.to_string())?;
-    let upstream = lab
-        .topo
-        .internet
-        .run(|| TestUpstream::bind(up))
-        .and_then(|r| r)
-        .map_err(|e| format!("cannot start the test upstream at {up}: {e}"))?;
-    start_all(
-        state,
-        &lab.profiles,
-        &[up],
-        DnsTiming::default(),
-        Some(&lab.topo.host),
-    )
-    .map_err(|e| e.to_string())?;
-    Ok(upstream)
 }
 
 struct Drill<'a> {

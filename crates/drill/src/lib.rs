@@ -3,6 +3,10 @@
 //!
 //! Every probe runs twice: first as a control, before corral's rules exist
 //! (it must connect, or the row is `not_run`), then with the rules. The
+//! attacker's rows ([`attack`]) are judged the same way: each crafted-frame
+//! attack on a sibling or the host must land in the control and be held by
+//! corral; the gateway capacity attacks run against real dnsmasq daemons,
+//! their control the victim's own request answered. The
 //! drill never touches the real host's network: everything happens in
 //! anonymous namespaces that vanish when it returns. Host names are not
 //! resolved through DNS: each one gets a documentation address (see
@@ -78,9 +82,12 @@ pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, Dr
     lab.control()?;
     let control = run_all(&lab, &planned, opts.timeout);
     let attack_control = run_attacks(&lab, &attacks, opts.timeout);
+    let l2_attacks = attack::l2::plan(&lab);
+    let l2_control = attack::l2::run(&lab, &l2_attacks);
     lab.apply()?;
     let enforced = run_all(&lab, &planned, opts.timeout);
     let attacked = run_attacks(&lab, &attacks, opts.timeout);
+    let l2_enforced = attack::l2::run(&lab, &l2_attacks);
 
     let mut rows: Vec<DrillRow> = planned
         .iter()
@@ -118,6 +125,12 @@ pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, Dr
                 packet: None,
             }),
     );
+    rows.extend(attack::l2::rows(
+        &lab,
+        &l2_attacks,
+        &l2_control,
+        &l2_enforced,
+    ));
     rows.push(verify_row(&lab));
     if let Some(row) = stray_row(&lab, &attacks, &rows) {
         rows.push(row);

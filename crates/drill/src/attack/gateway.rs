@@ -182,3 +182,167 @@ impl Drop for DnsFlood {
         }
     }
 }
+
+/// The name the victim looks up in the drill's capacity rows.
+const VICTIM_NAME: &str = "victim.corral.test";
+/// A domain whose authority never answers (the flood's target).
+const SILENT_DOMAIN: &str = "silent.corral.test";
+
+/// The drill's class-5 rows: from the first profile with a gateway
+/// resolver and two sandboxes, a sibling starves the DHCP pool, holds idle
+/// TCP/53 connections and floods names to a silent authority; each row's
+/// control is the victim's request answered before the attack.
+pub fn rows(
+    lab: &crate::lab::Lab,
+    gateways: &crate::lab::LabGateways,
+    timeout: Duration,
+) -> Vec<crate::DrillRow> {
+    use corral_sandbox_core::{DnsPolicy, EgressMode};
+    let Some(p) = lab
+        .profiles
+        .iter()
+        .find(|p| p.dns == DnsPolicy::Gateway && p.mode == EgressMode::Internet)
+    else {
+        return Vec::new();
+    };
+    let mut sbs = lab.topo.sandboxes_of(p.name.as_str());
+    let (Some(a), Some(b)) = (sbs.next(), sbs.next()) else {
+        return Vec::new();
+    };
+    gateways.upstream.set(
+        VICTIM_NAME,
+        &[std::net::IpAddr::V4(Ipv4Addr::new(198, 18, 1, 1))],
+        60,
+    );
+    gateways.upstream.silence(SILENT_DOMAIN);
+    let dns = SocketAddr::new(b.gateway_v4.into(), 53);
+    let row = |what: &str, control: Observed, observed: Observed| crate::DrillRow {
+        probe: format!("gateway class 5: {what}"),
+        from: a.name.clone(),
+        to: format!("gateway {} (victim {})", b.gateway_v4, b.name),
+        expected: crate::Expect::Block,
+        verdict: crate::judge(crate::Expect::Block, &control, &observed),
+        observed,
+        control,
+        ms: 0,
+        packet: None,
+    };
+    vec![
+        row(
+            "253 forged DHCP clients take no lease; a sibling keeps its own",
+            victim_lease(b, timeout),
+            starved(a, b, timeout),
+        ),
+        row(
+            "30 idle TCP/53 connections leave a sibling its TCP lookups",
+            victim_tcp(b, dns, timeout),
+            tcp_held(a, b, dns, timeout),
+        ),
+        row(
+            "a flood of names to a silent authority leaves a sibling its lookups",
+            victim_udp(b, dns, timeout),
+            flooded(a, b, dns, timeout),
+        ),
+    ]
+}
+
+use crate::lab::Observed;
+use crate::lab::topology::SandboxNs;
+
+fn lease_of(
+    sb: &SandboxNs,
+    xid: u32,
+    timeout: Duration,
+) -> Result<Option<dhcp::Lease>, AttackError> {
+    let v = Attacker::new(sb)?;
+    Ok(dhcp::obtain(&v.sock, v.mac(), v.mac(), xid, timeout)?)
+}
+
+fn victim_lease(b: &SandboxNs, timeout: Duration) -> Observed {
+    match lease_of(b, 0x7e57_0001, timeout) {
+        Ok(Some(l)) if l.addr == b.v4 => Observed::Connected,
+        Ok(other) => Observed::Error(format!("the victim's lease: {other:?}")),
+        Err(e) => Observed::Error(e.to_string()),
+    }
+}
+
+fn starved(a: &SandboxNs, b: &SandboxNs, timeout: Duration) -> Observed {
+    let attack = Attacker::new(a).and_then(|att| starve_pool(&att, 253, timeout));
+    let (outcome, forged) = match attack {
+        Ok(r) => r,
+        Err(e) => return Observed::Error(e.to_string()),
+    };
+    match lease_of(b, 0x7e57_0002, timeout) {
+        Ok(Some(l)) if l.addr == b.v4 && forged == 0 => Observed::Rejected(outcome.detail),
+        Ok(l) => landed(format!("{}; victim: {l:?}", outcome.detail)),
+        Err(e) => Observed::Error(e.to_string()),
+    }
+}
+
+fn tcp_lookup(b: &SandboxNs, dns: SocketAddr, timeout: Duration) -> bool {
+    b.ns.run(|| corral_gateway::probe::query_tcp(dns, VICTIM_NAME, wire::TYPE_A, timeout))
+        .ok()
+        .and_then(Result::ok)
+        .is_some_and(|r| !r.answers.is_empty())
+}
+
+fn udp_lookup(b: &SandboxNs, dns: SocketAddr, timeout: Duration) -> bool {
+    b.ns.run(|| corral_gateway::probe::query(dns, VICTIM_NAME, wire::TYPE_A, timeout))
+        .ok()
+        .and_then(Result::ok)
+        .is_some_and(|r| !r.answers.is_empty())
+}
+
+/// A landed attack: the row shows it reached; the log says what was seen.
+fn landed(detail: String) -> Observed {
+    tracing::warn!("gateway attack landed: {detail}");
+    Observed::Connected
+}
+
+fn answered(ok: bool, what: &str) -> Observed {
+    if ok {
+        Observed::Connected
+    } else {
+        Observed::Error(format!("the victim's {what} was not answered"))
+    }
+}
+
+fn victim_tcp(b: &SandboxNs, dns: SocketAddr, timeout: Duration) -> Observed {
+    answered(tcp_lookup(b, dns, timeout), "TCP lookup")
+}
+
+fn victim_udp(b: &SandboxNs, dns: SocketAddr, timeout: Duration) -> Observed {
+    answered(udp_lookup(b, dns, timeout), "lookup")
+}
+
+fn tcp_held(a: &SandboxNs, b: &SandboxNs, dns: SocketAddr, timeout: Duration) -> Observed {
+    let a_dns = SocketAddr::new(a.gateway_v4.into(), 53);
+    let held = match hold_tcp_dns(&a.ns, a_dns, 30, Duration::from_millis(500)) {
+        Ok(h) => h,
+        Err(e) => return Observed::Error(e.to_string()),
+    };
+    let detail = format!("the attacker holds {} connections", held.len());
+    if tcp_lookup(b, dns, timeout) {
+        Observed::Rejected(format!("{detail}; the victim's TCP lookup was answered"))
+    } else {
+        landed(detail)
+    }
+}
+
+fn flooded(a: &SandboxNs, b: &SandboxNs, dns: SocketAddr, timeout: Duration) -> Observed {
+    let a_dns = SocketAddr::new(a.gateway_v4.into(), 53);
+    let flood = match DnsFlood::start(&a.ns, a_dns, SILENT_DOMAIN, true) {
+        Ok(f) => f,
+        Err(e) => return Observed::Error(e.to_string()),
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let answered = (0..5).filter(|_| udp_lookup(b, dns, timeout)).count();
+    let sent = flood.sent();
+    drop(flood);
+    let detail = format!("{answered} of 5 lookups answered during a flood of {sent} queries");
+    if answered == 5 {
+        Observed::Rejected(detail)
+    } else {
+        landed(detail)
+    }
+}

@@ -169,7 +169,10 @@ pub fn arp_poison(
         std::thread::sleep(LOCKTIME);
     }
     a.send(&arp_frame(a, claimed, style)?)?;
-    watch_entry(victim_ns, claimed.into(), a.mac(), Some(before))
+    let outcome = watch_entry(victim_ns, claimed.into(), a.mac(), Some(before));
+    // Leave no poisoned entry behind for whatever runs next.
+    neigh::forget(victim_ns, claimed.into())?;
+    outcome
 }
 
 /// Neighbour-advertisement poisoning of `victim_ns`'s entry for `claimed`:
@@ -199,7 +202,9 @@ pub fn na_poison(
         &[],
     )?;
     a.send(&f)?;
-    watch_entry(victim_ns, claimed.into(), me, Some(before))
+    let outcome = watch_entry(victim_ns, claimed.into(), me, Some(before));
+    neigh::forget(victim_ns, claimed.into())?;
+    outcome
 }
 
 /// Sends the frame `build(marker)` makes and reports whether its marker
@@ -375,20 +380,228 @@ pub fn steal_fdb(
     )?;
     a.send(&f)?;
     let deadline = Instant::now() + WATCH;
-    loop {
+    let outcome = loop {
         let now = neigh::port_of(host, victim_mac)?;
         if now == Some(attacker_port) {
-            return Ok(Outcome::landed(format!(
+            break Outcome::landed(format!(
                 "the bridge now sends {} to the attacker's port (was {before:?}, the victim's is {victim_port})",
                 fmt_mac(victim_mac)
-            )));
+            ));
         }
         if Instant::now() >= deadline {
-            return Ok(Outcome::held(format!(
+            break Outcome::held(format!(
                 "{} stays behind port {now:?} (the victim's is {victim_port})",
                 fmt_mac(victim_mac)
-            )));
+            ));
         }
         std::thread::sleep(Duration::from_millis(50));
+    };
+    // The victim speaks again, so the bridge learns where it really is.
+    prime(&victim.ns, victim.gateway_v4.into())?;
+    Ok(outcome)
+}
+
+/// One L2 attack of the drill: what it is, who attacks whom.
+#[derive(Debug, Clone)]
+pub struct PlannedAttack {
+    /// What the row proves (the attack, held).
+    pub what: String,
+    /// The class of hole (1-4).
+    pub class: u8,
+    /// Index of the attacker in `Topology::sandboxes`.
+    pub from: usize,
+    /// Index of the victim sibling.
+    pub victim: usize,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    GratuitousArp,
+    ForgedArpSender,
+    Tagged(&'static [u16]),
+    LinkLocal,
+    RogueRa,
+    RogueDhcp,
+    Broadcast,
+    NaSibling,
+    ArpHost,
+    NaHost,
+    HostArpFor(std::net::Ipv4Addr),
+    FdbTheft,
+}
+
+/// The L2 attacks for `lab`: every class, from the first two sandboxes of
+/// the first profile with IPv6 (else the first profile), against the
+/// sibling and the host.
+pub fn plan(lab: &crate::lab::Lab) -> Vec<PlannedAttack> {
+    let sbs = &lab.topo.sandboxes;
+    let profile = lab
+        .profiles
+        .iter()
+        .find(|p| p.subnet_v6.is_some())
+        .or_else(|| lab.profiles.iter().next());
+    let Some(p) = profile else {
+        return Vec::new();
+    };
+    let idx: Vec<usize> = (0..sbs.len())
+        .filter(|i| sbs[*i].profile == p.name.as_str())
+        .collect();
+    let [a, b, ..] = idx[..] else {
+        return Vec::new();
+    };
+    let v6 = p.subnet_v6.is_some();
+    let mut kinds = vec![
+        (
+            1,
+            "gratuitous ARP for the gateway does not poison a sibling",
+            Kind::GratuitousArp,
+        ),
+        (
+            2,
+            "ARP with the gateway as sender does not poison a sibling",
+            Kind::ForgedArpSender,
+        ),
+        (
+            2,
+            "802.1Q-in-802.1Q (VID 0) frame never reaches a sibling",
+            Kind::Tagged(&[0, 0]),
+        ),
+        (
+            2,
+            "802.1Q (VID 0) frame never reaches a sibling",
+            Kind::Tagged(&[0]),
+        ),
+        (
+            3,
+            "rogue DHCP offer never reaches a sibling",
+            Kind::RogueDhcp,
+        ),
+        (
+            3,
+            "broadcast frame never reaches a sibling",
+            Kind::Broadcast,
+        ),
+        (
+            4,
+            "ARP claiming a sibling's address does not poison the host",
+            Kind::ArpHost,
+        ),
+        (
+            4,
+            "a sibling's MAC cannot be stolen in the bridge's FDB",
+            Kind::FdbTheft,
+        ),
+        (
+            4,
+            "the host does not answer ARP for its uplink address on a sandbox bridge",
+            Kind::HostArpFor(crate::lab::topology::HOST_UPLINK_V4),
+        ),
+    ];
+    if let Some(other) = lab.profiles.iter().find(|o| o.name != p.name) {
+        kinds.push((
+            4,
+            "the host does not answer ARP for another bridge's gateway",
+            Kind::HostArpFor(other.gateway_v4()),
+        ));
     }
+    if v6 {
+        kinds.extend([
+            (
+                3,
+                "IPv6 link-local traffic never reaches a sibling",
+                Kind::LinkLocal,
+            ),
+            (
+                3,
+                "rogue router advertisement never reaches a sibling",
+                Kind::RogueRa,
+            ),
+            (
+                3,
+                "neighbour advertisement for the gateway does not poison a sibling",
+                Kind::NaSibling,
+            ),
+            (
+                4,
+                "neighbour advertisement claiming a sibling's address does not poison the host",
+                Kind::NaHost,
+            ),
+        ]);
+    }
+    // Last: a stolen FDB entry misdirects frames until the victim speaks.
+    kinds.push((
+        4,
+        "a sibling's MAC cannot be stolen in the bridge's FDB",
+        Kind::FdbTheft,
+    ));
+    kinds
+        .into_iter()
+        .map(|(class, what, kind)| PlannedAttack {
+            what: what.to_owned(),
+            class,
+            from: a,
+            victim: b,
+            kind,
+        })
+        .collect()
+}
+
+/// Runs each planned attack once, in order.
+pub fn run(lab: &crate::lab::Lab, planned: &[PlannedAttack]) -> Vec<Result<Outcome, AttackError>> {
+    planned.iter().map(|p| run_one(lab, p)).collect()
+}
+
+fn run_one(lab: &crate::lab::Lab, p: &PlannedAttack) -> Result<Outcome, AttackError> {
+    let sbs = &lab.topo.sandboxes;
+    let (a, b) = (&sbs[p.from], &sbs[p.victim]);
+    let att = Attacker::new(a)?;
+    let host = &lab.topo.host;
+    let need6 = |v: Option<Ipv6Addr>| {
+        v.ok_or_else(|| AttackError::Setup("the profile has no IPv6".to_owned()))
+    };
+    match p.kind {
+        Kind::GratuitousArp => arp_poison(&att, &b.ns, a.gateway_v4, ArpStyle::Gratuitous),
+        Kind::ForgedArpSender => arp_poison(&att, &b.ns, a.gateway_v4, ArpStyle::ForgedSender),
+        Kind::Tagged(vlans) => tagged_udp(&att, b, vlans),
+        Kind::LinkLocal => link_local_udp(&att, b),
+        Kind::RogueRa => rogue_router_advert(&att, b),
+        Kind::RogueDhcp => rogue_dhcp_offer(&att, b),
+        Kind::Broadcast => broadcast_frame(&att, b),
+        Kind::NaSibling => na_poison(&att, &b.ns, need6(a.gateway_v6)?),
+        Kind::ArpHost => arp_poison(&att, host, b.v4, ArpStyle::GratuitousReply),
+        Kind::NaHost => na_poison(&att, host, need6(b.v6)?),
+        Kind::HostArpFor(target) => host_answers_arp_for(&att, target),
+        Kind::FdbTheft => steal_fdb(&att, b, host),
+    }
+}
+
+/// The drill rows of the planned attacks from their control and enforced
+/// results: each must land in the control (bridges, no rules) and be held
+/// by corral.
+pub fn rows(
+    lab: &crate::lab::Lab,
+    planned: &[PlannedAttack],
+    control: &[Result<Outcome, AttackError>],
+    enforced: &[Result<Outcome, AttackError>],
+) -> Vec<crate::DrillRow> {
+    planned
+        .iter()
+        .zip(control.iter().zip(enforced))
+        .map(|(p, (c, e))| {
+            let (control, observed) = (Outcome::observed(c), Outcome::observed(e));
+            let sbs = &lab.topo.sandboxes;
+            crate::DrillRow {
+                probe: format!("L2 class {}: {}", p.class, p.what),
+                from: sbs[p.from].name.clone(),
+                to: sbs[p.victim].name.clone(),
+                expected: crate::Expect::Block,
+                verdict: crate::judge(crate::Expect::Block, &control, &observed),
+                observed,
+                control,
+                ms: 0,
+                packet: None,
+            }
+        })
+        .collect()
 }

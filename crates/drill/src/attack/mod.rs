@@ -240,6 +240,19 @@ impl Outcome {
     }
 }
 
+impl Outcome {
+    /// The outcome as a drill observation: a landed attack "reached" its
+    /// victim; a held one is blocked, with what was seen.
+    pub fn observed(result: &Result<Outcome, AttackError>) -> crate::lab::Observed {
+        use crate::lab::Observed;
+        match result {
+            Ok(o) if o.landed => Observed::Connected,
+            Ok(o) => Observed::Rejected(o.detail.clone()),
+            Err(e) => Observed::Error(e.to_string()),
+        }
+    }
+}
+
 /// An attack could not be carried out (a socket, a namespace, a build).
 #[derive(Debug, thiserror::Error)]
 pub enum AttackError {

@@ -10,9 +10,8 @@ use corral_gateway::{DnsTiming, GatewayError, reserve_all, start_all, stop_all};
 
 use super::{Lab, Transport};
 
-/// The lab's upstream resolver. Answers it gives should be in
-/// 198.18.0.0/15: dnsmasq's `stop-dns-rebind` strips private and
-/// documentation-range answers.
+/// The lab's upstream resolver (reached by the gateway, never by a
+/// sandbox, so a reserved range is fine).
 pub const UPSTREAM: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
 
 /// Starting the lab's gateways failed.
