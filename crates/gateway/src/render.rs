@@ -130,7 +130,7 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
 /// 150): with each port limited to `plan::bridge::DNS_RATE` queries a
 /// second, one sibling flooding names a slow upstream never answers holds
 /// at most a fraction of these until dnsmasq gives up on them.
-pub const DNS_FORWARD_MAX: u32 = 4096;
+pub const DNS_FORWARD_MAX: u32 = 16_384;
 /// Concurrent DNS-over-TCP connections (dnsmasq's default is 20): with each
 /// source limited to `plan::gateway_guard::TCP_DNS_PER_SOURCE`, many
 /// sandboxes have to collude to fill them.
@@ -257,7 +257,7 @@ mod tests {
             "listen-address=fd00:99:2::1",
             "dhcp-range=10.99.2.0,static,255.255.255.0,3600s",
             "dhcp-ignore=tag:!known",
-            "dns-forward-max=4096",
+            "dns-forward-max=16384",
             "max-tcp-connections=100",
             "dhcp-option=option:router,10.99.2.1",
             "dhcp-option=option:dns-server,10.99.2.1",

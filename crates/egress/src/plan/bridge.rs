@@ -56,9 +56,9 @@ pub const DHCP_RATE: u64 = 5;
 /// DHCP messages a port may send at once.
 pub const DHCP_BURST: u32 = 20;
 /// DNS queries over UDP a port may send per second (after [`DNS_BURST`]).
-pub const DNS_RATE: u64 = 200;
+pub const DNS_RATE: u64 = 50;
 /// DNS queries over UDP a port may send at once.
-pub const DNS_BURST: u32 = 1000;
+pub const DNS_BURST: u32 = 500;
 /// How long a meter remembers an idle port.
 pub const METER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
