@@ -12,9 +12,13 @@
 //!   (helper `link` creates/adopts them);
 //! - [`SysctlPlan`]s: the sysctls the host needs, with the reason for each
 //!   value (helper `link` writes them to `/proc/sys`);
-//! - two [`TablePlan`]s, `inet corral` and `bridge corral`: sets, chains and
-//!   rules in the small data model of [`model`] (see [`build`] for the rules
-//!   per profile).
+//! - two [`TablePlan`]s, `inet corral` and `bridge corral`: sets (address
+//!   sets, and [`keyed`] sets with concatenated keys and meters), chains
+//!   and rules in the small data model of [`model`] (see [`build`] for the
+//!   inet rules per profile, [`bridge`] for the bridge table);
+//! - the port [`bindings`]: each sandbox port bound to its MAC and
+//!   addresses ([`HostPlan::with_bindings`]; they fill the bridge table's
+//!   keyed sets, so binding a port is an element update).
 //!
 //! Building is deterministic: the same profiles, settings and resolution
 //! give the same plan, byte for byte. Nothing here performs I/O.
