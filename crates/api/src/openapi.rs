@@ -14,8 +14,8 @@ use crate::routes::{
     snapshots, templates, verification,
 };
 use crate::schema::{
-    HostStatusDoc, InstanceTypeDoc, KindStatusDoc, MatrixEntryDoc, ReportDoc, ResourcesDoc,
-    SandboxInfoDoc, SandboxRecordDoc, SandboxStateDoc, SelectionDoc, SnapshotInfoDoc,
+    BoundNicDoc, HostStatusDoc, InstanceTypeDoc, KindStatusDoc, MatrixEntryDoc, ReportDoc,
+    ResourcesDoc, SandboxInfoDoc, SandboxRecordDoc, SandboxStateDoc, SelectionDoc, SnapshotInfoDoc,
     StoredEventDoc, TemplateDoc,
 };
 
@@ -67,6 +67,7 @@ use crate::schema::{
         ExecAnswer,
         Ending,
         SandboxInfoDoc,
+        BoundNicDoc,
         SandboxStateDoc,
         InstanceTypeDoc,
         ResourcesDoc,

@@ -57,6 +57,20 @@ pub struct SandboxInfoDoc {
     created: Option<String>,
     /// Addresses the backend reports for it.
     addresses: Vec<String>,
+    /// The NIC's MAC and host-side name (the bridge port) as corral bound
+    /// them; null without a network, or for a NIC corral did not bind.
+    nic: Option<BoundNicDoc>,
+}
+
+/// A NIC corral bound: its sandbox's frames must carry this MAC, on this
+/// bridge port, with the addresses bound to it.
+#[derive(Debug, ToSchema)]
+#[schema(as = BoundNic)]
+pub struct BoundNicDoc {
+    /// The NIC's MAC address (`02:c0:…`).
+    mac: String,
+    /// The host-side interface: the port on the profile's bridge.
+    port: String,
 }
 
 /// CPU, memory and disk limits; absent leaves the backend's default. Each
@@ -302,6 +316,14 @@ mod tests {
             image: Some("img".into()),
             created: None,
             addresses: vec!["10.0.0.2".parse().unwrap()],
+            nic: Some(corral_sandbox_core::sandbox::BoundNic {
+                mac: "02:c0:0a:00:00:02".parse().unwrap(),
+                port: corral_sandbox_core::InterfaceName::new("crl0a000002").unwrap(),
+            }),
+        });
+        held::<BoundNicDoc>(&corral_sandbox_core::sandbox::BoundNic {
+            mac: "02:c0:0a:00:00:02".parse().unwrap(),
+            port: corral_sandbox_core::InterfaceName::new("crl0a000002").unwrap(),
         });
         held::<SnapshotInfoDoc>(&corral_sandbox_core::sandbox::SnapshotInfo {
             name: "snap0".into(),

@@ -24,13 +24,16 @@ const PREFIXES: [&str; 3] = ["image.", "volatile.", "user.corral."];
 const ROOT_KEYS: [&str; 4] = ["type", "path", "pool", "size"];
 /// Keys a mount disk may carry.
 pub(crate) const MOUNT_KEYS: [&str; 4] = ["type", "source", "path", "readonly"];
-/// Keys the one NIC carries (see `api::nic_device`).
-const NIC_KEYS: [&str; 5] = [
+/// Keys the one NIC carries (see `api::nic_device`; the topology check
+/// also holds `hwaddr` and `host_name` to the values corral bound).
+const NIC_KEYS: [&str; 7] = [
     "type",
     "nictype",
     "parent",
     "name",
     "security.port_isolation",
+    "hwaddr",
+    "host_name",
 ];
 
 /// Host ids below this are the host's own users and system accounts; an id

@@ -4,8 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use corral_sandbox_core::SandboxName;
-use corral_sandbox_core::sandbox::{InstanceType, ProviderError, SandboxSpec, SandboxState};
+use corral_sandbox_core::sandbox::{
+    BoundNic, InstanceType, ProviderError, SandboxSpec, SandboxState,
+};
+use corral_sandbox_core::{InterfaceName, SandboxName};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -87,6 +89,16 @@ impl Instance {
             InstanceType::Vm
         } else {
             InstanceType::Container
+        }
+    }
+
+    /// The NIC device Incus applies (the expanded view, which profiles
+    /// could add to; the local one when the record has no expanded view).
+    pub fn nic_device(&self) -> Option<&Device> {
+        if self.expanded_devices.is_empty() {
+            self.devices.get(NIC_DEVICE)
+        } else {
+            self.expanded_devices.get(NIC_DEVICE)
         }
     }
 
@@ -182,15 +194,35 @@ pub struct MountDevice {
 }
 
 /// The bridged NIC corral attaches: the instance's only path out.
-pub fn nic_device(bridge: &str) -> Device {
-    BTreeMap::from([
+pub fn nic_device(bridge: &str, nic: Option<&BoundNic>) -> Device {
+    let mut device = BTreeMap::from([
         ("type".to_owned(), "nic".to_owned()),
         ("nictype".to_owned(), "bridged".to_owned()),
         ("parent".to_owned(), bridge.to_owned()),
         ("name".to_owned(), NIC_DEVICE.to_owned()),
         // Sandboxes on one bridge must not reach each other at L2.
         ("security.port_isolation".to_owned(), "true".to_owned()),
-    ])
+    ]);
+    if let Some(nic) = nic {
+        // The MAC and port name the host's rules bind (corral chose them
+        // before the instance existed).
+        device.insert(NIC_HWADDR.to_owned(), nic.mac.to_string());
+        device.insert(NIC_HOST_NAME.to_owned(), nic.port.to_string());
+    }
+    device
+}
+
+/// The NIC key holding its MAC.
+pub const NIC_HWADDR: &str = "hwaddr";
+/// The NIC key holding the name of its host side (the bridge port).
+pub const NIC_HOST_NAME: &str = "host_name";
+
+/// The MAC and host-side name a NIC device carries, when it carries both
+/// (and they parse).
+pub fn bound_nic(device: &Device) -> Option<BoundNic> {
+    let mac = device.get(NIC_HWADDR)?.parse().ok()?;
+    let port = InterfaceName::new(device.get(NIC_HOST_NAME)?.as_str()).ok()?;
+    Some(BoundNic { mac, port })
 }
 
 /// The disk device for a mount. No `shift`: Incus refuses it for a source
@@ -225,7 +257,10 @@ pub fn devices_for(
     }
     let mut devices = BTreeMap::from([(ROOT_DEVICE.to_owned(), root)]);
     if let Some(net) = &spec.network {
-        devices.insert(NIC_DEVICE.to_owned(), nic_device(net.bridge.as_str()));
+        devices.insert(
+            NIC_DEVICE.to_owned(),
+            nic_device(net.bridge.as_str(), net.nic.as_ref()),
+        );
     }
     for (i, mount) in mounts.iter().enumerate() {
         devices.insert(format!("{MOUNT_DEVICE_PREFIX}{i}"), mount_device(mount));
@@ -355,6 +390,7 @@ mod tests {
             subnet_v4: "10.99.2.0/24".parse().unwrap_or_else(|e| panic!("{e}")),
             gateway_v4: "10.99.2.1".parse().unwrap_or_else(|e| panic!("{e}")),
             resolved_allow: Vec::new(),
+            nic: None,
         }
     }
 

@@ -176,7 +176,9 @@ pub async fn import(
         devices.retain(|k, _| !k.starts_with(api::MOUNT_DEVICE_PREFIX));
         match &bridge {
             Some(b) => {
-                devices.insert(NIC_DEVICE.to_owned(), api::nic_device(b.as_str()));
+                // The backup's binding was another port's: the imported
+                // instance starts unbound until corral binds it.
+                devices.insert(NIC_DEVICE.to_owned(), api::nic_device(b.as_str(), None));
             }
             None => {
                 devices.remove(NIC_DEVICE);

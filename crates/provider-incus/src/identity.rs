@@ -78,6 +78,13 @@ pub async fn clone(
     let result = renew(provider, target, &new_stamp, |devices| {
         let mut out = BTreeMap::new();
         for (name, mut device) in devices {
+            if name == api::NIC_DEVICE {
+                // The source's MAC and port name are bound to the source:
+                // the copy gets neither (Incus gives it a fresh MAC) and
+                // starts unbound until corral binds it.
+                device.remove(api::NIC_HWADDR);
+                device.remove(api::NIC_HOST_NAME);
+            }
             if name.starts_with(api::MOUNT_DEVICE_PREFIX)
                 && let Some(src) = device.get("source").cloned()
                 && let Some(new_src) = policy.restage(&old_id, &new_stamp.id, &src)?

@@ -166,6 +166,7 @@ impl IncusProvider {
         let expected = Expected {
             pool: &self.inner.config.storage_pool,
             bridge: stamp.bridge.as_ref(),
+            nic: stamp.nic.as_ref(),
             mount_roots: &self.inner.disk_roots,
         };
         let differences = topology::differences(inst, &expected);
@@ -203,6 +204,7 @@ impl IncusProvider {
             image: Some(stamp.template.clone()),
             created: Some(stamp.created.clone()),
             addresses,
+            nic: inst.nic_device().and_then(api::bound_nic),
         })
     }
 
@@ -270,11 +272,15 @@ impl SandboxProvider for IncusProvider {
                 reason: "host mounts need the sandbox on this host; an incus-remote sandbox runs elsewhere".into(),
             });
         }
-        let (profile, bridge) = match &spec.network {
-            Some(net) => (Some(net.profile.clone()), Some(net.bridge.clone())),
-            None => (None, None),
+        let (profile, bridge, nic) = match &spec.network {
+            Some(net) => (
+                Some(net.profile.clone()),
+                Some(net.bridge.clone()),
+                net.nic.clone(),
+            ),
+            None => (None, None, None),
         };
-        let stamp = Stamp::new(profile, bridge, spec.image.clone())?;
+        let stamp = Stamp::new(profile, bridge, spec.image.clone())?.with_nic(nic);
         if let Err(e) = self.create_inner(spec, &stamp).await {
             let _ = self.inner.config.mounts.remove_staging(&stamp.id);
             return Err(e);

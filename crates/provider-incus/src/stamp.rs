@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use corral_sandbox_core::sandbox::ProviderError;
-use corral_sandbox_core::{BridgeName, ProfileName};
+use corral_sandbox_core::sandbox::{BoundNic, ProviderError};
+use corral_sandbox_core::{BridgeName, InterfaceName, ProfileName};
 
 /// Prefix of every key corral writes.
 pub const PREFIX: &str = "user.corral.";
@@ -21,6 +21,8 @@ const BRIDGE: &str = "user.corral.bridge";
 const TEMPLATE: &str = "user.corral.template";
 const CREATED: &str = "user.corral.created";
 const CORRAL_VERSION: &str = "user.corral.version";
+const HWADDR: &str = "user.corral.hwaddr";
+const PORT: &str = "user.corral.port";
 
 /// What corral records about an instance it made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +39,9 @@ pub struct Stamp {
     pub created: String,
     /// The corral version that wrote it.
     pub corral_version: String,
+    /// The MAC and host-side name corral bound its NIC to, if it did; the
+    /// topology check holds the NIC to them before every start.
+    pub nic: Option<BoundNic>,
 }
 
 impl Stamp {
@@ -53,11 +58,20 @@ impl Stamp {
             template: template.into(),
             created: rfc3339(SystemTime::now()),
             corral_version: env!("CARGO_PKG_VERSION").to_owned(),
+            nic: None,
         })
     }
 
+    /// The same stamp with its NIC bound to `nic`.
+    #[must_use]
+    pub fn with_nic(mut self, nic: Option<BoundNic>) -> Self {
+        self.nic = nic;
+        self
+    }
+
     /// The same lineage (profile, template) under a new identity: for clones
-    /// and imports.
+    /// and imports. The NIC binding is not carried over: a binding is one
+    /// port's, and two instances never share one.
     pub fn renewed(&self) -> Result<Self, ProviderError> {
         Self::new(
             self.profile.clone(),
@@ -80,6 +94,10 @@ impl Stamp {
         }
         if let Some(bridge) = &self.bridge {
             config.insert(BRIDGE.to_owned(), bridge.to_string());
+        }
+        if let Some(nic) = &self.nic {
+            config.insert(HWADDR.to_owned(), nic.mac.to_string());
+            config.insert(PORT.to_owned(), nic.port.to_string());
         }
         config
     }
@@ -125,6 +143,21 @@ impl Stamp {
                 "`{PROFILE}` and `{BRIDGE}` must be both present or both absent"
             )));
         }
+        let nic = match (config.get(HWADDR), config.get(PORT)) {
+            (None, None) => None,
+            (Some(mac), Some(port)) if bridge.is_some() => Some(BoundNic {
+                mac: mac
+                    .parse()
+                    .map_err(|e| refuse(format!("stamp key `{HWADDR}`: {e}")))?,
+                port: InterfaceName::new(port.as_str())
+                    .map_err(|e| refuse(format!("stamp key `{PORT}`: {e}")))?,
+            }),
+            _ => {
+                return Err(refuse(format!(
+                    "`{HWADDR}` and `{PORT}` must be both present (with `{BRIDGE}`) or both absent"
+                )));
+            }
+        };
         Ok(Self {
             id: required(ID)?,
             profile,
@@ -132,6 +165,7 @@ impl Stamp {
             template: required(TEMPLATE)?,
             created: required(CREATED)?,
             corral_version: required(CORRAL_VERSION)?,
+            nic,
         })
     }
 }
@@ -199,6 +233,27 @@ mod tests {
         let back = Stamp::read("x", &s.to_config()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back, s);
         assert_eq!(s.id.len(), 32);
+    }
+
+    #[test]
+    fn a_bound_nic_reads_back_and_half_of_one_is_refused() {
+        let nic = BoundNic {
+            mac: "02:c0:0a:63:02:02"
+                .parse()
+                .unwrap_or_else(|e| panic!("{e}")),
+            port: InterfaceName::new("crl0a630202").unwrap_or_else(|e| panic!("{e}")),
+        };
+        let s = stamp().with_nic(Some(nic.clone()));
+        let config = s.to_config();
+        let back = Stamp::read("x", &config).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back.nic, Some(nic));
+        assert_eq!(s.renewed().unwrap_or_else(|e| panic!("{e}")).nic, None);
+        let mut half = config.clone();
+        half.remove(PORT);
+        assert!(Stamp::read("x", &half).is_err());
+        let mut bad = config;
+        bad.insert(HWADDR.into(), "ff:ff:ff:ff:ff:ff:ff".into());
+        assert!(Stamp::read("x", &bad).is_err());
     }
 
     #[test]

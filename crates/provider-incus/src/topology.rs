@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use corral_sandbox_core::BridgeName;
+use corral_sandbox_core::sandbox::BoundNic;
 
 use crate::api::{Device, Instance, MOUNT_DEVICE_PREFIX, NIC_DEVICE, ROOT_DEVICE, nic_device};
 
@@ -16,6 +17,9 @@ pub struct Expected<'a> {
     pub pool: &'a str,
     /// The bridge of its one NIC; `None`: no NIC at all.
     pub bridge: Option<&'a BridgeName>,
+    /// The MAC and host-side name corral bound that NIC to: the NIC must
+    /// carry exactly these (`None`: it must carry neither).
+    pub nic: Option<&'a BoundNic>,
     /// Host paths mount sources may resolve beneath (allowed roots and the
     /// staging root).
     pub mount_roots: &'a [PathBuf],
@@ -39,7 +43,7 @@ pub fn differences(instance: &Instance, expected: &Expected<'_>) -> Vec<String> 
     check_root(devices.get(ROOT_DEVICE), expected.pool, &mut out);
     match (expected.bridge, devices.get(NIC_DEVICE)) {
         (Some(bridge), Some(nic)) => {
-            let want = nic_device(bridge.as_str());
+            let want = nic_device(bridge.as_str(), expected.nic);
             if nic != &want {
                 out.push(format!(
                     "NIC `{NIC_DEVICE}` is {}, expected {}",
@@ -167,7 +171,7 @@ mod tests {
         );
         let mut devices = devices_for(&spec, "default", &[]);
         if with_nic {
-            devices.insert(NIC_DEVICE.into(), nic_device("cb-claude"));
+            devices.insert(NIC_DEVICE.into(), nic_device("cb-claude", None));
         }
         Instance {
             name: "a".into(),
@@ -181,6 +185,7 @@ mod tests {
         Expected {
             pool: "default",
             bridge,
+            nic: None,
             mount_roots: roots,
         }
     }
@@ -197,7 +202,7 @@ mod tests {
         let b = bridge();
         let mut inst = built(true);
         inst.expanded_devices
-            .insert("eth1".into(), nic_device("lxdbr0"));
+            .insert("eth1".into(), nic_device("lxdbr0", None));
         let diffs = differences(&inst, &expect(Some(&b), &[]));
         assert_eq!(diffs.len(), 1, "{diffs:?}");
         assert!(
@@ -211,9 +216,9 @@ mod tests {
         let b = bridge();
         let mut inst = built(true);
         inst.expanded_devices
-            .insert(NIC_DEVICE.into(), nic_device("incusbr0"));
+            .insert(NIC_DEVICE.into(), nic_device("incusbr0", None));
         assert!(!differences(&inst, &expect(Some(&b), &[])).is_empty());
-        let mut nic = nic_device("cb-claude");
+        let mut nic = nic_device("cb-claude", None);
         nic.remove("security.port_isolation");
         inst.expanded_devices.insert(NIC_DEVICE.into(), nic);
         assert!(!differences(&inst, &expect(Some(&b), &[])).is_empty());
@@ -221,6 +226,48 @@ mod tests {
         assert!(!differences(&built(true), &expect(None, &[])).is_empty());
         // No NIC where one belongs.
         assert!(!differences(&built(false), &expect(Some(&b), &[])).is_empty());
+    }
+
+    #[test]
+    fn a_bound_nic_must_carry_exactly_its_mac_and_port_name() {
+        let b = bridge();
+        let bound = BoundNic {
+            mac: "02:c0:0a:63:02:02"
+                .parse()
+                .unwrap_or_else(|e| panic!("{e}")),
+            port: corral_sandbox_core::InterfaceName::new("crl0a630202")
+                .unwrap_or_else(|e| panic!("{e}")),
+        };
+        let expected = Expected {
+            nic: Some(&bound),
+            ..expect(Some(&b), &[])
+        };
+        let mut inst = built(false);
+        inst.expanded_devices
+            .insert(NIC_DEVICE.into(), nic_device("cb-claude", Some(&bound)));
+        assert!(differences(&inst, &expected).is_empty());
+        // The unbound NIC of the same bridge is refused, and so is a bound
+        // one where none was bound.
+        assert!(!differences(&built(true), &expected).is_empty());
+        assert!(!differences(&inst, &expect(Some(&b), &[])).is_empty());
+        // Changed behind corral's back: another MAC, another port name, or
+        // either key dropped.
+        for (key, value) in [
+            ("hwaddr", Some("02:c0:0a:63:02:03")),
+            ("host_name", Some("veth-evil")),
+            ("hwaddr", None),
+            ("host_name", None),
+        ] {
+            let mut nic = nic_device("cb-claude", Some(&bound));
+            match value {
+                Some(v) => nic.insert(key.into(), v.into()),
+                None => nic.remove(key),
+            };
+            inst.expanded_devices.insert(NIC_DEVICE.into(), nic);
+            let diffs = differences(&inst, &expected);
+            assert_eq!(diffs.len(), 1, "{key}={value:?}: {diffs:?}");
+            assert!(diffs[0].contains("NIC `eth0`"), "{diffs:?}");
+        }
     }
 
     #[test]

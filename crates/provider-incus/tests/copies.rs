@@ -7,9 +7,10 @@ use std::time::Duration;
 use common::{ok, provider, spec, unique};
 use corral_provider_incus::api::Instance;
 use corral_sandbox_core::sandbox::{
-    ExecRequest, NetworkAttachment, ProviderError, SandboxProvider, SandboxState, StopOptions,
+    BoundNic, ExecRequest, NetworkAttachment, ProviderError, SandboxProvider, SandboxState,
+    StopOptions,
 };
-use corral_sandbox_core::{BridgeName, ProfileName};
+use corral_sandbox_core::{BridgeName, InterfaceName, ProfileName};
 
 const IMAGE_MACHINE_ID: &[u8] = b"0123456789abcdef0123456789abcdef\n";
 
@@ -28,14 +29,21 @@ async fn clones_get_a_fresh_identity() {
     let (copy, fromsnap) = (unique("copy"), unique("fromsnap"));
     let _cleanup = common::Cleanup::new(&p, &[&name, &copy, &fromsnap]);
     let mut s = spec(&name);
+    // Bound, as corral's service binds it: the copies must not inherit it.
+    let bound = BoundNic {
+        mac: ok("02:c0:0a:63:02:09".parse(), "mac"),
+        port: ok(InterfaceName::new("crlcopytest0"), "port"),
+    };
     s.network = Some(NetworkAttachment {
         profile: ok(ProfileName::new("claude"), "profile"),
         bridge: ok(BridgeName::new("crl-noexist0"), "bridge"),
         subnet_v4: ok("10.99.2.0/24".parse(), "subnet"),
         gateway_v4: ok("10.99.2.1".parse(), "gw"),
         resolved_allow: Vec::new(),
+        nic: Some(bound.clone()),
     });
     let orig = ok(p.create(&s).await, "create");
+    assert_eq!(ok(orig.info().await, "info").nic, Some(bound.clone()));
     assert_eq!(
         ok(orig.pull_file("/etc/machine-id").await, "pull"),
         IMAGE_MACHINE_ID
@@ -71,8 +79,17 @@ async fn clones_get_a_fresh_identity() {
             a.config.get("volatile.uuid"),
             other.config.get("volatile.uuid")
         );
-        assert_eq!(other.devices.get("eth0"), a.devices.get("eth0"));
+        // The same NIC, but without the origin's bound MAC and port name.
+        let mut unbound = a.devices.get("eth0").cloned().unwrap_or_default();
+        assert_eq!(
+            unbound.remove("hwaddr").as_deref(),
+            Some("02:c0:0a:63:02:09")
+        );
+        assert_eq!(unbound.remove("host_name").as_deref(), Some("crlcopytest0"));
+        assert_eq!(other.devices.get("eth0"), Some(&unbound));
+        assert!(!other.config.contains_key("user.corral.port"));
     }
+    assert_eq!(ok(cloned.info().await, "info").nic, None);
     assert_eq!(
         ok(cloned.pull_file("/etc/machine-id").await, "pull clone"),
         b""

@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use common::{ok, provider, spec, unique};
 use corral_provider_incus::api::{Instance, nic_device};
 use corral_sandbox_core::sandbox::{
-    ExecRequest, ProviderError, Sandbox, SandboxProvider, SandboxState, StopOptions,
+    BoundNic, ExecRequest, NetworkAttachment, ProviderError, Sandbox, SandboxProvider,
+    SandboxState, StopOptions,
 };
+use corral_sandbox_core::{BridgeName, InterfaceName, ProfileName};
 use http::Method;
 
 fn not_owned<T: std::fmt::Debug>(r: Result<T, ProviderError>, op: &str) {
@@ -99,7 +101,7 @@ async fn an_extra_nic_added_behind_corrals_back_refuses_to_start() {
     let path = format!("/1.0/instances/{name}");
     let inst: Instance = ok(client.get(&path).await, "get");
     let mut devices = inst.devices.clone();
-    devices.insert("eth1".into(), nic_device("crl-tamper0"));
+    devices.insert("eth1".into(), nic_device("crl-tamper0", None));
     ok(
         client
             .run(
@@ -149,5 +151,82 @@ async fn an_extra_nic_added_behind_corrals_back_refuses_to_start() {
         sb.start().await,
         Err(ProviderError::Topology { .. })
     ));
+    ok(sb.delete().await, "delete");
+}
+
+#[tokio::test]
+async fn a_bound_nic_changed_behind_corrals_back_refuses_to_start() {
+    let Some(p) = provider().await else { return };
+    let name = unique("rebound");
+    let _cleanup = common::Cleanup::new(&p, &[&name]);
+    let bound = BoundNic {
+        mac: ok("02:c0:0a:63:03:07".parse(), "mac"),
+        port: ok(InterfaceName::new("crltamper1"), "port"),
+    };
+    let mut s = spec(&name);
+    // On a bridge that does not exist: the start fails after the check.
+    s.network = Some(NetworkAttachment {
+        profile: ok(ProfileName::new("claude"), "profile"),
+        bridge: ok(BridgeName::new("crl-noexist1"), "bridge"),
+        subnet_v4: ok("10.99.3.0/24".parse(), "subnet"),
+        gateway_v4: ok("10.99.3.1".parse(), "gw"),
+        resolved_allow: Vec::new(),
+        nic: Some(bound.clone()),
+    });
+    let sb = ok(p.create(&s).await, "create");
+    let client = p.client();
+    let path = format!("/1.0/instances/{name}");
+    let inst: Instance = ok(client.get(&path).await, "get");
+    let nic = inst.devices.get("eth0").cloned().unwrap_or_default();
+    assert_eq!(
+        nic.get("hwaddr").map(String::as_str),
+        Some("02:c0:0a:63:03:07")
+    );
+    assert_eq!(nic.get("host_name").map(String::as_str), Some("crltamper1"));
+    assert_eq!(ok(sb.info().await, "info").nic, Some(bound));
+
+    // Control: as corral built it, the topology check lets the start
+    // through (Incus then fails on the missing bridge).
+    let control = sb.start().await;
+    assert!(
+        !matches!(control, Err(ProviderError::Topology { .. }) | Ok(())),
+        "control: expected Incus's own failure on the missing bridge, got {control:?}"
+    );
+
+    for (key, value) in [
+        ("hwaddr", Some("02:c0:0a:63:03:08")),
+        ("host_name", Some("vethevil0")),
+        ("hwaddr", None),
+    ] {
+        // Fresh: the failed start recorded volatile keys of its own.
+        let cur: Instance = ok(client.get(&path).await, "get");
+        let mut devices = cur.devices.clone();
+        let mut changed = nic.clone();
+        match value {
+            Some(v) => changed.insert(key.into(), v.into()),
+            None => changed.remove(key),
+        };
+        devices.insert("eth0".into(), changed);
+        ok(
+            client
+                .run(
+                    Method::PUT,
+                    &path,
+                    Some(&cur.put_body(&cur.config, &devices)),
+                    std::time::Duration::from_secs(30),
+                )
+                .await,
+            "change the NIC",
+        );
+        let err = sb.start().await.err();
+        let Some(ProviderError::Topology { differences, .. }) = &err else {
+            panic!("{key}={value:?}: expected a topology refusal, got {err:?}");
+        };
+        assert!(
+            differences.iter().any(|d| d.contains("NIC `eth0`")),
+            "{differences:?}"
+        );
+        assert_eq!(ok(sb.info().await, "info").state, SandboxState::Stopped);
+    }
     ok(sb.delete().await, "delete");
 }

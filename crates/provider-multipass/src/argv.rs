@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use corral_sandbox_core::BridgeName;
 use corral_sandbox_core::sandbox::{ExecRequest, ProviderError, Resources};
+use corral_sandbox_core::{BridgeName, MacAddr};
 
 /// Where `multipass launch` reads its cloud-init user-data from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,14 +50,16 @@ impl MultipassArgv {
     }
 
     /// `multipass launch --name VM [--cpus N] [--memory NM] [--disk NG]
-    /// --cloud-init SRC [--network name=BRIDGE,mode=auto] IMAGE`.
+    /// --cloud-init SRC [--network name=BRIDGE,mode=auto[,mac=MAC]] IMAGE`
+    /// (`mac=` when the attachment carries a bound MAC: Multipass takes a
+    /// NIC's MAC, not the name of its host side).
     pub fn launch(
         &self,
         vm: &str,
         image: &str,
         resources: &Resources,
         cloud_init: CloudInitSource<'_>,
-        bridge: Option<&BridgeName>,
+        network: Option<(&BridgeName, Option<MacAddr>)>,
     ) -> Vec<String> {
         let mut argv = self.cmd(&["launch", "--name", vm]);
         if let Some(cpus) = resources.cpus {
@@ -74,8 +76,12 @@ impl MultipassArgv {
             CloudInitSource::File(path) => path.to_string_lossy().into_owned(),
             CloudInitSource::Stdin => "-".to_owned(),
         });
-        if let Some(bridge) = bridge {
-            argv.extend(["--network".to_owned(), format!("name={bridge},mode=auto")]);
+        if let Some((bridge, mac)) = network {
+            let mut spec = format!("name={bridge},mode=auto");
+            if let Some(mac) = mac {
+                spec.push_str(&format!(",mac={mac}"));
+            }
+            argv.extend(["--network".to_owned(), spec]);
         }
         argv.push(image.to_owned());
         argv
@@ -333,7 +339,7 @@ mod tests {
             "24.04",
             &res,
             CloudInitSource::File(Path::new("/s/corral-a/cloud-init.yaml")),
-            Some(&bridge),
+            Some((&bridge, None)),
         );
         assert_eq!(
             argv,
@@ -355,6 +361,22 @@ mod tests {
                 "24.04"
             ]
         );
+    }
+
+    #[test]
+    fn a_bound_mac_travels_in_the_network_spec() {
+        let bridge = BridgeName::new("cb-dev").unwrap();
+        let mac: MacAddr = "02:c0:0a:63:02:02".parse().unwrap();
+        let argv = mp().launch(
+            "corral-a",
+            "noble",
+            &Resources::default(),
+            CloudInitSource::Stdin,
+            Some((&bridge, Some(mac))),
+        );
+        let at = argv.iter().position(|a| a == "--network").unwrap();
+        assert_eq!(argv[at + 1], "name=cb-dev,mode=auto,mac=02:c0:0a:63:02:02");
+        assert_eq!(argv.last().map(String::as_str), Some("noble"));
     }
 
     #[test]

@@ -264,14 +264,17 @@ impl SandboxProvider for MultipassProvider {
             profile: spec.network.as_ref().map(|n| n.profile.to_string()),
             image: spec.image.clone(),
         })?;
-        let bridge = spec.network.as_ref().map(|n| &n.bridge);
+        let network = spec
+            .network
+            .as_ref()
+            .map(|n| (&n.bridge, n.nic.as_ref().map(|b| b.mac)));
         let invocation = if s.kind == SandboxKind::MultipassRemote {
             let argv = s.argv.launch(
                 &vm,
                 &spec.image,
                 &spec.resources,
                 CloudInitSource::Stdin,
-                bridge,
+                network,
             );
             Invocation::new(argv, s.timeouts.launch).with_stdin(user_data.into_bytes())
         } else {
@@ -284,7 +287,7 @@ impl SandboxProvider for MultipassProvider {
                 &spec.image,
                 &spec.resources,
                 CloudInitSource::File(&path),
-                bridge,
+                network,
             );
             Invocation::new(argv, s.timeouts.launch)
         };

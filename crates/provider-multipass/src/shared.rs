@@ -208,6 +208,8 @@ impl Shared {
             image: Some(stamp.image.clone()),
             created: None,
             addresses: info.addresses,
+            // Multipass names the host side of a NIC itself.
+            nic: None,
         }
     }
 

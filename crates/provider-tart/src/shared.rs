@@ -206,6 +206,8 @@ impl Shared {
             image: Some(stamp.image.clone()),
             created: None,
             addresses: Vec::new(),
+            // Tart VMs sit on Softnet, never on a corral bridge.
+            nic: None,
         }
     }
 }

@@ -239,6 +239,7 @@ mod tests {
             subnet_v4: "192.168.64.0/24".parse().unwrap(),
             gateway_v4: "192.168.64.1".parse().unwrap(),
             resolved_allow: allow.iter().map(|a| a.parse().unwrap()).collect(),
+            nic: None,
         }
     }
 

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod mac;
 pub mod names;
 pub mod placement;
 pub mod platform;
@@ -18,6 +19,7 @@ pub mod text;
 pub mod verify;
 
 pub use config::{Config, ConfigError, ConfigErrors, HostConfig, Phase, PhaseProfiles};
+pub use mac::{MacAddr, MacParseError};
 pub use names::{BridgeName, HostName, InterfaceName, NameError, ProfileName, SandboxName};
 pub use platform::{Enforcement, EnforcementSite, HostOs, Isolation, SandboxKind, select_provider};
 pub use profile::{

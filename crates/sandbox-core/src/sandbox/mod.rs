@@ -13,8 +13,8 @@ pub use exec::{BackendClient, ExecOutput, ExecRequest, ExecUser, TerminalCommand
 pub use provider::{Capabilities, Operation, Sandbox, SandboxProvider, StopOptions};
 pub use site::ProbeSite;
 pub use spec::{
-    Attachment, InstanceType, MountSpec, NetworkAttachment, Resources, SandboxInfo, SandboxSpec,
-    SnapshotInfo,
+    Attachment, BoundNic, InstanceType, MountSpec, NetworkAttachment, Resources, SandboxInfo,
+    SandboxSpec, SnapshotInfo,
 };
 pub use state::SandboxState;
 pub use streams::{BufferSource, ByteSink, ByteSource, ExecStreams, read_all};

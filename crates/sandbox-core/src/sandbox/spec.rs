@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use ipnet::{IpNet, Ipv4Net};
 use serde::{Deserialize, Serialize};
 
-use crate::names::{BridgeName, ProfileName, SandboxName};
+use crate::mac::MacAddr;
+use crate::names::{BridgeName, InterfaceName, ProfileName, SandboxName};
 use crate::platform::SandboxKind;
 use crate::profile::Profile;
 
@@ -58,6 +59,22 @@ pub struct NetworkAttachment {
     pub gateway_v4: Ipv4Addr,
     /// Resolved allowlist (for provider-side filters such as Tart Softnet).
     pub resolved_allow: Vec<IpNet>,
+    /// The NIC corral bound the sandbox's bridge port to, when it did: the
+    /// provider must give the NIC exactly this MAC and host-side name, or
+    /// the host's rules treat the port as a stranger (no lease, no
+    /// traffic). `None`: the provider chooses (nothing is bound).
+    #[serde(default)]
+    pub nic: Option<BoundNic>,
+}
+
+/// A sandbox NIC as corral bound it on the host: the MAC the sandbox must
+/// use and the name of the NIC's host side (the bridge port).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BoundNic {
+    /// The NIC's MAC address.
+    pub mac: MacAddr,
+    /// The host-side interface (the port on the profile's bridge).
+    pub port: InterfaceName,
 }
 
 impl NetworkAttachment {
@@ -69,7 +86,15 @@ impl NetworkAttachment {
             subnet_v4: profile.subnet_v4,
             gateway_v4: profile.gateway_v4(),
             resolved_allow,
+            nic: None,
         }
+    }
+
+    /// The same attachment with its NIC bound to `nic`.
+    #[must_use]
+    pub fn with_nic(mut self, nic: BoundNic) -> Self {
+        self.nic = Some(nic);
+        self
     }
 }
 
@@ -126,6 +151,10 @@ pub struct SandboxInfo {
     pub created: Option<String>,
     /// Addresses the backend reports for it.
     pub addresses: Vec<IpAddr>,
+    /// Its NIC's MAC and host-side name as the backend has them configured,
+    /// when corral bound them (`None`: no NIC, or one the backend names).
+    #[serde(default)]
+    pub nic: Option<BoundNic>,
 }
 
 /// Where one instance of the backend's scope is wired: its network
