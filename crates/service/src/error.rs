@@ -42,6 +42,20 @@ pub enum ServiceError {
     /// The escape hatch refused its arguments.
     #[error(transparent)]
     Hatch(#[from] crate::hatch::HatchRefusal),
+    /// The sandbox's port could not be bound or unbound on the host.
+    #[error(transparent)]
+    Binding(#[from] crate::ports::BindingError),
+    /// The sandbox is gone, but its port binding could not be removed.
+    #[error(
+        "sandbox `{name}` was deleted, but its port binding could not be removed (its address stays taken; nothing can use the binding without its MAC and port)"
+    )]
+    Unbind {
+        /// The sandbox.
+        name: String,
+        /// The cause.
+        #[source]
+        source: Box<ServiceError>,
+    },
     /// The blocking worker of a host check failed.
     #[error("the start gate's worker failed: {0}")]
     Worker(#[source] tokio::task::JoinError),

@@ -11,8 +11,11 @@
 //! - [`gate`]: the start gate — the live enforcement of one profile read
 //!   back and compared with what was applied, before any sandbox on it is
 //!   created or started;
+//! - [`ports`]: the port binding of each sandbox on a local corral bridge
+//!   (bound before it is created, unbound when it is deleted), and the
+//!   sweep that quarantines ports nobody bound;
 //! - [`provider`]: provider selection through the platform matrix;
-//! - [`sandboxes`]: create (template → gate → create → start → ready →
+//! - [`sandboxes`]: create (template → gate → bind → create → start → ready →
 //!   template → hooks), clone, start, stop, restart, delete, list, info,
 //!   exec, snapshots and restore, rename, export and import, file push and
 //!   pull, shell;
@@ -46,6 +49,7 @@ pub mod hatch;
 pub mod hooks;
 pub mod host;
 pub mod limits;
+pub mod ports;
 pub mod provider;
 pub mod reconcile;
 pub mod sandboxes;

@@ -147,6 +147,13 @@ impl Backend {
             })
     }
 
+    /// True when its sandboxes' NICs land on this host's corral bridges, so
+    /// the service binds their ports (the local Incus daemon; a remote
+    /// backend's bridges are another host's).
+    pub fn binds_ports(&self) -> bool {
+        self.selection.kind == SandboxKind::Incus
+    }
+
     /// The provider, connecting (and converging corral's project) on first
     /// use; a failed connection is retried by the next call.
     pub async fn provider(&self) -> Result<&dyn SandboxProvider, ProviderError> {

@@ -11,7 +11,10 @@
 //!    they look up; P's bridge present, up, with its gateway address(es);
 //!    the forwarding and bridge-netfilter sysctls;
 //! 3. P's gateway (dnsmasq: DHCP, and the resolver when P has one) runs,
-//!    and its resolver answers a query on the gateway address.
+//!    and its resolver answers a query on the gateway address;
+//! 4. for a sandbox's start ([`check_sandbox`]): its NIC's port is bound in
+//!    what was applied, on P's bridge, to the MAC the NIC carries — and,
+//!    through item 2, the binding's set elements are live.
 //!
 //! The check runs with blocking netlink calls: async callers use
 //! `tokio::task::spawn_blocking`.
@@ -24,8 +27,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use corral_egress::host::{HostDrift, HostError, StateStore};
+use corral_egress::plan::{HostPlan, PortBinding};
 use corral_gateway::{Gateway, GatewayStatus};
 use corral_sandbox_core::config::Config;
+use corral_sandbox_core::sandbox::BoundNic;
 use corral_sandbox_core::{Profile, ProfileName};
 use serde::Serialize;
 
@@ -66,6 +71,13 @@ pub enum Missing {
         /// Its state.
         state: String,
     },
+    /// The sandbox's port binding is not what its NIC carries.
+    Binding {
+        /// The port, when the NIC names one.
+        port: Option<String>,
+        /// What is wrong, and what to do.
+        problem: String,
+    },
     /// The gateway runs but its resolver does not answer.
     Resolver {
         /// The address asked.
@@ -94,6 +106,10 @@ impl fmt::Display for Missing {
             Missing::Resolver { address, error } => {
                 write!(f, "gateway resolver at {address} does not answer: {error}")
             }
+            Missing::Binding { port: Some(port), problem } => {
+                write!(f, "port binding of {port}: {problem}")
+            }
+            Missing::Binding { port: None, problem } => write!(f, "port binding: {problem}"),
         }
     }
 }
@@ -174,6 +190,9 @@ pub struct GatePass {
     pub gateway_pid: u32,
     /// The resolver that answered, when the profile has one.
     pub resolver: Option<SocketAddr>,
+    /// The sandbox's port binding: the one made for it (a create, after
+    /// the check) or the one checked as applied and live (a start).
+    pub binding: Option<PortBinding>,
 }
 
 /// Check the enforcement of `profile` (as `config` defines it) on the
@@ -181,6 +200,28 @@ pub struct GatePass {
 pub fn check(
     config: &Config,
     profile: &ProfileName,
+    netns: Option<&str>,
+    state_dir: &Path,
+) -> Result<GatePass, GateError> {
+    check_with(config, profile, None, netns, state_dir)
+}
+
+/// [`check`], and the port binding of a sandbox about to start whose NIC
+/// carries `nic` (`None`: its NIC carries no binding, which refuses).
+pub fn check_sandbox(
+    config: &Config,
+    profile: &ProfileName,
+    nic: Option<&BoundNic>,
+    netns: Option<&str>,
+    state_dir: &Path,
+) -> Result<GatePass, GateError> {
+    check_with(config, profile, Some(nic), netns, state_dir)
+}
+
+fn check_with(
+    config: &Config,
+    profile: &ProfileName,
+    nic: Option<Option<&BoundNic>>,
     netns: Option<&str>,
     state_dir: &Path,
 ) -> Result<GatePass, GateError> {
@@ -232,6 +273,14 @@ pub fn check(
             (0, None)
         }
     };
+    let binding = match nic.map(|nic| check_binding(&applied.plan, applied_profile, nic)) {
+        None => None,
+        Some(Ok(b)) => Some(b.clone()),
+        Some(Err(m)) => {
+            missing.push(m);
+            None
+        }
+    };
     if !missing.is_empty() {
         return Err(refuse(missing));
     }
@@ -246,7 +295,46 @@ pub fn check(
         sets: scope.sets.iter().map(|(_, s)| s.clone()).collect(),
         gateway_pid,
         resolver,
+        binding,
     })
+}
+
+/// The binding `nic` names, as applied: on `profile`'s bridge, to the MAC
+/// the NIC carries. Its live elements are checked with the rest of the
+/// profile's scope.
+fn check_binding<'a>(
+    plan: &'a HostPlan,
+    profile: &Profile,
+    nic: Option<&BoundNic>,
+) -> Result<&'a PortBinding, Missing> {
+    let Some(nic) = nic else {
+        return Err(Missing::Binding {
+            port: None,
+            problem: "the sandbox's NIC carries no MAC and port name bound by corral (made before corral bound ports, or copied); delete it and create it again".to_owned(),
+        });
+    };
+    let wrong = |problem: String| Missing::Binding {
+        port: Some(nic.port.to_string()),
+        problem,
+    };
+    let Some(b) = plan.binding(nic.port.as_str()) else {
+        return Err(wrong(
+            "the port is not bound in what was applied (its binding was removed, or made under another state directory); delete the sandbox and create it again".to_owned(),
+        ));
+    };
+    if b.bridge != profile.bridge {
+        return Err(wrong(format!(
+            "bound on bridge {}, not on the profile's bridge {}",
+            b.bridge, profile.bridge
+        )));
+    }
+    if b.mac != nic.mac {
+        return Err(wrong(format!(
+            "bound to MAC {}, but the sandbox's NIC carries {}",
+            b.mac, nic.mac
+        )));
+    }
+    Ok(b)
 }
 
 /// The gateway of `profile` runs and, when it serves DNS, answers.
@@ -329,6 +417,46 @@ mod tests {
         }
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["missing"][1]["what"], "gateway");
+    }
+
+    #[test]
+    fn a_start_needs_the_binding_its_nic_names() {
+        use corral_egress::host::plan_settings;
+        use corral_egress::plan::Resolution;
+
+        let config = Config::builtin_default();
+        let internet = config.profiles.get("internet").unwrap();
+        let other = config.profiles.get("isolated").unwrap();
+        let b = PortBinding::allocate(internet, &[]).unwrap();
+        let plan = HostPlan::build(
+            &config.profiles,
+            &plan_settings(&config.host),
+            &Resolution::new(),
+        )
+        .unwrap()
+        .with_bindings(&config.profiles, vec![b.clone()])
+        .unwrap();
+        let nic = b.nic();
+        assert_eq!(check_binding(&plan, internet, Some(&nic)), Ok(&b));
+        let problem = |r: Result<&PortBinding, Missing>| match r {
+            Err(m) => m.to_string(),
+            Ok(b) => panic!("expected a refusal, got {b:?}"),
+        };
+        assert!(problem(check_binding(&plan, internet, None)).contains("no MAC and port name"));
+        let stranger = BoundNic {
+            port: corral_sandbox_core::InterfaceName::new("crl0000beef").unwrap(),
+            ..nic.clone()
+        };
+        assert!(problem(check_binding(&plan, internet, Some(&stranger))).contains("not bound"));
+        let spoofed = BoundNic {
+            mac: "02:c0:0a:00:00:99".parse().unwrap(),
+            ..nic.clone()
+        };
+        assert!(problem(check_binding(&plan, internet, Some(&spoofed))).contains("bound to MAC"));
+        assert!(
+            problem(check_binding(&plan, other, Some(&nic)))
+                .contains("not on the profile's bridge")
+        );
     }
 
     #[test]

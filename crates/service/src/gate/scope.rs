@@ -2,7 +2,9 @@
 //! chain they jump to), the base chains that dispatch to them, the sets
 //! their rules look up, its bridge. Drift anywhere in that scope means the
 //! profile is not enforced as planned; drift elsewhere (another profile's
-//! chains or sets) does not stop this profile's sandboxes.
+//! chains or sets) does not stop this profile's sandboxes. Shared chains
+//! that hold every profile's frames (the bridge table's port checks) and
+//! their sets are in every profile's scope.
 
 use std::collections::BTreeSet;
 
@@ -68,6 +70,38 @@ impl ProfileScope {
                     reach.insert(c.name.clone());
                 }
             }
+            // Shared chains every frame of every profile meets (the bridge
+            // table's port checks, which cannot name a bridge): reachable
+            // from a base chain without entering another profile's chain.
+            let mut shared: BTreeSet<String> = table
+                .chains
+                .iter()
+                .filter(|c| c.base.is_some() && c.profile.is_none())
+                .map(|c| c.name.clone())
+                .collect();
+            loop {
+                let more: Vec<String> = table
+                    .chains
+                    .iter()
+                    .filter(|c| shared.contains(&c.name))
+                    .flat_map(|c| &c.rules)
+                    .filter_map(|r| match &r.verdict {
+                        Verdict::Jump(to) if !shared.contains(to) => Some(to.clone()),
+                        _ => None,
+                    })
+                    .filter(|to| {
+                        table
+                            .chains
+                            .iter()
+                            .any(|c| &c.name == to && c.profile.is_none())
+                    })
+                    .collect();
+                if more.is_empty() {
+                    break;
+                }
+                shared.extend(more);
+            }
+            reach.extend(shared);
             for c in table.chains.iter().filter(|c| reach.contains(&c.name)) {
                 for r in &c.rules {
                     for m in &r.matches {
@@ -168,6 +202,9 @@ mod tests {
             (TableFamily::Inet, "input"),
             (TableFamily::Bridge, "internet-ports"),
             (TableFamily::Bridge, "forward"),
+            (TableFamily::Bridge, "prerouting"),
+            (TableFamily::Bridge, "port-in"),
+            (TableFamily::Bridge, "port-ip4"),
         ] {
             assert!(s.chains.contains(&(f, c.to_owned())), "{f:?} {c}: {s:?}");
         }
@@ -180,6 +217,13 @@ mod tests {
                 .contains(&(TableFamily::Inet, "reserved4".to_owned()))
         );
         assert_eq!(s.bridge.as_deref(), Some("corral-net"));
+        // The port bindings every sandbox's frames are held to.
+        for set in ["ports", "quarantine", "port-mac", "port-ip4", "port-ip6"] {
+            assert!(
+                s.sets.contains(&(TableFamily::Bridge, set.to_owned())),
+                "{set}: {s:?}"
+            );
+        }
 
         assert!(s.covers(&nft(
             DriftObject::Table,

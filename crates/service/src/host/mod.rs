@@ -18,7 +18,7 @@ pub mod wiring;
 use std::path::{Path, PathBuf};
 
 use corral_egress::host::{
-    ApplyReport, HostDrift, HostError, StateError, StateStore, Status, TeardownReport,
+    ApplyReport, HostDrift, HostError, PortReport, StateError, StateStore, Status, TeardownReport,
 };
 use corral_egress::nft::RefreshReport;
 use corral_gateway::{GatewayError, GatewayReport, GatewayState};
@@ -107,6 +107,12 @@ pub enum RefreshError {
     /// The sets are updated but the record could not be written.
     #[error("the sets are refreshed, but recording it failed")]
     Record(#[source] StateError),
+    /// The sets are updated and recorded, but the ports of the bridges
+    /// could not be swept.
+    #[error(
+        "the sets are refreshed, but the ports of corral's bridges could not be swept (a port nobody bound may not be quarantined yet)"
+    )]
+    Sweep(#[source] HostError),
 }
 
 /// A teardown failed before it could start.
@@ -127,6 +133,9 @@ pub struct Refreshed {
     pub report: RefreshReport,
     /// Tracked flows the refreshed plan no longer allows, deleted.
     pub revoked: corral_egress::host::RevokeReport,
+    /// Every port of the bridges, swept: isolated, and bound or
+    /// quarantined.
+    pub ports: Vec<PortReport>,
     /// Where the new inputs were recorded.
     pub state_file: PathBuf,
 }
@@ -268,11 +277,19 @@ impl HostService {
                 RefreshError::Host { target, source }
             })?;
         store.save(&new.inputs()).map_err(RefreshError::Record)?;
+        // A timed refresh is also when a port hot-plugged since the last
+        // apply, and bound by nobody, gets quarantined.
+        let ports = self
+            .target
+            .host
+            .sweep_ports(&new.plan)
+            .map_err(RefreshError::Sweep)?;
         Ok((
             new,
             Refreshed {
                 report,
                 revoked,
+                ports,
                 state_file: store.path(),
             },
         ))

@@ -110,7 +110,7 @@ impl SandboxService {
         let source = self.open(source).await?;
         let info = source.info().await?;
         let profile = info.profile.clone();
-        let gate = self.gate_or_record(name, profile.as_ref()).await?;
+        let gate = self.gate_or_record(name, profile.as_ref(), None).await?;
         let sandbox = source.clone_to(&target, snapshot).await?;
         self.hooks
             .record(&Event::Created {

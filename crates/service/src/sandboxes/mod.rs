@@ -6,12 +6,17 @@
 //! Create pipeline ([`SandboxService::create`]):
 //! the template looked up and rendered (image, resources, cloud-init
 //! user-data) → check the request (resources no bigger than the host) →
-//! start gate → provider create → (start → ready: DHCP lease from the
-//! profile's gateway and exec answering, while the template's context
-//! file is put in place where the image has no cloud-init →
-//! [`Hooks::before_handout`]) → hand out; a create left stopped gets its
-//! context file before it is handed out. A failure after the provider created the sandbox deletes it
-//! again, so a failed create leaves nothing behind. A clone
+//! start gate → bind its port (on a local corral bridge: MAC, address and
+//! port name chosen by corral, the DHCP reservation and the rules in force
+//! and recorded, see [`crate::ports`]) → provider create with that MAC and
+//! port name → (start → ready: DHCP lease from the profile's gateway and
+//! exec answering, while the template's context file is put in place
+//! where the image has no cloud-init → [`Hooks::before_handout`]) → hand
+//! out; a create left stopped gets its context file before it is handed
+//! out. A failure after the binding deletes the sandbox again and unbinds
+//! its port, so a failed create leaves nothing behind. Start and restart
+//! check, besides the profile's enforcement, that the sandbox's NIC is
+//! bound as applied; delete unbinds the port after the sandbox is gone. A clone
 //! ([`SandboxService::clone_sandbox`]) takes the same path from the start
 //! gate on, with the provider's copy (fresh identity) in place of its
 //! create.
@@ -32,9 +37,10 @@ pub mod terminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use corral_egress::plan::PortBinding;
 use corral_sandbox_core::sandbox::{
-    ExecOutput, ExecRequest, ExecStreams, InstanceType, ProviderError, Sandbox, SandboxInfo,
-    SandboxState, StopOptions,
+    BoundNic, ExecOutput, ExecRequest, ExecStreams, InstanceType, ProviderError, Sandbox,
+    SandboxInfo, SandboxState, StopOptions,
 };
 use corral_sandbox_core::{Profile, ProfileName};
 use serde::Serialize;
@@ -141,30 +147,55 @@ impl SandboxService {
     /// The start gate for `profile` (blocking netlink work, run off the
     /// async threads).
     pub async fn gate(&self, profile: &ProfileName) -> Result<GatePass, ServiceError> {
+        self.gate_for(profile, None).await
+    }
+
+    /// The start gate, and with `nic` the port binding of a sandbox whose
+    /// NIC carries `nic.0` (see [`gate::check_sandbox`]).
+    async fn gate_for(
+        &self,
+        profile: &ProfileName,
+        nic: Option<Option<BoundNic>>,
+    ) -> Result<GatePass, ServiceError> {
         let settings = Arc::clone(&self.settings);
         let profile = profile.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            gate::check(
+        let result = tokio::task::spawn_blocking(move || match nic {
+            None => gate::check(
                 &settings.config,
                 &profile,
                 settings.netns.as_deref(),
                 &settings.state_dir,
-            )
+            ),
+            Some(nic) => gate::check_sandbox(
+                &settings.config,
+                &profile,
+                nic.as_ref(),
+                settings.netns.as_deref(),
+                &settings.state_dir,
+            ),
         })
         .await
         .map_err(ServiceError::Worker)?;
         result.map_err(ServiceError::from)
     }
 
+    /// What the gate holds a start of `info` to besides its profile: the
+    /// binding its NIC carries, where the backend's NICs land on this
+    /// host's bridges.
+    fn binding_check(&self, info: &SandboxInfo) -> Option<Option<BoundNic>> {
+        self.backend.binds_ports().then(|| info.nic.clone())
+    }
+
     async fn gate_or_record(
         &self,
         name: &str,
         profile: Option<&ProfileName>,
+        nic: Option<Option<BoundNic>>,
     ) -> Result<Option<GatePass>, ServiceError> {
         let Some(profile) = profile else {
             return Ok(None);
         };
-        match self.gate(profile).await {
+        match self.gate_for(profile, nic).await {
             Ok(pass) => Ok(Some(pass)),
             Err(e) => {
                 if let Some(r) = e.refusal() {
@@ -192,7 +223,8 @@ impl SandboxService {
         req: &NewSandbox,
         options: CreateOptions,
     ) -> Result<HandedOut, ServiceError> {
-        let CreatePlan { spec, rendered } = plan(&self.settings.config, req, &self.templates()?)?;
+        let CreatePlan { mut spec, rendered } =
+            plan(&self.settings.config, req, &self.templates()?)?;
         let capacity = HostCapacity::probe().map_err(|source| ProviderError::Io {
             context: "cannot read this host's CPUs and memory to check the resources asked for"
                 .into(),
@@ -200,9 +232,27 @@ impl SandboxService {
         })?;
         capacity.check(&spec.resources)?;
         let profile = spec.network.as_ref().map(|n| n.profile.clone());
-        let gate = self.gate_or_record(&req.name, profile.as_ref()).await?;
+        let mut gate = self
+            .gate_or_record(&req.name, profile.as_ref(), None)
+            .await?;
         let provider = self.backend.provider().await?;
-        let sandbox = provider.create(&spec).await?;
+        let binding = match (&profile, self.backend.binds_ports()) {
+            (Some(p), true) => Some(self.bind(p).await?),
+            _ => None,
+        };
+        if let (Some(net), Some(b)) = (spec.network.as_mut(), &binding) {
+            net.nic = Some(b.nic());
+        }
+        if let Some(g) = gate.as_mut() {
+            g.binding.clone_from(&binding);
+        }
+        let sandbox = match provider.create(&spec).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.release(binding.as_ref()).await;
+                return Err(e.into());
+            }
+        };
         self.hooks
             .record(&Event::Created {
                 name: req.name.clone(),
@@ -225,13 +275,49 @@ impl SandboxService {
     }
 
     /// Delete a sandbox whose create failed (a failure is logged: the
-    /// original error is what the caller needs).
-    async fn discard(&self, sandbox: Box<dyn Sandbox>) {
+    /// original error is what the caller needs), then unbind its port.
+    async fn discard(&self, sandbox: Box<dyn Sandbox>, binding: Option<&PortBinding>) {
         let name = sandbox.name().to_string();
         if let Err(d) = sandbox.delete().await {
+            // Its port stays bound: the sandbox still has it.
             tracing::warn!(sandbox = %name, error = %d, "could not delete a sandbox whose create failed");
         } else {
             self.hooks.record(&Event::Deleted { name }).await;
+            self.release(binding).await;
+        }
+    }
+
+    /// Binds a fresh port on `profile` (blocking work, off the async
+    /// threads).
+    async fn bind(&self, profile: &ProfileName) -> Result<PortBinding, ServiceError> {
+        let settings = Arc::clone(&self.settings);
+        let profile = profile.clone();
+        tokio::task::spawn_blocking(move || {
+            crate::ports::bind_new(settings.netns.as_deref(), &settings.state_dir, &profile)
+        })
+        .await
+        .map_err(ServiceError::Worker)?
+        .map_err(ServiceError::from)
+    }
+
+    /// Removes the binding of `nic`'s port; the binding removed, if the
+    /// record held it.
+    async fn unbind(&self, nic: BoundNic) -> Result<Option<PortBinding>, ServiceError> {
+        let settings = Arc::clone(&self.settings);
+        tokio::task::spawn_blocking(move || {
+            crate::ports::unbind(settings.netns.as_deref(), &settings.state_dir, &nic)
+        })
+        .await
+        .map_err(ServiceError::Worker)?
+        .map_err(ServiceError::from)
+    }
+
+    /// Unbinds a failed create's port; a failure is logged (the binding
+    /// then only keeps its address taken).
+    async fn release(&self, binding: Option<&PortBinding>) {
+        let Some(b) = binding else { return };
+        if let Err(e) = self.unbind(b.nic()).await {
+            tracing::warn!(port = %b.port, error = %e, "could not unbind the port of a failed create");
         }
     }
 
@@ -247,6 +333,9 @@ impl SandboxService {
         from: Option<String>,
         options: CreateOptions,
     ) -> Result<HandedOut, ServiceError> {
+        // The port bound for it (a create's), released if it is discarded.
+        let bound = gate.as_ref().and_then(|g| g.binding.clone());
+        let binding = bound.as_ref();
         if !options.start {
             let done = async {
                 let template = match rendered {
@@ -259,7 +348,7 @@ impl SandboxService {
             let (info, template) = match done {
                 Ok(d) => d,
                 Err(e) => {
-                    self.discard(sandbox).await;
+                    self.discard(sandbox, binding).await;
                     return Err(e.into());
                 }
             };
@@ -284,7 +373,7 @@ impl SandboxService {
             }),
             Err(e) => {
                 // A create that failed leaves nothing behind.
-                self.discard(sandbox).await;
+                self.discard(sandbox, binding).await;
                 Err(e)
             }
         }
@@ -365,7 +454,9 @@ impl SandboxService {
     ) -> Result<HandedOut, ServiceError> {
         let sandbox = self.open(name).await?;
         let info = sandbox.info().await?;
-        let gate = self.gate_or_record(name, info.profile.as_ref()).await?;
+        let gate = self
+            .gate_or_record(name, info.profile.as_ref(), self.binding_check(&info))
+            .await?;
         let (info, ready, _) = self
             .start_and_hand_out(sandbox.as_ref(), info.profile.as_ref(), None, ready_timeout)
             .await?;
@@ -414,7 +505,9 @@ impl SandboxService {
         let sandbox = self.open(name).await?;
         let info = sandbox.info().await?;
         // Check before stopping: a refused restart leaves it as it was.
-        let gate = self.gate_or_record(name, info.profile.as_ref()).await?;
+        let gate = self
+            .gate_or_record(name, info.profile.as_ref(), self.binding_check(&info))
+            .await?;
         if info.state.can_stop() {
             sandbox.stop(options).await?;
         }
@@ -430,11 +523,17 @@ impl SandboxService {
         })
     }
 
-    /// Delete a sandbox and its snapshots (stopping it first). A sandbox
-    /// that disappears while this runs (another delete won the race) is
-    /// `NotFound`, like one that was never there.
+    /// Delete a sandbox and its snapshots (stopping it first), then unbind
+    /// its port (its DHCP reservation and rules go, and the record). A
+    /// sandbox that disappears while this runs (another delete won the
+    /// race, and unbinds it) is `NotFound`, like one that was never there.
     pub async fn delete(&self, name: &str) -> Result<(), ServiceError> {
-        if let Err(e) = self.open(name).await?.delete().await {
+        let sandbox = self.open(name).await?;
+        let nic = match self.backend.binds_ports() {
+            true => sandbox.info().await?.nic,
+            false => None,
+        };
+        if let Err(e) = sandbox.delete().await {
             if matches!(e, ProviderError::NotFound { .. }) {
                 return Err(e.into());
             }
@@ -448,6 +547,23 @@ impl SandboxService {
                 name: name.to_owned(),
             })
             .await;
+        if let Some(nic) = nic {
+            match self.unbind(nic.clone()).await {
+                Ok(Some(_)) => {}
+                Ok(None) => tracing::warn!(
+                    sandbox = %name,
+                    port = %nic.port,
+                    state_dir = %self.settings.state_dir.display(),
+                    "no binding of the deleted sandbox's port is recorded in this state directory"
+                ),
+                Err(source) => {
+                    return Err(ServiceError::Unbind {
+                        name: name.to_owned(),
+                        source: Box::new(source),
+                    });
+                }
+            }
+        }
         Ok(())
     }
 

@@ -81,7 +81,8 @@ impl SandboxService {
         }
         let running = info.state == SandboxState::Running;
         let gate = if running {
-            self.gate_or_record(name, info.profile.as_ref()).await?
+            self.gate_or_record(name, info.profile.as_ref(), self.binding_check(&info))
+                .await?
         } else {
             None
         };

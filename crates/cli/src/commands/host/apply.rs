@@ -1,7 +1,7 @@
 //! `corral host apply` and `corral host refresh`: the service changes the
 //! live state and records what was applied; this module renders it.
 
-use corral_egress::host::{ApplyReport, HostError};
+use corral_egress::host::{ApplyReport, HostError, PortReport};
 use corral_egress::link::BridgeOutcome;
 use corral_gateway::GatewayReport;
 use corral_service::host::{ApplyError, Planned, RefreshError};
@@ -36,6 +36,7 @@ struct RefreshJson<'a> {
     removed: usize,
     changed: bool,
     revoked: &'a corral_egress::host::RevokeReport,
+    ports: &'a [PortReport],
 }
 
 /// An apply or refresh failed; drift after the change gets its own table.
@@ -130,6 +131,7 @@ pub fn refresh(args: &HostArgs, out: Output) -> CmdResult {
         other => CliError::failure(other),
     })?;
     let report = refreshed.report;
+    let ports = refreshed.ports;
     let target = service.target().describe();
     if args.json {
         print_json(&RefreshJson {
@@ -141,8 +143,16 @@ pub fn refresh(args: &HostArgs, out: Output) -> CmdResult {
             added: report.added,
             removed: report.removed,
             revoked: &refreshed.revoked,
+            ports: &ports,
         })?;
         return Ok(Outcome::Ok);
+    }
+    let quarantined = ports.iter().filter(|p| !p.bound).count();
+    if quarantined > 0 {
+        out.info(&format!(
+            "{target}: {} without a binding, quarantined (DHCP requests only)",
+            count(quarantined, "port", "ports")
+        ));
     }
     if !refreshed.revoked.deleted.is_empty() {
         out.info(&format!(

@@ -1,0 +1,211 @@
+//! Port bindings of the sandboxes the service creates: each sandbox on a
+//! local corral bridge gets its MAC, address and port name from corral
+//! (`PortBinding::allocate`), bound on the host before the provider creates
+//! it, and unbound when it is deleted.
+//!
+//! Bind: under the state directory's host lock (apply and refresh rewrite
+//! the same record), read what was applied → allocate the lowest free
+//! address of the profile → `corral_gateway::bind_port` (the DHCP
+//! reservation, which a running dnsmasq re-reads before the call returns;
+//! then the binding's set elements, the ports swept, the result verified)
+//! → record the bindings with the applied inputs. Unbind runs the other way
+//! (rules, then reservation, then the record). Sweep isolates every port of
+//! the applied bridges and quarantines every unbound one.
+//!
+//! Everything here blocks (netlink, flock, dnsmasq's reload): async callers
+//! use `tokio::task::spawn_blocking`.
+
+use std::path::{Path, PathBuf};
+
+use corral_egress::host::{HostError, PortReport, StateError, StateStore};
+use corral_egress::plan::{PlanError, PortBinding};
+use corral_gateway::PortError;
+use corral_sandbox_core::ProfileName;
+use corral_sandbox_core::sandbox::BoundNic;
+
+use crate::host::{PlanningError, applied};
+use crate::target::{Target, TargetError};
+
+/// A port could not be bound, unbound or swept.
+#[derive(Debug, thiserror::Error)]
+pub enum BindingError {
+    /// The state directory's host lock could not be taken.
+    #[error("cannot take the host lock")]
+    Lock(#[source] StateError),
+    /// Nothing was applied to this target.
+    #[error("nothing has been applied to {target} yet (no {}); run `corral host apply` first", state_file.display())]
+    NothingApplied {
+        /// `this host` or the namespace.
+        target: String,
+        /// The missing record.
+        state_file: PathBuf,
+    },
+    /// What was applied has no such profile.
+    #[error("profile `{profile}` is not in what was applied to {target}; run `corral host apply`")]
+    ProfileNotApplied {
+        /// The profile.
+        profile: String,
+        /// `this host` or the namespace.
+        target: String,
+    },
+    /// What was applied could not be read back.
+    #[error(transparent)]
+    Planning(#[from] PlanningError),
+    /// The namespace could not be opened.
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// The profile's subnet has no free address left.
+    #[error(transparent)]
+    Allocate(PlanError),
+    /// The reservation or the rules could not be changed (the reservations
+    /// are as they were).
+    #[error("binding port {port}")]
+    Port {
+        /// The port.
+        port: String,
+        /// The cause.
+        #[source]
+        source: PortError,
+    },
+    /// The ports of the applied bridges could not be swept.
+    #[error("sweeping the ports of corral's bridges")]
+    Sweep(#[source] HostError),
+    /// The host changed, but recording it failed; the change was undone.
+    #[error("port {port} was bound, but recording it failed, so it was unbound again")]
+    Record {
+        /// The port.
+        port: String,
+        /// The cause.
+        #[source]
+        source: StateError,
+    },
+    /// The host changed, and recording it failed.
+    #[error(
+        "port {port} was unbound, but recording it failed; the next apply puts its binding back"
+    )]
+    RecordUnbound {
+        /// The port.
+        port: String,
+        /// The cause.
+        #[source]
+        source: StateError,
+    },
+}
+
+/// Binds a fresh port for a sandbox on `profile` of what was applied to
+/// `netns` under `state_dir`, and records it. Returns the binding: create
+/// the sandbox's NIC with its MAC and port name.
+pub fn bind_new(
+    netns: Option<&str>,
+    state_dir: &Path,
+    profile: &ProfileName,
+) -> Result<PortBinding, BindingError> {
+    let target = Target::open(netns)?;
+    let store = StateStore::new(state_dir);
+    let _lock = store.lock().map_err(BindingError::Lock)?;
+    let Some(now) = applied(&store)? else {
+        return Err(BindingError::NothingApplied {
+            target: target.describe(),
+            state_file: store.path(),
+        });
+    };
+    let Some(p) = now.config.profiles.get(profile.as_str()) else {
+        return Err(BindingError::ProfileNotApplied {
+            profile: profile.to_string(),
+            target: target.describe(),
+        });
+    };
+    let binding = PortBinding::allocate(p, &now.plan.bindings).map_err(BindingError::Allocate)?;
+    let port = binding.port.to_string();
+    let plan = corral_gateway::bind_port(
+        &target.host,
+        state_dir,
+        &now.plan,
+        &now.config.profiles,
+        binding.clone(),
+    )
+    .map_err(|source| BindingError::Port {
+        port: port.clone(),
+        source,
+    })?;
+    if let Err(source) = record(&store, plan.bindings.clone()) {
+        // Never leave a binding the record does not know: verify would
+        // report it, and no delete would ever remove it.
+        if let Err(e) =
+            corral_gateway::unbind_port(&target.host, state_dir, &plan, &now.config.profiles, &port)
+        {
+            tracing::warn!(port = %port, error = %e, "could not undo a binding whose record failed");
+        }
+        return Err(BindingError::Record { port, source });
+    }
+    Ok(binding)
+}
+
+/// Removes the binding of `nic`'s port from what was applied to `netns`
+/// under `state_dir`, when the record holds exactly that binding (same
+/// port and MAC). Returns the binding removed, if any: none when nothing
+/// was applied there, or the record does not hold it (a sandbox bound
+/// under another state directory, or never bound).
+pub fn unbind(
+    netns: Option<&str>,
+    state_dir: &Path,
+    nic: &BoundNic,
+) -> Result<Option<PortBinding>, BindingError> {
+    let target = Target::open(netns)?;
+    let store = StateStore::new(state_dir);
+    let _lock = store.lock().map_err(BindingError::Lock)?;
+    let Some(now) = applied(&store)? else {
+        return Ok(None);
+    };
+    let Some(binding) = now
+        .plan
+        .binding(nic.port.as_str())
+        .filter(|b| b.mac == nic.mac)
+        .cloned()
+    else {
+        return Ok(None);
+    };
+    let port = binding.port.to_string();
+    let plan = corral_gateway::unbind_port(
+        &target.host,
+        state_dir,
+        &now.plan,
+        &now.config.profiles,
+        &port,
+    )
+    .map_err(|source| BindingError::Port {
+        port: port.clone(),
+        source,
+    })?;
+    record(&store, plan.bindings).map_err(|source| BindingError::RecordUnbound { port, source })?;
+    Ok(Some(binding))
+}
+
+/// Isolates every port of the bridges applied to `netns` under
+/// `state_dir` and quarantines every port without a binding (a NIC
+/// hot-plugged behind corral's back). `None` when nothing was applied.
+pub fn sweep(
+    netns: Option<&str>,
+    state_dir: &Path,
+) -> Result<Option<Vec<PortReport>>, BindingError> {
+    let target = Target::open(netns)?;
+    let store = StateStore::new(state_dir);
+    let _lock = store.lock().map_err(BindingError::Lock)?;
+    let Some(now) = applied(&store)? else {
+        return Ok(None);
+    };
+    let reports = target
+        .host
+        .sweep_ports(&now.plan)
+        .map_err(BindingError::Sweep)?;
+    Ok(Some(reports))
+}
+
+/// Records `bindings` as the ones in force, keeping the rest of what was
+/// applied as it is.
+fn record(store: &StateStore, bindings: Vec<PortBinding>) -> Result<(), StateError> {
+    let Some(inputs) = store.load()? else {
+        return Ok(());
+    };
+    store.save(&inputs.with_bindings(bindings))
+}
