@@ -242,6 +242,18 @@ fn main() -> ExitCode {
         settings.config.host.verification.options.reverify_interval,
         std::time::Duration::from_secs,
     );
+    // A NIC plugged into a corral bridge by anyone but corral is isolated
+    // and quarantined as soon as the kernel reports it.
+    let _sweeper = match corral_service::ports::PortSweeper::spawn(
+        settings.netns.clone(),
+        settings.state_dir.clone(),
+    ) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::error!(error = %format!("{:#}", anyhow::Error::new(e)), "ports hot-plugged into corral's bridges will be quarantined only by the next apply, refresh or sandbox create");
+            None
+        }
+    };
     let state = AppState::new(settings, backend, store).with_limits(Limits {
         max_body: args.max_body,
         exec_timeout: Duration::from_secs(args.exec_timeout.max(1)),

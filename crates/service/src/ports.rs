@@ -10,14 +10,20 @@
 //! then the binding's set elements, the ports swept, the result verified)
 //! → record the bindings with the applied inputs. Unbind runs the other way
 //! (rules, then reservation, then the record). Sweep isolates every port of
-//! the applied bridges and quarantines every unbound one.
+//! the applied bridges and quarantines every unbound one; [`PortSweeper`]
+//! (corrald) sweeps on every link event that touches a bridge's ports.
 //!
 //! Everything here blocks (netlink, flock, dnsmasq's reload): async callers
 //! use `tokio::task::spawn_blocking`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use corral_egress::host::{HostError, PortReport, StateError, StateStore};
+use corral_egress::link::{LinkEvent, LinkWatch};
+use corral_egress::netns::Netns;
 use corral_egress::plan::{PlanError, PortBinding};
 use corral_gateway::PortError;
 use corral_sandbox_core::ProfileName;
@@ -67,6 +73,9 @@ pub enum BindingError {
         #[source]
         source: PortError,
     },
+    /// The link-event watch could not be started.
+    #[error("cannot watch link events to sweep ports")]
+    Watch(#[source] std::io::Error),
     /// The ports of the applied bridges could not be swept.
     #[error("sweeping the ports of corral's bridges")]
     Sweep(#[source] HostError),
@@ -208,4 +217,112 @@ fn record(store: &StateStore, bindings: Vec<PortBinding>) -> Result<(), StateErr
         return Ok(());
     };
     store.save(&inputs.with_bindings(bindings))
+}
+
+/// Sweeps the ports of the applied bridges whenever the kernel reports a
+/// port joining or leaving a bridge (rtnetlink link events, not a timer:
+/// a NIC plugged in behind corral's back is quarantined within one sweep
+/// of its appearing), and once at start. Runs on its own thread until
+/// dropped.
+#[derive(Debug)]
+pub struct PortSweeper {
+    stop: Arc<AtomicBool>,
+    sweeps: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How long the sweeper waits for one more event before sweeping, so a
+/// burst (a container's veth pair appearing, going up, joining) is one
+/// sweep.
+const SETTLE: Duration = Duration::from_millis(50);
+/// How often the sweeper looks at its stop flag while nothing happens.
+const IDLE: Duration = Duration::from_millis(500);
+
+impl PortSweeper {
+    /// Starts sweeping what was applied to `netns` (this process's
+    /// namespace when `None`) under `state_dir`.
+    pub fn spawn(netns: Option<String>, state_dir: PathBuf) -> Result<Self, BindingError> {
+        let ns = match &netns {
+            None => Netns::current(),
+            Some(name) => Netns::open(name),
+        }
+        .map_err(|source| {
+            BindingError::Target(TargetError::NoSuchNetns {
+                name: netns.clone().unwrap_or_else(|| "(this host)".to_owned()),
+                source,
+            })
+        })?;
+        let watch = LinkWatch::open(&ns).map_err(BindingError::Watch)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let sweeps = Arc::new(AtomicU64::new(0));
+        let (stop2, sweeps2) = (Arc::clone(&stop), Arc::clone(&sweeps));
+        let thread = std::thread::Builder::new()
+            .name("port-sweeper".into())
+            .spawn(move || run(watch, netns.as_deref(), &state_dir, &stop2, &sweeps2))
+            .map_err(BindingError::Watch)?;
+        Ok(Self {
+            stop,
+            sweeps,
+            thread: Some(thread),
+        })
+    }
+
+    /// Sweeps done so far (for reports and tests).
+    pub fn sweeps(&self) -> u64 {
+        self.sweeps.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for PortSweeper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(
+    mut watch: LinkWatch,
+    netns: Option<&str>,
+    state_dir: &Path,
+    stop: &AtomicBool,
+    sweeps: &AtomicU64,
+) {
+    let sweep_now = || {
+        match sweep(netns, state_dir) {
+            Ok(Some(ports)) => {
+                let quarantined = ports.iter().filter(|p| !p.bound).count();
+                tracing::debug!(ports = ports.len(), quarantined, "swept the bridges' ports");
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "could not sweep the bridges' ports"),
+        }
+        sweeps.fetch_add(1, Ordering::Relaxed);
+    };
+    sweep_now();
+    while !stop.load(Ordering::Relaxed) {
+        match watch.next(IDLE) {
+            Ok(None) => {}
+            Ok(Some(event)) => {
+                if event == LinkEvent::Lost {
+                    tracing::warn!("link events were lost; sweeping every port");
+                }
+                // Let the burst settle (bounded, so a flapping link cannot
+                // hold the sweep off).
+                for _ in 0..20 {
+                    match watch.next(SETTLE) {
+                        Ok(Some(_)) => {}
+                        _ => break,
+                    }
+                }
+                sweep_now();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading link events failed; sweeping and retrying");
+                sweep_now();
+                std::thread::sleep(IDLE);
+            }
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! Links over rtnetlink: profile bridges (create or adopt, stamp, address,
 //! up, teardown), veth pairs, bridge ports with port isolation, addresses
-//! and routes.
+//! and routes; [`LinkWatch`] hears about ports joining and leaving bridges.
 //!
 //! Everything goes through one [`Links`] handle, which owns an rtnetlink
 //! connection bound to the namespace it was opened in. Open it inside
@@ -9,12 +9,14 @@
 mod addr;
 mod bridge;
 mod port;
+mod watch;
 
 use futures::TryStreamExt;
 use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use rtnetlink::Handle;
 
 pub use bridge::{BridgeNetfilter, BridgeOutcome, CORRAL_BRIDGE_NETFILTER, STAMP};
+pub use watch::{LinkEvent, LinkWatch};
 
 /// A link operation failed.
 #[derive(Debug, thiserror::Error)]
