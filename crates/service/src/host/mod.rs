@@ -107,10 +107,9 @@ pub enum RefreshError {
     /// The sets are updated but the record could not be written.
     #[error("the sets are refreshed, but recording it failed")]
     Record(#[source] StateError),
-    /// The sets are updated and recorded, but the ports of the bridges
-    /// could not be swept.
+    /// The ports of the bridges could not be swept; nothing else changed.
     #[error(
-        "the sets are refreshed, but the ports of corral's bridges could not be swept (a port nobody bound may not be quarantined yet)"
+        "sweeping the ports of corral's bridges (a port nobody bound may not be quarantined yet); the sets were not refreshed"
     )]
     Sweep(#[source] HostError),
 }
@@ -180,9 +179,15 @@ impl HostService {
     }
 
     /// Every difference between `planned` and the live state (what an apply
-    /// would change). Changes nothing.
+    /// would change: the port bindings recorded by the last apply are kept,
+    /// as apply keeps them). Changes nothing.
     pub fn plan_diff(&self, planned: &Planned) -> Result<Vec<HostDrift>, HostError> {
-        self.target.host.plan_diff(&planned.plan)
+        // An unreadable record fails the apply itself, with its reason.
+        let recorded = applied(&self.store()).ok().flatten();
+        match recorded.map(|r| planned.keeping_bindings(&r.plan.bindings)) {
+            Some(Ok(kept)) => self.target.host.plan_diff(&kept.plan),
+            _ => self.target.host.plan_diff(&planned.plan),
+        }
     }
 
     /// Every difference between `planned` and the live state.
@@ -268,6 +273,14 @@ impl HostService {
             }
         };
         let new = self.complete(&new)?.keeping_bindings(&old.plan.bindings)?;
+        // A timed refresh is also when a port hot-plugged since the last
+        // apply, and bound by nobody, gets quarantined (before the refresh
+        // verifies the result, which reports such a port).
+        let ports = self
+            .target
+            .host
+            .sweep_ports(&new.plan)
+            .map_err(RefreshError::Sweep)?;
         let (report, revoked) = self
             .target
             .host
@@ -277,13 +290,6 @@ impl HostService {
                 RefreshError::Host { target, source }
             })?;
         store.save(&new.inputs()).map_err(RefreshError::Record)?;
-        // A timed refresh is also when a port hot-plugged since the last
-        // apply, and bound by nobody, gets quarantined.
-        let ports = self
-            .target
-            .host
-            .sweep_ports(&new.plan)
-            .map_err(RefreshError::Sweep)?;
         Ok((
             new,
             Refreshed {

@@ -155,17 +155,22 @@ pub fn applied(store: &StateStore) -> Result<Option<Planned>, PlanningError> {
 }
 
 /// The plan to check the live state against (`status`, `verify`): an
-/// explicitly named file wins; otherwise what was last applied (so names
-/// are not re-resolved), else the configuration.
+/// explicitly named file wins (with the port bindings recorded by the last
+/// apply that still fit it); otherwise what was last applied (so names are
+/// not re-resolved), else the configuration.
 pub fn plan_to_check(
     loaded: LoadedConfig,
     explicit: bool,
     store: &StateStore,
 ) -> Result<Planned, PlanningError> {
-    if !explicit && let Some(planned) = applied(store)? {
-        return Ok(planned);
+    let recorded = applied(store)?;
+    match recorded {
+        Some(planned) if !explicit => Ok(planned),
+        // The file's plan, with the port bindings in force (a sandbox's
+        // binding is not in any configuration file).
+        Some(planned) => plan_config(loaded)?.keeping_bindings(&planned.plan.bindings),
+        None => plan_config(loaded),
     }
-    plan_config(loaded)
 }
 
 #[cfg(test)]
@@ -189,5 +194,28 @@ mod tests {
         assert!(p.from_applied);
         assert!(p.origin.starts_with("what was applied"), "{}", p.origin);
         assert!(!plan_to_check(builtin, true, &store).unwrap().from_applied);
+    }
+
+    #[test]
+    fn a_named_file_is_checked_with_the_bindings_in_force() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::new(dir.path());
+        let builtin = LoadedConfig {
+            config: Config::builtin_default(),
+            origin: Origin::Builtin,
+        };
+        let p = plan_to_check(builtin.clone(), false, &store).unwrap();
+        let b = PortBinding::allocate(p.config.profiles.get("internet").unwrap(), &[]).unwrap();
+        store
+            .save(&p.inputs().with_bindings(vec![b.clone()]))
+            .unwrap();
+        for explicit in [false, true] {
+            let checked = plan_to_check(builtin.clone(), explicit, &store).unwrap();
+            assert_eq!(
+                checked.plan.bindings,
+                vec![b.clone()],
+                "explicit: {explicit}"
+            );
+        }
     }
 }
