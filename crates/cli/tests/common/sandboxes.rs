@@ -121,6 +121,37 @@ pub fn in_lab(lab: &HostLab, args: &[&str]) -> Run {
     )
 }
 
+/// `corral ARGS… --config CONFIG --state-dir STATE`.
+pub fn in_dirs(config: &Path, state: &Path, args: &[&str]) -> Run {
+    in_state(
+        state,
+        &[args, &["--config", config.to_str().unwrap()]].concat(),
+    )
+}
+
+/// Token the lab's echo listeners send back.
+pub const TOKEN: &str = "corral-cli-probe";
+
+/// A TCP round trip from inside `name` to `to` (busybox `nc`), through
+/// `corral exec` with corral's state (its store of events) in `state`
+/// (`None`: the default directory): reached only when the token comes back.
+pub fn reached_with(state: Option<&Path>, name: &str, to: std::net::SocketAddr) -> bool {
+    let script = format!("echo {TOKEN} | timeout 5 nc -w 3 \"$0\" \"$1\"");
+    let (ip, port) = (to.ip().to_string(), to.port().to_string());
+    let mut args = vec!["exec", name, "-n"];
+    let state = state.map(|s| s.to_str().unwrap().to_owned());
+    if let Some(s) = &state {
+        args.extend(["--state-dir", s.as_str()]);
+    }
+    args.extend(["--", "sh", "-c", &script, &ip, &port]);
+    let run = corral(&args);
+    assert!(
+        matches!(run.code, Some(0 | 1)),
+        "the probe to {to} did not run: {run:?}"
+    );
+    run.stdout.contains(TOKEN)
+}
+
 /// `corral ARGS… --state-dir S`.
 pub fn in_state(state: &Path, args: &[&str]) -> Run {
     let mut all: Vec<&str> = args.to_vec();

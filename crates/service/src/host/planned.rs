@@ -155,9 +155,9 @@ pub fn applied(store: &StateStore) -> Result<Option<Planned>, PlanningError> {
 }
 
 /// The plan to check the live state against (`status`, `verify`): an
-/// explicitly named file wins (with the port bindings recorded by the last
-/// apply that still fit it); otherwise what was last applied (so names are
-/// not re-resolved), else the configuration.
+/// explicitly named file wins (with the host networks and the port
+/// bindings recorded by the last apply); otherwise what was last applied
+/// (so names are not re-resolved), else the configuration.
 pub fn plan_to_check(
     loaded: LoadedConfig,
     explicit: bool,
@@ -166,9 +166,23 @@ pub fn plan_to_check(
     let recorded = applied(store)?;
     match recorded {
         Some(planned) if !explicit => Ok(planned),
-        // The file's plan, with the port bindings in force (a sandbox's
-        // binding is not in any configuration file).
-        Some(planned) => plan_config(loaded)?.keeping_bindings(&planned.plan.bindings),
+        // The file's plan, with the host networks and the port bindings the
+        // last apply put in force (neither is in any configuration file).
+        Some(planned) => {
+            let file = plan_config(loaded)?;
+            let settings = PlanSettings {
+                host_networks: planned.host_networks.clone(),
+                ..plan_settings(&file.config.host)
+            };
+            let plan = HostPlan::build(&file.config.profiles, &settings, &file.resolution)
+                .map_err(PlanningError::Plan)?;
+            Planned {
+                plan,
+                host_networks: planned.host_networks,
+                ..file
+            }
+            .keeping_bindings(&planned.plan.bindings)
+        }
         None => plan_config(loaded),
     }
 }
