@@ -49,6 +49,12 @@ pub fn run(args: &InfoArgs, out: Output) -> CmdResult {
                 .collect::<Vec<_>>()
                 .join(" "),
         ),
+        (
+            "port",
+            info.nic
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |n| format!("{} (MAC {})", n.port, n.mac)),
+        ),
         ("image", info.image.clone().unwrap_or_default()),
         ("created", info.created.clone().unwrap_or_default()),
         (

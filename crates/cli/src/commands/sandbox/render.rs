@@ -29,6 +29,12 @@ pub fn handed_out(out: &Output, made: &HandedOut) {
             gate.resolver
                 .map_or_else(String::new, |r| format!(", resolver {r} answered"))
         ));
+        if let Some(b) = &gate.binding {
+            out.info(&format!(
+                "port {} bound to MAC {} and {} (its DHCP reservation)",
+                b.port, b.mac, b.v4
+            ));
+        }
     }
     if let Some(t) = &made.template {
         match t.by {
