@@ -160,6 +160,7 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
             ),
             Some(ls) => {
                 diff_set(s, ls, out);
+                diff_userdata(t, ls, out);
                 if s.kind == SetKind::Dynamic {
                     refused_learned(plan, s, ls, out);
                 }
@@ -174,7 +175,10 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
                 format!("set {}", s.name),
                 "the set does not exist".to_owned(),
             ),
-            Some(ls) => diff_keyed_set(s, ls, out),
+            Some(ls) => {
+                diff_keyed_set(s, ls, out);
+                diff_userdata(t, ls, out);
+            }
         }
     }
     for ls in &lt.sets {
@@ -226,6 +230,34 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
             );
         }
     }
+}
+
+/// A set whose user data is not corral's cannot be listed faithfully by
+/// `nft` (an `nft` 1.0.6 aborts on a concatenation with a raw part and no
+/// description, and with it every listing of the host).
+fn diff_userdata(t: &TablePlan, ls: &LiveSet, out: &mut Out) {
+    let Some(Ok(want)) = crate::nft::set_userdata(t, &ls.name) else {
+        return;
+    };
+    if ls.userdata != want {
+        out.push(
+            DriftKind::Changed,
+            DriftObject::Set,
+            format!("set {}", ls.name),
+            format!(
+                "the set's key description for nft (user data) is {}, planned {}; `nft list` may misprint the set or abort; apply the plan again",
+                hex(&ls.userdata),
+                hex(&want)
+            ),
+        );
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    if b.is_empty() {
+        return "absent".to_owned();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Why a bridge base chain at the live priority is not live: at or above

@@ -31,19 +31,27 @@ fn mirror(plan: &HostPlan) -> LiveState {
                         expires_ms: Vec::new(),
                         key_len: s.family.key_len() as u32,
                         keys: Vec::new(),
+                        userdata: crate::nft::set_userdata(t, &s.name)
+                            .and_then(Result::ok)
+                            .unwrap_or_default(),
                     })
-                    .chain(t.keyed_sets.iter().map(|s| LiveSet {
-                        name: s.name.clone(),
-                        family: None,
-                        flags: crate::nft::keyed_flags(s.kind),
-                        elements: Vec::new(),
-                        timeout_ms: match s.kind {
-                            KeyedKind::Meter { timeout: Some(t) } => t.as_millis() as u64,
-                            _ => 0,
-                        },
-                        expires_ms: Vec::new(),
-                        key_len: s.key_len(),
-                        keys: s.elements.iter().map(|e| s.key_bytes(e)).collect(),
+                    .chain(t.keyed_sets.iter().map(|s| {
+                        LiveSet {
+                            name: s.name.clone(),
+                            family: None,
+                            flags: crate::nft::keyed_flags(s.kind),
+                            elements: Vec::new(),
+                            timeout_ms: match s.kind {
+                                KeyedKind::Meter { timeout: Some(t) } => t.as_millis() as u64,
+                                _ => 0,
+                            },
+                            expires_ms: Vec::new(),
+                            key_len: s.key_len(),
+                            keys: s.elements.iter().map(|e| s.key_bytes(e)).collect(),
+                            userdata: crate::nft::set_userdata(t, &s.name)
+                                .and_then(Result::ok)
+                                .unwrap_or_default(),
+                        }
                     }))
                     .collect(),
                 chains: t

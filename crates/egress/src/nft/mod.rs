@@ -29,7 +29,7 @@
 //! Module map: `obj` (owned libnftnl objects), `expr` (plan matches →
 //! expressions, rule text), `set` (interval elements on the wire), `batch`
 //! (one contiguous transaction), `socket` (send/ack/dump), `apply`,
-//! `readback`, `counters`.
+//! `readback`, `counters`, `udata` (how `nft` is told to show a set's keys).
 
 mod apply;
 mod batch;
@@ -41,6 +41,7 @@ mod obj;
 mod readback;
 mod set;
 mod socket;
+mod udata;
 
 pub use apply::{
     BatchStats, Fault, Learned, RefreshReport, apply, apply_keeping, apply_with_fault,
@@ -51,6 +52,7 @@ pub use decode::nft_syntax;
 pub use expr::fingerprint;
 pub use readback::{LiveBase, LiveChain, LiveRule, LiveSet, LiveState, LiveTable, read_live};
 pub use set::keyed_flags;
+pub use udata::set_userdata;
 
 #[cfg(doc)]
 use crate::plan::HostPlan;
@@ -99,4 +101,15 @@ pub enum NftError {
     /// A refresh was asked for plans that differ beyond set elements.
     #[error("cannot refresh set elements in place: {0}; apply the new plan instead")]
     NotRefreshable(String),
+    /// A keyed set's key is too long to describe to `nft` (user data
+    /// records hold at most 255 bytes).
+    #[error(
+        "set {set}: describing its key to nft needs {len} bytes in one record, more than the 255 nftables allows; key the set by fewer fields"
+    )]
+    SetKeyDescription {
+        /// The set.
+        set: String,
+        /// Bytes the record would need.
+        len: usize,
+    },
 }

@@ -160,6 +160,31 @@ impl Set {
         // SAFETY: valid object; an unset attribute reads as 0.
         unsafe { sys::nftnl_set_get_u64(self.as_ptr(), attr as u16) }
     }
+    pub(crate) fn set_data(&mut self, attr: u32, v: &[u8]) {
+        // SAFETY: valid object; libnftnl copies `v.len()` bytes.
+        unsafe {
+            sys::nftnl_set_set_data(
+                self.as_ptr(),
+                attr as u16,
+                v.as_ptr().cast::<c_void>(),
+                v.len() as u32,
+            )
+        };
+    }
+    /// A byte attribute (empty when unset).
+    pub(crate) fn get_data(&self, attr: u32) -> Vec<u8> {
+        let mut len: u32 = 0;
+        // SAFETY: valid object; the returned bytes live as long as it and
+        // are copied before it can change.
+        unsafe {
+            let p = sys::nftnl_set_get_data(self.as_ptr(), attr as u16, &mut len);
+            if p.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(p.cast::<u8>(), len as usize).to_vec()
+            }
+        }
+    }
     pub(crate) fn get_str(&self, attr: u32) -> String {
         // SAFETY: valid object; the returned string lives as long as it.
         unsafe { owned_str(sys::nftnl_set_get_str(self.as_ptr(), attr as u16)) }

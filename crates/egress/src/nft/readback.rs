@@ -54,6 +54,9 @@ pub struct LiveSet {
     /// Every element's key as the kernel stores it (keyed sets are
     /// compared on these).
     pub keys: Vec<Vec<u8>>,
+    /// The set's user data: how `nft` is told to show its keys (see
+    /// [`set_userdata`](crate::nft::set_userdata)).
+    pub userdata: Vec<u8>,
 }
 
 /// Hook, priority, type and policy of a live base chain, raw.
@@ -243,7 +246,7 @@ fn read_rules(
 fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftError> {
     let mut filter = Set::new()?;
     filter.set_str(sys::NFTNL_SET_TABLE, &cstr(TABLE_NAME)?);
-    let mut found: Vec<(String, u32, u32, u64)> = Vec::new();
+    let mut found: Vec<(String, u32, u32, u64, Vec<u8>)> = Vec::new();
     sock.dump(
         "sets",
         |buf, seq| {
@@ -264,13 +267,14 @@ fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftEr
                     s.get_u32(sys::NFTNL_SET_FLAGS),
                     s.get_u32(sys::NFTNL_SET_KEY_LEN),
                     s.get_u64(sys::NFTNL_SET_TIMEOUT),
+                    s.get_data(sys::NFTNL_SET_USERDATA),
                 ));
             }
             Ok(())
         },
     )?;
     let mut out = Vec::new();
-    for (name, flags, key_len, timeout_ms) in found {
+    for (name, flags, key_len, timeout_ms, userdata) in found {
         let fam = match key_len {
             4 => Some(AddrFamily::V4),
             16 => Some(AddrFamily::V6),
@@ -298,6 +302,7 @@ fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftEr
             expires_ms,
             key_len,
             keys,
+            userdata,
         });
     }
     Ok(out)

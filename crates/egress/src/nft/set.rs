@@ -12,6 +12,7 @@ use nftnl_sys as sys;
 use super::NftError;
 use super::batch::{Batch, Op};
 use super::obj::{Set, cstr};
+use super::udata;
 use crate::plan::model::{from_u128, max_value, to_u128};
 use crate::plan::{
     AddrFamily, AddrRange, KeyValue, KeyedKind, KeyedSetPlan, SetKind, SetPlan, TABLE_NAME,
@@ -58,6 +59,7 @@ pub(crate) fn definition(family: TableFamily, set: &SetPlan, id: u32) -> Result<
     s.set_u32(sys::NFTNL_SET_FLAGS, flags(set.kind));
     s.set_u32(sys::NFTNL_SET_KEY_TYPE, key_type(set.family));
     s.set_u32(sys::NFTNL_SET_KEY_LEN, set.family.key_len() as u32);
+    s.set_data(sys::NFTNL_SET_USERDATA, &udata::address_set());
     if let Some(t) = set.timeout {
         s.set_u64(sys::NFTNL_SET_TIMEOUT, timeout_ms(t));
     }
@@ -86,6 +88,7 @@ pub(crate) fn keyed_definition(
     s.set_u32(sys::NFTNL_SET_FLAGS, keyed_flags(set.kind));
     s.set_u32(sys::NFTNL_SET_KEY_TYPE, set.key_type());
     s.set_u32(sys::NFTNL_SET_KEY_LEN, set.key_len());
+    s.set_data(sys::NFTNL_SET_USERDATA, &udata::keyed_set(set)?);
     if let KeyedKind::Meter { timeout } = set.kind {
         s.set_u32(sys::NFTNL_SET_DESC_SIZE, crate::plan::keyed::METER_SIZE);
         if let Some(t) = timeout {
