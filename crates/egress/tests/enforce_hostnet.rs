@@ -79,7 +79,11 @@ fn class6_a_network_gained_after_apply_is_reported_and_refresh_blocks_it() {
         host_networks: Some(lab.host.networks(&bridges).unwrap().to_nets()),
         ..PlanSettings::default()
     };
-    let new = HostPlan::build(&lab.profiles, &settings, &Resolution::new()).unwrap();
+    // The same sandboxes stay bound: a refresh changes networks, not ports.
+    let new = HostPlan::build(&lab.profiles, &settings, &Resolution::new())
+        .unwrap()
+        .with_bindings(&lab.profiles, lab.plan.bindings.clone())
+        .unwrap();
     let (report, _) = lab.host.refresh(&lab.plan, &new).unwrap();
     assert!(report.sets.iter().any(|s| s == "hostnet4"), "{report:?}");
     let r = lab.probe(sb, &probe, PROBE_TIMEOUT);

@@ -59,7 +59,12 @@ fn plan(lab: &Lab, allow: &[&str]) -> HostPlan {
         host_networks: lab.plan.host_networks.clone(),
         ..PlanSettings::default()
     };
-    HostPlan::build(&profiles(allow), &settings, &Resolution::new()).unwrap()
+    // The lab's sandboxes stay bound: only the allowlist changes.
+    let set = profiles(allow);
+    HostPlan::build(&set, &settings, &Resolution::new())
+        .unwrap()
+        .with_bindings(&set, lab.plan.bindings.clone())
+        .unwrap()
 }
 
 #[test]
