@@ -286,6 +286,7 @@ fn main() -> ExitCode {
             Ok(done) => tracing::warn!(
                 adopted = ?done.adopted,
                 forgotten = ?done.forgotten,
+                released = ?done.released,
                 "reconciled the database with the backend (each is an alert in the event log)"
             ),
             Err(e) => tracing::warn!(

@@ -13,6 +13,13 @@
 //! the applied bridges and quarantines every unbound one; [`PortSweeper`]
 //! (corrald) sweeps on every link event that touches a bridge's ports.
 //!
+//! A create holds a [`PortClaim`] on the port it bound until the provider
+//! has made the sandbox (whose NIC then names the port): a flock the kernel
+//! drops when the process dies. [`claim_bindings`] and [`release`] let
+//! corrald's reconcile free the bindings of sandboxes that no longer exist
+//! (a create or delete killed between the binding and the provider) without
+//! ever taking one a create in another process is still using.
+//!
 //! Everything here blocks (netlink, flock, dnsmasq's reload): async callers
 //! use `tokio::task::spawn_blocking`.
 
@@ -28,6 +35,7 @@ use corral_egress::plan::{PlanError, PortBinding};
 use corral_gateway::PortError;
 use corral_sandbox_core::ProfileName;
 use corral_sandbox_core::sandbox::BoundNic;
+use corral_state_files::{StateDir, StateFileError, StateLock};
 
 use crate::host::{PlanningError, applied};
 use crate::target::{Target, TargetError};
@@ -73,6 +81,15 @@ pub enum BindingError {
         #[source]
         source: PortError,
     },
+    /// A port's claim could not be taken or checked.
+    #[error("cannot claim port {port}")]
+    Claim {
+        /// The port.
+        port: String,
+        /// The cause.
+        #[source]
+        source: StateFileError,
+    },
     /// The link-event watch could not be started.
     #[error("cannot watch link events to sweep ports")]
     Watch(#[source] std::io::Error),
@@ -101,14 +118,61 @@ pub enum BindingError {
     },
 }
 
+/// A process's hold on a bound port: while it is held (a create between
+/// binding the port and the provider making the sandbox), a reconcile
+/// leaves the binding alone. An exclusive flock on `claims/<port>` of the
+/// state directory, released on drop — and by the kernel when the process
+/// dies, so a create killed midway leaves a binding a reconcile frees.
+#[derive(Debug)]
+pub struct PortClaim {
+    _lock: StateLock,
+    port: String,
+}
+
+impl PortClaim {
+    /// The port claimed.
+    pub fn port(&self) -> &str {
+        &self.port
+    }
+
+    fn dir(state_dir: &Path, port: &str) -> Result<StateDir, BindingError> {
+        StateDir::open(state_dir)
+            .and_then(|d| d.subdir(CLAIMS))
+            .map_err(|source| BindingError::Claim {
+                port: port.to_owned(),
+                source,
+            })
+    }
+
+    /// The claim on `port` under `state_dir`; `None` at once while another
+    /// process holds it.
+    fn try_take(state_dir: &Path, port: &str) -> Result<Option<Self>, BindingError> {
+        let lock = Self::dir(state_dir, port)?
+            .try_lock(port)
+            .map_err(|source| BindingError::Claim {
+                port: port.to_owned(),
+                source,
+            })?;
+        Ok(lock.map(|l| Self {
+            _lock: l,
+            port: port.to_owned(),
+        }))
+    }
+}
+
+/// Subdirectory of the state directory holding the claim files (one per
+/// port name ever bound: at most one per address of the profiles' subnets).
+const CLAIMS: &str = "claims";
+
 /// Binds a fresh port for a sandbox on `profile` of what was applied to
-/// `netns` under `state_dir`, and records it. Returns the binding: create
-/// the sandbox's NIC with its MAC and port name.
+/// `netns` under `state_dir`, and records it. Returns the binding (create
+/// the sandbox's NIC with its MAC and port name) and the claim on it: hold
+/// it until the provider has made the sandbox.
 pub fn bind_new(
     netns: Option<&str>,
     state_dir: &Path,
     profile: &ProfileName,
-) -> Result<PortBinding, BindingError> {
+) -> Result<(PortBinding, PortClaim), BindingError> {
     let target = Target::open(netns)?;
     let store = StateStore::new(state_dir);
     let _lock = store.lock().map_err(BindingError::Lock)?;
@@ -124,7 +188,19 @@ pub fn bind_new(
             target: target.describe(),
         });
     };
-    let binding = PortBinding::allocate(p, &now.plan.bindings).map_err(BindingError::Allocate)?;
+    // Claimed before it is recorded (under the host lock a reconcile also
+    // takes), so no reconcile ever sees the binding unclaimed while this
+    // create uses it. A port whose claim another process holds (a
+    // reconcile about to release its old binding) is skipped, never waited
+    // for: that reconcile needs the host lock held here.
+    let mut busy: Vec<PortBinding> = now.plan.bindings.clone();
+    let (binding, claim) = loop {
+        let b = PortBinding::allocate(p, &busy).map_err(BindingError::Allocate)?;
+        match PortClaim::try_take(state_dir, b.port.as_str())? {
+            Some(c) => break (b, c),
+            None => busy.push(b),
+        }
+    };
     let port = binding.port.to_string();
     let plan = corral_gateway::bind_port(
         &target.host,
@@ -147,7 +223,53 @@ pub fn bind_new(
         }
         return Err(BindingError::Record { port, source });
     }
-    Ok(binding)
+    Ok((binding, claim))
+}
+
+/// Claims every binding recorded under `state_dir` that no process holds
+/// (see [`PortClaim`]): the ones a reconcile may release once it has seen
+/// that no sandbox uses them. Take the claims first, list the sandboxes
+/// second: a create that lets go of its claim has made its sandbox by then.
+pub fn claim_bindings(state_dir: &Path) -> Result<Vec<(PortBinding, PortClaim)>, BindingError> {
+    let store = StateStore::new(state_dir);
+    let bindings = {
+        let _lock = store.lock().map_err(BindingError::Lock)?;
+        match applied(&store)? {
+            Some(now) => now.plan.bindings,
+            None => return Ok(Vec::new()),
+        }
+    };
+    let mut out = Vec::new();
+    for b in bindings {
+        if let Some(c) = PortClaim::try_take(state_dir, b.port.as_str())? {
+            out.push((b, c));
+        }
+    }
+    Ok(out)
+}
+
+/// Releases `claimed` bindings whose port no NIC of `live` names (their
+/// sandbox is gone): each one's rules, reservation and record, as a delete
+/// would. Returns the bindings released.
+pub fn release_unused(
+    netns: Option<&str>,
+    state_dir: &Path,
+    claimed: Vec<(PortBinding, PortClaim)>,
+    live: &[BoundNic],
+) -> Result<Vec<PortBinding>, BindingError> {
+    let mut out = Vec::new();
+    for (b, claim) in claimed {
+        // A sandbox whose NIC names the port keeps it, whatever its MAC
+        // says (a mismatch is a start gate refusal, not an orphan).
+        if live.iter().any(|n| n.port == b.port) {
+            continue;
+        }
+        if let Some(gone) = unbind(netns, state_dir, &b.nic())? {
+            out.push(gone);
+        }
+        drop(claim);
+    }
+    Ok(out)
 }
 
 /// Removes the binding of `nic`'s port from what was applied to `netns`

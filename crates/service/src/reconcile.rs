@@ -9,7 +9,15 @@
 //! - a stamped sandbox with no record is **adopted**: recorded without an
 //!   owner, so only admins can act on it (corral never deletes what it
 //!   cannot account for; an admin decides);
-//! - a record whose sandbox is gone is **forgotten**.
+//! - a record whose sandbox is gone is **forgotten**;
+//! - a port binding (under the service's state directory, on a backend
+//!   whose NICs land on this host's bridges) that no sandbox's NIC names,
+//!   and that no create in progress claims, is **released**: its rules,
+//!   DHCP reservation and record go, as a delete would have done (a create
+//!   or delete killed between the binding and the provider leaves one).
+//!   The claims are taken before the backend is listed (see
+//!   [`crate::ports::claim_bindings`]), so a create in another process is
+//!   never robbed of its port.
 
 use std::collections::BTreeSet;
 
@@ -28,12 +36,14 @@ pub struct Reconciled {
     pub adopted: Vec<String>,
     /// Records whose sandbox was gone, now removed.
     pub forgotten: Vec<String>,
+    /// Bound ports no sandbox used, now unbound.
+    pub released: Vec<String>,
 }
 
 impl Reconciled {
     /// True when the two sides already agreed.
     pub fn is_empty(&self) -> bool {
-        self.adopted.is_empty() && self.forgotten.is_empty()
+        self.adopted.is_empty() && self.forgotten.is_empty() && self.released.is_empty()
     }
 }
 
@@ -46,6 +56,9 @@ pub enum ReconcileError {
     /// The database could not be read or written.
     #[error("cannot reconcile the database with the backend")]
     Store(#[source] StoreError),
+    /// Bindings of gone sandboxes could not be claimed or released.
+    #[error("cannot release the port bindings of sandboxes that no longer exist")]
+    Ports(#[source] ServiceError),
 }
 
 /// Settle every difference between `service`'s backend and `store` (see
@@ -56,6 +69,17 @@ pub async fn reconcile(
     clock: &dyn Clock,
 ) -> Result<Reconciled, ReconcileError> {
     let kind = service.backend().selection().kind;
+    // Claims before the list: a create lets go of its claim only once the
+    // backend lists its sandbox.
+    let claimed = if service.backend().binds_ports() {
+        let dir = service.settings().state_dir.clone();
+        tokio::task::spawn_blocking(move || crate::ports::claim_bindings(&dir))
+            .await
+            .map_err(|e| ReconcileError::Ports(ServiceError::Worker(e)))?
+            .map_err(|e| ReconcileError::Ports(e.into()))?
+    } else {
+        Vec::new()
+    };
     let live = service.list().await.map_err(ReconcileError::Backend)?;
     let recorded: Vec<SandboxRecord> = store
         .sandboxes()
@@ -116,6 +140,37 @@ pub async fn reconcile(
             )
             .map_err(ReconcileError::Store)?;
         done.forgotten.push(rec.name.clone());
+    }
+    if !claimed.is_empty() {
+        let nics: Vec<_> = live.iter().filter_map(|i| i.nic.clone()).collect();
+        let (netns, dir) = (
+            service.settings().netns.clone(),
+            service.settings().state_dir.clone(),
+        );
+        let released = tokio::task::spawn_blocking(move || {
+            crate::ports::release_unused(netns.as_deref(), &dir, claimed, &nics)
+        })
+        .await
+        .map_err(|e| ReconcileError::Ports(ServiceError::Worker(e)))?
+        .map_err(|e| ReconcileError::Ports(e.into()))?;
+        for b in released {
+            let port = b.port.to_string();
+            let reason = format!(
+                "released: port {port} (MAC {}, {}) was bound for a sandbox that no longer exists (a create or delete was interrupted); its rules, DHCP reservation and record were removed",
+                b.mac, b.v4
+            );
+            tracing::warn!(port = %port, "{reason}");
+            store
+                .record(
+                    &Event::Alert {
+                        name: port.clone(),
+                        reason,
+                    },
+                    now,
+                )
+                .map_err(ReconcileError::Store)?;
+            done.released.push(port);
+        }
     }
     Ok(done)
 }

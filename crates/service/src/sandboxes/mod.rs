@@ -236,9 +236,14 @@ impl SandboxService {
             .gate_or_record(&req.name, profile.as_ref(), None)
             .await?;
         let provider = self.backend.provider().await?;
-        let binding = match (&profile, self.backend.binds_ports()) {
-            (Some(p), true) => Some(self.bind(p).await?),
-            _ => None,
+        // The claim is held until the provider has made the sandbox (its
+        // NIC then names the port, which keeps a reconcile off it).
+        let (binding, claim) = match (&profile, self.backend.binds_ports()) {
+            (Some(p), true) => {
+                let (b, c) = self.bind(p).await?;
+                (Some(b), Some(c))
+            }
+            _ => (None, None),
         };
         if let (Some(net), Some(b)) = (spec.network.as_mut(), &binding) {
             net.nic = Some(b.nic());
@@ -253,6 +258,7 @@ impl SandboxService {
                 return Err(e.into());
             }
         };
+        drop(claim);
         self.hooks
             .record(&Event::Created {
                 name: req.name.clone(),
@@ -289,7 +295,10 @@ impl SandboxService {
 
     /// Binds a fresh port on `profile` (blocking work, off the async
     /// threads).
-    async fn bind(&self, profile: &ProfileName) -> Result<PortBinding, ServiceError> {
+    async fn bind(
+        &self,
+        profile: &ProfileName,
+    ) -> Result<(PortBinding, crate::ports::PortClaim), ServiceError> {
         let settings = Arc::clone(&self.settings);
         let profile = profile.clone();
         tokio::task::spawn_blocking(move || {
