@@ -73,9 +73,9 @@ fn reservations(state: &Path, bridge: &str) -> String {
 
 /// True when the live set `set` of `table bridge corral` holds an element
 /// whose key starts with `key`. Read with `nft --debug=netlink`, which
-/// prints each element's raw key as 32-bit words in host byte order (its
-/// formatted listing shows interface-name keys of sets made over netlink
-/// as `""`): an independent witness of what the kernel holds.
+/// prints each element's raw key as 32-bit words in host byte order: the
+/// kernel's own bytes, an independent witness that does not depend on how
+/// nft formats a key (`drill/tests/nft_listing.rs` checks that).
 fn nft_set_has(set: &str, key: &[u8]) -> bool {
     let out = Command::new("nft")
         .args(["--debug=netlink", "list", "set", "bridge", "corral", set])
