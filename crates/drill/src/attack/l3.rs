@@ -426,7 +426,7 @@ pub fn launch(topo: &Topology, attack: &Attack, timeout: Duration) -> Observed {
         })()),
         Shot::Reflect { forged, service } => observed((|| {
             let reflector = Listeners::start(&topo.host)?;
-            reflector.add(*service, Transport::Udp)?;
+            reflector.add_reflector(*service)?;
             let cap = Capture::open(&topo.internet, "eth0")?;
             let marker = Marker::fresh();
             let me = mac_of(&sb.ns, "eth0")?;

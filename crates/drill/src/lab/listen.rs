@@ -3,11 +3,19 @@
 //! A [`Listeners`] owns one OS thread that joined the namespace and runs a
 //! current-thread tokio runtime; every socket is bound on that thread, so it
 //! lives in the namespace. TCP listeners accept and echo; UDP sockets echo
-//! each datagram back to its sender. Dropping the value stops the runtime,
+//! each datagram back to its sender — unless it came from a port some UDP
+//! echo service of the lab listens on: a forged source naming another echo
+//! service (the drill's attacks forge such sources) would start a ping-pong
+//! between the two that never ends, burning a core for the rest of the
+//! run. A reflector ([`Listeners::add_reflector`]) answers every datagram:
+//! it stands for a service an attacker abuses, and the echo service it
+//! answers does not answer back. Dropping the value stops the runtime,
 //! closes every socket and joins the thread, so the namespace can die.
 
+use std::collections::BTreeSet;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Mutex;
 use std::thread::JoinHandle;
 
 use serde::{Deserialize, Serialize};
@@ -29,8 +37,28 @@ pub enum Transport {
 type Command = (
     SocketAddr,
     Transport,
+    Reply,
     oneshot::Sender<io::Result<SocketAddr>>,
 );
+
+/// Whom a UDP service answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    /// Every sender but another echo service.
+    Echo,
+    /// Every sender.
+    Reflect,
+}
+
+/// Ports UDP echo services of this process listen on (in any namespace).
+static UDP_ECHO_PORTS: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+fn udp_echo_port(port: u16) -> bool {
+    UDP_ECHO_PORTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .contains(&port)
+}
 
 /// Echo services inside one namespace.
 #[derive(Debug)]
@@ -65,8 +93,8 @@ impl Listeners {
                     }
                 };
                 rt.block_on(async move {
-                    while let Some((addr, transport, reply)) = rx.recv().await {
-                        let _ = reply.send(bind_and_serve(addr, transport).await);
+                    while let Some((addr, transport, mode, reply)) = rx.recv().await {
+                        let _ = reply.send(bind_and_serve(addr, transport, mode).await);
                     }
                 });
                 // Dropping the runtime cancels the serving tasks and closes
@@ -85,11 +113,22 @@ impl Listeners {
     /// Binds an echo service on `addr`; returns the bound address (port 0
     /// picks a free port).
     pub fn add(&self, addr: SocketAddr, transport: Transport) -> io::Result<SocketAddr> {
+        self.bind(addr, transport, Reply::Echo)
+    }
+
+    /// Binds a UDP service on `addr` that answers every datagram with
+    /// itself, whoever sent it (an echo service among them): the
+    /// reflector a forged-source attack abuses.
+    pub fn add_reflector(&self, addr: SocketAddr) -> io::Result<SocketAddr> {
+        self.bind(addr, Transport::Udp, Reply::Reflect)
+    }
+
+    fn bind(&self, addr: SocketAddr, transport: Transport, mode: Reply) -> io::Result<SocketAddr> {
         let (reply_tx, reply_rx) = oneshot::channel();
         self.tx
             .as_ref()
             .ok_or_else(|| io::Error::other("listeners already stopped"))?
-            .send((addr, transport, reply_tx))
+            .send((addr, transport, mode, reply_tx))
             .map_err(|_| io::Error::other("the listener thread has stopped"))?;
         reply_rx
             .blocking_recv()
@@ -121,7 +160,11 @@ fn enter(ns: &Netns) -> io::Result<()> {
     Ok(())
 }
 
-async fn bind_and_serve(addr: SocketAddr, transport: Transport) -> io::Result<SocketAddr> {
+async fn bind_and_serve(
+    addr: SocketAddr,
+    transport: Transport,
+    mode: Reply,
+) -> io::Result<SocketAddr> {
     match transport {
         Transport::Tcp => {
             let sock = match addr {
@@ -152,10 +195,18 @@ async fn bind_and_serve(addr: SocketAddr, transport: Transport) -> io::Result<So
         Transport::Udp => {
             let sock = tokio::net::UdpSocket::bind(addr).await?;
             let local = sock.local_addr()?;
+            if mode == Reply::Echo {
+                UDP_ECHO_PORTS
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(local.port());
+            }
             tokio::spawn(async move {
                 let mut buf = [0u8; 2048];
                 while let Ok((n, from)) = sock.recv_from(&mut buf).await {
-                    let _ = sock.send_to(&buf[..n], from).await;
+                    if mode == Reply::Reflect || !udp_echo_port(from.port()) {
+                        let _ = sock.send_to(&buf[..n], from).await;
+                    }
                 }
             });
             Ok(local)
