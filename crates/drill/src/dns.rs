@@ -66,23 +66,15 @@ const LEARNED_OTHER_PORT: &str =
 const REBINDING: &str =
     "attack 5 (rebinding, reserved ranges): name answering 100.64.0.10 blocked after lookup";
 
-/// Runs the DNS probes against `lab` (rules already applied), then the
-/// gateway capacity attacks (class 5 of the L2 drill rows), against one
-/// dnsmasq per bridge started here and stopped on return.
-pub(crate) fn rows(lab: &Lab, timeout: Duration) -> Vec<DrillRow> {
-    let gateways = match LabGateways::start(lab) {
-        Ok(g) => g,
-        Err(e) => return vec![setup_error(e.to_string())],
-    };
+/// Runs the DNS probes against `lab` (rules already applied) with its
+/// `gateways` (one dnsmasq per bridge) running: per profile, what its kind
+/// of DNS promises. The gateway capacity attacks (class 5) run after these,
+/// alongside the L2 attacks (see the crate's `run`).
+pub(crate) fn profile_rows(lab: &Lab, gateways: &LabGateways, timeout: Duration) -> Vec<DrillRow> {
     let upstream = &gateways.upstream;
     let mut out = Vec::new();
     for (pi, p) in lab.profiles.iter().enumerate() {
-        let Some(sb) = lab
-            .topo
-            .sandboxes
-            .iter()
-            .find(|s| s.profile == p.name.as_str())
-        else {
+        let Some(sb) = dns_sandbox(lab, p.name.as_str()) else {
             continue;
         };
         let d = Drill {
@@ -97,8 +89,12 @@ pub(crate) fn rows(lab: &Lab, timeout: Duration) -> Vec<DrillRow> {
             (DnsPolicy::Gateway, EgressMode::Allowlist) => out.extend(d.filtered(p, pi)),
         }
     }
-    out.extend(crate::attack::gateway::rows(lab, &gateways, timeout));
     out
+}
+
+/// The sandbox a profile's DNS rows run from (its first).
+pub(crate) fn dns_sandbox<'a>(lab: &'a Lab, profile: &str) -> Option<&'a SandboxNs> {
+    lab.topo.sandboxes.iter().find(|s| s.profile == profile)
 }
 
 struct Drill<'a> {
@@ -491,7 +487,9 @@ fn host_octet(i: usize) -> u8 {
     u8::try_from(i % 250 + 1).unwrap_or(1)
 }
 
-fn setup_error(e: String) -> DrillRow {
+/// The row saying the gateways could not be started (every DNS and
+/// gateway row is then missing).
+pub(crate) fn setup_error(e: String) -> DrillRow {
     DrillRow {
         probe: "gateway resolvers (DNS probes)".to_owned(),
         from: "drill".to_owned(),

@@ -20,6 +20,7 @@ pub mod lab;
 mod probes;
 pub mod raw;
 mod report;
+mod schedule;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
@@ -29,7 +30,7 @@ use corral_sandbox_core::{AllowTarget, ProfileSet};
 pub use probes::{PlannedProbe, allows, derive};
 pub use report::{DrillReport, DrillRow, Expect, Verdict, judge};
 
-use crate::lab::{Lab, LabError, Observed, ProbeResult, probe_from};
+use crate::lab::{Lab, LabError, Observed};
 use corral_egress::resolve::Resolution;
 
 /// The drill's first line.
@@ -79,20 +80,27 @@ pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, Dr
         setup_rows.push(format!("{} endpoint(s): {e}", needs.len()));
     }
     let attacks = attack::l3::derive(profiles, &lab.topo);
+    let all: Vec<usize> = (0..attacks.len()).collect();
     lab.control()?;
-    let control = run_all(&lab, &planned, opts.timeout);
-    let attack_control = run_attacks(&lab, &attacks, opts.timeout);
+    let control = schedule::run_all(&lab, &planned, opts.timeout);
+    let attack_control = schedule::run_attacks(&lab, &attacks, &all, opts.timeout);
     let l2_attacks = attack::l2::plan(&lab);
-    let l2_control = attack::l2::run(&lab, &l2_attacks);
+    let l2_control = schedule::l2(&lab, &l2_attacks);
     lab.apply()?;
-    let enforced = run_all(&lab, &planned, opts.timeout);
-    let attacked = run_attacks(&lab, &attacks, opts.timeout);
-    let l2_enforced = attack::l2::run(&lab, &l2_attacks);
-
+    // Read-back is checked once every L3 attack is done and before the
+    // gateways answer any name (a learned answer is the resolver's to
+    // judge, not drift of the rules).
+    let checks = || {
+        let mut v = vec![verify_row(&lab)];
+        v.extend(stray_row(&lab, &attacks, &attack_control));
+        v
+    };
+    let enforced =
+        schedule::Enforced::run(&lab, &planned, &attacks, &l2_attacks, opts.timeout, checks);
     let mut rows: Vec<DrillRow> = planned
         .iter()
         .zip(control)
-        .zip(enforced)
+        .zip(enforced.probes)
         .map(|((p, c), e)| {
             let sb = &lab.topo.sandboxes[p.from];
             DrillRow {
@@ -111,8 +119,8 @@ pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, Dr
     rows.extend(
         attacks
             .iter()
-            .zip(attack_control)
-            .zip(attacked)
+            .zip(&attack_control)
+            .zip(enforced.attacks)
             .map(|((a, c), (e, ms))| DrillRow {
                 probe: format!("{}: {}", a.class.label(), a.what),
                 from: lab.topo.sandboxes[a.from].name.clone(),
@@ -120,7 +128,7 @@ pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, Dr
                 expected: Expect::Block,
                 verdict: judge(Expect::Block, &c.0, &e),
                 observed: e,
-                control: c.0,
+                control: c.0.clone(),
                 ms,
                 packet: None,
             }),
@@ -129,13 +137,10 @@ pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, Dr
         &lab,
         &l2_attacks,
         &l2_control,
-        &l2_enforced,
+        &enforced.l2,
     ));
-    rows.push(verify_row(&lab));
-    if let Some(row) = stray_row(&lab, &attacks, &rows) {
-        rows.push(row);
-    }
-    rows.extend(dns::rows(&lab, opts.timeout));
+    rows.extend(enforced.checks);
+    rows.extend(enforced.dns);
     for s in setup_rows {
         rows.push(DrillRow {
             probe: "listener setup".to_owned(),
@@ -186,7 +191,11 @@ fn verify_row(lab: &Lab) -> DrillRow {
 /// After the port-off-its-bridge attacks, `verify` must name the profile
 /// whose subnet arrived off its bridge. Its control is the attacks' own
 /// (without rules the packets got through).
-fn stray_row(lab: &Lab, attacks: &[attack::l3::Attack], rows: &[DrillRow]) -> Option<DrillRow> {
+fn stray_row(
+    lab: &Lab,
+    attacks: &[attack::l3::Attack],
+    attack_control: &[(Observed, u64)],
+) -> Option<DrillRow> {
     let class = attack::l3::Class::OffBridge;
     let profiles: Vec<&str> = attacks
         .iter()
@@ -196,10 +205,11 @@ fn stray_row(lab: &Lab, attacks: &[attack::l3::Attack], rows: &[DrillRow]) -> Op
     if profiles.is_empty() {
         return None;
     }
-    let control = if rows
+    let control = if attacks
         .iter()
-        .filter(|r| r.probe.starts_with(&class.label()))
-        .all(|r| r.control.reached())
+        .zip(attack_control)
+        .filter(|(a, _)| a.class == class)
+        .all(|(_, (c, _))| c.reached())
     {
         Observed::Connected
     } else {
@@ -234,76 +244,6 @@ fn stray_row(lab: &Lab, attacks: &[attack::l3::Attack], rows: &[DrillRow]) -> Op
         control,
         ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
         packet: None,
-    })
-}
-
-/// Runs every attack: in parallel, except those that detach a port, which
-/// run one at a time per sandbox (still in parallel across sandboxes).
-fn run_attacks(
-    lab: &Lab,
-    attacks: &[attack::l3::Attack],
-    timeout: Duration,
-) -> Vec<(Observed, u64)> {
-    let one = |a: &attack::l3::Attack| {
-        let start = Instant::now();
-        let o = attack::l3::launch(&lab.topo, a, timeout);
-        (
-            o,
-            u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
-        )
-    };
-    let mut out: Vec<Option<(Observed, u64)>> = vec![None; attacks.len()];
-    std::thread::scope(|scope| {
-        let mut handles = Vec::new();
-        let mut exclusive: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-        for (i, a) in attacks.iter().enumerate() {
-            if a.exclusive() {
-                exclusive.entry(a.from).or_default().push(i);
-            } else {
-                handles.push((vec![i], scope.spawn(move || vec![one(a)])));
-            }
-        }
-        for idx in exclusive.into_values() {
-            let list: Vec<&attack::l3::Attack> = idx.iter().map(|i| &attacks[*i]).collect();
-            handles.push((
-                idx,
-                scope.spawn(move || list.into_iter().map(one).collect()),
-            ));
-        }
-        for (idx, h) in handles {
-            let results = h.join().unwrap_or_else(|_| {
-                vec![(Observed::Error("the attack thread panicked".to_owned()), 0); idx.len()]
-            });
-            for (i, r) in idx.into_iter().zip(results) {
-                out[i] = Some(r);
-            }
-        }
-    });
-    out.into_iter()
-        .map(|r| r.unwrap_or((Observed::Error("not run".to_owned()), 0)))
-        .collect()
-}
-
-/// Runs every probe, in parallel (blocked probes under `drop` each wait for
-/// the timeout; in parallel the drill takes about one timeout, not N).
-fn run_all(lab: &Lab, planned: &[PlannedProbe], timeout: Duration) -> Vec<ProbeResult> {
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = planned
-            .iter()
-            .map(|p| {
-                let ns = &lab.topo.sandboxes[p.from].ns;
-                scope.spawn(move || probe_from(ns, &p.probe, timeout))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| ProbeResult {
-                    observed: Observed::Error("the probe thread panicked".to_owned()),
-                    ms: 0,
-                })
-            })
-            .collect()
     })
 }
 

@@ -44,7 +44,12 @@ pub fn starve_pool(
         a.sock
             .send(&ClientMessage::request(*x, *chaddr, *yiaddr, *server).frame(me)?)?;
     }
-    let acks = collect(a, window, MessageType::Ack)?;
+    // No offer, no request: no acknowledgement can come.
+    let acks = if offers.is_empty() {
+        Replies::new()
+    } else {
+        collect(a, window, MessageType::Ack)?
+    };
     let leased: BTreeSet<Ipv4Addr> = acks.values().map(|(_, ip, _)| *ip).collect();
     let n = leased.len();
     let detail = format!(
@@ -188,6 +193,20 @@ const VICTIM_NAME: &str = "victim.corral.test";
 /// A domain whose authority never answers (the flood's target).
 const SILENT_DOMAIN: &str = "silent.corral.test";
 
+/// The attacker and the victim of the class-5 rows (indices in
+/// `Topology::sandboxes`): the first two sandboxes of the first profile
+/// with a gateway resolver and internet access.
+pub fn pair(lab: &crate::lab::Lab) -> Option<(usize, usize)> {
+    use corral_sandbox_core::{DnsPolicy, EgressMode};
+    let p = lab
+        .profiles
+        .iter()
+        .find(|p| p.dns == DnsPolicy::Gateway && p.mode == EgressMode::Internet)?;
+    let sbs = &lab.topo.sandboxes;
+    let mut idx = (0..sbs.len()).filter(|i| sbs[*i].profile == p.name.as_str());
+    Some((idx.next()?, idx.next()?))
+}
+
 /// The drill's class-5 rows: from the first profile with a gateway
 /// resolver and two sandboxes, a sibling starves the DHCP pool, holds idle
 /// TCP/53 connections and floods names to a silent authority; each row's
@@ -197,18 +216,10 @@ pub fn rows(
     gateways: &crate::lab::LabGateways,
     timeout: Duration,
 ) -> Vec<crate::DrillRow> {
-    use corral_sandbox_core::{DnsPolicy, EgressMode};
-    let Some(p) = lab
-        .profiles
-        .iter()
-        .find(|p| p.dns == DnsPolicy::Gateway && p.mode == EgressMode::Internet)
-    else {
+    let Some((a, b)) = pair(lab) else {
         return Vec::new();
     };
-    let mut sbs = lab.topo.sandboxes_of(p.name.as_str());
-    let (Some(a), Some(b)) = (sbs.next(), sbs.next()) else {
-        return Vec::new();
-    };
+    let (a, b) = (&lab.topo.sandboxes[a], &lab.topo.sandboxes[b]);
     gateways.upstream.set(
         VICTIM_NAME,
         &[std::net::IpAddr::V4(Ipv4Addr::new(198, 18, 1, 1))],

@@ -23,9 +23,6 @@ use corral_egress::netns::Netns;
 const WATCH: Duration = Duration::from_millis(800);
 /// Times each attack frame is sent.
 const REPEAT: usize = 3;
-/// The kernel ignores ARP updates to an entry younger than its lock time
-/// (1 s by default) unless they are gratuitous.
-const LOCKTIME: Duration = Duration::from_millis(1100);
 
 /// A sandbox with a raw socket on its `eth0`.
 #[derive(Debug)]
@@ -165,9 +162,8 @@ pub fn arp_poison(
             "the victim never resolved {claimed}"
         )));
     };
-    if style == ArpStyle::ForgedSender {
-        std::thread::sleep(LOCKTIME);
-    }
+    // No wait for the entry to age: the lab's sandboxes take ARP updates
+    // at any age (`locktime` 0; an attacker would wait the lock out).
     a.send(&arp_frame(a, claimed, style)?)?;
     let outcome = watch_entry(victim_ns, claimed.into(), a.mac(), Some(before));
     // Leave no poisoned entry behind for whatever runs next.
@@ -489,11 +485,6 @@ pub fn plan(lab: &crate::lab::Lab) -> Vec<PlannedAttack> {
         ),
         (
             4,
-            "a sibling's MAC cannot be stolen in the bridge's FDB",
-            Kind::FdbTheft,
-        ),
-        (
-            4,
             "the host does not answer ARP for its uplink address on a sandbox bridge",
             Kind::HostArpFor(crate::lab::topology::HOST_UPLINK_V4),
         ),
@@ -547,12 +538,44 @@ pub fn plan(lab: &crate::lab::Lab) -> Vec<PlannedAttack> {
         .collect()
 }
 
-/// Runs each planned attack once, in order.
-pub fn run(lab: &crate::lab::Lab, planned: &[PlannedAttack]) -> Vec<Result<Outcome, AttackError>> {
-    planned.iter().map(|p| run_one(lab, p)).collect()
+impl PlannedAttack {
+    /// Which attacks may run at the same time: attacks of one stage and
+    /// lane run in turn, lanes of a stage at once, stages one after the
+    /// other. Stage 1: what the sibling receives or caches — its neighbour
+    /// entries for the gateway (the attacks on one entry in turn), the
+    /// frames that must never reach it, the host's ARP answers. Stage 2:
+    /// the host's neighbour entries for the sibling (resolving the sibling
+    /// from the host refreshes the sibling's own entry for the gateway, so
+    /// never alongside stage 1). Stage 3: FDB theft (a stolen entry
+    /// misdirects the sibling's frames until it speaks again).
+    pub fn stage(&self) -> (u8, Option<&'static str>) {
+        match self.kind {
+            Kind::GratuitousArp | Kind::ForgedArpSender => (1, Some("sibling's IPv4 entry")),
+            Kind::NaSibling => (1, Some("sibling's IPv6 entry")),
+            Kind::Tagged(_)
+            | Kind::LinkLocal
+            | Kind::RogueRa
+            | Kind::RogueDhcp
+            | Kind::Broadcast
+            | Kind::HostArpFor(_) => (1, None),
+            Kind::ArpHost => (2, Some("host's IPv4 entry")),
+            Kind::NaHost => (2, Some("host's IPv6 entry")),
+            Kind::FdbTheft => (3, Some("the bridge's FDB")),
+        }
+    }
 }
 
-fn run_one(lab: &crate::lab::Lab, p: &PlannedAttack) -> Result<Outcome, AttackError> {
+/// The sandboxes the L2 attacks use (indices in `Topology::sandboxes`):
+/// while they run, nothing else may detach or flood these.
+pub fn sandboxes(planned: &[PlannedAttack]) -> Vec<usize> {
+    let mut v: Vec<usize> = planned.iter().flat_map(|p| [p.from, p.victim]).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Runs one planned attack.
+pub(crate) fn run_one(lab: &crate::lab::Lab, p: &PlannedAttack) -> Result<Outcome, AttackError> {
     let sbs = &lab.topo.sandboxes;
     let (a, b) = (&sbs[p.from], &sbs[p.victim]);
     let att = Attacker::new(a)?;

@@ -445,34 +445,93 @@ fn off_bridge(
     host: bool,
     timeout: Duration,
 ) -> std::io::Result<bool> {
+    let isolated = set_port(topo, sb, None)?;
+    let result = detached_shot(topo, sb, to, host, timeout);
+    set_port(topo, sb, Some(isolated.unwrap_or(false)))?;
+    result
+}
+
+/// Runs `attacks` — port-off-its-bridge attacks, all from one sandbox —
+/// in one detachment: the port leaves its bridge once, every shot is sent
+/// and watched at the same time, and the port goes back (whatever
+/// happened in between). What each attack achieved, in order.
+pub fn launch_detached(topo: &Topology, attacks: &[&Attack], timeout: Duration) -> Vec<Observed> {
+    let Some(first) = attacks.first() else {
+        return Vec::new();
+    };
+    let sb = &topo.sandboxes[first.from];
+    let detached = match set_port(topo, sb, None) {
+        Ok(isolated) => isolated,
+        Err(e) => {
+            return attacks
+                .iter()
+                .map(|_| Observed::Error(e.to_string()))
+                .collect();
+        }
+    };
+    let shots: Vec<Observed> = std::thread::scope(|scope| {
+        let handles: Vec<_> = attacks
+            .iter()
+            .map(|a| {
+                scope.spawn(move || match &a.shot {
+                    Shot::OffBridge { to, host } if a.from == first.from => {
+                        observed(detached_shot(topo, sb, *to, *host, timeout))
+                    }
+                    _ => Observed::Error(
+                        "not a port-off-its-bridge attack from this sandbox".to_owned(),
+                    ),
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Observed::Error("the attack thread panicked".to_owned()))
+            })
+            .collect()
+    });
+    match set_port(topo, sb, Some(detached.unwrap_or(false))) {
+        Ok(_) => shots,
+        Err(e) => shots
+            .into_iter()
+            .map(|_| Observed::Error(format!("re-attaching the port: {e}")))
+            .collect(),
+    }
+}
+
+/// One datagram from `sb` with its port off the bridge: landed when its
+/// marker reaches `to` (the host's socket, or the internet's interface).
+fn detached_shot(
+    topo: &Topology,
+    sb: &SandboxNs,
+    to: SocketAddr,
+    host: bool,
+    timeout: Duration,
+) -> std::io::Result<bool> {
     let src_ip = same_family(
         to.ip(),
         IpAddr::V4(sb.v4),
         sb.v6.map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), IpAddr::V6),
     );
-    let isolated = set_port(topo, sb, None)?;
-    let result = (|| {
-        let marker = Marker::fresh();
-        let me = mac_of(&sb.ns, "eth0")?;
-        let port_mac = mac_of(&topo.host, &sb.port)?;
-        let f = udp_frame(me, port_mac, SocketAddr::new(src_ip, SPORT), to, &marker)?;
-        let tx = crate::raw::PacketSocket::open(&sb.ns, "eth0")?;
-        if host {
-            let sink = UdpSink::bind(&topo.host, to)?;
-            for _ in 0..3 {
-                tx.send(&f)?;
-                if sink.saw(&marker, timeout / 3)? {
-                    return Ok(true);
-                }
+    let marker = Marker::fresh();
+    let me = mac_of(&sb.ns, "eth0")?;
+    let port_mac = mac_of(&topo.host, &sb.port)?;
+    let f = udp_frame(me, port_mac, SocketAddr::new(src_ip, SPORT), to, &marker)?;
+    let tx = crate::raw::PacketSocket::open(&sb.ns, "eth0")?;
+    if host {
+        let sink = UdpSink::bind(&topo.host, to)?;
+        for _ in 0..3 {
+            tx.send(&f)?;
+            if sink.saw(&marker, timeout / 3)? {
+                return Ok(true);
             }
-            Ok(false)
-        } else {
-            let cap = Capture::open(&topo.internet, "eth0")?;
-            lands(sb, &[f], &cap, &marker, timeout)
         }
-    })();
-    set_port(topo, sb, Some(isolated.unwrap_or(false)))?;
-    result
+        Ok(false)
+    } else {
+        let cap = Capture::open(&topo.internet, "eth0")?;
+        lands(sb, &[f], &cap, &marker, timeout)
+    }
 }
 
 /// Detaches the sandbox's port (`None`, returning its isolation flag) or

@@ -279,6 +279,17 @@ impl Topology {
         })??;
 
         for sb in &sandboxes {
+            // The sandbox takes an ARP update to an entry of any age. The
+            // kernel ignores a non-gratuitous one to an entry younger than
+            // `locktime` (1 s by default): an attacker simply waits that
+            // out, and the drill's attacks need not.
+            sb.ns.run(|| {
+                Sysctls::default().apply_one(&corral_egress::plan::SysctlPlan {
+                    key: "net.ipv4.neigh.eth0.locktime".into(),
+                    value: "0".into(),
+                    reason: "ARP updates taken at any age, as after an attacker's wait".into(),
+                })
+            })??;
             sb.ns.run_async(|| async {
                 let links = Links::connect()?;
                 let prefix = prefix_of(profiles, &sb.profile);
