@@ -16,6 +16,13 @@
 //!    what was applied, on P's bridge, to the MAC the NIC carries — and,
 //!    through item 2, the binding's set elements are live.
 //!
+//! Items 1 and 2 are read under the state directory's host lock, so a bind
+//! or unbind of another sandbox (which changes the record and the live sets
+//! together) is never seen half done. Before item 2 the gate sweeps the
+//! ports of the applied bridges (isolates each, quarantines each unbound
+//! one: it only tightens), so a sibling's NIC plugged in a moment earlier —
+//! Incus attaches a port, then isolates it — does not refuse this start.
+//!
 //! The check runs with blocking netlink calls: async callers use
 //! `tokio::task::spawn_blocking`.
 
@@ -173,6 +180,16 @@ pub enum GateError {
         #[source]
         source: HostError,
     },
+    /// The host lock could not be taken to read the record and the live
+    /// state together.
+    #[error("start gate: cannot take the host lock to check profile `{profile}`")]
+    Lock {
+        /// The profile.
+        profile: String,
+        /// The cause.
+        #[source]
+        source: corral_egress::host::StateError,
+    },
 }
 
 /// The profile's enforcement matched: what was checked, for reports.
@@ -194,6 +211,10 @@ pub struct GatePass {
     /// the check) or the one checked as applied and live (a start).
     pub binding: Option<PortBinding>,
 }
+
+/// How many times the gate sweeps and checks while the only drift left is
+/// ports plugged in meanwhile.
+const SWEEPS: usize = 3;
 
 /// Check the enforcement of `profile` (as `config` defines it) on the
 /// namespace `netns`, against what was applied under `state_dir`.
@@ -238,6 +259,13 @@ fn check_with(
         })
     };
     let store = StateStore::new(state_dir);
+    // The record and the live state are read under the host lock: a bind
+    // or unbind of another sandbox changes both, and a check between its
+    // two halves would see drift that is not there.
+    let lock = store.lock().map_err(|source| GateError::Lock {
+        profile: name.clone(),
+        source,
+    })?;
     let Some(applied) = applied(&store).map_err(|source| GateError::Planning {
         profile: name.clone(),
         source,
@@ -254,18 +282,36 @@ fn check_with(
         return Err(refuse(vec![Missing::ProfileChanged]));
     }
     let scope = ProfileScope::of(&applied.plan, profile.as_str());
-    let drift = target
-        .host
-        .verify(&applied.plan)
-        .map_err(|source| GateError::Host {
-            profile: name.clone(),
-            source,
-        })?;
+    let host_err = |source| GateError::Host {
+        profile: name.clone(),
+        source,
+    };
+    // A sibling's NIC plugged in a moment ago is not isolated yet (Incus
+    // attaches, then isolates; corrald's sweeper follows): sweep first —
+    // isolate every port, quarantine every unbound one, which only ever
+    // tightens — so this start is not refused for it. Only port drift is
+    // retried, and only as often as it takes a burst of plugs to settle.
+    let mut attempts = 0;
+    let drift = loop {
+        attempts += 1;
+        target.host.sweep_ports(&applied.plan).map_err(&host_err)?;
+        let drift: Vec<HostDrift> = target
+            .host
+            .verify(&applied.plan)
+            .map_err(&host_err)?
+            .into_iter()
+            .filter(|d| scope.covers(d))
+            .collect();
+        let only_ports = drift.iter().all(|d| matches!(d, HostDrift::Port { .. }));
+        if drift.is_empty() || !only_ports || attempts >= SWEEPS {
+            break drift;
+        }
+    };
     let mut missing: Vec<Missing> = drift
         .into_iter()
-        .filter(|d| scope.covers(d))
         .map(|drift| Missing::Enforcement { drift })
         .collect();
+    drop(lock);
     let (gateway_pid, resolver) = match check_gateway(&target, state_dir, applied_profile) {
         Ok(found) => found,
         Err(m) => {
