@@ -168,10 +168,16 @@ const CLAIMS: &str = "claims";
 /// `netns` under `state_dir`, and records it. Returns the binding (create
 /// the sandbox's NIC with its MAC and port name) and the claim on it: hold
 /// it until the provider has made the sandbox.
+///
+/// `in_use` are the NICs the backend's sandboxes already have (bound under
+/// any state directory, or left by a crash): an address whose MAC or port
+/// one of them carries is skipped (Incus refuses to start a second NIC with
+/// a MAC another one has).
 pub fn bind_new(
     netns: Option<&str>,
     state_dir: &Path,
     profile: &ProfileName,
+    in_use: &[BoundNic],
 ) -> Result<(PortBinding, PortClaim), BindingError> {
     let target = Target::open(netns)?;
     let store = StateStore::new(state_dir);
@@ -196,6 +202,10 @@ pub fn bind_new(
     let mut busy: Vec<PortBinding> = now.plan.bindings.clone();
     let (binding, claim) = loop {
         let b = PortBinding::allocate(p, &busy).map_err(BindingError::Allocate)?;
+        if in_use.iter().any(|n| n.mac == b.mac || n.port == b.port) {
+            busy.push(b);
+            continue;
+        }
         match PortClaim::try_take(state_dir, b.port.as_str())? {
             Some(c) => break (b, c),
             None => busy.push(b),

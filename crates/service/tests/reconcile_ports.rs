@@ -133,13 +133,13 @@ fn reconcile_releases_bindings_no_sandbox_uses_and_keeps_claimed_and_used_ones()
     // Three ports bound the way the service's create binds them.
     // `orphan`: its create died before Incus had the sandbox (the kernel
     // dropped its claim with the process).
-    let (orphan, claim) = bind_new(Some(&lab.path), &state, &profile).unwrap();
+    let (orphan, claim) = bind_new(Some(&lab.path), &state, &profile, &[]).unwrap();
     drop(claim);
     // `busy`: a create still in progress holds its claim.
-    let (busy, busy_claim) = bind_new(Some(&lab.path), &state, &profile).unwrap();
+    let (busy, busy_claim) = bind_new(Some(&lab.path), &state, &profile, &[]).unwrap();
     // `used`: Incus has its sandbox (created stopped: the bridge is in the
     // namespace, not on the host).
-    let (used, claim) = bind_new(Some(&lab.path), &state, &profile).unwrap();
+    let (used, claim) = bind_new(Some(&lab.path), &state, &profile, &[]).unwrap();
     let mut incus_config = IncusConfig::local();
     incus_config.endpoint = corral_provider_incus::Endpoint::Unix(socket.clone());
     let incus = runtime()
@@ -215,4 +215,44 @@ fn reconcile_releases_bindings_no_sandbox_uses_and_keeps_claimed_and_used_ones()
     assert_eq!(done.released, vec![busy.port.to_string()]);
     assert_eq!(lab.recorded(), vec![used.port.to_string()]);
     drop(guard);
+}
+
+#[test]
+fn a_new_binding_skips_macs_and_ports_other_sandboxes_carry() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let lab = Lab::new();
+    let planned = plan_config(LoadedConfig {
+        config: config(),
+        origin: Origin::Builtin,
+    })
+    .unwrap();
+    lab.host().apply(&planned).unwrap();
+    let state: PathBuf = lab.state.path().to_owned();
+    let profile = ProfileName::new("rp").unwrap();
+    let p = planned.config.profiles.get("rp").unwrap();
+    // Control: with nothing in use, the first address is the one chosen.
+    let first = PortBinding::allocate(p, &[]).unwrap();
+    let second = PortBinding::allocate(p, std::slice::from_ref(&first)).unwrap();
+    // A sandbox elsewhere (another state directory, or left by a crash)
+    // carries the first address's MAC, another the second's port name.
+    let mac_taken = corral_sandbox_core::sandbox::BoundNic {
+        mac: first.mac,
+        port: corral_sandbox_core::InterfaceName::new("elsewhere0").unwrap(),
+    };
+    let port_taken = corral_sandbox_core::sandbox::BoundNic {
+        mac: "02:00:00:00:00:99".parse().unwrap(),
+        port: second.port.clone(),
+    };
+    let (b, _claim) =
+        bind_new(Some(&lab.path), &state, &profile, &[mac_taken, port_taken]).unwrap();
+    assert_ne!(b.mac, first.mac);
+    assert_ne!(b.port, second.port);
+    assert_eq!(
+        b,
+        PortBinding::allocate(p, &[first, second]).unwrap(),
+        "the next free address after the two in use"
+    );
+    assert_eq!(lab.recorded(), vec![b.port.to_string()]);
 }

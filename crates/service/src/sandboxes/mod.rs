@@ -301,8 +301,23 @@ impl SandboxService {
     ) -> Result<(PortBinding, crate::ports::PortClaim), ServiceError> {
         let settings = Arc::clone(&self.settings);
         let profile = profile.clone();
+        // NICs the backend's sandboxes already carry: never handed out twice.
+        let in_use: Vec<BoundNic> = self
+            .backend
+            .provider()
+            .await?
+            .list()
+            .await?
+            .into_iter()
+            .filter_map(|i| i.nic)
+            .collect();
         tokio::task::spawn_blocking(move || {
-            crate::ports::bind_new(settings.netns.as_deref(), &settings.state_dir, &profile)
+            crate::ports::bind_new(
+                settings.netns.as_deref(),
+                &settings.state_dir,
+                &profile,
+                &in_use,
+            )
         })
         .await
         .map_err(ServiceError::Worker)?
