@@ -21,6 +21,7 @@ use common::sandboxes::{
 };
 use common::{CORRAL, Run, corral, schema};
 use corral_provider_incus::TEST_IMAGE_ALIAS;
+use corral_provider_incus::api::Instance;
 use corral_tests::hostlab::HostLab;
 
 /// `corral ARGS…` with standard input from `/dev/null` (no terminal).
@@ -619,9 +620,10 @@ fn a_clone_gets_a_fresh_identity_through_the_start_gate() {
     let Some(client) = incus() else { return };
     let lab = HostLab::for_apply().unwrap_or_else(|e| panic!("{e}"));
     let (src, copy, refused) = (unique("src"), unique("clone"), unique("clone-refused"));
+    let imported = unique("imported");
     let _guard = Cleanup {
         client: client.clone(),
-        names: vec![src.clone(), copy.clone(), refused.clone()],
+        names: vec![src.clone(), copy.clone(), refused.clone(), imported.clone()],
     };
     in_lab(&lab, &["host", "apply"]).expect_code(0);
     let made = in_lab(
@@ -675,15 +677,26 @@ fn a_clone_gets_a_fresh_identity_through_the_start_gate() {
         instance(&client, &src).unwrap(),
         instance(&client, &copy).unwrap(),
     );
-    for key in [
-        "volatile.eth0.hwaddr",
-        "volatile.eth0.host_name",
-        "user.corral.id",
-    ] {
-        let (x, y) = (a.config.get(key), b.config.get(key));
+    // A bound NIC carries its MAC and port name on the device; Incus's
+    // volatile keys hold them otherwise.
+    let nic_key = |i: &Instance, key: &str| {
+        i.devices
+            .get("eth0")
+            .and_then(|d| d.get(key))
+            .or_else(|| i.config.get(&format!("volatile.eth0.{key}")))
+            .cloned()
+    };
+    for key in ["hwaddr", "host_name"] {
+        let (x, y) = (nic_key(&a, key), nic_key(&b, key));
         assert!(x.is_some() && y.is_some(), "{key}: {x:?} {y:?}");
         assert_ne!(x, y, "{key} must not be the source's");
     }
+    let (x, y) = (
+        a.config.get("user.corral.id"),
+        b.config.get("user.corral.id"),
+    );
+    assert!(x.is_some() && y.is_some(), "user.corral.id: {x:?} {y:?}");
+    assert_ne!(x, y, "user.corral.id must not be the source's");
     assert_eq!(
         b.devices.get("eth0").and_then(|d| d.get("parent")),
         a.devices.get("eth0").and_then(|d| d.get("parent")),
@@ -707,6 +720,38 @@ fn a_clone_gets_a_fresh_identity_through_the_start_gate() {
         Some(serde_json::json!("passed")),
         "the canary ran in the clone: {gate}"
     );
+
+    // Each has a port binding of its own; an import of the source's backup
+    // gets one more, and starts through the start gate and the canary.
+    let (src_nic, copy_nic) = (&made["info"]["nic"], &cloned["info"]["nic"]);
+    assert!(
+        src_nic["mac"].is_string() && copy_nic["mac"].is_string(),
+        "{made} {cloned}"
+    );
+    assert_ne!(src_nic["mac"], copy_nic["mac"]);
+    assert_ne!(src_nic["port"], copy_nic["port"]);
+    let backup = lab.state_dir().join("src.tar.gz");
+    in_lab(&lab, &["export", &src, backup.to_str().unwrap()]).expect_code(0);
+    let back = in_lab(
+        &lab,
+        &[
+            "import",
+            backup.to_str().unwrap(),
+            "--name",
+            &imported,
+            "--json",
+        ],
+    )
+    .expect_code(0)
+    .json();
+    let nics = [&src_nic["mac"], &copy_nic["mac"]];
+    assert!(back["nic"]["mac"].is_string(), "{back}");
+    assert!(!nics.contains(&&back["nic"]["mac"]), "{back}");
+    let started = in_lab(&lab, &["start", &imported, "--json"])
+        .expect_code(0)
+        .json();
+    assert_eq!(started["results"][0]["ok"], true, "{started}");
+    assert_eq!(started["results"][0]["state"], "running", "{started}");
 
     // With corral's tables deleted behind its back, a clone is refused
     // naming what is missing, and nothing is created.

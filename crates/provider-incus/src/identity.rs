@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 
 use corral_sandbox_core::SandboxName;
-use corral_sandbox_core::sandbox::{InstanceType, ProviderError};
+use corral_sandbox_core::sandbox::{
+    BoundNic, InstanceType, Operation, ProviderError, SandboxState,
+};
 use http::Method;
 
 use crate::api::{self, Device, Instance};
@@ -101,6 +103,60 @@ pub async fn clone(
         return Err(e);
     }
     Ok(())
+}
+
+/// Give the stopped copy `sandbox` (a clone's or an import's, whose NIC
+/// carries no binding) the MAC and host-side name corral bound: on its
+/// NIC device and in its stamp, then check the result's topology.
+pub async fn bind_nic(sandbox: &IncusSandbox, nic: &BoundNic) -> Result<(), ProviderError> {
+    let provider = &sandbox.provider;
+    let (inst, stamp) = sandbox.owned().await?;
+    if inst.state() != SandboxState::Stopped {
+        return Err(ProviderError::InvalidState {
+            name: sandbox.name.to_string(),
+            state: inst.state(),
+            operation: Operation::Clone,
+            hint: "corral binds a copy's NIC before its first start; stop it first".into(),
+        });
+    }
+    let Some(bridge) = stamp.bridge.clone() else {
+        return Err(ProviderError::InvalidSpec {
+            field: "nic",
+            reason: format!("sandbox `{}` has no network to bind", sandbox.name),
+        });
+    };
+    let bound = stamp.clone().with_nic(Some(nic.clone()));
+    // The stamp's keys anew; the MAC Incus chose for the copy goes, the
+    // device's own wins from here on.
+    let nic_volatile = |k: &str| {
+        k == format!("volatile.{}.hwaddr", api::NIC_DEVICE)
+            || k == format!("volatile.{}.host_name", api::NIC_DEVICE)
+    };
+    let mut config: BTreeMap<String, String> = inst
+        .config
+        .iter()
+        .filter(|(k, _)| !k.starts_with(crate::stamp::PREFIX) && !nic_volatile(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    config.extend(bound.to_config());
+    let mut devices = inst.devices.clone();
+    devices.insert(
+        api::NIC_DEVICE.to_owned(),
+        api::nic_device(bridge.as_str(), Some(nic)),
+    );
+    let path = format!("/1.0/instances/{}", sandbox.name);
+    provider
+        .client()
+        .run(
+            Method::PUT,
+            &path,
+            Some(&inst.put_body(&config, &devices)),
+            provider.config().operation_timeout,
+        )
+        .await
+        .map_err(|e| provider.err(e))?;
+    let (after, after_stamp) = sandbox.owned().await?;
+    provider.check_topology(&after, &after_stamp)
 }
 
 /// Give the (stopped, just copied or imported) instance `name` the stamp

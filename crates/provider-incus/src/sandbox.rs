@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use corral_sandbox_core::sandbox::{
-    BackendClient, ExecOutput, ExecRequest, ExecStreams, InstanceType, Operation, ProbeSite,
-    ProviderError, Sandbox, SandboxInfo, SandboxState, SnapshotInfo, StopOptions, TerminalCommand,
+    BackendClient, BoundNic, ExecOutput, ExecRequest, ExecStreams, InstanceType, Operation,
+    ProbeSite, ProviderError, Sandbox, SandboxInfo, SandboxState, SnapshotInfo, StopOptions,
+    TerminalCommand,
 };
 use corral_sandbox_core::{SandboxKind, SandboxName};
 use http::Method;
@@ -340,6 +341,10 @@ impl Sandbox for IncusSandbox {
         }
         crate::identity::clone(self, target, from_snapshot).await?;
         Ok(self.provider.handle(target.clone()))
+    }
+
+    async fn bind_nic(&self, nic: &BoundNic) -> Result<(), ProviderError> {
+        crate::identity::bind_nic(self, nic).await
     }
 
     async fn rename(self: Box<Self>, to: &SandboxName) -> Result<Box<dyn Sandbox>, ProviderError> {

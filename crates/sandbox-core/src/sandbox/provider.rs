@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BackendClient, ExecOutput, ExecRequest, ExecStreams, ProbeSite, ProviderError, SandboxInfo,
-    SandboxSpec, SnapshotInfo, TerminalCommand,
+    BackendClient, BoundNic, ExecOutput, ExecRequest, ExecStreams, ProbeSite, ProviderError,
+    SandboxInfo, SandboxSpec, SnapshotInfo, TerminalCommand,
 };
 use crate::names::SandboxName;
 use crate::platform::SandboxKind;
@@ -296,6 +296,14 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
         _target: &SandboxName,
         _from_snapshot: Option<&str>,
     ) -> Result<Box<dyn Sandbox>, ProviderError> {
+        Err(self.unsupported(Operation::Clone))
+    }
+
+    /// Give the (stopped) sandbox's NIC the MAC and host-side name corral
+    /// bound (`nic`): for a copy, which never carries its source's binding
+    /// (a clone, an import). Only backends whose NICs land on this host's
+    /// bridges are asked.
+    async fn bind_nic(&self, _nic: &BoundNic) -> Result<(), ProviderError> {
         Err(self.unsupported(Operation::Clone))
     }
 

@@ -6,7 +6,10 @@
 //! a new stamp, no MAC address or host-side interface name of the
 //! source's, an emptied machine-id — and then passes the same start gate,
 //! readiness wait and canary as a created one. It keeps the source's
-//! profile (its NIC goes on that profile's bridge).
+//! profile (its NIC goes on that profile's bridge) but never its port
+//! binding: a clone or an import on a local corral bridge gets a port of
+//! its own (MAC, address, port name, reservation and rules, as a create's)
+//! before it ever runs.
 //!
 //! An export holds the sandbox's whole disk, so whatever the agent left
 //! inside (tokens it was given, keys it made) is in the file; the front-ends
@@ -110,8 +113,23 @@ impl SandboxService {
         let source = self.open(source).await?;
         let info = source.info().await?;
         let profile = info.profile.clone();
-        let gate = self.gate_or_record(name, profile.as_ref(), None).await?;
+        let mut gate = self.gate_or_record(name, profile.as_ref(), None).await?;
         let sandbox = source.clone_to(&target, snapshot).await?;
+        // The copy never carries its source's binding: it gets a port of
+        // its own before it ever runs.
+        let binding = match (&profile, self.backend.binds_ports()) {
+            (Some(p), true) => match self.bind_copy(sandbox.as_ref(), p).await {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    self.discard(sandbox, None).await;
+                    return Err(e);
+                }
+            },
+            _ => None,
+        };
+        if let Some(g) = gate.as_mut() {
+            g.binding.clone_from(&binding);
+        }
         self.hooks
             .record(&Event::Created {
                 name: name.to_owned(),
@@ -173,6 +191,15 @@ impl SandboxService {
         };
         let provider = self.backend.provider().await?;
         let sandbox = provider.import(source, &name).await?;
+        let imported = sandbox.info().await?;
+        // The backup's binding was its sandbox's port: the import gets a
+        // port of its own before its first start.
+        if let (Some(p), true) = (&imported.profile, self.backend.binds_ports())
+            && let Err(e) = self.bind_copy(sandbox.as_ref(), p).await
+        {
+            self.discard(sandbox, None).await;
+            return Err(e);
+        }
         let info = sandbox.info().await?;
         self.hooks
             .record(&Event::Created {

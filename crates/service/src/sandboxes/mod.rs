@@ -324,6 +324,24 @@ impl SandboxService {
         .map_err(ServiceError::from)
     }
 
+    /// Binds a fresh port on `profile` for the copy `sandbox` (a clone or
+    /// an import, stopped, its NIC unbound) and gives its NIC that MAC and
+    /// port name; the binding is released again if the NIC cannot take it.
+    async fn bind_copy(
+        &self,
+        sandbox: &dyn Sandbox,
+        profile: &ProfileName,
+    ) -> Result<PortBinding, ServiceError> {
+        // Claimed until the copy's NIC names the port (then a reconcile
+        // sees the sandbox that uses it).
+        let (binding, _claim) = self.bind(profile).await?;
+        if let Err(e) = sandbox.bind_nic(&binding.nic()).await {
+            self.release(Some(&binding)).await;
+            return Err(e.into());
+        }
+        Ok(binding)
+    }
+
     /// Removes the binding of `nic`'s port; the binding removed, if the
     /// record held it.
     async fn unbind(&self, nic: BoundNic) -> Result<Option<PortBinding>, ServiceError> {
