@@ -16,22 +16,14 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
-use axum::http::Method;
+use common::incus::{PrefixCleanup, runtime};
 use common::{Server, request};
-use corral_provider_incus::api::Instance;
-use corral_provider_incus::{IncusClient, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
+use corral_provider_incus::{IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
 use corral_sandbox_core::SandboxName;
 use corral_sandbox_core::sandbox::{SandboxProvider as _, SandboxSpec};
 use corral_service::Store;
 use corral_test_support::TestUser;
 use serde_json::{Value, json};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn provider(socket: &Path) -> IncusProvider {
     let mut config = IncusConfig::local();
@@ -39,39 +31,6 @@ fn provider(socket: &Path) -> IncusProvider {
     runtime()
         .block_on(IncusProvider::connect(config))
         .unwrap_or_else(|e| panic!("cannot connect to Incus: {e}"))
-}
-
-/// Force-deletes every instance whose name starts with the prefix.
-struct Cleanup(IncusClient, String);
-
-impl Cleanup {
-    fn instances(&self) -> BTreeSet<String> {
-        runtime()
-            .block_on(self.0.get::<Vec<Instance>>("/1.0/instances?recursion=1"))
-            .unwrap()
-            .into_iter()
-            .map(|i| i.name)
-            .filter(|n| n.starts_with(&self.1))
-            .collect()
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let wait = Duration::from_secs(60);
-        let names = self.instances();
-        runtime().block_on(async {
-            for name in names {
-                let path = format!("/1.0/instances/{name}");
-                let stop = json!({"action": "stop", "force": true});
-                let _ = self
-                    .0
-                    .run(Method::PUT, &format!("{path}/state"), Some(&stop), wait)
-                    .await;
-                let _ = self.0.run(Method::DELETE, &path, None, wait).await;
-            }
-        });
-    }
 }
 
 /// The database's sandbox names with the prefix.
@@ -138,7 +97,10 @@ fn a_restricted_user_acts_on_its_own_sandboxes_only() {
         return;
     };
     let prefix = format!("t-own-{}-", std::process::id());
-    let guard = Cleanup(provider(&socket).client().clone(), prefix.clone());
+    let guard = PrefixCleanup {
+        client: provider(&socket).client().clone(),
+        prefix: prefix.clone(),
+    };
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let sock = dir.path().join("corrald.sock");
@@ -246,7 +208,10 @@ fn after_a_kill_during_create_the_database_and_incus_agree() {
     };
     let prefix = format!("t-kill-{}-", std::process::id());
     let incus = provider(&socket);
-    let guard = Cleanup(incus.client().clone(), prefix.clone());
+    let guard = PrefixCleanup {
+        client: incus.client().clone(),
+        prefix: prefix.clone(),
+    };
     let state = tempfile::tempdir().unwrap();
     let args = |extra: &[&str]| -> Vec<String> {
         let mut v: Vec<String> = [
@@ -333,7 +298,7 @@ fn after_a_kill_during_create_the_database_and_incus_agree() {
     let srv = Server::start_with(&args(&[]), &[("RUST_LOG", "info")], Some(log.clone()));
     assert_eq!(
         recorded(state.path(), &prefix),
-        guard.instances(),
+        guard.instances().into_iter().collect::<BTreeSet<_>>(),
         "database and Incus disagree"
     );
     assert!(recorded(state.path(), &prefix).contains(&orphan));

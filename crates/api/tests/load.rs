@@ -17,10 +17,9 @@ use std::net::TcpStream;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use axum::http::Method;
+use common::incus::{PrefixCleanup, runtime};
 use common::{Req, Server, TOKEN, send};
-use corral_provider_incus::api::Instance;
-use corral_provider_incus::{IncusClient, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
+use corral_provider_incus::{IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
 use corral_service::config::{ConfigSource, load};
 use corral_service::host::plan_config;
 use corral_service::{HostService, Target};
@@ -28,46 +27,6 @@ use corral_tests::hostlab::HostLab;
 use serde_json::{Value, json};
 
 const CLIENTS: usize = 100;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// Force-deletes every instance whose name starts with the prefix.
-struct Cleanup(IncusClient, String);
-
-impl Cleanup {
-    fn left(&self) -> Vec<String> {
-        runtime()
-            .block_on(self.0.get::<Vec<Instance>>("/1.0/instances?recursion=1"))
-            .unwrap()
-            .into_iter()
-            .map(|i| i.name)
-            .filter(|n| n.starts_with(&self.1))
-            .collect()
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let wait = Duration::from_secs(60);
-        let names = self.left();
-        runtime().block_on(async {
-            for name in names {
-                let path = format!("/1.0/instances/{name}");
-                let stop = json!({"action": "stop", "force": true});
-                let _ = self
-                    .0
-                    .run(Method::PUT, &format!("{path}/state"), Some(&stop), wait)
-                    .await;
-                let _ = self.0.run(Method::DELETE, &path, None, wait).await;
-            }
-        });
-    }
-}
 
 /// The host-side ends of Incus's NICs (Incus names them `veth…`).
 fn veths() -> Vec<String> {
@@ -159,7 +118,10 @@ fn a_hundred_clients_create_start_and_delete_and_nothing_is_left() {
     // The lab holds the host lock: no other test adds veths meanwhile.
     let lab = HostLab::for_apply().unwrap_or_else(|e| panic!("{e}"));
     let prefix = format!("t-load-{}-", std::process::id());
-    let guard = Cleanup(client, prefix.clone());
+    let guard = PrefixCleanup {
+        client,
+        prefix: prefix.clone(),
+    };
     let loaded = load(&ConfigSource {
         config: Some(lab.config_path()),
         networks_conf: None,
@@ -231,7 +193,11 @@ fn a_hundred_clients_create_start_and_delete_and_nothing_is_left() {
         "{CLIENTS} clients: 429 busy answers while creating {busy_create}, starting {busy_start}, deleting {busy_delete}"
     );
 
-    assert_eq!(guard.left(), Vec::<String>::new(), "instances left behind");
+    assert_eq!(
+        guard.instances(),
+        Vec::<String>::new(),
+        "instances left behind"
+    );
     let rows: Vec<String> = corral_service::Store::open(&lab.state_dir())
         .unwrap()
         .sandboxes()

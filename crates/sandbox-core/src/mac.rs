@@ -2,8 +2,8 @@
 //! egress crate's port bindings) and what a provider gives the sandbox's
 //! NIC.
 
+use core::net::Ipv6Addr;
 use std::fmt;
-use std::net::Ipv6Addr;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};

@@ -61,19 +61,54 @@ pub struct Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let wait = Duration::from_secs(60);
-        runtime().block_on(async {
-            for name in &self.names {
-                let path = format!("/1.0/instances/{name}");
-                let stop = json!({"action": "stop", "force": true});
-                let _ = self
-                    .client
-                    .run(Method::PUT, &format!("{path}/state"), Some(&stop), wait)
-                    .await;
-                let _ = self.client.run(Method::DELETE, &path, None, wait).await;
-            }
-        });
+        force_delete(&self.client, &self.names);
     }
+}
+
+/// Force-deletes every instance whose name starts with a prefix when
+/// dropped (for tests whose sandboxes are named by corrald or by many
+/// clients).
+pub struct PrefixCleanup {
+    /// The raw client.
+    pub client: IncusClient,
+    /// The prefix.
+    pub prefix: String,
+}
+
+impl PrefixCleanup {
+    /// The instances of corral's project whose names start with the prefix.
+    pub fn instances(&self) -> Vec<String> {
+        runtime()
+            .block_on(
+                self.client
+                    .get::<Vec<corral_provider_incus::api::Instance>>("/1.0/instances?recursion=1"),
+            )
+            .unwrap()
+            .into_iter()
+            .map(|i| i.name)
+            .filter(|n| n.starts_with(&self.prefix))
+            .collect()
+    }
+}
+
+impl Drop for PrefixCleanup {
+    fn drop(&mut self) {
+        force_delete(&self.client, &self.instances());
+    }
+}
+
+fn force_delete(client: &IncusClient, names: &[String]) {
+    let wait = Duration::from_secs(60);
+    runtime().block_on(async {
+        for name in names {
+            let path = format!("/1.0/instances/{name}");
+            let stop = json!({"action": "stop", "force": true});
+            let _ = client
+                .run(Method::PUT, &format!("{path}/state"), Some(&stop), wait)
+                .await;
+            let _ = client.run(Method::DELETE, &path, None, wait).await;
+        }
+    });
 }
 
 /// A name no other test (or run) uses.
