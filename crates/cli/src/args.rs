@@ -116,6 +116,8 @@ pub enum Command {
     Events(EventsArgs),
     /// Show the verification gate: each kind's standing and every sandbox's last verdict.
     Gate(GateArgs),
+    /// Show the audit trail: blocked packets, DNS decisions, lifecycle and verification.
+    Log(LogArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
     /// Print the man page (roff) on stdout, or write one page per command.
@@ -525,6 +527,35 @@ pub struct EventsArgs {
     #[arg(long)]
     pub json: bool,
     /// Where the store is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral log`.
+#[derive(Debug, Clone, Args)]
+pub struct LogArgs {
+    /// Only records about this sandbox.
+    #[arg(long, value_name = "NAME")]
+    pub sandbox: Option<String>,
+    /// Only records naming this profile.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
+    /// Only records since this time: an age (90s, 10m, 2h, 1d) or a UTC date-time (2026-12-01T10:00:00Z).
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// Only these kinds of record (blocked, dns, lifecycle, verification); repeat or separate with commas.
+    #[arg(long, value_name = "KIND", value_delimiter = ',')]
+    pub kind: Vec<String>,
+    /// At most this many records, the newest (default 100 unless --since is given).
+    #[arg(long, value_name = "N")]
+    pub last: Option<usize>,
+    /// Keep printing records as they are written (Ctrl-C to stop).
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// One JSON object per line (the audit trail's own records) on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where corral's state (and so the trail) is.
     #[command(flatten)]
     pub ctx: SandboxContext,
 }

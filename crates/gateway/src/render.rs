@@ -166,6 +166,9 @@ fn common_dns(c: &mut Conf) {
     c.line("stop-dns-rebind");
     c.line("domain-needed");
     c.line("no-negcache");
+    // Every query, how it was settled and each address answered, with the
+    // asker's address: corral's audit trail reads them from the log.
+    c.kv("log-queries", "extra");
 }
 
 /// dnsmasq writes a non-default port as `addr#port`.

@@ -39,7 +39,7 @@ impl StateLock {
 }
 
 /// One plain component: not empty, `.` or `..`, no `/` or NUL.
-fn component(name: &str) -> Result<CString, StateFileError> {
+pub(crate) fn component(name: &str) -> Result<CString, StateFileError> {
     let bad = || StateFileError::BadName {
         name: name.to_owned(),
     };
@@ -154,6 +154,11 @@ impl StateDir {
         let st = sys::fstat(fd.as_fd()).map_err(StateFileError::io("inspect", &path))?;
         trust::check_dir(&path, Seen::of_stat(&st))?;
         Ok(StateDir { path, fd })
+    }
+
+    /// The directory's descriptor (for this crate's other writers).
+    pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     /// Writes `bytes` to `name` atomically, mode 0600.

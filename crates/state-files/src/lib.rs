@@ -26,6 +26,7 @@
 
 mod dir;
 mod error;
+mod log;
 mod search;
 mod sys;
 mod trust;
@@ -34,6 +35,7 @@ use std::path::Path;
 
 pub use dir::{DIR_MODE, FILE_MODE, StateDir, StateLock};
 pub use error::StateFileError;
+pub use log::RotatingLog;
 pub use search::SEARCH_MODE;
 pub use sys::effective_uid;
 

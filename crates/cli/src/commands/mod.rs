@@ -5,6 +5,7 @@ mod completions;
 mod config;
 mod drill;
 mod host;
+mod log;
 mod man;
 mod matrix;
 mod profiles;
@@ -45,6 +46,7 @@ pub fn run(command: Command, out: Output) -> CmdResult {
         Command::Verify(args) => sandbox::verify(&args, out),
         Command::Events(args) => verification::events(&args, out),
         Command::Gate(args) => verification::gate(&args, out),
+        Command::Log(args) => log::run(&args, out),
         Command::Completions(args) => {
             completions::run(&args);
             Ok(Outcome::Ok)

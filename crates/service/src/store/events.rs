@@ -38,9 +38,11 @@ pub struct EventQuery {
 pub const DEFAULT_LIMIT: u32 = 100;
 
 impl Store {
-    /// Append `event`, recorded at `at`; returns its id.
+    /// Append `event`, recorded at `at`, and mirror it to the audit
+    /// trail; returns its id.
     pub fn record(&self, event: &Event, at: Timestamp) -> Result<i64, StoreError> {
         let body = serde_json::to_string(event).map_err(|e| self.corrupt("event to write", e))?;
+        let at_ts = at;
         let at = i64::try_from(at.millis()).unwrap_or(i64::MAX);
         let conn = self.conn();
         conn.execute(
@@ -54,7 +56,11 @@ impl Store {
             ],
         )
         .map_err(self.sql("record an event"))?;
-        Ok(conn.last_insert_rowid())
+        let id = conn.last_insert_rowid();
+        drop(conn);
+        self.audit
+            .append(at_ts, crate::audit::Entry::Sandbox(event.clone()))?;
+        Ok(id)
     }
 
     /// The events `query` selects, oldest first.
@@ -122,6 +128,20 @@ mod tests {
         assert_eq!(all[1].event, b);
         assert!(all[1].alert);
         assert_eq!(all[1].recorded, Timestamp(20));
+        // Mirrored to the audit trail, same instants, same events.
+        let (trail, bad) = store
+            .audit()
+            .read(&crate::audit::AuditFilter::default())
+            .unwrap();
+        assert_eq!(bad, 0);
+        let mirrored: Vec<_> = trail.iter().map(|l| (l.at, l.entry.clone())).collect();
+        assert_eq!(
+            mirrored,
+            [
+                (Timestamp(10), crate::audit::Entry::Sandbox(a.clone())),
+                (Timestamp(20), crate::audit::Entry::Sandbox(b.clone())),
+            ]
+        );
         let only_b = store
             .events(&EventQuery {
                 sandbox: Some("b".into()),

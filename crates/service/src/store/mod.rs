@@ -35,6 +35,8 @@ pub use sandboxes::{SandboxRecord, Verdict};
 
 use migrations::MigrationError;
 
+use crate::audit::{AuditError, AuditLog};
+
 /// The database's file name inside the state directory.
 pub const FILE: &str = "corral.db";
 
@@ -67,6 +69,9 @@ pub enum StoreError {
         #[source]
         source: MigrationError,
     },
+    /// The audit trail could not be opened or written.
+    #[error(transparent)]
+    Audit(#[from] AuditError),
     /// A stored value does not parse.
     #[error("{} holds a bad {what}: {detail}; move the database away to start afresh (its events are lost)", path.display())]
     Corrupt {
@@ -84,6 +89,7 @@ pub enum StoreError {
 pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
+    audit: AuditLog,
 }
 
 impl Store {
@@ -114,9 +120,15 @@ impl Store {
         let store = Self {
             conn: Mutex::new(conn),
             path,
+            audit: AuditLog::open(state_dir)?,
         };
         legacy::import_verification_json(&store, &dir)?;
         Ok(store)
+    }
+
+    /// The audit trail every recorded event is mirrored to.
+    pub fn audit(&self) -> &AuditLog {
+        &self.audit
     }
 
     /// The database file.

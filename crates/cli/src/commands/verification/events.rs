@@ -19,7 +19,7 @@ struct EventsJson<'a> {
 }
 
 /// One line about an event.
-fn summary(e: &Event) -> String {
+pub(crate) fn summary(e: &Event) -> String {
     match e {
         Event::Created {
             kind,

@@ -6,6 +6,7 @@ mod events;
 mod gate;
 
 pub use events::run as events;
+pub(crate) use events::summary;
 pub use gate::run as gate;
 
 use std::time::{Duration, UNIX_EPOCH};

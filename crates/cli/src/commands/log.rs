@@ -1,0 +1,170 @@
+//! `corral log`: the audit trail — blocked packets, DNS decisions,
+//! lifecycle and verification — oldest first, and as it grows.
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use corral_sandbox_core::audit::NetRecord;
+use corral_sandbox_core::verify::Clock as _;
+use corral_service::audit::{AuditFilter, AuditLine, AuditLog, Entry, EntryKind, parse_since};
+use corral_service::clock::WallClock;
+
+use crate::args::LogArgs;
+use crate::commands::verification::summary;
+use crate::error::{CliError, CmdResult, Outcome};
+use crate::output::{Output, Style};
+
+/// Records printed when neither `--last` nor `--since` says how many.
+const DEFAULT_LAST: usize = 100;
+/// How often `--follow` looks for new records.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Print, then maybe follow.
+pub fn run(args: &LogArgs, out: Output) -> CmdResult {
+    let filter = filter(args)?;
+    let (settings, _store) = crate::commands::sandbox::store(&args.ctx)?;
+    let log = AuditLog::open(&settings.state_dir).map_err(|e| {
+        CliError::failure(anyhow::Error::new(e).context("cannot open the audit trail"))
+    })?;
+    // Position the follower before reading, so nothing written in between
+    // is lost (a record may then print twice, never zero times).
+    let mut follower = args.follow.then(|| log.follow());
+    let (lines, bad) = log
+        .read(&filter)
+        .map_err(|e| CliError::failure(anyhow::Error::new(e)))?;
+    if bad > 0 {
+        tracing::warn!(
+            "{bad} line(s) of {} did not parse and were skipped",
+            log.path().display()
+        );
+    }
+    let mut stdout = std::io::stdout().lock();
+    for l in &lines {
+        print_line(&mut stdout, l, args.json, out)?;
+    }
+    if lines.is_empty() && !args.json && !args.follow {
+        out.info(&format!("no records in {}", log.path().display()));
+    }
+    let Some(follower) = follower.as_mut() else {
+        return Ok(Outcome::Ok);
+    };
+    let live = AuditFilter {
+        last: None,
+        ..filter
+    };
+    let last_seen = lines.last().map(|l| l.at);
+    loop {
+        stdout
+            .flush()
+            .map_err(|e| CliError::failure(anyhow::Error::new(e)))?;
+        std::thread::sleep(POLL);
+        for l in follower.poll() {
+            if live.matches(&l) && last_seen.is_none_or(|t| l.at >= t) {
+                print_line(&mut stdout, &l, args.json, out)?;
+            }
+        }
+    }
+}
+
+fn filter(args: &LogArgs) -> Result<AuditFilter, CliError> {
+    let since = args
+        .since
+        .as_deref()
+        .map(|s| parse_since(s, WallClock.now()))
+        .transpose()
+        .map_err(|e| CliError::usage(anyhow::Error::new(e)))?;
+    let kinds = args
+        .kind
+        .iter()
+        .map(|k| k.parse::<EntryKind>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| CliError::usage(anyhow::anyhow!("--kind: {e}")))?;
+    if args.last == Some(0) {
+        return Err(CliError::usage(anyhow::anyhow!(
+            "--last 0: give at least 1"
+        )));
+    }
+    Ok(AuditFilter {
+        sandbox: args.sandbox.clone(),
+        profile: args.profile.clone(),
+        since,
+        kinds,
+        last: args.last.or(since.is_none().then_some(DEFAULT_LAST)),
+    })
+}
+
+fn print_line(
+    w: &mut impl std::io::Write,
+    l: &AuditLine,
+    json: bool,
+    out: Output,
+) -> Result<(), CliError> {
+    let text = if json {
+        serde_json::to_string(l).map_err(|e| CliError::failure(anyhow::Error::new(e)))?
+    } else {
+        let (event, what) = describe(&l.entry);
+        let event = match l.entry.kind() {
+            EntryKind::Blocked => out.paint(Style::Bad, &event),
+            _ => event,
+        };
+        format!(
+            "{}  {:<14} {:<10} {:<12} {what}",
+            l.time,
+            l.entry.sandbox().unwrap_or("-"),
+            l.entry.profile().unwrap_or("-"),
+            event,
+        )
+    };
+    writeln!(w, "{text}").map_err(|e| CliError::failure(anyhow::Error::new(e)))
+}
+
+/// The record's event name and one line about it.
+fn describe(e: &Entry) -> (String, String) {
+    match e {
+        Entry::Sandbox(ev) => (ev.type_name().to_owned(), summary(ev)),
+        Entry::Net(NetRecord::Blocked(b)) => {
+            let port = |p: Option<u16>| p.map_or_else(String::new, |p| format!(":{p}"));
+            (
+                "blocked".to_owned(),
+                format!(
+                    "{} {}{} -> {}{} by {} ({})",
+                    b.protocol,
+                    b.src,
+                    port(b.sport),
+                    b.dst,
+                    port(b.dport),
+                    b.rule,
+                    b.verdict
+                ),
+            )
+        }
+        Entry::Net(NetRecord::Suppressed { packets, .. }) => (
+            "suppressed".to_owned(),
+            format!("{packets} more blocked packet(s) over the log limit, not logged one by one"),
+        ),
+        Entry::Net(NetRecord::DnsAnswered(d)) => (
+            "dns_answered".to_owned(),
+            format!(
+                "{} {} -> {}",
+                d.qtype,
+                d.name,
+                if d.addresses.is_empty() {
+                    "no address".to_owned()
+                } else {
+                    d.addresses
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ),
+        ),
+        Entry::Net(NetRecord::DnsRefused(d)) => (
+            "dns_refused".to_owned(),
+            format!(
+                "{} {} -> NXDOMAIN (not on the profile's list)",
+                d.qtype, d.name
+            ),
+        ),
+    }
+}
