@@ -271,6 +271,29 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // Blocked packets and DNS decisions into the audit trail, attributed
+    // through this server's provider (unless another process collects).
+    let nics = corral_service::audit::collector::ServiceNics::new(
+        state.sandboxes().clone(),
+        runtime.handle().clone(),
+    );
+    let _collector = match corral_service::audit::Collector::try_start(
+        &state.settings().state_dir,
+        std::sync::Arc::new(nics),
+    ) {
+        Ok(Some(c)) => {
+            tracing::info!("audit: collecting blocked packets and DNS decisions");
+            Some(c)
+        }
+        Ok(None) => {
+            tracing::warn!("audit: another process collects for this state directory");
+            None
+        }
+        Err(e) => {
+            tracing::error!(error = %format!("{:#}", anyhow::Error::new(e)), "audit: not collecting blocked packets or DNS decisions");
+            None
+        }
+    };
     let watchdog = state.watchdog(interval);
     tracing::info!(
         interval_secs = interval.as_secs(),

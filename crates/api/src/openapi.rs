@@ -10,8 +10,8 @@ use utoipa::{Modify, OpenApi};
 use crate::error::{ErrorBody, ErrorDetail};
 use crate::routes::{
     CreateRequest, Ending, ExecAnswer, ExecBody, RenameBody, RestoreBody, SnapshotBody, StopBody,
-    TtyBody, backup, events, exec_stream, files, health, host, matrix, profiles, rename, sandboxes,
-    snapshots, templates, verification,
+    TtyBody, audit, backup, events, exec_stream, files, health, host, matrix, profiles, rename,
+    sandboxes, snapshots, templates, verification,
 };
 use crate::schema::{
     BoundNicDoc, HostStatusDoc, InstanceTypeDoc, KindStatusDoc, MatrixEntryDoc, ReportDoc,
@@ -35,6 +35,8 @@ use crate::schema::{
         host::verify,
         verification::get,
         events::get,
+        audit::list,
+        audit::stream,
         sandboxes::list,
         sandboxes::create,
         sandboxes::get,
@@ -77,6 +79,7 @@ use crate::schema::{
         HostStatusDoc,
         SandboxRecordDoc,
         StoredEventDoc,
+        audit::AuditAnswer,
         ReportDoc,
         TemplateDoc,
         SnapshotInfoDoc,

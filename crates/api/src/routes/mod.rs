@@ -3,6 +3,7 @@
 //! one source of the router and of the list `docs/openapi.json` is checked
 //! against.
 
+pub(crate) mod audit;
 pub(crate) mod backup;
 pub(crate) mod events;
 pub(crate) mod exec_stream;
@@ -91,6 +92,8 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/v1/host/verify", Admin, host::verify),
         route(Method::GET, "/v1/verification", Admin, verification::get),
         route(Method::GET, "/v1/events", Admin, events::get),
+        route(Method::GET, "/v1/events/stream", Admin, audit::stream),
+        route(Method::GET, "/v1/audit", Admin, audit::list),
         route(Method::GET, "/v1/sandboxes", Callers, sandboxes::list),
         route(Method::POST, "/v1/sandboxes", Callers, sandboxes::create),
         route(Method::GET, "/v1/sandboxes/{name}", Callers, sandboxes::get),

@@ -6,7 +6,12 @@ use std::time::Duration;
 
 use corral_sandbox_core::audit::NetRecord;
 use corral_sandbox_core::verify::Clock as _;
-use corral_service::audit::{AuditFilter, AuditLine, AuditLog, Entry, EntryKind, parse_since};
+use std::sync::Arc;
+
+use corral_service::audit::collector::ServiceNics;
+use corral_service::audit::{
+    AuditFilter, AuditLine, AuditLog, Collector, Entry, EntryKind, parse_since,
+};
 use corral_service::clock::WallClock;
 
 use crate::args::LogArgs;
@@ -48,6 +53,10 @@ pub fn run(args: &LogArgs, out: Output) -> CmdResult {
     let Some(follower) = follower.as_mut() else {
         return Ok(Outcome::Ok);
     };
+    // Records are made only while a collector runs: be it, unless corrald
+    // (or another follower) already is.
+    // (The collector is dropped before the runtime it lists on.)
+    let (_runtime, _collector) = collect(args)?;
     let live = AuditFilter {
         last: None,
         ..filter
@@ -62,6 +71,29 @@ pub fn run(args: &LogArgs, out: Output) -> CmdResult {
             if live.matches(&l) && last_seen.is_none_or(|t| l.at >= t) {
                 print_line(&mut stdout, &l, args.json, out)?;
             }
+        }
+    }
+}
+
+/// Starts this process's collector when no other runs (the runtime lists
+/// sandboxes for attribution and must outlive the collector).
+fn collect(
+    args: &LogArgs,
+) -> Result<(Option<tokio::runtime::Runtime>, Option<Collector>), CliError> {
+    let (service, _, runtime) = crate::commands::sandbox::verified_service(&args.ctx)?;
+    let state_dir = service.settings().state_dir.clone();
+    let nics = Arc::new(ServiceNics::new(service, runtime.handle().clone()));
+    match Collector::try_start(&state_dir, nics) {
+        Ok(Some(c)) => {
+            tracing::info!(
+                "collecting blocked packets and DNS decisions while following (no corrald runs)"
+            );
+            Ok((Some(runtime), Some(c)))
+        }
+        Ok(None) => Ok((None, None)),
+        Err(e) => {
+            tracing::warn!(error = %format!("{:#}", anyhow::Error::new(e)), "not collecting: only records others write are shown");
+            Ok((None, None))
         }
     }
 }

@@ -9,6 +9,8 @@
 //! docs/json-schema.md#audit-records; `corral log` and `GET /v1/events`
 //! read it.
 
+pub mod collector;
+mod directory;
 mod dns;
 mod filter;
 mod follow;
@@ -22,6 +24,8 @@ use corral_sandbox_core::verify::Timestamp;
 use corral_state_files::{RotatingLog, StateDir, StateFileError};
 use serde::{Deserialize, Serialize};
 
+pub use collector::{Collector, NicSource, NoNics};
+pub use directory::Directory;
 pub use dns::DnsTracker;
 pub use filter::{AuditFilter, EntryKind};
 pub use follow::Follower;
