@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::sandboxes::{Cleanup, in_lab, incus, unique};
-use common::{CORRAL, corral};
+use common::{CORRAL, corral, schema};
 use corral_provider_incus::TEST_IMAGE_ALIAS;
 use corral_tests::hostlab::{ALLOWED_NAME, HostLab, UNLISTED_NAME};
 use serde_json::Value;
@@ -132,6 +132,13 @@ fn dns_decisions_are_recorded_once_naming_the_sandbox() {
         "{answered:?}"
     );
     let records = follow.collect(Duration::from_secs(3));
+    for (_, r) in &records {
+        if ["blocked", "suppressed", "dns_answered", "dns_refused"]
+            .contains(&r["event"].as_str().unwrap_or_default())
+        {
+            schema::check_as(r, "corral.audit.v1");
+        }
+    }
     let unlisted: Vec<&Value> = of_event(&records, "dns_refused")
         .into_iter()
         .filter(|v| v["name"] == UNLISTED_NAME && v["qtype"] == "A")

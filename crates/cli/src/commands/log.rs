@@ -61,14 +61,14 @@ pub fn run(args: &LogArgs, out: Output) -> CmdResult {
         last: None,
         ..filter
     };
-    let last_seen = lines.last().map(|l| l.at);
+    let last_seen = lines.last().map(|l| l.recorded);
     loop {
         stdout
             .flush()
             .map_err(|e| CliError::failure(anyhow::Error::new(e)))?;
         std::thread::sleep(POLL);
         for l in follower.poll() {
-            if live.matches(&l) && last_seen.is_none_or(|t| l.at >= t) {
+            if live.matches(&l) && last_seen.is_none_or(|t| l.recorded >= t) {
                 print_line(&mut stdout, &l, args.json, out)?;
             }
         }

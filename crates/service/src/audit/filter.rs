@@ -84,7 +84,7 @@ impl AuditFilter {
                 .profile
                 .as_deref()
                 .is_none_or(|p| e.profile() == Some(p))
-            && self.since.is_none_or(|t| line.at >= t)
+            && self.since.is_none_or(|t| line.recorded >= t)
             && (self.kinds.is_empty() || self.kinds.contains(&e.kind()))
     }
 }

@@ -85,8 +85,9 @@ impl Entry {
 /// One line of the trail: when, and what.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditLine {
-    /// When it was recorded, ms since the Unix epoch.
-    pub at: Timestamp,
+    /// When it was recorded, ms since the Unix epoch (named apart from a
+    /// verification event's own `at`, which sits beside it).
+    pub recorded: Timestamp,
     /// The same instant as RFC 3339 UTC (for people and `jq`; readers use
     /// `at`).
     #[serde(default, skip_deserializing)]
@@ -100,7 +101,7 @@ impl AuditLine {
     /// `entry`, recorded at `at`.
     pub fn new(at: Timestamp, entry: Entry) -> Self {
         Self {
-            at,
+            recorded: at,
             time: rfc3339_millis(at),
             entry,
         }
@@ -213,7 +214,7 @@ pub fn parse_line(line: &str) -> Option<AuditLine> {
         return None;
     }
     let mut l: AuditLine = serde_json::from_str(line).ok()?;
-    l.time = rfc3339_millis(l.at);
+    l.time = rfc3339_millis(l.recorded);
     Some(l)
 }
 

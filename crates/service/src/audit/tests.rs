@@ -30,7 +30,7 @@ fn lines_round_trip_with_both_halves_of_the_trail() {
     let text = std::fs::read_to_string(log.path()).unwrap();
     let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     assert_eq!(first["event"], "blocked");
-    assert_eq!(first["at"], 1000);
+    assert_eq!(first["recorded"], 1000);
     assert_eq!(first["time"], "1970-01-01T00:00:01.000Z");
     let (lines, bad) = log.read(&AuditFilter::default()).unwrap();
     assert_eq!(bad, 0);
@@ -61,7 +61,7 @@ fn filters_select_by_sandbox_profile_time_kind_and_last() {
             .unwrap()
             .0
             .into_iter()
-            .map(|l| l.at.0)
+            .map(|l| l.recorded.0)
             .collect::<Vec<_>>()
     };
     assert_eq!(
@@ -129,11 +129,14 @@ fn a_follower_sees_appends_across_a_rotation() {
     assert!(f.poll().is_empty());
     log.append(Timestamp(2), blocked("a", "dev", 2)).unwrap();
     log.append(Timestamp(3), blocked("a", "dev", 3)).unwrap();
-    let seen: Vec<u64> = f.poll().into_iter().map(|l| l.at.0).collect();
+    let seen: Vec<u64> = f.poll().into_iter().map(|l| l.recorded.0).collect();
     assert_eq!(seen, [2, 3]);
     log.append(Timestamp(4), blocked("a", "dev", 4)).unwrap();
     assert_eq!(
-        f.poll().into_iter().map(|l| l.at.0).collect::<Vec<_>>(),
+        f.poll()
+            .into_iter()
+            .map(|l| l.recorded.0)
+            .collect::<Vec<_>>(),
         [4]
     );
 }

@@ -134,7 +134,10 @@ mod tests {
             .read(&crate::audit::AuditFilter::default())
             .unwrap();
         assert_eq!(bad, 0);
-        let mirrored: Vec<_> = trail.iter().map(|l| (l.at, l.entry.clone())).collect();
+        let mirrored: Vec<_> = trail
+            .iter()
+            .map(|l| (l.recorded, l.entry.clone()))
+            .collect();
         assert_eq!(
             mirrored,
             [
