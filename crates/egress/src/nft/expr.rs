@@ -440,6 +440,14 @@ pub(crate) fn build_rule(
     if rule.counter {
         r.push(e(c"counter")?);
     }
+    if let Some(log) = &rule.log {
+        r.push(
+            e(c"log")?
+                .str(sys::NFTNL_EXPR_LOG_PREFIX, &cstr(&log.prefix)?)
+                .u16(sys::NFTNL_EXPR_LOG_GROUP, log.group)
+                .u32(sys::NFTNL_EXPR_LOG_SNAPLEN, log.snaplen),
+        );
+    }
     for x in verdict_exprs(&rule.verdict)? {
         r.push(x);
     }
@@ -518,7 +526,12 @@ mod tests {
         assert!(first.starts_with("[ ct load state => reg 1"), "{first}");
         assert!(first.contains("[ counter ]"), "{first}");
         assert!(first.ends_with("[ immediate reg 0 accept ]"), "{first}");
-        let lookup = fingerprint(TableFamily::Inet, &chain.name, &chain.rules[3]).unwrap();
+        let allow = chain
+            .rules
+            .iter()
+            .find(|r| r.verdict == Verdict::Accept && r.matches.len() == 1)
+            .unwrap();
+        let lookup = fingerprint(TableFamily::Inet, &chain.name, allow).unwrap();
         assert!(lookup.contains("set dev-allow4"), "{lookup}");
     }
 

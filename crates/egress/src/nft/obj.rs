@@ -358,6 +358,12 @@ impl Expr {
         self
     }
 
+    pub(crate) fn u16(mut self, attr: u32, v: u16) -> Self {
+        // SAFETY: valid expression.
+        unsafe { sys::nftnl_expr_set_u16(self.0.as_mut(), attr as u16, v) };
+        self
+    }
+
     pub(crate) fn u8(mut self, attr: u32, v: u8) -> Self {
         // SAFETY: valid expression.
         unsafe { sys::nftnl_expr_set_u8(self.0.as_mut(), attr as u16, v) };

@@ -100,10 +100,11 @@ pub(super) fn tables(
             guard::guard_rules(p),
         ));
         inet.keyed_sets.extend(super::gateway_guard::sets(p));
+        inet.keyed_sets.push(super::droplog::meter_plan(&p.name));
         inet.chains
             .push(chain(&names::out_chain(&p.name), p, out_rules));
         inet.chains
-            .push(chain(&names::in_chain(&p.name), p, guard::in_rules()));
+            .push(chain(&names::in_chain(&p.name), p, guard::in_rules(p)));
         inet.chains
             .push(chain(&names::host_chain(&p.name), p, guard::host_rules(p)));
 
@@ -309,18 +310,23 @@ fn out_chain(
     let mut sets = Vec::new();
     let mut rules = vec![guard::established_out()];
     for proto in [L4Proto::Udp, L4Proto::Tcp] {
-        rules.extend(block(
-            vec![Match::L4Proto(proto), Match::Dport(dns_port())],
-            p.block,
+        rules.extend(out_tap(
+            p,
+            "dns",
+            block(
+                vec![Match::L4Proto(proto), Match::Dport(dns_port())],
+                p.block,
+            ),
         ));
     }
     let deny: Vec<IpNet> = settings.deny.iter().chain(&p.deny).copied().collect();
     for fam in [AddrFamily::V4, AddrFamily::V6] {
         let set = nets_set(&names::deny_set(&p.name, fam), fam, &deny);
         if !set.elements.is_empty() {
-            rules.extend(block(
-                vec![Match::DaddrInSet(fam, set.name.clone())],
-                p.block,
+            rules.extend(out_tap(
+                p,
+                "denied",
+                block(vec![Match::DaddrInSet(fam, set.name.clone())], p.block),
             ));
             sets.push(set);
         }
@@ -346,8 +352,13 @@ fn out_chain(
             rules.extend(r);
         }
     }
-    rules.extend(block(vec![], p.block));
+    rules.extend(out_tap(p, "unlisted", block(vec![], p.block)));
     Ok((sets, rules))
+}
+
+/// `rules` of `<p>-out`, logged under `word` (see [`super::droplog`]).
+fn out_tap(p: &Profile, word: &str, rules: Vec<RulePlan>) -> Vec<RulePlan> {
+    super::droplog::tap(&p.name, "out", word, rules)
 }
 
 /// Reserved ranges and the host's own networks, blocked (both families:
@@ -359,8 +370,12 @@ fn refuse_reserved(p: &Profile) -> Vec<RulePlan> {
             AddrFamily::V4 => (names::RESERVED4, names::HOSTNET4),
             AddrFamily::V6 => (names::RESERVED6, names::HOSTNET6),
         };
-        for set in [reserved, hostnet] {
-            rules.extend(block(vec![Match::DaddrInSet(fam, set.to_owned())], p.block));
+        for (set, word) in [(reserved, "reserved"), (hostnet, "hostnet")] {
+            rules.extend(out_tap(
+                p,
+                word,
+                block(vec![Match::DaddrInSet(fam, set.to_owned())], p.block),
+            ));
         }
     }
     rules

@@ -72,7 +72,7 @@ pub fn subnets(p: &Profile) -> Vec<IpNet> {
 /// `lo`) is dropped. One rule per subnet.
 pub fn arrival_rules(p: &Profile) -> Vec<RulePlan> {
     let br = p.bridge.to_string();
-    subnets(p)
+    let rules = subnets(p)
         .into_iter()
         .map(|net| {
             RulePlan::counted(
@@ -84,7 +84,16 @@ pub fn arrival_rules(p: &Profile) -> Vec<RulePlan> {
                 Verdict::Drop,
             )
         })
-        .collect()
+        .collect();
+    tap(p, "guard", "wrong-bridge", rules)
+}
+
+fn tap(p: &Profile, kind: &str, word: &str, rules: Vec<RulePlan>) -> Vec<RulePlan> {
+    super::droplog::tap(&p.name, kind, word, rules)
+}
+
+fn guard_tap(p: &Profile, word: &str, rule: RulePlan) -> Vec<RulePlan> {
+    tap(p, "guard", word, vec![rule])
 }
 
 /// `<p>-guard`: see the module docs for the order and why.
@@ -109,35 +118,57 @@ pub fn guard_rules(p: &Profile) -> Vec<RulePlan> {
         ],
         Verdict::Return,
     ));
-    rules.push(RulePlan::counted(vec![Match::CtInvalid], Verdict::Drop));
-    rules.push(RulePlan::counted(
-        vec![Match::SaddrNotIn(IpNet::V4(p.subnet_v4.trunc()))],
-        Verdict::Drop,
+    rules.extend(guard_tap(
+        p,
+        "invalid",
+        RulePlan::counted(vec![Match::CtInvalid], Verdict::Drop),
+    ));
+    rules.extend(guard_tap(
+        p,
+        "forged-source",
+        RulePlan::counted(
+            vec![Match::SaddrNotIn(IpNet::V4(p.subnet_v4.trunc()))],
+            Verdict::Drop,
+        ),
     ));
     match p.subnet_v6 {
-        Some(v6) => rules.push(RulePlan::counted(
-            vec![Match::SaddrNotIn(IpNet::V6(v6.trunc()))],
-            Verdict::Drop,
+        Some(v6) => rules.extend(guard_tap(
+            p,
+            "forged-source",
+            RulePlan::counted(
+                vec![Match::SaddrNotIn(IpNet::V6(v6.trunc()))],
+                Verdict::Drop,
+            ),
         )),
-        None => rules.push(RulePlan::counted(
-            vec![Match::NfProto(AddrFamily::V6)],
-            Verdict::Drop,
+        None => rules.extend(guard_tap(
+            p,
+            "no-ipv6",
+            RulePlan::counted(vec![Match::NfProto(AddrFamily::V6)], Verdict::Drop),
         )),
     }
     // One lookup for local, broadcast, multicast (and anycast, blackhole,
     // unreachable) sources: a sandbox's own address is a unicast one.
-    rules.push(RulePlan::counted(
-        vec![Match::FibSaddrTypeNot(AddrType::Unicast)],
-        Verdict::Drop,
+    rules.extend(guard_tap(
+        p,
+        "source-type",
+        RulePlan::counted(
+            vec![Match::FibSaddrTypeNot(AddrType::Unicast)],
+            Verdict::Drop,
+        ),
     ));
-    rules.push(RulePlan::counted(
-        vec![Match::DaddrIn(loopback_v4())],
-        Verdict::Drop,
+    rules.extend(guard_tap(
+        p,
+        "loopback",
+        RulePlan::counted(vec![Match::DaddrIn(loopback_v4())], Verdict::Drop),
     ));
     if p.subnet_v6.is_some() {
-        rules.push(RulePlan::counted(
-            vec![Match::Daddr(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST))],
-            Verdict::Drop,
+        rules.extend(guard_tap(
+            p,
+            "loopback",
+            RulePlan::counted(
+                vec![Match::Daddr(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST))],
+                Verdict::Drop,
+            ),
         ));
     }
     rules
@@ -155,17 +186,21 @@ pub fn established_out() -> RulePlan {
 }
 
 /// `<p>-in` (world → sandbox): answers to the sandbox's own flows only.
-pub fn in_rules() -> Vec<RulePlan> {
-    vec![
-        RulePlan::counted(
-            vec![
-                Match::CtEstablishedRelated,
-                Match::CtDirection(CtDir::Reply),
-            ],
-            Verdict::Accept,
-        ),
-        RulePlan::counted(vec![], Verdict::Drop),
-    ]
+pub fn in_rules(p: &Profile) -> Vec<RulePlan> {
+    let mut rules = vec![RulePlan::counted(
+        vec![
+            Match::CtEstablishedRelated,
+            Match::CtDirection(CtDir::Reply),
+        ],
+        Verdict::Accept,
+    )];
+    rules.extend(tap(
+        p,
+        "in",
+        "unsolicited",
+        vec![RulePlan::counted(vec![], Verdict::Drop)],
+    ));
+    rules
 }
 
 fn dns_port() -> PortRange {
@@ -190,7 +225,12 @@ pub fn host_rules(p: &Profile) -> Vec<RulePlan> {
         ));
     }
     // Before the DNS accepts: the per-source cap on TCP/53 connections.
-    rules.extend(super::gateway_guard::rules(p));
+    rules.extend(tap(
+        p,
+        "host",
+        "dns-tcp-cap",
+        super::gateway_guard::rules(p),
+    ));
     if p.dns == DnsPolicy::Gateway && p.mode != EgressMode::None {
         let mut gateways = vec![IpAddr::V4(p.gateway_v4())];
         gateways.extend(p.gateway_v6().map(IpAddr::V6));
@@ -219,7 +259,12 @@ pub fn host_rules(p: &Profile) -> Vec<RulePlan> {
     // the gateway's other ports fails fast (the per-sandbox canary's among
     // them); the sandbox learns nothing it did not know (the gateway is its
     // own gateway).
-    rules.extend(super::build::block(vec![], p.block));
+    rules.extend(tap(
+        p,
+        "host",
+        "unlisted",
+        super::build::block(vec![], p.block),
+    ));
     rules
 }
 

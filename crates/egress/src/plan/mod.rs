@@ -26,6 +26,7 @@
 pub mod bindings;
 pub mod bridge;
 pub mod build;
+pub mod droplog;
 pub mod eval;
 pub mod gateway_guard;
 pub mod guard;
@@ -48,8 +49,8 @@ pub use crate::resolve::Resolution;
 pub use bindings::{MacAddr, MacParseError, PortBinding};
 pub use keyed::{Field, KeyPart, KeyValue, KeyedKind, KeyedSetPlan, Limit, PayloadBase};
 pub use model::{
-    AddrFamily, AddrRange, AddrType, BaseChain, ChainPlan, ChainType, CtDir, Hook, L4Proto, Match,
-    RejectKind, RulePlan, SetKind, SetPlan, TABLE_NAME, TableFamily, TablePlan, Verdict,
+    AddrFamily, AddrRange, AddrType, BaseChain, ChainPlan, ChainType, CtDir, Hook, L4Proto, LogTap,
+    Match, RejectKind, RulePlan, SetKind, SetPlan, TABLE_NAME, TableFamily, TablePlan, Verdict,
     VerdictClass,
 };
 

@@ -452,6 +452,23 @@ pub struct RulePlan {
     pub counter: bool,
     /// The verdict.
     pub verdict: Verdict,
+    /// A copy of the packet's header to the drop log, after the counter
+    /// and before the verdict (see [`super::droplog`]). Never changes the
+    /// verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogTap>,
+}
+
+/// `log prefix "PREFIX" group G snaplen S`: the packet's first `snaplen`
+/// bytes (its headers) to NFLOG group `group`, tagged with `prefix`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct LogTap {
+    /// `<rule id>:<verdict>` (see [`super::droplog::prefix`]).
+    pub prefix: String,
+    /// NFLOG group.
+    pub group: u16,
+    /// Bytes of the packet copied.
+    pub snaplen: u32,
 }
 
 impl RulePlan {
@@ -461,6 +478,7 @@ impl RulePlan {
             matches,
             counter: true,
             verdict,
+            log: None,
         }
     }
 }

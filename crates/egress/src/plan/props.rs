@@ -16,8 +16,21 @@ fn chain<'a>(plan: &'a HostPlan, family: TableFamily, name: &str) -> &'a ChainPl
         .unwrap_or_else(|| panic!("chain {name} missing"))
 }
 
+/// The chain's policy: its rules without the drop log (each logged block
+/// once, without its suppressing twin or its `log`; `droplog`'s own tests
+/// check those).
 fn texts(c: &ChainPlan) -> Vec<String> {
-    c.rules.iter().map(render::rule_text).collect()
+    let profile = c.profile.as_deref().unwrap_or_default();
+    c.rules
+        .iter()
+        .filter(|r| !droplog::is_suppressor(profile, r))
+        .map(|r| {
+            render::rule_text(&RulePlan {
+                log: None,
+                ..r.clone()
+            })
+        })
+        .collect()
 }
 
 #[test]

@@ -10,8 +10,8 @@ use ipnet::IpNet;
 use super::HostPlan;
 use super::keyed::{Field, KeyPart, KeyValue, KeyedKind, KeyedSetPlan, Limit, PayloadBase};
 use super::model::{
-    AddrFamily, AddrRange, ChainPlan, Match, RejectKind, RulePlan, SetKind, SetPlan, TablePlan,
-    Verdict,
+    AddrFamily, AddrRange, ChainPlan, LogTap, Match, RejectKind, RulePlan, SetKind, SetPlan,
+    TablePlan, Verdict,
 };
 
 /// Render the whole plan (both tables) as one `nft -f` script.
@@ -301,6 +301,9 @@ fn rule_words(r: &RulePlan, listing: bool) -> String {
     if r.counter {
         parts.push("counter".to_owned());
     }
+    if let Some(log) = &r.log {
+        parts.push(log_text(log));
+    }
     parts.push(verdict_text(&r.verdict));
     parts.join(" ")
 }
@@ -387,6 +390,14 @@ fn match_text(m: &Match) -> String {
             }
         },
     }
+}
+
+/// `log prefix "P" group G snaplen S`, as `nft` prints it.
+pub(crate) fn log_text(log: &LogTap) -> String {
+    format!(
+        "log prefix \"{}\" group {} snaplen {}",
+        log.prefix, log.group, log.snaplen
+    )
 }
 
 fn verdict_text(v: &Verdict) -> String {

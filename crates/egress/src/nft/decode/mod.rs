@@ -200,6 +200,7 @@ impl Decoder {
                 true
             }
             "limit" => self.limit(rest),
+            "log" => self.log(rest),
             _ => false,
         };
         if !known {
@@ -544,6 +545,38 @@ impl Decoder {
             _ => return false,
         };
         self.emit(s);
+        true
+    }
+
+    /// `prefix P group G snaplen S qthreshold Q` (the NFLOG form; a
+    /// syslog `log` stays in brackets). A prefix with spaces cannot be
+    /// told apart from the words after it, so it is not decoded.
+    fn log(&mut self, t: &[&str]) -> bool {
+        let mut parts = vec!["log".to_owned()];
+        let mut rest = t;
+        if let [first, tail @ ..] = rest
+            && *first == "prefix"
+        {
+            let Some((prefix, tail)) = tail.split_first() else {
+                return false;
+            };
+            parts.push(format!("prefix \"{prefix}\""));
+            rest = tail;
+        }
+        let [g, group, s, snaplen, q, qthreshold] = rest else {
+            return false;
+        };
+        if (*g, *s, *q) != ("group", "snaplen", "qthreshold") {
+            return false;
+        }
+        parts.push(format!("group {group}"));
+        if *snaplen != "0" {
+            parts.push(format!("snaplen {snaplen}"));
+        }
+        if *qthreshold != "0" {
+            parts.push(format!("queue-threshold {qthreshold}"));
+        }
+        self.emit(parts.join(" "));
         true
     }
 

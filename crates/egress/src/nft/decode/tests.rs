@@ -65,6 +65,14 @@ fn tampered_rules_read_as_nft_would_print_them() {
             "add @internet-dnstcp4 { ip saddr ct count over 4 } counter reject with tcp reset",
         ),
         (
+            "[ counter pkts 3 bytes 180 ] [ log prefix dev-out/unlisted:drop group 7307 snaplen 128 qthreshold 0 ] [ immediate reg 0 drop ]",
+            "counter log prefix \"dev-out/unlisted:drop\" group 7307 snaplen 128 drop",
+        ),
+        (
+            "[ log group 2 snaplen 0 qthreshold 5 ] [ immediate reg 0 accept ]",
+            "log group 2 queue-threshold 5 accept",
+        ),
+        (
             "[ meta load iifname => reg 1 ] [ lookup reg 1 set ports 0x0 ] [ counter ] [ immediate reg 0 drop ]",
             "iifname @ports counter drop",
         ),

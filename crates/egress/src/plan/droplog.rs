@@ -1,0 +1,289 @@
+//! The drop log, kernel side: every blocking rule of a profile's chains
+//! also sends the packet's header to NFLOG group [`GROUP`], rate-limited
+//! per profile, and counts what the limit kept out of the log.
+//!
+//! A blocking rule `M V` (matches `M`, verdict drop or reject) becomes two
+//! rules with the same matches and the same verdict:
+//!
+//! ```text
+//! M update @<p>-droplog { iifname limit rate over R/second burst B packets } counter V
+//! M counter log prefix "<rule id>:<verdict>" group G snaplen S V
+//! ```
+//!
+//! A packet matching `M` meets the first rule: over the profile's log
+//! budget it is counted there (the *suppressed* count) and blocked; within
+//! the budget the meter takes a token and the packet falls to the second
+//! rule, which logs and blocks it. Either way the verdict is `V`: logging
+//! can be starved, flooded or broken (no reader, a full meter) and the
+//! block still holds. The two counters together are the rule's blocked
+//! count; the first alone is exactly the packets not logged.
+//!
+//! The budget is one meter element per arriving interface in the
+//! profile's set, so everything a profile's bridge sends shares one
+//! token bucket ([`RATE`] per second after a burst of [`BURST`]).
+//!
+//! Rule ids are `<chain>/<what>` (`dev-out/unlisted`), made from the
+//! profile's chain names and a fixed word per rule, so the same
+//! configuration gives the same ids on every apply. [`RULE_IDS`] lists
+//! the words.
+
+use corral_sandbox_core::ProfileName;
+
+use super::keyed::{Field, KeyPart, KeyedKind, KeyedSetPlan, Limit};
+use super::model::{LogTap, Match, RulePlan, Verdict, VerdictClass};
+
+/// The NFLOG group corral's rules log to: any group no other logger on
+/// the host uses would do (ulogd's examples use 0–2); a reader binding
+/// it sees only corral's blocks.
+pub const GROUP: u16 = 7307;
+
+/// Bytes of each blocked packet copied to the log: enough for an IPv6
+/// header with a few extension headers and the transport ports, never
+/// the payload.
+pub const SNAPLEN: u32 = 128;
+
+/// Log records a profile may produce per second, after [`BURST`].
+pub const RATE: u64 = 20;
+
+/// Log records a profile may produce at once.
+pub const BURST: u32 = 50;
+
+/// How long the meter remembers an idle interface.
+pub const METER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The longest prefix `nft_log` accepts (`NF_LOG_PREFIXLEN` − the NUL).
+pub const PREFIX_MAX: usize = 127;
+
+/// The rule words, per chain kind, with what they block. The ids are
+/// `<profile>-<chain>/<word>`.
+pub const RULE_IDS: &[(&str, &str, &str)] = &[
+    (
+        "guard",
+        "wrong-bridge",
+        "a profile's source arriving on another interface (prerouting)",
+    ),
+    (
+        "guard",
+        "invalid",
+        "conntrack cannot place the packet in a flow",
+    ),
+    (
+        "guard",
+        "forged-source",
+        "a source outside the profile's subnet",
+    ),
+    ("guard", "no-ipv6", "IPv6 from a profile without IPv6"),
+    (
+        "guard",
+        "source-type",
+        "a source the host routes as local, broadcast or multicast",
+    ),
+    ("guard", "loopback", "a loopback destination"),
+    (
+        "in",
+        "unsolicited",
+        "traffic to a sandbox that is not a reply",
+    ),
+    ("out", "dns", "DNS to anything but the gateway"),
+    ("out", "denied", "a destination on a deny list"),
+    ("out", "reserved", "a reserved or private destination"),
+    ("out", "hostnet", "the host's own networks"),
+    ("out", "unlisted", "anything the profile does not allow"),
+    (
+        "host",
+        "dns-tcp-cap",
+        "a TCP/53 connection over the per-source cap",
+    ),
+    (
+        "host",
+        "unlisted",
+        "anything to the host but DHCP, DNS, neighbour discovery",
+    ),
+];
+
+/// The profile's meter of log tokens.
+pub fn meter_set(profile: &ProfileName) -> String {
+    format!("{profile}-droplog")
+}
+
+/// The meter's plan (inet table).
+pub(super) fn meter_plan(profile: &ProfileName) -> KeyedSetPlan {
+    KeyedSetPlan::new(
+        &meter_set(profile),
+        vec![KeyPart::IfName],
+        KeyedKind::Meter {
+            timeout: Some(METER_TIMEOUT),
+        },
+    )
+}
+
+/// The rule id of `word` in `profile`'s chain `kind` (`out`, `in`,
+/// `guard`, `host`).
+pub fn rule_id(profile: &ProfileName, kind: &str, word: &str) -> String {
+    format!("{profile}-{kind}/{word}")
+}
+
+/// The log prefix of a rule: its id and verdict.
+pub fn prefix(id: &str, verdict: &Verdict) -> String {
+    let v = match verdict {
+        Verdict::Reject(_) => "reject",
+        _ => "drop",
+    };
+    format!("{id}:{v}")
+}
+
+/// A log prefix taken apart: the profile, the rule id, the verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prefix {
+    /// The profile whose rule blocked.
+    pub profile: String,
+    /// The rule id (`dev-out/unlisted`).
+    pub rule: String,
+    /// `drop` or `reject`.
+    pub verdict: String,
+}
+
+/// Parse a prefix [`prefix`] made; `None` for anything else (another
+/// logger sharing the group).
+pub fn parse_prefix(text: &str) -> Option<Prefix> {
+    let (rule, verdict) = text.rsplit_once(':')?;
+    if verdict != "drop" && verdict != "reject" {
+        return None;
+    }
+    let (chain, word) = rule.split_once('/')?;
+    let (profile, kind) = chain.rsplit_once('-')?;
+    if !RULE_IDS.iter().any(|(k, w, _)| *k == kind && *w == word) {
+        return None;
+    }
+    Some(Prefix {
+        profile: profile.to_owned(),
+        rule: rule.to_owned(),
+        verdict: verdict.to_owned(),
+    })
+}
+
+/// `rules` (some blocking, some not) with every blocking rule split into
+/// its suppressing and logging twins (see the module docs).
+pub(super) fn tap(
+    profile: &ProfileName,
+    kind: &str,
+    word: &str,
+    rules: Vec<RulePlan>,
+) -> Vec<RulePlan> {
+    let id = rule_id(profile, kind, word);
+    let mut out = Vec::with_capacity(rules.len() * 2);
+    for r in rules {
+        if r.verdict.class() != VerdictClass::Blocked {
+            out.push(r);
+            continue;
+        }
+        let mut over = r.matches.clone();
+        over.push(Match::Meter {
+            set: meter_set(profile),
+            fields: vec![Field::IifName],
+            limit: Limit::RateOver {
+                per_second: RATE,
+                burst: BURST,
+            },
+        });
+        out.push(RulePlan::counted(over, r.verdict.clone()));
+        let log = LogTap {
+            prefix: prefix(&id, &r.verdict),
+            group: GROUP,
+            snaplen: SNAPLEN,
+        };
+        out.push(RulePlan {
+            log: Some(log),
+            ..r
+        });
+    }
+    out
+}
+
+/// Whether `rule` is the suppressing twin of a logged rule of `profile`
+/// (its counter is the profile's suppressed count).
+pub fn is_suppressor(profile: &str, rule: &RulePlan) -> bool {
+    let set = format!("{profile}-droplog");
+    rule.matches
+        .iter()
+        .any(|m| matches!(m, Match::Meter { set: s, .. } if *s == set))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::test_support::sample_plan;
+
+    #[test]
+    fn prefixes_round_trip_and_fit() {
+        let long = ProfileName::new("a".repeat(63)).unwrap();
+        for (kind, word, _) in RULE_IDS {
+            let id = rule_id(&long, kind, word);
+            for v in [
+                Verdict::Drop,
+                Verdict::Reject(crate::plan::RejectKind::TcpReset),
+            ] {
+                let p = prefix(&id, &v);
+                assert!(p.len() <= PREFIX_MAX, "{p} is {} bytes", p.len());
+                let parsed = parse_prefix(&p).unwrap();
+                assert_eq!(parsed.profile, long.as_str());
+                assert_eq!(parsed.rule, id);
+            }
+        }
+        let dashed = ProfileName::new("my-dev").unwrap();
+        let p = parse_prefix(&prefix(
+            &rule_id(&dashed, "out", "unlisted"),
+            &Verdict::Drop,
+        ))
+        .unwrap();
+        assert_eq!(
+            (p.profile.as_str(), p.rule.as_str()),
+            ("my-dev", "my-dev-out/unlisted")
+        );
+        assert_eq!(parse_prefix("IN=eth0 OUT="), None);
+        assert_eq!(parse_prefix("dev-out/nothing:drop"), None);
+    }
+
+    #[test]
+    fn every_block_of_a_profile_chain_is_logged_and_twinned() {
+        let plan = sample_plan();
+        let mut ids = std::collections::BTreeSet::new();
+        for c in plan.inet.chains.iter().filter(|c| c.profile.is_some()) {
+            let profile = c.profile.as_deref().unwrap();
+            for (i, r) in c.rules.iter().enumerate() {
+                if r.verdict.class() != VerdictClass::Blocked {
+                    assert!(r.log.is_none());
+                    continue;
+                }
+                if is_suppressor(profile, r) {
+                    assert!(r.log.is_none(), "{}: {r:?}", c.name);
+                    let logged = &c.rules[i + 1];
+                    assert_eq!(logged.verdict, r.verdict);
+                    assert_eq!(logged.matches[..], r.matches[..r.matches.len() - 1]);
+                    let tap = logged.log.as_ref().expect("the twin logs");
+                    let p = parse_prefix(&tap.prefix).unwrap();
+                    assert_eq!(p.profile, profile);
+                    ids.insert(p.rule);
+                } else {
+                    assert!(r.log.is_some(), "{}: unlogged block {r:?}", c.name);
+                    assert!(i > 0 && is_suppressor(profile, &c.rules[i - 1]));
+                }
+            }
+        }
+        assert!(ids.contains("dev-out/unlisted"), "{ids:?}");
+        assert!(ids.contains("dev-guard/forged-source"), "{ids:?}");
+    }
+
+    #[test]
+    fn ids_are_stable_across_builds() {
+        let ids = |p: &crate::plan::HostPlan| -> Vec<String> {
+            p.inet
+                .chains
+                .iter()
+                .flat_map(|c| &c.rules)
+                .filter_map(|r| r.log.as_ref().map(|l| l.prefix.clone()))
+                .collect()
+        };
+        assert_eq!(ids(&sample_plan()), ids(&sample_plan()));
+    }
+}
