@@ -13,6 +13,7 @@
 
 pub mod conntrack;
 pub mod drift;
+pub mod droplog;
 pub mod host;
 pub mod hostnet;
 pub mod link;

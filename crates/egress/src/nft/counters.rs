@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::readback::LiveState;
-use crate::plan::{HostPlan, VerdictClass};
+use crate::plan::{HostPlan, VerdictClass, droplog};
 
 /// Packets and bytes a profile's rules accepted and blocked.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -19,6 +19,10 @@ pub struct ProfileCounters {
     pub blocked_packets: u64,
     /// Bytes dropped or rejected.
     pub blocked_bytes: u64,
+    /// Blocked packets (of `blocked_packets`, plus the profile's arrival
+    /// guard in `prerouting`) the profile's log budget kept out of the
+    /// drop log ([`crate::plan::droplog`]).
+    pub suppressed_packets: u64,
 }
 
 /// Sum the live counters of every profile chain of `plan` (both tables),
@@ -38,6 +42,9 @@ pub fn profile_counters(plan: &HostPlan, live: &LiveState) -> Vec<ProfileCounter
             continue;
         };
         for c in &t.chains {
+            if let Some(lc) = lt.chain(&c.name) {
+                count_suppressed(t.family, c, lc, &mut out);
+            }
             let (Some(profile), Some(lc)) = (&c.profile, lt.chain(&c.name)) else {
                 continue;
             };
@@ -60,6 +67,37 @@ pub fn profile_counters(plan: &HostPlan, live: &LiveState) -> Vec<ProfileCounter
         }
     }
     out
+}
+
+/// Add the counters of `live`'s rules that are the suppressing twins of
+/// `chain`'s logged rules to their profiles (found by their text, so an
+/// inserted foreign rule shifts nothing).
+fn count_suppressed(
+    family: crate::plan::TableFamily,
+    chain: &crate::plan::ChainPlan,
+    live: &super::readback::LiveChain,
+    out: &mut [ProfileCounters],
+) {
+    let mut twins: Vec<(String, &str)> = Vec::new();
+    for r in &chain.rules {
+        let Some(profile) = droplog::suppressor_profile(r) else {
+            continue;
+        };
+        if let Ok(text) = super::fingerprint(family, &chain.name, r) {
+            twins.push((text, profile));
+        }
+    }
+    if twins.is_empty() {
+        return;
+    }
+    for r in &live.rules {
+        let Some((_, profile)) = twins.iter().find(|(t, _)| *t == r.text) else {
+            continue;
+        };
+        if let Some(acc) = out.iter_mut().find(|p| p.profile == *profile) {
+            acc.suppressed_packets += r.packets;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -121,5 +159,45 @@ mod tests {
             (3, 3, 300)
         );
         assert_eq!(c[1].accepted_packets + c[1].blocked_packets, 0);
+    }
+
+    #[test]
+    fn suppressed_counts_come_from_the_over_limit_twins() {
+        let plan = sample_plan();
+        let chain = plan
+            .inet
+            .chains
+            .iter()
+            .find(|c| c.name == "dev-out")
+            .unwrap();
+        let rules = chain
+            .rules
+            .iter()
+            .map(|r| LiveRule {
+                text: crate::nft::fingerprint(TableFamily::Inet, "dev-out", r).unwrap(),
+                ..rule(r.verdict.class(), 5)
+            })
+            .collect::<Vec<_>>();
+        let twins = chain
+            .rules
+            .iter()
+            .filter(|r| droplog::suppressor_profile(r).is_some())
+            .count() as u64;
+        assert!(twins > 0);
+        let live = LiveState {
+            tables: vec![LiveTable {
+                flags: 0,
+                family: TableFamily::Inet,
+                sets: vec![],
+                chains: vec![LiveChain {
+                    name: "dev-out".to_owned(),
+                    base: None,
+                    rules,
+                }],
+            }],
+        };
+        let c = profile_counters(&plan, &live);
+        assert_eq!(c[0].suppressed_packets, 5 * twins);
+        assert!(c[0].blocked_packets >= c[0].suppressed_packets);
     }
 }

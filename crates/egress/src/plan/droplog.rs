@@ -203,10 +203,15 @@ pub(super) fn tap(
 /// Whether `rule` is the suppressing twin of a logged rule of `profile`
 /// (its counter is the profile's suppressed count).
 pub fn is_suppressor(profile: &str, rule: &RulePlan) -> bool {
-    let set = format!("{profile}-droplog");
-    rule.matches
-        .iter()
-        .any(|m| matches!(m, Match::Meter { set: s, .. } if *s == set))
+    suppressor_profile(rule) == Some(profile)
+}
+
+/// The profile whose suppressing twin `rule` is, if it is one.
+pub fn suppressor_profile(rule: &RulePlan) -> Option<&str> {
+    rule.matches.iter().find_map(|m| match m {
+        Match::Meter { set, .. } => set.strip_suffix("-droplog"),
+        _ => None,
+    })
 }
 
 #[cfg(test)]
