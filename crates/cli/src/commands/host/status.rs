@@ -81,6 +81,7 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
         "addresses",
         "accepted",
         "blocked",
+        "unlogged",
     ]);
     for b in &status.bridges {
         let counters = status.counters.iter().find(|c| c.profile == b.profile);
@@ -107,6 +108,9 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
             counters.map_or("-".to_owned(), |c| {
                 format!("{} pkts / {} B", c.blocked_packets, c.blocked_bytes)
             }),
+            // Blocked packets the profile's drop-log budget kept out of
+            // the log (still blocked).
+            counters.map_or("-".to_owned(), |c| format!("{} pkts", c.suppressed_packets)),
         ]);
     }
     out.table(&profiles, true);
