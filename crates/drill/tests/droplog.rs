@@ -70,7 +70,7 @@ fn each_blocked_packet_is_one_record_and_an_allowed_one_none() {
     let allowed = tcp(PUBLIC_V4[0], 443);
 
     // Control: no corral table, everything connects, nothing is logged.
-    for (p, _, _) in blocked.iter().chain([&(allowed.clone(), "tcp", 443)]) {
+    for (p, _, _) in blocked.iter().chain([&(allowed, "tcp", 443)]) {
         assert_eq!(lab.probe(sb, p, t).observed, Observed::Connected, "{p}");
         let got = entries_to(&mut reader, p.ip(), Duration::from_millis(300));
         assert!(got.is_empty(), "control {p}: {got:?}");
