@@ -279,6 +279,7 @@ fn main() -> ExitCode {
     );
     let _collector = match corral_service::audit::Collector::try_start(
         &state.settings().state_dir,
+        state.settings().netns.as_deref(),
         std::sync::Arc::new(nics),
     ) {
         Ok(Some(c)) => {

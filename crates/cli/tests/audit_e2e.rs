@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::sandboxes::{Cleanup, in_lab, incus, unique};
+use common::sandboxes::{Cleanup, in_lab, incus, reached_with, unique};
 use common::{CORRAL, corral, schema};
 use corral_provider_incus::TEST_IMAGE_ALIAS;
 use corral_tests::hostlab::{ALLOWED_NAME, HostLab, UNLISTED_NAME};
@@ -84,7 +84,7 @@ fn of_event<'a>(records: &'a [(Instant, Value)], event: &str) -> Vec<&'a Value> 
 }
 
 #[test]
-fn dns_decisions_are_recorded_once_naming_the_sandbox() {
+fn decisions_are_recorded_once_naming_the_sandbox() {
     if !corral_test_support::gate::netns() {
         return;
     }
@@ -157,6 +157,50 @@ fn dns_decisions_are_recorded_once_naming_the_sandbox() {
         serde_json::json!([lab.dns_allowed().ip().to_string()]),
         "{records:#?}"
     );
+    // Blocked packets: a TCP connect to the unlisted address (rejected:
+    // one packet), none for the allowlisted one. Measured: how long from
+    // starting the probe (corral exec included) to the record on stdout.
+    let started = Instant::now();
+    assert!(
+        !reached_with(None, &name, lab.dns_unlisted()),
+        "the unlisted address must be blocked"
+    );
+    assert!(
+        reached_with(None, &name, lab.dns_allowed()),
+        "the allowlisted address must answer"
+    );
+    let records = follow.collect(Duration::from_secs(3));
+    let blocked: Vec<&(Instant, Value)> = records
+        .iter()
+        .filter(|(_, v)| v["event"] == "blocked")
+        .collect();
+    let to_unlisted: Vec<&Value> = blocked
+        .iter()
+        .map(|(_, v)| v)
+        .filter(|v| v["dst"] == lab.dns_unlisted().ip().to_string())
+        .collect();
+    assert_eq!(to_unlisted.len(), 1, "{records:#?}");
+    let b = to_unlisted[0];
+    schema::check_as(b, "corral.audit.v1");
+    assert_eq!(b["sandbox"], name.as_str(), "{b}");
+    assert_eq!(b["profile"], "e2e");
+    assert_eq!(b["rule"], "e2e-out/unlisted", "{b}");
+    assert_eq!(b["protocol"], "tcp");
+    assert_eq!(b["dport"], lab.dns_unlisted().port());
+    assert_eq!(b["verdict"], "reject");
+    assert!(
+        !blocked
+            .iter()
+            .any(|(_, v)| v["dst"] == lab.dns_allowed().ip().to_string()),
+        "an allowed connection makes no record: {records:#?}"
+    );
+    let seen = blocked
+        .iter()
+        .find(|(_, v)| v["dst"] == lab.dns_unlisted().ip().to_string())
+        .map(|(at, _)| at.duration_since(started))
+        .unwrap();
+    println!("blocked connect -> record on `corral log --follow`: {seen:?} (probe start to line)");
+
     // The same records are in the trail for later readers.
     let trail = in_lab(
         &lab,

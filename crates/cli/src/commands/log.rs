@@ -82,8 +82,9 @@ fn collect(
 ) -> Result<(Option<tokio::runtime::Runtime>, Option<Collector>), CliError> {
     let (service, _, runtime) = crate::commands::sandbox::verified_service(&args.ctx)?;
     let state_dir = service.settings().state_dir.clone();
+    let netns = service.settings().netns.clone();
     let nics = Arc::new(ServiceNics::new(service, runtime.handle().clone()));
-    match Collector::try_start(&state_dir, nics) {
+    match Collector::try_start(&state_dir, netns.as_deref(), nics) {
         Ok(Some(c)) => {
             tracing::info!(
                 "collecting blocked packets and DNS decisions while following (no corrald runs)"

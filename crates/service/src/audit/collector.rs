@@ -1,21 +1,29 @@
-//! The host side that writes network records into the trail: it reads
-//! every gateway's query log (and, where the kernel logs blocked packets,
-//! the drop log), attributes each record to a sandbox and appends it.
+//! The host side that writes network records into the trail: the kernel's
+//! drop log (NFLOG, read over netlink), every gateway's query log, and the
+//! per-profile count of blocked packets the log budget kept out. Each
+//! record is attributed to a sandbox (its source address must be a bound
+//! address sent from its bound MAC; see `corral_egress::droplog`) and
+//! appended.
 //!
 //! One collector per state directory: it holds `audit/collector.lock`
 //! while it runs, so corrald and a `corral log --follow` never both
-//! collect (each record is written once). Records are made only while a
-//! collector runs; what a gateway logged before is skipped, not replayed.
+//! collect (each record is written once; the kernel would refuse a second
+//! reader of the drop log anyway). Records are made only while a collector
+//! runs; what a gateway logged before is skipped, not replayed.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use corral_egress::droplog::{self, BindingAttribution, Reader};
 use corral_egress::host::StateStore;
+use corral_egress::netns::Netns;
+use corral_egress::nft;
 use corral_gateway::GatewayPaths;
 use corral_sandbox_core::audit::NetRecord;
 use corral_sandbox_core::sandbox::BoundNic;
@@ -25,9 +33,11 @@ use corral_state_files::{StateDir, StateLock};
 use super::{AuditError, AuditLog, DIR, DnsTracker, Entry};
 use crate::clock::WallClock;
 
-/// How often the gateways' logs are read.
+/// How often the gateways' logs are read, and the longest the drop-log
+/// reader waits before looking at its stop flag.
 const POLL: Duration = Duration::from_millis(200);
-/// How often the applied gateways and the address directory are re-read.
+/// How often the applied gateways, the attribution and the suppressed
+/// counts are re-read.
 const REFRESH: Duration = Duration::from_secs(5);
 /// A gateway log longer than this is emptied once read (dnsmasq appends,
 /// so it carries on at the start).
@@ -42,7 +52,7 @@ pub trait NicSource: Send + Sync {
     fn nics(&self) -> Vec<(String, BoundNic)>;
 }
 
-/// No provider: records stay unattributed unless they name their sandbox.
+/// No provider: records stay unattributed.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoNics;
 
@@ -52,57 +62,137 @@ impl NicSource for NoNics {
     }
 }
 
+/// Who sent what, shared by the collector's threads.
+type Who = Arc<RwLock<BindingAttribution>>;
+
 /// A running collector; dropping it stops it.
 #[derive(Debug)]
 pub struct Collector {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
+    drop_log: bool,
     _lock: StateLock,
 }
 
 impl Collector {
-    /// Starts collecting into the trail of `state_dir`, unless another
+    /// Starts collecting what was applied to `netns` (this process's
+    /// namespace when `None`) into the trail of `state_dir`, unless another
     /// process already does (`None`).
     pub fn try_start(
         state_dir: &Path,
+        netns: Option<&str>,
         nics: Arc<dyn NicSource>,
     ) -> Result<Option<Collector>, AuditError> {
         let dir = StateDir::open(state_dir)?.subdir(DIR)?;
         let Some(lock) = dir.try_lock(LOCK)? else {
             return Ok(None);
         };
-        let log = AuditLog::open(state_dir)?;
+        let spawn_err = |source| AuditError::Read {
+            path: state_dir.to_owned(),
+            source,
+        };
+        let ns = Arc::new(
+            match netns {
+                None => Netns::current(),
+                Some(n) => Netns::open(n),
+            }
+            .map_err(spawn_err)?,
+        );
         let stop = Arc::new(AtomicBool::new(false));
+        let who: Who = Arc::default();
+        let mut threads = Vec::new();
+        // The drop log: absent when another reader holds the group (ulogd)
+        // or the kernel has no nfnetlink_log; DNS records still flow.
+        let drop_log = match Reader::open_in(&ns, droplog::GROUP) {
+            Ok(reader) => {
+                let (log, who, flag) = (
+                    AuditLog::open(state_dir)?,
+                    Arc::clone(&who),
+                    Arc::clone(&stop),
+                );
+                threads.push(
+                    std::thread::Builder::new()
+                        .name("corral-droplog".into())
+                        .spawn(move || read_drops(reader, &log, &who, &flag))
+                        .map_err(spawn_err)?,
+                );
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "audit: blocked packets are counted but not logged one by one");
+                false
+            }
+        };
         let worker = Worker {
             state_dir: state_dir.to_owned(),
-            log,
+            ns,
+            log: AuditLog::open(state_dir)?,
             nics,
-            directory: Arc::new(RwLock::new(super::Directory::default())),
+            who,
             gateways: Vec::new(),
+            suppressed: None,
             refreshed: None,
         };
         let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("corral-audit".into())
-            .spawn(move || worker.run(&flag))
-            .map_err(|source| AuditError::Read {
-                path: state_dir.to_owned(),
-                source,
-            })?;
+        threads.push(
+            std::thread::Builder::new()
+                .name("corral-audit".into())
+                .spawn(move || worker.run(&flag))
+                .map_err(spawn_err)?,
+        );
         Ok(Some(Collector {
             stop,
-            thread: Some(thread),
+            threads,
+            drop_log,
             _lock: lock,
         }))
+    }
+
+    /// True when blocked packets are read one by one (the drop log's group
+    /// was free); otherwise they are only counted.
+    pub fn reads_drop_log(&self) -> bool {
+        self.drop_log
     }
 }
 
 impl Drop for Collector {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+fn read_drops(mut reader: Reader, log: &AuditLog, who: &Who, stop: &AtomicBool) {
+    let mut lost = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let entry = match reader.next_timeout(Some(POLL)) {
+            Ok(Some(e)) => e,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::error!(error = %e, "audit: the drop log failed; blocked packets are no longer logged one by one");
+                return;
+            }
+        };
+        if reader.lost() > lost {
+            tracing::warn!(
+                lost = reader.lost() - lost,
+                "audit: the drop log's socket overflowed; some blocked packets were not logged"
+            );
+            lost = reader.lost();
+        }
+        let record = {
+            let who = who.read().unwrap_or_else(PoisonError::into_inner);
+            NetRecord::Blocked(entry.blocked(&*who))
+        };
+        append(log, record);
+    }
+}
+
+fn append(log: &AuditLog, record: NetRecord) {
+    if let Err(e) = log.append(WallClock.now(), Entry::Net(record)) {
+        tracing::warn!(error = %e, "audit: cannot append a record");
     }
 }
 
@@ -116,10 +206,14 @@ struct GatewayLog {
 
 struct Worker {
     state_dir: PathBuf,
+    ns: Arc<Netns>,
     log: AuditLog,
     nics: Arc<dyn NicSource>,
-    directory: Arc<RwLock<super::Directory>>,
+    who: Who,
     gateways: Vec<GatewayLog>,
+    /// Each profile's suppressed count at the last look (`None` before
+    /// the first: that look is the baseline, not news).
+    suppressed: Option<BTreeMap<String, u64>>,
     refreshed: Option<Instant>,
 }
 
@@ -129,16 +223,20 @@ impl Worker {
             if self.refreshed.is_none_or(|t| t.elapsed() >= REFRESH) {
                 self.refresh();
             }
-            let records = self.read_gateways();
-            self.write(records);
+            for r in self.read_gateways() {
+                let r = attribute(&self.who, r);
+                append(&self.log, r);
+            }
             std::thread::sleep(POLL);
         }
     }
 
-    /// Re-reads which gateways exist and who holds which address.
+    /// Re-reads which gateways exist, who holds which address, and how
+    /// many blocked packets went unlogged.
     fn refresh(&mut self) {
         self.refreshed = Some(Instant::now());
-        let inputs = match StateStore::new(&self.state_dir).load() {
+        let store = StateStore::new(&self.state_dir);
+        let inputs = match store.load() {
             Ok(Some(i)) => i,
             Ok(None) => return,
             Err(e) => {
@@ -166,10 +264,46 @@ impl Worker {
             }
             self.gateways = next;
         }
-        let directory = super::Directory::build(&inputs.bindings, &self.nics.nics());
-        if let Ok(mut d) = self.directory.write() {
-            *d = directory;
+        let nics = self.nics.nics();
+        let who = BindingAttribution::new(&inputs.bindings, |b| {
+            nics.iter()
+                .find(|(_, nic)| nic.port == b.port && nic.mac == b.mac)
+                .map(|(name, _)| name.clone())
+        });
+        *self.who.write().unwrap_or_else(PoisonError::into_inner) = who;
+        self.count_suppressed(&store);
+    }
+
+    /// A `suppressed` record per profile whose unlogged count grew.
+    fn count_suppressed(&mut self, store: &StateStore) {
+        let Ok(Some(planned)) = crate::host::applied(store) else {
+            return;
+        };
+        let Ok(Ok(live)) = self.ns.run(nft::read_live) else {
+            return;
+        };
+        let now: BTreeMap<String, u64> = nft::profile_counters(&planned.plan, &live)
+            .into_iter()
+            .map(|c| (c.profile, c.suppressed_packets))
+            .collect();
+        if let Some(before) = &self.suppressed {
+            for (profile, n) in &now {
+                // A count lower than before: the rules were re-applied and
+                // their counters started again from zero.
+                let grew =
+                    n.saturating_sub(before.get(profile).copied().filter(|b| b <= n).unwrap_or(0));
+                if grew > 0 {
+                    append(
+                        &self.log,
+                        NetRecord::Suppressed {
+                            profile: profile.clone(),
+                            packets: grew,
+                        },
+                    );
+                }
+            }
         }
+        self.suppressed = Some(now);
     }
 
     fn read_gateways(&mut self) -> Vec<NetRecord> {
@@ -209,22 +343,20 @@ impl Worker {
         }
         out
     }
+}
 
-    fn write(&self, records: Vec<NetRecord>) {
-        if records.is_empty() {
-            return;
-        }
-        let now = WallClock.now();
-        let Ok(directory) = self.directory.read() else {
-            return;
-        };
-        for r in records {
-            let r = directory.attribute(r);
-            if let Err(e) = self.log.append(now, Entry::Net(r)) {
-                tracing::warn!(error = %e, "audit: cannot append a record");
-            }
-        }
+/// `record` with its sandbox filled in from its source address (no MAC
+/// is known for a query: the bridge's guards already tied the address to
+/// its port before the query reached the gateway).
+fn attribute(who: &Who, mut record: NetRecord) -> NetRecord {
+    use corral_egress::droplog::Attribution as _;
+    let who = who.read().unwrap_or_else(PoisonError::into_inner);
+    if let NetRecord::DnsAnswered(d) | NetRecord::DnsRefused(d) = &mut record
+        && d.sandbox.is_none()
+    {
+        d.sandbox = who.sandbox(d.src, None);
     }
+    record
 }
 
 /// The NICs the service's provider reports, listed on `runtime`.

@@ -10,7 +10,6 @@
 //! read it.
 
 pub mod collector;
-mod directory;
 mod dns;
 mod filter;
 mod follow;
@@ -25,7 +24,6 @@ use corral_state_files::{RotatingLog, StateDir, StateFileError};
 use serde::{Deserialize, Serialize};
 
 pub use collector::{Collector, NicSource, NoNics};
-pub use directory::Directory;
 pub use dns::DnsTracker;
 pub use filter::{AuditFilter, EntryKind};
 pub use follow::Follower;
