@@ -65,6 +65,7 @@ impl Entry {
         match self {
             Entry::Net(n) => Some(n.profile()),
             Entry::Sandbox(Event::Created { profile, .. }) => profile.as_deref(),
+            Entry::Sandbox(Event::Verification(v)) => v.profile.as_ref().map(|p| p.as_str()),
             Entry::Sandbox(_) => None,
         }
     }
