@@ -101,9 +101,12 @@ pub const RULE_IDS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// What a profile's meter set name adds to the profile's name.
+pub const METER_SUFFIX: &str = "-droplog";
+
 /// The profile's meter of log tokens.
 pub fn meter_set(profile: &ProfileName) -> String {
-    format!("{profile}-droplog")
+    format!("{profile}{METER_SUFFIX}")
 }
 
 /// The meter's plan (inet table).
@@ -209,7 +212,7 @@ pub fn is_suppressor(profile: &str, rule: &RulePlan) -> bool {
 /// The profile whose suppressing twin `rule` is, if it is one.
 pub fn suppressor_profile(rule: &RulePlan) -> Option<&str> {
     rule.matches.iter().find_map(|m| match m {
-        Match::Meter { set, .. } => set.strip_suffix("-droplog"),
+        Match::Meter { set, .. } => set.strip_suffix(METER_SUFFIX),
         _ => None,
     })
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 
 use corral_egress::drift::{Drift, DriftObject};
 use corral_egress::host::HostDrift;
+use corral_egress::plan::droplog::METER_SUFFIX as DROPLOG_SUFFIX;
 use corral_egress::plan::{HostPlan, Match, TableFamily, Verdict};
 
 /// The names that enforce one profile, per table family.
@@ -102,10 +103,16 @@ impl ProfileScope {
                 shared.extend(more);
             }
             reach.extend(shared);
+            let own_meter = format!("{profile}{DROPLOG_SUFFIX}");
             for c in table.chains.iter().filter(|c| reach.contains(&c.name)) {
                 for r in &c.rules {
                     for m in &r.matches {
                         match m {
+                            // Another profile's drop-log budget, met in a
+                            // shared base chain: it decides what is logged
+                            // for that profile, never this one's verdicts.
+                            Match::Meter { set, .. }
+                                if set.ends_with(DROPLOG_SUFFIX) && *set != own_meter => {}
                             Match::DaddrInSet(_, set)
                             | Match::InSet { set, .. }
                             | Match::Meter { set, .. } => {
