@@ -266,6 +266,9 @@ fn skeleton(plan: &HostPlan) -> HostPlan {
         }
     }
     p.bindings.clear();
+    for o in &mut p.origins {
+        o.addresses.clear();
+    }
     p
 }
 

@@ -1,24 +1,19 @@
-//! Would the plan let this flow start? The rules of a plan evaluated on
-//! the original direction of a flow, as the kernel would evaluate its
-//! first packet: what revocation asks of every conntrack entry after an
-//! apply or refresh (an entry the new plan would not accept is deleted).
-//!
-//! Only what the first packet of a flow from a sandbox meets is modelled:
-//! the owning profile by source subnet (a source in no profile subnet is
-//! not corral's flow), sandbox-to-sandbox destinations (never accepted),
-//! then `<p>-host` for a destination on the profile's gateway and
-//! `<p>-out` for everything else. Set lookups use the plan's elements for
-//! interval sets and `learned` (read back from the kernel) for the
-//! gateway resolver's dynamic sets.
+//! Would the plan let this flow start? What revocation asks of every
+//! conntrack entry after an apply or refresh (an entry the new plan would
+//! not accept is deleted): the verdict of [`HostPlan::trace`] (see
+//! [`super::trace`] for what is walked), without the explanation.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use super::model::{AddrFamily, AddrRange, ChainPlan, Match, RulePlan, SetKind, Verdict, to_u128};
-use super::{HostPlan, names};
+use serde::Serialize;
+
+use super::HostPlan;
+use super::model::AddrRange;
+use super::trace::TraceVerdict;
 
 /// The original direction of a flow, as conntrack records it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Flow {
     /// IP protocol number (6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6, ...).
     pub protocol: u8,
@@ -52,123 +47,15 @@ pub enum Judgement {
 }
 
 impl HostPlan {
-    /// Judges `flow` against this plan (see the module docs).
+    /// Judges `flow` against this plan: the verdict of [`HostPlan::trace`].
     pub fn judge(&self, flow: &Flow, learned: &Learned) -> Judgement {
-        let owns = |b: &super::BridgePlan, a: IpAddr| match a {
-            IpAddr::V4(v4) => b.gateway_v4.trunc().contains(&v4),
-            IpAddr::V6(v6) => b.gateway_v6.is_some_and(|n| n.trunc().contains(&v6)),
-        };
-        let Some(bridge) = self.bridges.iter().find(|b| owns(b, flow.src)) else {
-            return Judgement::NotCorrals;
-        };
-        let is_gateway = |a: IpAddr| {
-            self.bridges.iter().any(|b| {
-                IpAddr::V4(b.gateway_v4.addr()) == a
-                    || b.gateway_v6.is_some_and(|n| IpAddr::V6(n.addr()) == a)
-            })
-        };
-        if is_gateway(flow.src) {
-            // The host itself, from its address on the bridge.
-            return Judgement::NotCorrals;
-        }
-        let profile = bridge.profile.to_string();
-        let gateway = is_gateway(flow.dst);
-        let refused = || Judgement::Refused {
-            profile: profile.clone(),
-        };
-        if !gateway && self.bridges.iter().any(|b| owns(b, flow.dst)) {
-            return refused();
-        }
-        let chain = if gateway {
-            names::host_chain(&bridge.profile)
-        } else {
-            names::out_chain(&bridge.profile)
-        };
-        let Some(chain) = self.inet.chains.iter().find(|c| c.name == chain) else {
-            return refused();
-        };
-        if self.walk(chain, flow, learned) {
-            Judgement::Accepted { profile }
-        } else {
-            refused()
+        let trace = self.trace(flow, learned);
+        match (trace.verdict, trace.profile) {
+            (TraceVerdict::Allow, Some(profile)) => Judgement::Accepted { profile },
+            (TraceVerdict::Block, Some(profile)) => Judgement::Refused { profile },
+            _ => Judgement::NotCorrals,
         }
     }
-
-    /// The verdict of the first rule of `chain` that matches (a chain
-    /// without a matching terminal rule refuses: corral's chains end in a
-    /// block or drop).
-    fn walk(&self, chain: &ChainPlan, flow: &Flow, learned: &Learned) -> bool {
-        for rule in &chain.rules {
-            if !rule_matches(self, rule, flow, learned) {
-                continue;
-            }
-            match rule.verdict {
-                Verdict::Accept => return true,
-                Verdict::Drop | Verdict::Reject(_) => return false,
-                Verdict::Jump(_) | Verdict::Masquerade | Verdict::Return => {}
-            }
-        }
-        false
-    }
-}
-
-fn in_ranges(ranges: &[AddrRange], a: IpAddr) -> bool {
-    ranges.iter().any(|r| {
-        r.family() == AddrFamily::of(a)
-            && to_u128(r.start) <= to_u128(a)
-            && to_u128(a) <= to_u128(r.end)
-    })
-}
-
-fn rule_matches(plan: &HostPlan, rule: &RulePlan, flow: &Flow, learned: &Learned) -> bool {
-    let fam = AddrFamily::of(flow.dst);
-    rule.matches.iter().all(|m| match m {
-        // The first packet of a flow is new, in the original direction.
-        Match::CtEstablishedRelated | Match::CtInvalid => false,
-        Match::CtNew => true,
-        // A new flow is under any per-source limit (the TCP/53 cap).
-        Match::Meter { .. } => false,
-        Match::CtDirection(d) => *d == super::model::CtDir::Original,
-        Match::NfProto(f) => *f == fam,
-        Match::L4Proto(p) => p.number() == flow.protocol,
-        Match::Dport(r) => flow
-            .dport
-            .is_some_and(|p| (r.start()..=r.end()).contains(&p)),
-        Match::DaddrInSet(f, name) => {
-            *f == fam
-                && match plan.set(name) {
-                    Some(s) if s.kind == SetKind::Interval => in_ranges(&s.elements, flow.dst),
-                    Some(_) => learned
-                        .get(name)
-                        .is_some_and(|els| in_ranges(els, flow.dst)),
-                    None => false,
-                }
-        }
-        Match::Daddr(a) => *a == flow.dst,
-        Match::DaddrIn(n) => n.contains(&flow.dst),
-        Match::SaddrIn(n) => n.contains(&flow.src),
-        Match::SaddrNotIn(n) => {
-            AddrFamily::of(n.addr()) == AddrFamily::of(flow.src) && !n.contains(&flow.src)
-        }
-        // Interface, type and ICMPv6 matches are not part of a flow's
-        // tuple; corral's out and host chains use them only for neighbour
-        // discovery, never for a flow worth keeping.
-        Match::IifName(_)
-        | Match::OifName(_)
-        | Match::IifNameNot(_)
-        | Match::OifNameNot(_)
-        | Match::FibSaddrType(_)
-        | Match::FibSaddrTypeNot(_)
-        | Match::Icmpv6Type(_)
-        | Match::ArpTargetIn(_) => false,
-        // Bridge-family matches (frames, not flows) and source ports,
-        // which a flow's tuple here does not carry.
-        Match::ArpSenderIn(_)
-        | Match::EtherType(_)
-        | Match::Sport(_)
-        | Match::InSet { .. }
-        | Match::Bytes { .. } => false,
-    })
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ pub mod bridge;
 pub mod build;
 pub mod droplog;
 pub mod eval;
+pub mod explain;
 pub mod gateway_guard;
 pub mod guard;
 pub mod keyed;
@@ -35,6 +36,7 @@ pub mod model;
 pub mod names;
 pub mod render;
 pub mod reserved;
+pub mod trace;
 
 #[cfg(test)]
 mod props;
@@ -139,6 +141,9 @@ pub struct HostPlan {
     /// Bridge ports bound to their sandbox's MAC and addresses, sorted by
     /// port (see [`bindings`]); they fill the bridge table's keyed sets.
     pub bindings: Vec<PortBinding>,
+    /// Where each allow entry landed (not sent to the kernel): what an
+    /// explanation names an accept by ([`HostPlan::trace`]).
+    pub origins: Vec<explain::AllowOrigin>,
 }
 
 /// The plan cannot be built from these inputs.
@@ -242,6 +247,7 @@ impl HostPlan {
             inet,
             bridge,
             bindings: Vec::new(),
+            origins: build::origins(profiles, resolution),
         })
     }
 
