@@ -118,6 +118,11 @@ pub enum Command {
     Gate(GateArgs),
     /// Show the audit trail: blocked packets, DNS decisions, lifecycle and verification.
     Log(LogArgs),
+    /// Say whether a sandbox of a profile may reach a destination, and which
+    /// rule of the plan in force decides (and why: the allow entry, the
+    /// learned address, the reserved range). Changes nothing but, for a host
+    /// name, what the profile's resolver learns by resolving it.
+    Explain(ExplainArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
     /// Print the man page (roff) on stdout, or write one page per command.
@@ -214,6 +219,35 @@ pub struct SandboxContext {
     /// The local Incus daemon's socket.
     #[arg(long, value_name = "PATH", env = "CORRAL_INCUS_SOCKET", default_value = DEFAULT_INCUS_SOCKET, hide_default_value = true)]
     pub incus_socket: PathBuf,
+}
+
+/// `corral explain`.
+#[derive(Debug, Clone, Args)]
+pub struct ExplainArgs {
+    /// The destination: an IP address (IPv6 in brackets when a port
+    /// follows) or a host name, an optional port, and tcp, udp or icmp
+    /// (default: tcp with a port, icmp without), e.g. `203.0.113.7:443`,
+    /// `[2001:db8::1]:53/udp`, `api.example.com:443/tcp`.
+    #[arg(value_name = "DEST[:PORT][/PROTO]")]
+    pub dest: String,
+    /// The profile whose sandboxes send the packet.
+    #[arg(
+        long,
+        value_name = "PROFILE",
+        required_unless_present = "sandbox",
+        conflicts_with = "sandbox"
+    )]
+    pub profile: Option<String>,
+    /// The sandbox that sends it (its profile, and its bound addresses as
+    /// the source).
+    #[arg(long, value_name = "NAME")]
+    pub sandbox: Option<String>,
+    /// Print machine-readable JSON on stdout (schema: docs/json-schema.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Where the profiles, the enforcement and the backend are.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
 }
 
 /// The Incus daemon's socket unless told otherwise.

@@ -4,6 +4,7 @@
 mod completions;
 mod config;
 mod drill;
+mod explain;
 mod host;
 mod log;
 mod man;
@@ -47,6 +48,7 @@ pub fn run(command: Command, out: Output) -> CmdResult {
         Command::Events(args) => verification::events(&args, out),
         Command::Gate(args) => verification::gate(&args, out),
         Command::Log(args) => log::run(&args, out),
+        Command::Explain(args) => explain::run(&args, out),
         Command::Completions(args) => {
             completions::run(&args);
             Ok(Outcome::Ok)

@@ -109,6 +109,13 @@ impl Host {
         self.ns.run_async(f).map_err(HostError::Namespace)?
     }
 
+    /// The addresses the gateway resolvers learned into the dynamic sets
+    /// and that have not expired yet (what
+    /// [`HostPlan::trace`](crate::plan::HostPlan::trace) looks up there).
+    pub fn learned(&self) -> Result<crate::plan::eval::Learned, HostError> {
+        self.within(|| async { revoke::learned_now() })
+    }
+
     /// What `apply(plan)` would change: every difference between the plan
     /// and the live state (empty when applying would be a no-op).
     pub fn plan_diff(&self, plan: &HostPlan) -> Result<Vec<HostDrift>, HostError> {

@@ -22,15 +22,21 @@ pub struct RevokeReport {
     pub deleted: Vec<String>,
 }
 
+/// The elements of the gateway resolver's dynamic sets now, in the
+/// current thread's namespace.
+pub(crate) fn learned_now() -> Result<Learned, HostError> {
+    let live = nft::read_live()?;
+    Ok(nft::learned(&live)
+        .into_iter()
+        .map(|(k, v)| (k, v.into_iter().map(|(r, _)| r).collect()))
+        .collect())
+}
+
 /// Judges every tracked flow against `plan` (with the dynamic sets'
 /// current elements) and deletes those it refuses. Runs in the current
 /// thread's namespace.
 pub(crate) fn revoke(plan: &HostPlan) -> Result<RevokeReport, HostError> {
-    let live = nft::read_live()?;
-    let learned: Learned = nft::learned(&live)
-        .into_iter()
-        .map(|(k, v)| (k, v.into_iter().map(|(r, _)| r).collect()))
-        .collect();
+    let learned = learned_now()?;
     let mut ct = Conntrack::open()?;
     let mut report = RevokeReport::default();
     for e in ct.list()? {

@@ -11,6 +11,7 @@
 //! never records a stale plan over it).
 
 mod config_check;
+mod explain;
 mod planned;
 mod unresolved;
 pub mod wiring;
@@ -24,6 +25,7 @@ use corral_egress::nft::RefreshReport;
 use corral_gateway::{GatewayError, GatewayReport, GatewayState};
 
 pub use config_check::{ConfigCheck, compare_with_applied};
+pub use explain::{Answer, ExplainError, Explanation, NameLookup, Subject};
 pub use planned::{
     Planned, PlanningError, applied, plan_config, plan_to_check, with_host_networks,
 };

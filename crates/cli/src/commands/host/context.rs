@@ -42,11 +42,21 @@ pub fn service(
     netns: Option<&str>,
     state_dir: Option<&std::path::Path>,
 ) -> Result<HostService, CliError> {
+    service_for(&format!("`corral host {verb}`"), loaded, netns, state_dir)
+}
+
+/// [`service`] for any command (`what` names it in a privilege error).
+pub fn service_for(
+    what: &str,
+    loaded: &LoadedConfig,
+    netns: Option<&str>,
+    state_dir: Option<&std::path::Path>,
+) -> Result<HostService, CliError> {
     let needed: &[Capability] = match netns {
         None => &[Capability::NetAdmin],
         Some(_) => &[Capability::NetAdmin, Capability::SysAdmin],
     };
-    privilege::require(&format!("`corral host {verb}`"), needed).map_err(CliError::failure)?;
+    privilege::require(what, needed).map_err(CliError::failure)?;
     let target = Target::open(netns).map_err(|e| {
         if e.is_usage() {
             CliError::usage(e)

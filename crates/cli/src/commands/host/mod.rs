@@ -3,7 +3,7 @@
 //! calls the egress crate and renders its answer.
 
 mod apply;
-mod context;
+pub(crate) mod context;
 mod plan;
 mod render;
 mod status;

@@ -23,7 +23,7 @@ mod start;
 mod stop;
 mod verify;
 
-pub use context::{store, verified_service};
+pub use context::{fail, service, store, verified_service};
 pub use copies::{export, import};
 pub use exec::run as exec;
 pub use files::{pull, push};
