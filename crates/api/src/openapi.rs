@@ -10,13 +10,13 @@ use utoipa::{Modify, OpenApi};
 use crate::error::{ErrorBody, ErrorDetail};
 use crate::routes::{
     CreateRequest, Ending, ExecAnswer, ExecBody, RenameBody, RestoreBody, SnapshotBody, StopBody,
-    TtyBody, audit, backup, events, exec_stream, files, health, host, matrix, profiles, rename,
-    sandboxes, snapshots, templates, verification,
+    TtyBody, audit, backup, events, exec_stream, explain, files, health, host, matrix, profiles,
+    rename, sandboxes, snapshots, templates, verification,
 };
 use crate::schema::{
-    BoundNicDoc, HostStatusDoc, InstanceTypeDoc, KindStatusDoc, MatrixEntryDoc, ReportDoc,
-    ResourcesDoc, SandboxInfoDoc, SandboxRecordDoc, SandboxStateDoc, SelectionDoc, SnapshotInfoDoc,
-    StoredEventDoc, TemplateDoc,
+    BoundNicDoc, ExplainAnswerDoc, ExplanationDoc, HostStatusDoc, InstanceTypeDoc, KindStatusDoc,
+    MatrixEntryDoc, ReportDoc, ResourcesDoc, SandboxInfoDoc, SandboxRecordDoc, SandboxStateDoc,
+    SelectionDoc, SnapshotInfoDoc, StoredEventDoc, TemplateDoc,
 };
 
 /// The document's source.
@@ -33,6 +33,7 @@ use crate::schema::{
         host::plan,
         host::status,
         host::verify,
+        explain::get,
         verification::get,
         events::get,
         audit::list,
@@ -83,10 +84,12 @@ use crate::schema::{
         ReportDoc,
         TemplateDoc,
         SnapshotInfoDoc,
+        ExplanationDoc,
+        ExplainAnswerDoc,
     )),
     tags(
         (name = "server", description = "What corrald serves: health, the platform matrix, profiles."),
-        (name = "host", description = "The host's egress enforcement (admins only)."),
+        (name = "host", description = "The host's egress enforcement (admins only; `explain`: restricted callers for their own sandboxes)."),
         (name = "verification", description = "The verification gate, the event log and each sandbox's verdicts (admins only)."),
         (name = "sandboxes", description = "Sandboxes through the selected provider (restricted callers: their own)."),
     ),

@@ -250,6 +250,57 @@ pub struct ReportDoc {
     action: Option<String>,
 }
 
+/// `GET /v1/explain`: the verdict for each traced address, the deciding
+/// rule and why (docs/json-schema.md, `corral.explain.v1`, describes every
+/// nested field).
+#[derive(Debug, ToSchema)]
+#[schema(as = Explanation)]
+pub struct ExplanationDoc {
+    /// The profile whose sandbox sends the packet.
+    profile: String,
+    /// The sandbox, when one was named.
+    sandbox: Option<String>,
+    /// The destination, normalised: `DEST[:PORT]/PROTO`.
+    question: String,
+    /// The address or host name asked about.
+    dest: String,
+    /// The destination port (`null` for ICMP).
+    port: Option<u16>,
+    /// `tcp`, `udp` or `icmp`.
+    #[schema(pattern = "^(tcp|udp|icmp)$")]
+    protocol: String,
+    /// `allow` when every traced address is allowed (and there is one),
+    /// else `block`.
+    #[schema(pattern = "^(allow|block)$")]
+    verdict: String,
+    /// For a host name: the allow entries listing it, the gateway resolver
+    /// asked and its answers.
+    #[schema(nullable)]
+    name: Option<serde_json::Value>,
+    /// One per traced address.
+    answers: Vec<ExplainAnswerDoc>,
+    /// Where the plan came from.
+    plan: String,
+}
+
+/// One traced address.
+#[derive(Debug, ToSchema)]
+#[schema(as = ExplainAnswer)]
+pub struct ExplainAnswerDoc {
+    /// The destination address.
+    address: String,
+    /// `allow`, `block` or `not_corrals`.
+    #[schema(pattern = "^(allow|block|not_corrals)$")]
+    verdict: String,
+    /// Why, in words.
+    reason: String,
+    /// The verdict, deciding rule and reason as one line.
+    line: String,
+    /// The walk: flow, profile, verdict, path, rule (chain, index, nft),
+    /// set (name, element, learned), entries.
+    trace: serde_json::Value,
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -303,6 +354,40 @@ mod tests {
             missing.is_empty(),
             "required but absent {missing:?} in {json}"
         );
+    }
+
+    /// A real explanation of the built-in profiles' plan.
+    fn explanation() -> corral_service::host::Explanation {
+        use corral_egress::plan::explain::{Proto, one_line, reason};
+        let cfg = corral_sandbox_core::config::Config::builtin_default();
+        let plan = corral_egress::plan::HostPlan::build(
+            &cfg.profiles,
+            &corral_egress::plan::PlanSettings::default(),
+            &corral_egress::resolve::Resolution::new(),
+        )
+        .unwrap();
+        let ip = "203.0.113.10".parse().unwrap();
+        let trace = plan
+            .trace_profile("allowlist", 6, ip, Some(443), &Default::default())
+            .unwrap();
+        corral_service::host::Explanation {
+            profile: "allowlist".into(),
+            sandbox: None,
+            question: "203.0.113.10:443/tcp".into(),
+            dest: "203.0.113.10".into(),
+            port: Some(443),
+            protocol: Proto::Tcp,
+            verdict: trace.verdict,
+            name: None,
+            answers: vec![corral_service::host::Answer {
+                address: ip,
+                verdict: trace.verdict,
+                reason: reason(&trace),
+                line: one_line(&trace, "203.0.113.10:443/tcp"),
+                trace,
+            }],
+            plan: "built-in defaults".into(),
+        }
     }
 
     #[test]
@@ -383,6 +468,11 @@ mod tests {
             event: corral_service::Event::Stopped { name: "a1".into() },
         };
         required_held::<StoredEventDoc>(&event);
+        let explanation = explanation();
+        held::<ExplanationDoc>(&explanation);
+        for a in &explanation.answers {
+            held::<ExplainAnswerDoc>(a);
+        }
         for state in [
             SandboxState::Running,
             SandboxState::Stopped,

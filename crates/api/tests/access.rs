@@ -96,6 +96,32 @@ fn socket_callers_are_sorted_into_tiers() {
     assert_eq!(s, 200, "{body}");
     let (s, body) = get_as(&user, &sock, "/v1/matrix");
     assert_eq!(s, 200, "{body}");
+    drop(_srv);
+
+    // A restricted caller explains its own sandboxes only: never a
+    // profile, never another's (or nobody's) sandbox.
+    let _srv = Server::start(&[
+        "--socket",
+        &sock_arg,
+        "--socket-group",
+        &user.name,
+        "--users-group",
+        &user.name,
+    ]);
+    let (s, body) = get_as(
+        &user,
+        &sock,
+        "/v1/explain?profile=internet&dest=198.51.100.1:443",
+    );
+    assert_error(s, &body, 403, "forbidden");
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("sandbox=NAME"), "{msg}");
+    let (s, body) = get_as(
+        &user,
+        &sock,
+        "/v1/explain?sandbox=someone-else&dest=198.51.100.1:443",
+    );
+    assert_error(s, &body, 403, "not_owner");
 }
 
 #[test]

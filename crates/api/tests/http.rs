@@ -291,6 +291,35 @@ fn host_routes_read_a_namespace_the_test_applied() {
     let (s, status) = get(&server, "/v1/host/status");
     assert_eq!(s, 200, "{status}");
     assert_eq!(status["drift"], 0);
+
+    // explain: the plan in force, traced; a block is an answer (200) too.
+    let (s, e) = get(
+        &server,
+        "/v1/explain?profile=allowlist&dest=203.0.113.10:443",
+    );
+    assert_eq!(s, 200, "{e}");
+    assert_eq!(e["verdict"], "allow");
+    assert!(
+        e["plan"].as_str().unwrap().contains("what was applied"),
+        "{e}"
+    );
+    assert_eq!(
+        e["answers"][0]["trace"]["entries"][0],
+        "203.0.113.10:443/tcp"
+    );
+    let (s, e) = get(
+        &server,
+        "/v1/explain?profile=internet&dest=169.254.169.254:80",
+    );
+    assert_eq!(s, 200, "{e}");
+    assert_eq!(e["verdict"], "block");
+    assert_eq!(e["answers"][0]["trace"]["set"]["name"], "reserved4");
+    let (s, e) = get(&server, "/v1/explain?profile=nope&dest=203.0.113.10:443");
+    assert_error(s, &e, 404, "unknown_profile");
+    let (s, e) = get(&server, "/v1/explain?profile=internet&dest=1.2.3.4:0");
+    assert_error(s, &e, 400, "bad_request");
+    let (s, e) = get(&server, "/v1/explain?dest=1.2.3.4:80");
+    assert_error(s, &e, 400, "bad_request");
     assert!(
         status["bridges"]
             .as_array()

@@ -7,6 +7,7 @@ pub(crate) mod audit;
 pub(crate) mod backup;
 pub(crate) mod events;
 pub(crate) mod exec_stream;
+pub(crate) mod explain;
 pub(crate) mod files;
 pub(crate) mod health;
 pub(crate) mod host;
@@ -90,6 +91,7 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/v1/host/plan", Admin, host::plan),
         route(Method::GET, "/v1/host/status", Admin, host::status),
         route(Method::GET, "/v1/host/verify", Admin, host::verify),
+        route(Method::GET, "/v1/explain", Callers, explain::get),
         route(Method::GET, "/v1/verification", Admin, verification::get),
         route(Method::GET, "/v1/events", Admin, events::get),
         route(Method::GET, "/v1/events/stream", Admin, audit::stream),
