@@ -12,6 +12,8 @@
 //! - `GET /v1/host/status` — bridges, counters, set sizes, drift count;
 //! - `GET /v1/host/verify` — every difference between plan and live state
 //!   (409 when there is any);
+//! - `GET /v1/explain` — would a sandbox's packet get through, and which
+//!   rule decides (restricted callers: their own sandboxes);
 //! - `GET /v1/verification` — the per-sandbox verification gate and every
 //!   sandbox's last verdict, from the store;
 //! - `GET /v1/events` — the event log (lifecycle, verification, alerts);
