@@ -23,7 +23,7 @@ use corral_drill::lab::topology::{
     PRIVATE, PUBLIC_RESOLVER_V4, PUBLIC_RESOLVER_V6, PUBLIC_V4, PUBLIC_V6, SANDBOX_PORT, SandboxNs,
     TCP_PORTS, UDP_PORTS,
 };
-use corral_drill::lab::{Lab, Observed, Probe, allowlisted_endpoints};
+use corral_drill::lab::{Lab, Observed, Probe, Transport, allowlisted_endpoints};
 use corral_egress::plan::eval::{Flow, Learned};
 use corral_egress::plan::explain::one_line;
 use corral_egress::plan::trace::TraceVerdict;
@@ -44,9 +44,11 @@ const WAIT: Duration = Duration::from_millis(400);
 /// The host name allowlist entries may list, and what it resolves to.
 const NAME: &str = "a.corral.test";
 const NAME_ADDRS: [&str; 2] = ["203.0.113.20", "2001:db8:1::20"];
-/// Addresses "learned" into every dynamic set (see [`learn`]).
-const LEARNED_V4: &str = "198.51.100.20";
-const LEARNED_V6: &str = "2001:db8:1::10";
+/// Addresses "learned" into every dynamic set (see [`learn`]): public
+/// ones no static entry lists, with echo services of their own in the
+/// lab's internet.
+const LEARNED_V4: &str = "93.184.215.14";
+const LEARNED_V6: &str = "2606:2800:21f:cb07::14";
 
 /// Allow entries a random allowlist profile picks from: CIDRs and single
 /// addresses of the lab's internet, with and without ports and protocols
@@ -288,6 +290,12 @@ fn learn(lab: &Lab) {
 fn agree(specs: &[ProfileSpec], packets: &[PacketSpec]) -> Result<(usize, usize), TestCaseError> {
     let set = profiles(specs);
     let lab = Lab::new(&set, &resolution()).unwrap();
+    let mut learned_endpoints = Vec::new();
+    for ip in [LEARNED_V4, LEARNED_V6] {
+        let ip: IpAddr = ip.parse().unwrap();
+        learned_endpoints.extend([(ip, 8443, Transport::Tcp), (ip, 4500, Transport::Udp)]);
+    }
+    lab.topo.add_internet_listeners(&learned_endpoints).unwrap();
     let mut chosen: Vec<(usize, Probe)> = packets
         .iter()
         .map(|p| {
