@@ -321,7 +321,13 @@ fn sabotage_behind_corrals_back_fails_corral_verify() {
     new(&lab, &allow, "allowlist").expect_code(0);
 
     // The profile's final reject rules deleted: the canary gets through.
-    assert_eq!(delete_final_block_rules("isolated"), 2, "tcp reset + icmpx");
+    // Each blocking rule comes with its drop-log twin (the over-budget
+    // one): tcp reset and icmpx, twice.
+    assert_eq!(
+        delete_final_block_rules("isolated"),
+        4,
+        "tcp reset + icmpx, each logged and over budget"
+    );
     let run = in_lab(&lab, &["verify", &iso, "--json"]).expect_code(1);
     let report = run.json();
     schema::check(&report);
