@@ -22,7 +22,7 @@ use corral_api::state::Limits;
 use corral_api::{AppState, Backend, Listen, Settings};
 use corral_egress::host::StateStore;
 use corral_sandbox_core::SandboxKind;
-use corral_service::callers::{Grants, GroupGrants, NamedGroup, NoGrants};
+use corral_service::callers::{Grants, GroupGrants, NamedGroup, NoGrants, StoreGrants};
 use corral_service::config::{ConfigSource, load};
 use corral_service::host::{ConfigCheck, compare_with_applied};
 use corral_service::reconcile::reconcile;
@@ -264,6 +264,20 @@ fn main() -> ExitCode {
         streams: args.max_streams,
         max_upload: args.max_upload,
     });
+    // Users `corral grant` named are granted too, read from the store on
+    // every request (a revoke holds at once).
+    let listen = match listen {
+        Listen::Unix {
+            path,
+            group,
+            policy,
+        } => Listen::Unix {
+            path,
+            group,
+            policy: policy.also_granting(Arc::new(StoreGrants(state.db_shared()))),
+        },
+        tcp => tcp,
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

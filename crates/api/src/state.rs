@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use axum::http::StatusCode;
 use corral_egress::host::StateStore;
+use corral_service::Caller;
 use corral_service::callers::Owners;
 use corral_service::host::{self, Planned};
 use corral_service::limits::{NameLocks, OpLimiter, Saturated, Turn};
@@ -94,8 +95,11 @@ impl AppState {
     /// `backend`, recording into `store`, under the default [`Limits`].
     pub fn new(settings: Settings, backend: Backend, store: Store) -> Self {
         let settings = Arc::new(settings);
-        let backend = Arc::new(backend);
-        let verifier = Verifier::new(Arc::clone(&settings), Arc::new(store), Arc::new(WallClock))
+        let store = Arc::new(store);
+        // Granted users' projects are listed from the store, so their
+        // sandboxes are found wherever a route names one.
+        let backend = Arc::new(backend.with_user_projects(Arc::clone(&store) as _));
+        let verifier = Verifier::new(Arc::clone(&settings), store, Arc::new(WallClock))
             .with_backend(Arc::clone(&backend));
         let limits = Limits::default();
         Self {
@@ -158,6 +162,25 @@ impl AppState {
     /// The sandbox lifecycle (start gate included).
     pub fn sandboxes(&self) -> &SandboxService {
         &self.sandboxes
+    }
+
+    /// The lifecycle a create by `caller` goes through: a user `corral
+    /// grant` named creates in their own Incus project; everyone else in
+    /// corral's.
+    pub fn sandboxes_for(&self, caller: &Caller) -> Result<SandboxService, ApiError> {
+        if caller.is_admin() {
+            return Ok(self.sandboxes.clone());
+        }
+        let grant = self.db().grant_of(caller.uid).map_err(ApiError::internal)?;
+        Ok(grant
+            .filter(|g| g.active())
+            .and_then(|g| self.sandboxes.in_project(&g.project))
+            .unwrap_or_else(|| self.sandboxes.clone()))
+    }
+
+    /// The store, shared (grants are read from it on every request).
+    pub fn db_shared(&self) -> Arc<Store> {
+        Arc::clone(self.verifier.store())
     }
 
     /// The sandbox provider.

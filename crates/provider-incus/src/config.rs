@@ -8,7 +8,7 @@ use corral_sandbox_core::{BridgeName, ProfileName};
 
 use crate::client::{DEFAULT_REQUEST_TIMEOUT, DEFAULT_SOCKET, RemoteCredentials};
 use crate::mounts::MountPolicy;
-use crate::project::DEFAULT_PROJECT;
+use crate::project::{DEFAULT_PROJECT, ProjectRole};
 
 /// Where the daemon is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +31,8 @@ pub struct IncusConfig {
     pub endpoint: Endpoint,
     /// corral's project (created and converged on connect).
     pub project: String,
+    /// What that project is for: corral's own, or a granted user's.
+    pub role: ProjectRole,
     /// The storage pool root disks go on.
     pub storage_pool: String,
     /// This host's profile → bridge map; import re-attaches an instance's
@@ -60,6 +62,7 @@ impl IncusConfig {
         Self {
             endpoint: Endpoint::Unix(PathBuf::from(DEFAULT_SOCKET)),
             project: DEFAULT_PROJECT.to_owned(),
+            role: ProjectRole::Corral,
             storage_pool: "default".to_owned(),
             profile_bridges: BTreeMap::new(),
             mounts: MountPolicy::default(),

@@ -18,6 +18,26 @@ use crate::client::{ClientError, IncusClient};
 /// The project corral uses unless configured otherwise.
 pub const DEFAULT_PROJECT: &str = "corral";
 
+/// The prefix of a granted user's project (`corral-u-alice`).
+pub const USER_PROJECT_PREFIX: &str = "corral-u-";
+
+/// Which of corral's projects a provider works in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ProjectRole {
+    /// corral's own project: its own image store; NIC parents are left to
+    /// the topology check (every NIC on its profile's bridge).
+    #[default]
+    Corral,
+    /// A granted user's project (`corral grant`): the same restrictions,
+    /// images from Incus's `default` project (nothing to copy per user),
+    /// and NIC parents limited by Incus itself to `bridges`, corral's
+    /// bridges (none: no NIC at all).
+    User {
+        /// The bridges a NIC may name as its parent.
+        bridges: Vec<String>,
+    },
+}
+
 /// `features.*` keys corral needs; Incus changes these only on an empty project.
 const FEATURES: [(&str, &str); 4] = [
     ("features.images", "true"),
@@ -102,6 +122,66 @@ pub fn desired_config(disk_roots: &[PathBuf]) -> BTreeMap<String, String> {
         config.insert("restricted.devices.disk.paths".into(), paths.join(","));
     }
     config
+}
+
+/// The configuration of a project in `role`: [`desired_config`]'s
+/// restrictions in both; a user's project takes images from Incus's
+/// `default` project and lets a NIC's parent be one of corral's bridges
+/// only. Incus 6.0 applies `restricted.networks.access` to the `parent` of
+/// unmanaged NICs too ("Network not allowed in project"), whatever the
+/// `nictype`; the one-NIC topology check (before every start) holds the
+/// NIC to exactly `bridged` on its profile's bridge with corral's MAC.
+pub fn config_for(role: &ProjectRole, disk_roots: &[PathBuf]) -> BTreeMap<String, String> {
+    let mut config = desired_config(disk_roots);
+    if let ProjectRole::User { bridges } = role {
+        config.insert("features.images".into(), "false".into());
+        if bridges.is_empty() {
+            // An empty access list means "any network" to Incus.
+            config.insert("restricted.devices.nic".into(), "block".into());
+        } else {
+            config.insert("restricted.networks.access".into(), bridges.join(","));
+        }
+    }
+    config
+}
+
+/// The project of a granted user: `corral-u-NAME` when the name is plain
+/// (letters, digits, `_`, `-`; at most 32 bytes), else `corral-u-UID`.
+pub fn user_project(name: &str, uid: u32) -> String {
+    let plain = !name.is_empty()
+        && name.len() <= 32
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if plain {
+        format!("{USER_PROJECT_PREFIX}{name}")
+    } else {
+        format!("{USER_PROJECT_PREFIX}{uid}")
+    }
+}
+
+/// Delete `project` (it must hold no instances, images or volumes; Incus
+/// refuses otherwise). True when it existed.
+pub async fn remove(client: &IncusClient, project: &str) -> Result<bool, ClientError> {
+    let path = format!("/1.0/projects/{project}");
+    // The project's own default profile does not stop the delete.
+    match client.call(Method::DELETE, &path, None).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// True when `project` exists.
+pub async fn exists(client: &IncusClient, project: &str) -> Result<bool, ClientError> {
+    match client
+        .get::<serde_json::Value>(&format!("/1.0/projects/{project}"))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Create `project` if missing, else bring its config to `desired`
@@ -226,6 +306,37 @@ mod tests {
             config["restricted.devices.disk.paths"],
             "/srv/repos,/var/lib/corral/staging"
         );
+    }
+
+    #[test]
+    fn a_users_project_has_the_same_restrictions_and_only_corrals_bridges() {
+        let corral = config_for(&ProjectRole::Corral, &[]);
+        assert_eq!(corral, desired_config(&[]));
+        let user = config_for(
+            &ProjectRole::User {
+                bridges: vec!["crl-a".into(), "crl-b".into()],
+            },
+            &[],
+        );
+        for (k, v) in &corral {
+            if k != "features.images" {
+                assert_eq!(user.get(k), Some(v), "{k}");
+            }
+        }
+        assert_eq!(user["features.images"], "false");
+        assert_eq!(user["restricted.networks.access"], "crl-a,crl-b");
+        // No bridges: no NIC at all, never an empty (= any) access list.
+        let none = config_for(&ProjectRole::User { bridges: vec![] }, &[]);
+        assert_eq!(none["restricted.devices.nic"], "block");
+        assert!(!none.contains_key("restricted.networks.access"));
+    }
+
+    #[test]
+    fn user_projects_are_named_for_plain_names_else_the_uid() {
+        assert_eq!(user_project("alice", 1001), "corral-u-alice");
+        assert_eq!(user_project("a.b", 1001), "corral-u-1001");
+        assert_eq!(user_project("x$", 7), "corral-u-7");
+        assert_eq!(user_project(&"a".repeat(33), 9), "corral-u-9");
     }
 
     #[test]

@@ -57,7 +57,7 @@ impl IncusProvider {
         };
         let client = IncusClient::new(connector, config.project.clone(), config.request_timeout);
         let disk_roots = config.mounts.disk_roots();
-        let desired = project::desired_config(&disk_roots);
+        let desired = project::config_for(&config.role, &disk_roots);
         project::converge(&client, &config.project, &desired)
             .await
             .map_err(|e| match e {

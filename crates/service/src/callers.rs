@@ -10,8 +10,10 @@
 //! - **none**: everyone else, refused.
 //!
 //! Grants are behind a trait so where they live can change without the
-//! rule changing: today members of a Unix group ([`GroupGrants`]); `corral
-//! grant`/`revoke` can keep them in corral's database instead.
+//! rule changing: the users `corral grant` recorded in corral's database
+//! ([`StoreGrants`], read on every request, so a revoke holds at once),
+//! and members of a Unix group ([`GroupGrants`], corrald's
+//! `--users-group`), either or both ([`AnyGrants`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -132,6 +134,11 @@ pub trait Grants: Send + Sync + fmt::Debug {
 
     /// Where grants come from, for messages (`members of group corral`).
     fn describe(&self) -> String;
+
+    /// False for a source that grants nobody, ever ([`NoGrants`]).
+    fn may_grant(&self) -> bool {
+        true
+    }
 }
 
 /// Nobody is granted anything: only admins may call.
@@ -145,6 +152,10 @@ impl Grants for NoGrants {
 
     fn describe(&self) -> String {
         "no user (no users group is configured)".to_owned()
+    }
+
+    fn may_grant(&self) -> bool {
+        false
     }
 }
 
@@ -168,6 +179,47 @@ impl Grants for GroupGrants {
 
     fn describe(&self) -> String {
         format!("members of group `{}`", self.group.name)
+    }
+}
+
+/// The users `corral grant` recorded in corral's database (and did not
+/// revoke since).
+#[derive(Debug, Clone)]
+pub struct StoreGrants(pub Arc<crate::Store>);
+
+impl Grants for StoreGrants {
+    fn granted(&self, uid: u32, _groups: &[u32]) -> Result<bool, CallerError> {
+        self.0
+            .grant_of(uid)
+            .map(|g| g.is_some_and(|g| g.active()))
+            .map_err(|e| CallerError::Grants(crate::error::chain(&e)))
+    }
+
+    fn describe(&self) -> String {
+        "the users `corral grant` named".to_owned()
+    }
+}
+
+/// Granted by any of several sources.
+#[derive(Debug, Clone)]
+pub struct AnyGrants(pub Vec<Arc<dyn Grants>>);
+
+impl Grants for AnyGrants {
+    fn granted(&self, uid: u32, groups: &[u32]) -> Result<bool, CallerError> {
+        for g in &self.0 {
+            if g.granted(uid, groups)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    fn describe(&self) -> String {
+        if self.0.is_empty() {
+            return NoGrants.describe();
+        }
+        let parts: Vec<String> = self.0.iter().map(|g| g.describe()).collect();
+        parts.join(" and ")
     }
 }
 
@@ -211,6 +263,16 @@ impl AccessPolicy {
             admin_group,
             grants,
         }
+    }
+
+    /// The same policy, also granting the users `more` names.
+    pub fn also_granting(self, more: Arc<dyn Grants>) -> Self {
+        let grants: Arc<dyn Grants> = if !self.grants.may_grant() {
+            more
+        } else {
+            Arc::new(AnyGrants(vec![more, self.grants]))
+        };
+        Self { grants, ..self }
     }
 
     /// Only root is an admin and nobody else may call.
@@ -323,6 +385,33 @@ mod tests {
         assert_eq!(policy.classify(61000, 5001).unwrap().tier, Tier::Restricted);
         assert_eq!(policy.classify(61000, 5002).unwrap().tier, Tier::None);
         assert!(policy.describe().contains("group `ops`"));
+        assert!(policy.describe().contains("group `corral`"));
+    }
+
+    #[test]
+    fn store_grants_hold_until_revoked_and_any_grants_joins_sources() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(crate::Store::open(&dir.path().join("s")).unwrap());
+        let at = corral_sandbox_core::verify::Timestamp(1);
+        store.grant(61001, "u", "corral-u-u", at).unwrap();
+        let grants = AnyGrants(vec![
+            Arc::new(StoreGrants(Arc::clone(&store))),
+            Arc::new(GroupGrants::new(NamedGroup {
+                name: "corral".into(),
+                gid: 5001,
+            })),
+        ]);
+        let policy = AccessPolicy::new(None, Arc::new(grants));
+        assert_eq!(
+            policy.classify(61001, 61001).unwrap().tier,
+            Tier::Restricted
+        );
+        assert_eq!(policy.classify(61002, 5001).unwrap().tier, Tier::Restricted);
+        assert_eq!(policy.classify(61002, 61002).unwrap().tier, Tier::None);
+        // A revoke holds at the next request.
+        store.revoke(61001, at).unwrap();
+        assert_eq!(policy.classify(61001, 61001).unwrap().tier, Tier::None);
+        assert!(policy.describe().contains("corral grant"));
         assert!(policy.describe().contains("group `corral`"));
     }
 

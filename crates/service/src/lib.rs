@@ -33,6 +33,8 @@
 //!   directory;
 //! - [`callers`]: who is calling and what they may do (admin, restricted,
 //!   none);
+//! - [`grants`]: `corral grant`/`revoke`: the restricted tier's users and
+//!   each one's Incus project;
 //! - [`limits`]: resources no bigger than the host, a cap on provider
 //!   operations in flight, one operation at a time per sandbox;
 //! - [`reconcile`]: after an interruption, the database and the backend
@@ -46,6 +48,7 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod gate;
+pub mod grants;
 pub mod hatch;
 pub mod hooks;
 pub mod host;

@@ -1,11 +1,22 @@
 //! The sandbox provider both front-ends drive: chosen through the platform
 //! matrix (`select_provider`), connected on first use so host commands and
 //! corrald's host routes keep working while the backend daemon is down.
+//!
+//! The local Incus daemon holds corral's sandboxes in more than one
+//! project: corral's own, and one per user `corral grant` named
+//! ([`UserProjects`]). A backend creates in its own project (corral's, or
+//! the user's from [`Backend::in_project`]) and sees every one of them:
+//! [`Backend::providers`] lists corral's project first, then each user's,
+//! so a listing, a name's lookup and the NICs already handed out span all
+//! of them.
 
+use std::collections::BTreeMap;
+use std::fmt;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use corral_provider_incus::project::ProjectRole;
 use corral_provider_incus::{Endpoint, IncusConfig, IncusProvider};
 use corral_sandbox_core::config::HostConfig;
 use corral_sandbox_core::platform::{SelectError, Selection};
@@ -29,6 +40,21 @@ pub enum BackendError {
     NotServed(SandboxKind),
 }
 
+/// Where the projects of granted users are listed (corral's store).
+pub trait UserProjects: Send + Sync + fmt::Debug {
+    /// Every user project that may hold sandboxes (revoked users' too,
+    /// until they are purged).
+    fn projects(&self) -> Result<Vec<String>, String>;
+}
+
+impl UserProjects for crate::Store {
+    fn projects(&self) -> Result<Vec<String>, String> {
+        self.grants()
+            .map(|g| g.into_iter().map(|g| g.project).collect())
+            .map_err(|e| crate::error::chain(&e))
+    }
+}
+
 /// The selected provider, connected lazily.
 #[derive(Debug)]
 pub struct Backend {
@@ -36,12 +62,22 @@ pub struct Backend {
     source: Source,
 }
 
+/// Connected providers of the other projects, by project.
+type Connected = Arc<Mutex<BTreeMap<String, IncusProvider>>>;
+
 #[derive(Debug)]
 enum Source {
     /// The local Incus daemon, connected on first use.
     Incus {
+        /// This backend's project (where it creates).
         config: Box<IncusConfig>,
         provider: OnceCell<IncusProvider>,
+        /// corral's own project's configuration (the base of every user's).
+        corral: Box<IncusConfig>,
+        /// The user projects, when grants are kept.
+        users: Option<Arc<dyn UserProjects>>,
+        /// Providers of the other projects, connected on first use.
+        others: Connected,
     },
     /// A provider the embedder built (another kind, or a test's fake tool).
     Given(Arc<dyn SandboxProvider>),
@@ -67,8 +103,11 @@ impl Backend {
         Ok(Self {
             selection,
             source: Source::Incus {
+                corral: Box::new(config.clone()),
                 config: Box::new(config),
                 provider: OnceCell::new(),
+                users: None,
+                others: Connected::default(),
             },
         })
     }
@@ -93,10 +132,178 @@ impl Backend {
     /// answer says when a stream was cut). A provider the embedder built
     /// keeps its own bound.
     pub fn with_max_exec_output(mut self, bytes: u64) -> Self {
-        if let Source::Incus { config, .. } = &mut self.source {
+        if let Source::Incus { config, corral, .. } = &mut self.source {
             config.max_exec_output = bytes;
+            corral.max_exec_output = bytes;
         }
         self
+    }
+
+    /// See (and act on) the sandboxes in the projects `users` lists, as
+    /// well as this backend's own.
+    pub fn with_user_projects(mut self, projects: Arc<dyn UserProjects>) -> Self {
+        if let Source::Incus { users, .. } = &mut self.source {
+            *users = Some(projects);
+        }
+        self
+    }
+
+    /// The same daemon, creating in the user project `project` (which it
+    /// converges on first use: corral's restrictions, NIC parents limited
+    /// to the configured profiles' bridges). `None` for a provider the
+    /// embedder built.
+    pub fn in_project(&self, project: &str) -> Option<Self> {
+        let Source::Incus {
+            corral,
+            users,
+            others,
+            ..
+        } = &self.source
+        else {
+            return None;
+        };
+        Some(Self {
+            selection: self.selection,
+            source: Source::Incus {
+                config: Box::new(user_config(corral, project)),
+                provider: OnceCell::new(),
+                corral: corral.clone(),
+                users: users.clone(),
+                others: Arc::clone(others),
+            },
+        })
+    }
+
+    /// The project this backend creates in (`None`: not Incus).
+    pub fn project(&self) -> Option<&str> {
+        match &self.source {
+            Source::Incus { config, .. } => Some(&config.project),
+            Source::Given(_) => None,
+        }
+    }
+
+    /// This backend's provider first, then those of every other project
+    /// corral's sandboxes live in (corral's own, each granted user's).
+    pub async fn providers(&self) -> Result<Vec<Arc<dyn SandboxProvider>>, ProviderError> {
+        let mine = self.provider_arc().await?;
+        let Source::Incus {
+            config,
+            corral,
+            users,
+            others,
+            ..
+        } = &self.source
+        else {
+            return Ok(vec![mine]);
+        };
+        let mut projects = Vec::new();
+        if config.project != corral.project {
+            projects.push(corral.project.clone());
+        }
+        if let Some(users) = users {
+            let listed = users.projects().map_err(|message| ProviderError::Backend {
+                kind: SandboxKind::Incus,
+                operation: "listing the granted users' projects".into(),
+                message,
+                code: None,
+            })?;
+            projects.extend(listed.into_iter().filter(|p| p != &config.project));
+        }
+        let mut out = vec![mine];
+        for project in projects {
+            let cached = others
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&project)
+                .cloned();
+            let p = match cached {
+                Some(p) => p,
+                None => {
+                    let wanted = if project == corral.project {
+                        corral.as_ref().clone()
+                    } else {
+                        user_config(corral, &project)
+                    };
+                    let p = IncusProvider::connect(wanted).await?;
+                    others
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(project, p.clone());
+                    p
+                }
+            };
+            out.push(Arc::new(p));
+        }
+        Ok(out)
+    }
+
+    /// True when Incus has `project` (`false` for a provider the embedder
+    /// built).
+    pub async fn project_exists(&self, project: &str) -> Result<bool, ProviderError> {
+        let Some(p) = self.incus().await? else {
+            return Ok(false);
+        };
+        corral_provider_incus::project::exists(p.client(), project)
+            .await
+            .map_err(|e| e.into_provider(SandboxKind::Incus))
+    }
+
+    /// Delete the (empty) project `project`; true when it existed.
+    pub async fn remove_project(&self, project: &str) -> Result<bool, ProviderError> {
+        let Some(p) = self.incus().await? else {
+            return Ok(false);
+        };
+        let removed = corral_provider_incus::project::remove(p.client(), project)
+            .await
+            .map_err(|e| e.into_provider(SandboxKind::Incus))?;
+        self.forget_project(project);
+        Ok(removed)
+    }
+
+    /// A client on corral's own project (which always exists) for
+    /// project-level calls.
+    async fn incus(&self) -> Result<Option<IncusProvider>, ProviderError> {
+        let Source::Incus { corral, others, .. } = &self.source else {
+            return Ok(None);
+        };
+        let cached = others
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&corral.project)
+            .cloned();
+        if let Some(p) = cached {
+            return Ok(Some(p));
+        }
+        let p = IncusProvider::connect(corral.as_ref().clone()).await?;
+        others
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(corral.project.clone(), p.clone());
+        Ok(Some(p))
+    }
+
+    /// Forget the connection to `project` (it was deleted).
+    pub fn forget_project(&self, project: &str) {
+        if let Source::Incus { others, .. } = &self.source {
+            others
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(project);
+        }
+    }
+
+    async fn provider_arc(&self) -> Result<Arc<dyn SandboxProvider>, ProviderError> {
+        match &self.source {
+            Source::Incus {
+                config, provider, ..
+            } => {
+                let p = provider
+                    .get_or_try_init(|| IncusProvider::connect(config.as_ref().clone()))
+                    .await?;
+                Ok(Arc::new(p.clone()))
+            }
+            Source::Given(p) => Ok(Arc::clone(p)),
+        }
     }
 
     /// Map each of `profiles` to its bridge on this host, so an imported
@@ -104,11 +311,12 @@ impl Backend {
     /// a profile this host does not configure is refused). A provider the
     /// embedder built keeps its own map.
     pub fn with_profiles(mut self, profiles: &corral_sandbox_core::ProfileSet) -> Self {
-        if let Source::Incus { config, .. } = &mut self.source {
+        if let Source::Incus { config, corral, .. } = &mut self.source {
             config.profile_bridges = profiles
                 .iter()
                 .map(|p| (p.name.clone(), p.bridge.clone()))
                 .collect();
+            corral.profile_bridges = config.profile_bridges.clone();
         }
         self
     }
@@ -123,7 +331,9 @@ impl Backend {
     pub async fn ping(&self, within: Duration) -> Result<(), ProviderError> {
         let asked = async {
             match &self.source {
-                Source::Incus { config, provider } => {
+                Source::Incus {
+                    config, provider, ..
+                } => {
                     let p = provider
                         .get_or_try_init(|| IncusProvider::connect(config.as_ref().clone()))
                         .await?;
@@ -158,7 +368,9 @@ impl Backend {
     /// use; a failed connection is retried by the next call.
     pub async fn provider(&self) -> Result<&dyn SandboxProvider, ProviderError> {
         match &self.source {
-            Source::Incus { config, provider } => {
+            Source::Incus {
+                config, provider, ..
+            } => {
                 let p = provider
                     .get_or_try_init(|| IncusProvider::connect(config.as_ref().clone()))
                     .await?;
@@ -166,6 +378,23 @@ impl Backend {
             }
             Source::Given(p) => Ok(p.as_ref()),
         }
+    }
+}
+
+/// A user project's configuration: corral's, in `project`, whose NICs may
+/// have only the configured profiles' bridges as parents.
+fn user_config(corral: &IncusConfig, project: &str) -> IncusConfig {
+    let mut bridges: Vec<String> = corral
+        .profile_bridges
+        .values()
+        .map(|b| b.as_str().to_owned())
+        .collect();
+    bridges.sort();
+    bridges.dedup();
+    IncusConfig {
+        project: project.to_owned(),
+        role: ProjectRole::User { bridges },
+        ..corral.clone()
     }
 }
 

@@ -105,7 +105,7 @@ pub async fn import(
             let _name = state.lock_name(&name).await;
             let _turn = state.turn().await?;
             let info = state
-                .sandboxes()
+                .sandboxes_for(&caller)?
                 .import(&upload, Some(&name), Some(caller.uid))
                 .await?;
             Ok((StatusCode::CREATED, Json(info)))

@@ -277,7 +277,7 @@ pub async fn create(
             let _name = state.lock_name(&req.name).await;
             let _turn = state.turn().await?;
             let made = state
-                .sandboxes()
+                .sandboxes_for(&caller)?
                 .clone_sandbox(&req.name, &from, options)
                 .await?;
             Ok((StatusCode::CREATED, Json(made.info)))
@@ -288,7 +288,8 @@ pub async fn create(
     detached(async move {
         let _name = state.lock_name(&req.name).await;
         let _turn = state.turn().await?;
-        let made = state.sandboxes().create(&req, options).await?;
+        // A granted user's sandbox goes in their own Incus project.
+        let made = state.sandboxes_for(&caller)?.create(&req, options).await?;
         Ok((StatusCode::CREATED, Json(made.info)))
     })
     .await

@@ -106,8 +106,14 @@ pub async fn read(
     profiles: &ProfileSet,
     extra: &[String],
 ) -> Result<Option<Wiring>, ProviderError> {
-    let instances = backend.provider().await?.attachments().await?;
-    Ok(instances.map(|i| wiring(profiles, extra, &i)))
+    let mut all = Vec::new();
+    for p in backend.providers().await? {
+        match p.attachments().await? {
+            Some(found) => all.extend(found),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(wiring(profiles, extra, &all)))
 }
 
 #[cfg(test)]

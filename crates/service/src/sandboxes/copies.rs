@@ -110,6 +110,7 @@ impl SandboxService {
     ) -> Result<HandedOut, ServiceError> {
         let target = sandbox_name(name)?;
         let (source, snapshot) = split_from(from)?;
+        self.refuse_taken(name).await?;
         let source = self.open(source).await?;
         let info = source.info().await?;
         let profile = info.profile.clone();
@@ -189,6 +190,7 @@ impl SandboxService {
             Some(n) => sandbox_name(n)?,
             None => sandbox_name(&name_from_file(source)?)?,
         };
+        self.refuse_taken(name.as_str()).await?;
         let provider = self.backend.provider().await?;
         let sandbox = provider.import(source, &name).await?;
         let imported = sandbox.info().await?;

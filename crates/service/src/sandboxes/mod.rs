@@ -134,6 +134,39 @@ impl SandboxService {
         &self.backend
     }
 
+    /// The same lifecycle creating in the granted user's Incus project
+    /// `project` (every other operation finds a sandbox in whichever of
+    /// corral's projects holds it). `None` for a provider the embedder
+    /// built, which has no projects.
+    pub fn in_project(&self, project: &str) -> Option<Self> {
+        Some(Self {
+            settings: Arc::clone(&self.settings),
+            backend: Arc::new(self.backend.in_project(project)?),
+            hooks: Arc::clone(&self.hooks),
+        })
+    }
+
+    /// Refuse `name` when any of corral's projects holds an instance of
+    /// that name: names are corral-wide (port bindings and records are
+    /// keyed by them), though Incus scopes them to a project.
+    pub(crate) async fn refuse_taken(&self, name: &str) -> Result<(), ServiceError> {
+        let name = sandbox_name(name)?;
+        for p in self.backend.providers().await? {
+            match p.open(&name).await {
+                Err(ProviderError::NotFound { .. }) => {}
+                Ok(_) | Err(ProviderError::NotOwned { .. }) => {
+                    return Err(ProviderError::AlreadyExists {
+                        what: "sandbox",
+                        name: name.to_string(),
+                    }
+                    .into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
     /// The configured profile `name`, or `UnknownProfile`.
     fn profile(&self, name: &str) -> Result<&Profile, ServiceError> {
         self.settings.config.profiles.get(name).ok_or_else(|| {
@@ -232,6 +265,7 @@ impl SandboxService {
         })?;
         capacity.check(&spec.resources)?;
         let profile = spec.network.as_ref().map(|n| n.profile.clone());
+        self.refuse_taken(&req.name).await?;
         let mut gate = self
             .gate_or_record(&req.name, profile.as_ref(), None)
             .await?;
@@ -301,11 +335,9 @@ impl SandboxService {
     ) -> Result<(PortBinding, crate::ports::PortClaim), ServiceError> {
         let settings = Arc::clone(&self.settings);
         let profile = profile.clone();
-        // NICs the backend's sandboxes already carry: never handed out twice.
+        // NICs the backend's sandboxes already carry (in every project):
+        // never handed out twice.
         let in_use: Vec<BoundNic> = self
-            .backend
-            .provider()
-            .await?
             .list()
             .await?
             .into_iter()
@@ -470,15 +502,36 @@ impl SandboxService {
         Ok((info, ready, template))
     }
 
-    /// A handle on sandbox `name` (ownership checked by the provider).
+    /// A handle on sandbox `name` (ownership checked by the provider), in
+    /// whichever of corral's projects holds it.
     pub async fn open(&self, name: &str) -> Result<Box<dyn Sandbox>, ServiceError> {
         let name = sandbox_name(name)?;
-        Ok(self.backend.provider().await?.open(&name).await?)
+        let providers = self.backend.providers().await?;
+        let mut first = None;
+        for p in &providers {
+            match p.open(&name).await {
+                Err(e @ ProviderError::NotFound { .. }) => {
+                    first.get_or_insert(e);
+                }
+                other => return Ok(other?),
+            }
+        }
+        Err(first
+            .unwrap_or_else(|| ProviderError::NotFound {
+                what: "sandbox",
+                name: name.to_string(),
+            })
+            .into())
     }
 
-    /// Every sandbox corral owns on the backend.
+    /// Every sandbox corral owns on the backend, in all of corral's
+    /// projects.
     pub async fn list(&self) -> Result<Vec<SandboxInfo>, ServiceError> {
-        Ok(self.backend.provider().await?.list().await?)
+        let mut all = Vec::new();
+        for p in self.backend.providers().await? {
+            all.extend(p.list().await?);
+        }
+        Ok(all)
     }
 
     /// One sandbox's information.

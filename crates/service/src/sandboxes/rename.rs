@@ -13,6 +13,7 @@ impl SandboxService {
     pub async fn rename(&self, old: &str, new: &str) -> Result<SandboxInfo, ServiceError> {
         let to = sandbox_name(new)?;
         let sandbox = self.open(old).await?;
+        self.refuse_taken(new).await?;
         let renamed = sandbox.rename(&to).await?;
         self.hooks
             .record(&Event::Renamed {

@@ -54,6 +54,19 @@ pub const MIGRATIONS: &[Migration] = &[
             ALTER TABLE sandboxes ADD COLUMN template TEXT;
         ",
     },
+    Migration {
+        version: 3,
+        what: "grants: the users `corral grant` gave sandbox rights, and their Incus projects",
+        sql: "
+            CREATE TABLE grants (
+                uid         INTEGER PRIMARY KEY,
+                user        TEXT    NOT NULL,
+                project     TEXT    NOT NULL UNIQUE,
+                granted_ms  INTEGER NOT NULL,
+                revoked_ms  INTEGER
+            );
+        ",
+    },
 ];
 
 /// The schema version this build knows.
@@ -138,27 +151,28 @@ mod tests {
     #[test]
     fn each_migration_applies_once_and_a_failure_rolls_back() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(apply(&mut conn, MIGRATIONS).unwrap(), [1, 2]);
+        assert_eq!(apply(&mut conn, MIGRATIONS).unwrap(), [1, 2, 3]);
         assert!(apply(&mut conn, MIGRATIONS).unwrap().is_empty());
         // A later migration that fails leaves the version and schema as they were.
         let more = [
             MIGRATIONS[0],
             MIGRATIONS[1],
+            MIGRATIONS[2],
             Migration {
-                version: 3,
+                version: 4,
                 what: "broken",
                 sql: "CREATE TABLE t3 (x); THIS IS NOT SQL;",
             },
         ];
         let e = apply(&mut conn, &more).unwrap_err();
         assert!(
-            matches!(e, MigrationError::Failed { version: 3, .. }),
+            matches!(e, MigrationError::Failed { version: 4, .. }),
             "{e}"
         );
         let v: u32 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(v, 2);
+        assert_eq!(v, 3);
         let t3: i64 = conn
             .query_row(
                 "SELECT count(*) FROM sqlite_master WHERE name = 't3'",
@@ -181,7 +195,7 @@ mod tests {
             "INSERT INTO sandboxes (name, kind, profile, created_ms) VALUES ('old', 'incus', NULL, 5)",
         )
         .unwrap();
-        assert_eq!(apply(&mut conn, MIGRATIONS).unwrap(), [2]);
+        assert_eq!(apply(&mut conn, MIGRATIONS).unwrap(), [2, 3]);
         let (owner, template): (Option<u32>, Option<String>) = conn
             .query_row(
                 "SELECT owner_uid, template FROM sandboxes WHERE name = 'old'",

@@ -19,6 +19,7 @@
 
 mod events;
 mod gate;
+mod grants;
 mod legacy;
 pub mod migrations;
 mod sandboxes;
@@ -31,6 +32,7 @@ use corral_state_files::{StateDir, StateFileError};
 use rusqlite::Connection;
 
 pub use events::{EventQuery, StoredEvent};
+pub use grants::GrantRecord;
 pub use sandboxes::{SandboxRecord, Verdict};
 
 use migrations::MigrationError;
