@@ -123,6 +123,12 @@ pub enum Command {
     /// learned address, the reserved range). Changes nothing but, for a host
     /// name, what the profile's resolver learns by resolving it.
     Explain(ExplainArgs),
+    /// Give USER sandbox rights (the restricted tier, through corrald's
+    /// socket) in an Incus project of their own (admins only).
+    Grant(GrantArgs),
+    /// Take USER's sandbox rights away at once; --purge also deletes their
+    /// sandboxes and project (admins only).
+    Revoke(RevokeArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
     /// Print the man page (roff) on stdout, or write one page per command.
@@ -677,6 +683,45 @@ pub struct RmArgs {
     #[arg(long)]
     pub json: bool,
     /// Where the backend is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral grant`.
+#[derive(Debug, Clone, Args)]
+pub struct GrantArgs {
+    /// The user: a name, or a uid.
+    #[arg(value_name = "USER")]
+    pub user: String,
+    /// corrald's --admin-group: its members are admins already and are
+    /// refused.
+    #[arg(long, value_name = "GROUP")]
+    pub admin_group: Option<String>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the store and the backend are.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral revoke`.
+#[derive(Debug, Clone, Args)]
+pub struct RevokeArgs {
+    /// The user: a name, or a uid (also one whose account is gone).
+    #[arg(value_name = "USER")]
+    pub user: String,
+    /// Also delete the user's sandboxes (and their snapshots) and project.
+    #[arg(long)]
+    pub purge: bool,
+    /// Do not ask before --purge; needed when standard input is not a
+    /// terminal.
+    #[arg(short, long)]
+    pub force: bool,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the store and the backend are.
     #[command(flatten)]
     pub ctx: SandboxContext,
 }

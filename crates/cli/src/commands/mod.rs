@@ -5,6 +5,7 @@ mod completions;
 mod config;
 mod drill;
 mod explain;
+mod grants;
 mod host;
 mod log;
 mod man;
@@ -49,6 +50,8 @@ pub fn run(command: Command, out: Output) -> CmdResult {
         Command::Gate(args) => verification::gate(&args, out),
         Command::Log(args) => log::run(&args, out),
         Command::Explain(args) => explain::run(&args, out),
+        Command::Grant(args) => grants::grant(&args, out),
+        Command::Revoke(args) => grants::revoke(&args, out),
         Command::Completions(args) => {
             completions::run(&args);
             Ok(Outcome::Ok)

@@ -76,8 +76,10 @@ pub fn verified_service(
         CliError::failure(anyhow::Error::new(e).context("cannot open corral's store"))
     })?;
     let settings = Arc::new(settings);
-    let backend = Arc::new(backend);
-    let verifier = Verifier::new(Arc::clone(&settings), Arc::new(store), Arc::new(WallClock))
+    let store = Arc::new(store);
+    // Sandboxes in granted users' projects are found as well.
+    let backend = Arc::new(backend.with_user_projects(Arc::clone(&store) as _));
+    let verifier = Verifier::new(Arc::clone(&settings), store, Arc::new(WallClock))
         .with_backend(Arc::clone(&backend));
     let svc = SandboxService::new(settings, backend).with_hooks(Arc::new(verifier.clone()));
     Ok((svc, verifier, runtime))

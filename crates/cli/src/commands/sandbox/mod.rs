@@ -3,7 +3,7 @@
 //! `push`, `pull`, `shell`, `verify`. Each parses, calls the lifecycle service (start gate and
 //! ownership checks included) and renders its answer.
 
-mod confirm;
+pub(crate) mod confirm;
 mod context;
 mod copies;
 mod exec;
