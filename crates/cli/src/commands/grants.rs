@@ -126,7 +126,7 @@ pub fn revoke(args: &RevokeArgs, out: Output) -> CmdResult {
         )
     } else {
         format!(
-            "{} (uid {}) held no sandbox rights; nothing to revoke",
+            "{} (uid {}) holds no sandbox rights (revoked before, or never granted); nothing to revoke",
             done.user, done.uid
         )
     });
@@ -136,10 +136,15 @@ pub fn revoke(args: &RevokeArgs, out: Output) -> CmdResult {
     match (&done.project, done.project_removed) {
         (Some(p), true) => out.data(&format!("deleted Incus project {p}")),
         (Some(p), false) if !done.remaining.is_empty() => out.data(&format!(
-            "{} sandbox(es) remain in Incus project {p} ({}); admins can still act on them; `corral revoke {} --purge` deletes them and the project",
-            done.remaining.len(),
+            "{} in Incus project {p} ({}); admins can still act on {}; `corral revoke {} --purge` deletes {} and the project",
+            match done.remaining.len() {
+                1 => "1 sandbox remains".to_owned(),
+                n => format!("{n} sandboxes remain"),
+            },
             done.remaining.join(", "),
-            done.user
+            if done.remaining.len() == 1 { "it" } else { "them" },
+            done.user,
+            if done.remaining.len() == 1 { "it" } else { "them" },
         )),
         (Some(p), false) if !args.purge => out.data(&format!(
             "Incus project {p} is kept (empty); `corral revoke {} --purge` deletes it",
