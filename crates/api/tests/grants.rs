@@ -445,5 +445,41 @@ fn granted_users_work_in_their_own_project_and_revoke_holds_at_once() {
     assert!(!project_exists(&client, &pb));
     let (s, body) = as_user(&bob, &sock, "GET", "/v1/sandboxes", None);
     common::assert_error(s, &body, 403, "forbidden");
+
+    // Every change of rights is on the audit trail, once: alice granted
+    // (twice asked, once changed), revoked, revoked again with --purge;
+    // bob granted, then purged.
+    let (code, out, err) = corral(&state, &socket, &["log", "--kind", "access", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let trail: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |user: &str| -> Vec<(String, bool)> {
+        trail
+            .iter()
+            .filter(|r| r["user"] == user)
+            .map(|r| (r["event"].as_str().unwrap().to_owned(), r["purged"] == true))
+            .collect()
+    };
+    assert_eq!(
+        of(&alice.name),
+        [
+            ("granted".to_owned(), false),
+            ("revoked".to_owned(), false),
+            ("revoked".to_owned(), true)
+        ],
+        "{trail:#?}"
+    );
+    assert_eq!(
+        of(&bob.name),
+        [("granted".to_owned(), false), ("revoked".to_owned(), true)],
+        "{trail:#?}"
+    );
+    let purge = trail
+        .iter()
+        .find(|r| r["user"] == alice.name.as_str() && r["purged"] == true)
+        .unwrap();
+    assert_eq!(purge["deleted"], json!([a1]), "{purge}");
     drop(srv);
 }

@@ -583,7 +583,7 @@ pub struct LogArgs {
     /// Only records since this time: an age (90s, 10m, 2h, 1d) or a UTC date-time (2026-12-01T10:00:00Z).
     #[arg(long, value_name = "WHEN")]
     pub since: Option<String>,
-    /// Only these kinds of record (blocked, dns, lifecycle, verification); repeat or separate with commas.
+    /// Only these kinds of record (blocked, dns, lifecycle, verification, access); repeat or separate with commas.
     #[arg(long, value_name = "KIND", value_delimiter = ',')]
     pub kind: Vec<String>,
     /// At most this many records, the newest (default 100 unless --since is given).

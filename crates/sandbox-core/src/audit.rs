@@ -49,6 +49,33 @@ impl NetRecord {
     }
 }
 
+/// A change to who may use corral (`corral grant`, `corral revoke`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum AccessRecord {
+    /// A user was granted sandbox rights (the restricted tier).
+    Granted {
+        /// The user's name.
+        user: String,
+        /// Their uid.
+        uid: u32,
+        /// The Incus project their sandboxes go in.
+        project: String,
+    },
+    /// A user's grant was revoked (they are refused from the next request).
+    Revoked {
+        /// The user's name.
+        user: String,
+        /// Their uid.
+        uid: u32,
+        /// True when their sandboxes and project were deleted too.
+        purged: bool,
+        /// The sandboxes deleted with them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        deleted: Vec<String>,
+    },
+}
+
 /// A blocked packet's header, and the rule that blocked it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Blocked {

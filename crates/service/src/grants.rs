@@ -17,6 +17,7 @@
 //! for an admin to act on (their project stays on record); with it they
 //! are deleted (ports unbound, records gone) and so is the project.
 
+use corral_sandbox_core::audit::AccessRecord;
 use corral_sandbox_core::verify::Clock;
 use nix::unistd::{Uid, User};
 use serde::Serialize;
@@ -181,6 +182,17 @@ pub async fn grant(
         .await
         .map_err(ServiceError::from)?;
     let changed = store.grant(account.uid, &account.user, &project, clock.now())?;
+    if changed {
+        audit(
+            store,
+            clock,
+            AccessRecord::Granted {
+                user: account.user.clone(),
+                uid: account.uid,
+                project: project.clone(),
+            },
+        );
+    }
     Ok(Granted {
         user: account.user.clone(),
         uid: account.uid,
@@ -285,6 +297,9 @@ pub async fn revoke(
     };
     if !purge {
         out.remaining = names;
+        if revoked {
+            audit(store, clock, revoked_record(&out, false));
+        }
         return Ok(out);
     }
     for name in names {
@@ -300,7 +315,28 @@ pub async fn revoke(
     }
     service.backend().forget_project(&record.project);
     store.forget_grant(account.uid)?;
+    audit(store, clock, revoked_record(&out, true));
     Ok(out)
+}
+
+fn revoked_record(out: &Revoked, purged: bool) -> AccessRecord {
+    AccessRecord::Revoked {
+        user: out.user.clone(),
+        uid: out.uid,
+        purged,
+        deleted: out.deleted.clone(),
+    }
+}
+
+/// Puts `record` on the audit trail; the change stands even when the trail
+/// cannot be written (it is logged).
+fn audit(store: &Store, clock: &dyn Clock, record: AccessRecord) {
+    if let Err(e) = store
+        .audit()
+        .append(clock.now(), crate::audit::Entry::Access(record))
+    {
+        tracing::error!(error = %e, "cannot put a grant or revocation on the audit trail");
+    }
 }
 
 #[cfg(test)]

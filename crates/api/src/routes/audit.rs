@@ -36,7 +36,7 @@ pub struct AuditParams {
     pub sandbox: Option<String>,
     /// Only records naming this profile.
     pub profile: Option<String>,
-    /// Only these kinds, comma-separated: `blocked`, `dns`, `lifecycle`, `verification`.
+    /// Only these kinds, comma-separated: `blocked`, `dns`, `lifecycle`, `verification`, `access`.
     pub kind: Option<String>,
     /// Only records since: an age (`90s`, `10m`, `2h`, `1d`) or a UTC date-time.
     pub since: Option<String>,

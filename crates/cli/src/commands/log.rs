@@ -4,7 +4,7 @@
 use std::io::Write as _;
 use std::time::Duration;
 
-use corral_sandbox_core::audit::NetRecord;
+use corral_sandbox_core::audit::{AccessRecord, NetRecord};
 use corral_sandbox_core::verify::Clock as _;
 use std::sync::Arc;
 
@@ -171,6 +171,31 @@ fn describe(e: &Entry) -> (String, String) {
                 ),
             )
         }
+        Entry::Access(AccessRecord::Granted { user, uid, project }) => (
+            "granted".to_owned(),
+            format!("{user} (uid {uid}) may create sandboxes, in Incus project {project}"),
+        ),
+        Entry::Access(AccessRecord::Revoked {
+            user,
+            uid,
+            purged,
+            deleted,
+        }) => (
+            "revoked".to_owned(),
+            if *purged {
+                format!(
+                    "{user} (uid {uid}) refused from now on; purged: {} sandbox(es) deleted{}",
+                    deleted.len(),
+                    if deleted.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", deleted.join(", "))
+                    }
+                )
+            } else {
+                format!("{user} (uid {uid}) refused from now on; their sandboxes kept")
+            },
+        ),
         Entry::Net(NetRecord::Suppressed { packets, .. }) => (
             "suppressed".to_owned(),
             format!("{packets} more blocked packet(s) over the log limit, not logged one by one"),

@@ -19,15 +19,18 @@ pub enum EntryKind {
     Lifecycle,
     /// Verification results and alerts.
     Verification,
+    /// Grants and revocations of sandbox rights.
+    Access,
 }
 
 impl EntryKind {
     /// Every kind, in the order `--help` lists them.
-    pub const ALL: [EntryKind; 4] = [
+    pub const ALL: [EntryKind; 5] = [
         EntryKind::Blocked,
         EntryKind::Dns,
         EntryKind::Lifecycle,
         EntryKind::Verification,
+        EntryKind::Access,
     ];
 
     /// The kind's name.
@@ -37,6 +40,7 @@ impl EntryKind {
             EntryKind::Dns => "dns",
             EntryKind::Lifecycle => "lifecycle",
             EntryKind::Verification => "verification",
+            EntryKind::Access => "access",
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The audit trail: one JSON object per line in
 //! `<state_dir>/audit/audit.jsonl`, rotated by size, holding every
 //! lifecycle and verification event (mirrored from the store's event log)
-//! and every network decision the host made for a sandbox (blocked
-//! packets, suppressed counts, DNS answers and refusals).
+//! every network decision the host made for a sandbox (blocked packets,
+//! suppressed counts, DNS answers and refusals) and every grant and
+//! revocation of sandbox rights.
 //!
 //! Only the host writes it: the file lives in corral's private state
 //! directory, which no sandbox can reach. The schema is
@@ -18,7 +19,7 @@ mod time;
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 
-use corral_sandbox_core::audit::NetRecord;
+use corral_sandbox_core::audit::{AccessRecord, NetRecord};
 use corral_sandbox_core::verify::Timestamp;
 use corral_state_files::{RotatingLog, StateDir, StateFileError};
 use serde::{Deserialize, Serialize};
@@ -47,6 +48,8 @@ pub const KEEP: u32 = 4;
 pub enum Entry {
     /// A network decision.
     Net(NetRecord),
+    /// A grant or a revocation.
+    Access(AccessRecord),
     /// A lifecycle or verification event.
     Sandbox(Event),
 }
@@ -56,6 +59,7 @@ impl Entry {
     pub fn sandbox(&self) -> Option<&str> {
         match self {
             Entry::Net(n) => n.sandbox(),
+            Entry::Access(_) => None,
             Entry::Sandbox(e) => Some(e.sandbox()),
         }
     }
@@ -64,6 +68,7 @@ impl Entry {
     pub fn profile(&self) -> Option<&str> {
         match self {
             Entry::Net(n) => Some(n.profile()),
+            Entry::Access(_) => None,
             Entry::Sandbox(Event::Created { profile, .. }) => profile.as_deref(),
             Entry::Sandbox(Event::Verification(v)) => v.profile.as_ref().map(|p| p.as_str()),
             Entry::Sandbox(_) => None,
@@ -75,6 +80,7 @@ impl Entry {
         match self {
             Entry::Net(NetRecord::Blocked(_) | NetRecord::Suppressed { .. }) => EntryKind::Blocked,
             Entry::Net(NetRecord::DnsAnswered(_) | NetRecord::DnsRefused(_)) => EntryKind::Dns,
+            Entry::Access(_) => EntryKind::Access,
             Entry::Sandbox(Event::Verification(_) | Event::Alert { .. }) => EntryKind::Verification,
             Entry::Sandbox(_) => EntryKind::Lifecycle,
         }
