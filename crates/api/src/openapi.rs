@@ -14,9 +14,10 @@ use crate::routes::{
     rename, sandboxes, snapshots, templates, verification,
 };
 use crate::schema::{
-    BoundNicDoc, ExplainAnswerDoc, ExplanationDoc, HostStatusDoc, InstanceTypeDoc, KindStatusDoc,
-    MatrixEntryDoc, ReportDoc, ResourcesDoc, SandboxInfoDoc, SandboxRecordDoc, SandboxStateDoc,
-    SelectionDoc, SnapshotInfoDoc, StoredEventDoc, TemplateDoc,
+    BoundNicDoc, ExplainAnswerDoc, ExplanationDoc, HostPlanDoc, HostStatusDoc, HostStatusReportDoc,
+    HostVerifyDoc, InstanceTypeDoc, KindStatusDoc, MatrixEntryDoc, ProfilesDoc, ReportDoc,
+    ResourcesDoc, SandboxInfoDoc, SandboxRecordDoc, SandboxStateDoc, SelectionDoc, SnapshotInfoDoc,
+    StoredEventDoc, TemplateDoc,
 };
 
 /// The document's source.
@@ -78,6 +79,10 @@ use crate::schema::{
         SelectionDoc,
         KindStatusDoc,
         HostStatusDoc,
+        ProfilesDoc,
+        HostPlanDoc,
+        HostVerifyDoc,
+        HostStatusReportDoc,
         SandboxRecordDoc,
         StoredEventDoc,
         audit::AuditAnswer,

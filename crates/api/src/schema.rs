@@ -172,6 +172,98 @@ pub struct KindStatusDoc {
     since: Option<u64>,
 }
 
+/// The configured profiles: schema `corral.profiles.v1`, as `corral
+/// profiles --json` prints it (docs/json-schema.md).
+#[derive(Debug, ToSchema)]
+#[schema(as = Profiles)]
+pub struct ProfilesDoc {
+    /// `corral.profiles.v1`.
+    schema: String,
+    /// The configuration file, or `built-in defaults`.
+    source: String,
+    /// Each profile: name, bridge, subnet, subnet_v6, gateway, mode, allow,
+    /// deny, block, dns, allow_unresolved, phases.
+    profiles: Vec<serde_json::Value>,
+}
+
+/// The plan and its drift: schema `corral.host-plan.v1`, as `corral host
+/// plan --json` prints it.
+#[derive(Debug, ToSchema)]
+#[schema(as = HostPlan)]
+pub struct HostPlanDoc {
+    /// `corral.host-plan.v1`.
+    schema: String,
+    /// Where the configuration came from.
+    source: String,
+    /// `configuration`: the plan is what an apply would enforce.
+    basis: String,
+    /// The network namespace acted on, null for this host's.
+    netns: Option<String>,
+    /// The rules in `nft -f` syntax.
+    nft: String,
+    /// The bridges.
+    bridges: Vec<serde_json::Value>,
+    /// The sysctls.
+    sysctls: Vec<serde_json::Value>,
+    /// How many rules.
+    rules: u64,
+    /// How many set elements.
+    elements: u64,
+    /// No drift.
+    in_sync: bool,
+    /// Every difference (area, kind, object, location, detail, message).
+    drift: Vec<serde_json::Value>,
+}
+
+/// Every difference from the plan: schema `corral.host-verify.v1`, as
+/// `corral host verify --json` prints it.
+#[derive(Debug, ToSchema)]
+#[schema(as = HostVerify)]
+pub struct HostVerifyDoc {
+    /// `corral.host-verify.v1`.
+    schema: String,
+    /// Where the configuration came from.
+    source: String,
+    /// `applied` (what was last applied) or `configuration`.
+    basis: String,
+    /// The network namespace acted on, null for this host's.
+    netns: Option<String>,
+    /// No drift.
+    in_sync: bool,
+    /// Every difference (area, kind, object, location, detail, message).
+    drift: Vec<serde_json::Value>,
+}
+
+/// The live state beside the plan: schema `corral.host-status.v1`, as
+/// `corral host status --json` prints it.
+#[derive(Debug, ToSchema)]
+#[schema(as = HostStatusReport)]
+pub struct HostStatusReportDoc {
+    /// `corral.host-status.v1`.
+    schema: String,
+    /// Where the configuration came from.
+    source: String,
+    /// `applied` or `configuration`.
+    basis: String,
+    /// The network namespace acted on, null for this host's.
+    netns: Option<String>,
+    /// Each bridge's gateway (bridge, state, pid).
+    gateways: Vec<serde_json::Value>,
+    /// Which sandbox is on which bridge (`attached`) and which is off its
+    /// profile's (`detached`); null when not looked for.
+    sandboxes: Option<serde_json::Value>,
+    /// Why `sandboxes` was not looked for.
+    sandboxes_note: Option<String>,
+    /// Each profile bridge: name, profile, present, up, managed, addresses.
+    bridges: Vec<serde_json::Value>,
+    /// Accepted, blocked and unlogged packet counters per profile.
+    counters: Vec<serde_json::Value>,
+    /// Allowlist set sizes, planned and live.
+    sets: Vec<serde_json::Value>,
+    /// How many differences the read-back found (`/v1/host/verify` lists them).
+    drift: u64,
+}
+
 /// Bridges, counters and set sizes of the egress facade.
 #[derive(Debug, ToSchema)]
 #[schema(as = HostStatus)]
@@ -450,6 +542,46 @@ mod tests {
             sets: Vec::new(),
             drift: 0,
         });
+        let cfg = corral_sandbox_core::config::Config::builtin_default();
+        held::<ProfilesDoc>(&corral_service::reports::ProfilesReport::new(
+            &cfg,
+            "built-in defaults",
+        ));
+        let planned = corral_service::host::Planned {
+            plan: corral_egress::plan::HostPlan::build(
+                &cfg.profiles,
+                &corral_egress::plan::PlanSettings::default(),
+                &corral_egress::resolve::Resolution::new(),
+            )
+            .unwrap(),
+            config: cfg,
+            origin: "built-in defaults".into(),
+            resolution: corral_egress::resolve::Resolution::new(),
+            from_applied: true,
+            host_networks: None,
+        };
+        held::<HostPlanDoc>(&corral_service::reports::PlanReport::new(
+            &planned,
+            Some("lab".into()),
+            &[],
+        ));
+        held::<HostVerifyDoc>(&corral_service::reports::VerifyReport::new(
+            &planned,
+            None,
+            &[],
+        ));
+        held::<HostStatusReportDoc>(&corral_service::reports::StatusReport::new(
+            &planned,
+            None,
+            corral_egress::host::Status {
+                bridges: Vec::new(),
+                counters: Vec::new(),
+                sets: Vec::new(),
+                drift: 0,
+            },
+            Vec::new(),
+            Err("not looked for".into()),
+        ));
         let record = corral_service::store::SandboxRecord {
             name: "a1".into(),
             kind: SandboxKind::Incus,

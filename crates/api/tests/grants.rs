@@ -12,29 +12,17 @@ mod common;
 use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use axum::http::Method;
 use common::incus::{PrefixCleanup, raw_client, runtime};
-use common::{Server, request};
+use common::{Server, corral_bin, request};
 use corral_provider_incus::{IncusClient, TEST_IMAGE_ALIAS};
 use corral_service::Store;
 use corral_test_support::TestUser;
 use serde_json::{Value, json};
-
-/// The `corral` binary, built beside corrald (`cargo test --workspace`
-/// builds both; alone: `cargo build -p corral-cli` first).
-fn corral_bin() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_corrald")).with_file_name("corral");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first (cargo build -p corral-cli)",
-        bin.display()
-    );
-    bin
-}
 
 /// `corral ARGS… --state-dir STATE --incus-socket SOCKET`: exit code,
 /// stdout, stderr.

@@ -65,6 +65,15 @@ fn health_matrix_profiles_and_errors_over_tcp() {
         .map(|p| p["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["isolated", "internet", "allowlist"]);
+    // The same object the CLI prints for the same configuration.
+    let cli = Command::new(common::corral_bin())
+        .args(["profiles", "--json"])
+        .env_remove("CORRAL_CONFIG")
+        .output()
+        .unwrap();
+    assert!(cli.status.success(), "{cli:?}");
+    let cli: serde_json::Value = serde_json::from_slice(&cli.stdout).unwrap();
+    assert_eq!(profiles, cli);
 
     let (s, body) = get(&server, "/v1/nope");
     assert_error(s, &body, 404, "no_route");

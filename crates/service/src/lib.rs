@@ -56,6 +56,7 @@ pub mod limits;
 pub mod ports;
 pub mod provider;
 pub mod reconcile;
+pub mod reports;
 pub mod sandboxes;
 pub mod settings;
 pub mod state_dir;

@@ -6,63 +6,12 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use corral_egress::host::{HostDrift, Status};
-use corral_egress::plan::HostPlan;
 use corral_egress::resolve::{ResolveError, SystemResolver};
-use corral_service::host::{Planned, unresolved_names};
-use serde::Serialize;
-use utoipa::ToSchema;
+use corral_service::host::unresolved_names;
+use corral_service::reports::{PlanReport, StatusReport, VerifyReport, wiring_for};
 
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
-
-/// `GET /v1/host/plan`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PlanAnswer {
-    /// The plan in `nft -f` syntax.
-    pub nft: String,
-    /// The plan as data.
-    #[schema(value_type = Object)]
-    pub plan: HostPlan,
-    /// The live state equals the plan.
-    pub in_sync: bool,
-    /// Every difference.
-    #[schema(value_type = Vec<Object>)]
-    pub drift: Vec<HostDrift>,
-}
-
-/// `GET /v1/host/verify`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct VerifyAnswer {
-    /// `applied` (what was last applied) or `configuration`.
-    #[schema(value_type = String, pattern = "^(applied|configuration)$")]
-    pub basis: &'static str,
-    /// No drift.
-    pub in_sync: bool,
-    /// Every difference.
-    #[schema(value_type = Vec<Object>)]
-    pub drift: Vec<HostDrift>,
-}
-
-/// `GET /v1/host/status`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct StatusAnswer {
-    /// `applied` or `configuration`.
-    #[schema(value_type = String, pattern = "^(applied|configuration)$")]
-    pub basis: &'static str,
-    /// The facade's status.
-    #[serde(flatten)]
-    #[schema(value_type = crate::schema::HostStatusDoc)]
-    pub status: Status,
-}
-
-fn basis(planned: &Planned) -> &'static str {
-    if planned.from_applied {
-        "applied"
-    } else {
-        "configuration"
-    }
-}
 
 async fn blocking<T: Send + 'static>(
     state: &AppState,
@@ -115,22 +64,21 @@ async fn planning_error(state: &AppState, e: anyhow::Error) -> ApiError {
     tag = "host",
     operation_id = "hostPlan",
     responses(
-        (status = 200, description = "The plan.", body = PlanAnswer),
+        (status = 200, description = "The plan.", body = crate::schema::HostPlanDoc),
         (status = 403, description = "`permission_denied`: the kernel refused for lack of privilege; `forbidden`: not an admin.", body = ErrorBody),
         (status = 422, description = "`unresolved_names`: allowlisted host names resolve to no address; the message names every one.", body = ErrorBody),
         (status = 500, description = "`internal`: planning or reading the live state failed.", body = ErrorBody),
     )
 )]
-pub async fn plan(State(state): State<AppState>) -> Result<Json<PlanAnswer>, ApiError> {
+pub async fn plan(State(state): State<AppState>) -> Result<Json<PlanReport>, ApiError> {
     blocking(&state.clone(), move || {
         let planned = state.configured_plan()?;
         let drift = state.host()?.plan_diff(&planned)?;
-        Ok(Json(PlanAnswer {
-            nft: planned.plan.render_nft(),
-            in_sync: drift.is_empty(),
-            plan: planned.plan,
-            drift,
-        }))
+        Ok(Json(PlanReport::new(
+            &planned,
+            state.settings().netns.clone(),
+            &drift,
+        )))
     })
     .await
 }
@@ -142,20 +90,30 @@ pub async fn plan(State(state): State<AppState>) -> Result<Json<PlanAnswer>, Api
     tag = "host",
     operation_id = "hostStatus",
     responses(
-        (status = 200, description = "The status.", body = StatusAnswer),
+        (status = 200, description = "The status.", body = crate::schema::HostStatusReportDoc),
         (status = 403, description = "`permission_denied`, or `forbidden`: not an admin.", body = ErrorBody),
         (status = 422, description = "`unresolved_names` (nothing applied, and the configuration's names do not resolve).", body = ErrorBody),
         (status = 500, description = "`internal`.", body = ErrorBody),
     )
 )]
-pub async fn status(State(state): State<AppState>) -> Result<Json<StatusAnswer>, ApiError> {
+pub async fn status(State(state): State<AppState>) -> Result<Json<StatusReport>, ApiError> {
+    let settings = state.settings();
+    let wiring = wiring_for(
+        state.sandboxes().backend(),
+        &settings.config.profiles,
+        settings.netns.as_deref(),
+    )
+    .await;
     blocking(&state.clone(), move || {
         let planned = state.plan_to_check()?;
-        let (status, _) = state.host()?.status(&planned)?;
-        Ok(Json(StatusAnswer {
-            basis: basis(&planned),
+        let (status, gateways) = state.host()?.status(&planned)?;
+        Ok(Json(StatusReport::new(
+            &planned,
+            state.settings().netns.clone(),
             status,
-        }))
+            gateways,
+            wiring,
+        )))
     })
     .await
 }
@@ -168,8 +126,8 @@ pub async fn status(State(state): State<AppState>) -> Result<Json<StatusAnswer>,
     tag = "host",
     operation_id = "hostVerify",
     responses(
-        (status = 200, description = "No drift.", body = VerifyAnswer),
-        (status = 409, description = "Drift: the same body, listing every difference.", body = VerifyAnswer),
+        (status = 200, description = "No drift.", body = crate::schema::HostVerifyDoc),
+        (status = 409, description = "Drift: the same body, listing every difference.", body = crate::schema::HostVerifyDoc),
         (status = 403, description = "`permission_denied`, or `forbidden`: not an admin.", body = ErrorBody),
         (status = 422, description = "`unresolved_names`.", body = ErrorBody),
         (status = 500, description = "`internal`.", body = ErrorBody),
@@ -177,7 +135,7 @@ pub async fn status(State(state): State<AppState>) -> Result<Json<StatusAnswer>,
 )]
 pub async fn verify(
     State(state): State<AppState>,
-) -> Result<(StatusCode, Json<VerifyAnswer>), ApiError> {
+) -> Result<(StatusCode, Json<VerifyReport>), ApiError> {
     blocking(&state.clone(), move || {
         let planned = state.plan_to_check()?;
         let drift = state.host()?.verify(&planned)?;
@@ -188,11 +146,11 @@ pub async fn verify(
         };
         Ok((
             status,
-            Json(VerifyAnswer {
-                basis: basis(&planned),
-                in_sync: drift.is_empty(),
-                drift,
-            }),
+            Json(VerifyReport::new(
+                &planned,
+                state.settings().netns.clone(),
+                &drift,
+            )),
         ))
     })
     .await

@@ -1,22 +1,10 @@
-//! `GET /v1/profiles`.
+//! `GET /v1/profiles`: the same report as `corral profiles --json`.
 
 use axum::Json;
 use axum::extract::State;
-use corral_sandbox_core::ProfileSet;
-use serde::Serialize;
-use utoipa::ToSchema;
+use corral_service::reports::ProfilesReport;
 
 use crate::state::AppState;
-
-/// The configured profiles.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Profiles {
-    /// Where they came from.
-    pub source: String,
-    /// The profiles, in configuration order (each as in docs/configuration.md).
-    #[schema(value_type = Vec<Object>)]
-    pub profiles: ProfileSet,
-}
 
 /// The profiles loaded at start-up.
 #[utoipa::path(
@@ -24,11 +12,12 @@ pub struct Profiles {
     path = "/v1/profiles",
     tag = "server",
     operation_id = "profiles",
-    responses((status = 200, description = "Profiles in configuration order.", body = Profiles))
+    responses((status = 200, description = "Profiles in configuration order: `corral.profiles.v1` (docs/json-schema.md), as `corral profiles --json` prints it.", body = crate::schema::ProfilesDoc))
 )]
-pub async fn get(State(state): State<AppState>) -> Json<Profiles> {
-    Json(Profiles {
-        source: state.settings().origin.to_string(),
-        profiles: state.settings().config.profiles.clone(),
-    })
+pub async fn get(State(state): State<AppState>) -> Json<ProfilesReport> {
+    let settings = state.settings();
+    Json(ProfilesReport::new(
+        &settings.config,
+        settings.origin.to_string(),
+    ))
 }

@@ -289,3 +289,16 @@ pub fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str
         "{body}"
     );
 }
+
+/// The `corral` binary, built beside corrald (`cargo test --workspace`
+/// builds both; alone: `cargo build -p corral-cli` first).
+#[allow(dead_code)]
+pub fn corral_bin() -> PathBuf {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_corrald")).with_file_name("corral");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first (cargo build -p corral-cli)",
+        bin.display()
+    );
+    bin
+}

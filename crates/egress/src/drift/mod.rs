@@ -75,19 +75,22 @@ pub struct Drift {
 
 impl fmt::Display for Drift {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = match self.kind {
-            DriftKind::Missing => "missing",
-            DriftKind::Extra => "extra",
-            DriftKind::Changed => "changed",
+        let what = match self.kind {
+            DriftKind::Missing => "is missing",
+            DriftKind::Extra => "is not in the plan",
+            DriftKind::Changed => "differs from the plan",
         };
-        write!(
-            f,
-            "{kind} {:?} in table {} corral, {}: {}",
-            self.object,
-            self.family.keyword(),
-            self.location,
-            self.detail
-        )
+        if self.location.starts_with("table ") {
+            write!(f, "{} {what}: {}", self.location, self.detail)
+        } else {
+            write!(
+                f,
+                "{} in table {} corral {what}: {}",
+                self.location,
+                self.family.keyword(),
+                self.detail
+            )
+        }
     }
 }
 

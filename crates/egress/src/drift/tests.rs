@@ -182,7 +182,7 @@ fn each_kind_of_drift_is_reported_where_it_is() {
     ));
     assert!(
         d.iter().any(|x| x.to_string()
-            == "missing Set in table inet corral, set dev-allow4-tcp-443: the set does not exist"),
+            == "set dev-allow4-tcp-443 in table inet corral is missing: the set does not exist"),
         "{d:#?}"
     );
 }

@@ -3,7 +3,7 @@
 //! last two by the service's rules, so `corral` and `corrald` agree.
 
 use corral_sandbox_core::SandboxKind;
-use corral_service::host::wiring::{self, Wiring};
+use corral_service::host::wiring::Wiring;
 use corral_service::host::{Planned, PlanningError};
 use corral_service::{Backend, HostService, LoadedConfig, Settings, Target};
 
@@ -92,13 +92,7 @@ pub fn wiring(
     netns: Option<&str>,
     socket: &std::path::Path,
 ) -> Result<Result<Wiring, String>, anyhow::Error> {
-    if netns.is_some() {
-        return Ok(Err(
-            "not looked for: the local Incus daemon's instances live in this host's namespace"
-                .to_owned(),
-        ));
-    }
-    if !socket.exists() {
+    if netns.is_none() && !socket.exists() {
         return Ok(Err(format!(
             "not looked for: no Incus daemon at {}",
             socket.display()
@@ -113,6 +107,9 @@ pub fn wiring(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let read = runtime.block_on(wiring::read(&backend, &loaded.config.profiles, &[]))?;
-    Ok(read.ok_or_else(|| "not looked for: the backend cannot tell".to_owned()))
+    Ok(runtime.block_on(corral_service::reports::wiring_for(
+        &backend,
+        &loaded.config.profiles,
+        netns,
+    )))
 }

@@ -2,28 +2,12 @@
 //! corral would install, and how the live state differs from it. Changes
 //! nothing.
 
-use serde::Serialize;
-
 use super::context;
-use super::render::{DriftView, count, drift_table, drift_views};
+use super::render::{count, drift_table};
 use crate::args::HostArgs;
 use crate::error::{CliError, CmdResult, Outcome};
 use crate::output::{Output, Style, print_json};
-
-/// `corral host plan --json` (schema in docs/json-schema.md).
-#[derive(Debug, Serialize)]
-struct PlanReport {
-    schema: &'static str,
-    source: String,
-    netns: Option<String>,
-    nft: String,
-    bridges: Vec<corral_egress::plan::BridgePlan>,
-    sysctls: Vec<corral_egress::plan::SysctlPlan>,
-    rules: usize,
-    elements: usize,
-    in_sync: bool,
-    drift: Vec<DriftView>,
-}
+use corral_service::reports::PlanReport;
 
 /// Print the plan and its diff against the live state.
 pub fn run(args: &HostArgs, out: Output) -> CmdResult {
@@ -47,18 +31,7 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
     })?;
     let plan = &planned.plan;
     if args.json {
-        print_json(&PlanReport {
-            schema: "corral.host-plan.v1",
-            source: planned.origin.clone(),
-            netns: target.netns.clone(),
-            nft: plan.render_nft(),
-            bridges: plan.bridges.clone(),
-            sysctls: plan.sysctls.clone(),
-            rules: plan.rule_count(),
-            elements: plan.element_count(),
-            in_sync: drift.is_empty(),
-            drift: drift_views(&drift),
-        })?;
+        print_json(&PlanReport::new(&planned, target.netns.clone(), &drift))?;
         return Ok(Outcome::Ok);
     }
     out.info(&format!(

@@ -1,31 +1,13 @@
 //! `corral host status`: bridges, profiles, sets and counters as they are.
 
-use corral_egress::host::Status;
-use corral_gateway::{GatewayState, GatewayStatus};
-use serde::Serialize;
-
-use corral_service::host::wiring::Wiring;
+use corral_gateway::GatewayStatus;
+use corral_service::reports::StatusReport;
 
 use super::context;
 use super::render::count;
 use crate::args::HostArgs;
 use crate::error::{CliError, CmdResult, Outcome};
 use crate::output::{Output, Style, Table, print_json};
-
-/// `corral host status --json` (schema in docs/json-schema.md).
-#[derive(Debug, Serialize)]
-struct StatusJson<'a> {
-    schema: &'static str,
-    source: &'a str,
-    netns: Option<&'a str>,
-    gateways: &'a [GatewayState],
-    /// Which sandbox is on which bridge, and which is off its profile's;
-    /// null when not looked for (`sandboxes_note` says why).
-    sandboxes: Option<&'a Wiring>,
-    sandboxes_note: Option<&'a str>,
-    #[serde(flatten)]
-    status: &'a Status,
-}
 
 fn yes_no(out: &Output, ok: bool, yes: &str, no: &str) -> String {
     if ok {
@@ -56,15 +38,13 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
         )
     })?;
     if args.json {
-        print_json(&StatusJson {
-            schema: "corral.host-status.v1",
-            source: &planned.origin,
-            netns: target.netns.as_deref(),
-            gateways: &gateways,
-            sandboxes: wiring.as_ref().ok(),
-            sandboxes_note: wiring.as_ref().err().map(String::as_str),
-            status: &status,
-        })?;
+        print_json(&StatusReport::new(
+            &planned,
+            target.netns.clone(),
+            status,
+            gateways,
+            wiring,
+        ))?;
         return Ok(Outcome::Ok);
     }
     out.info(&format!(

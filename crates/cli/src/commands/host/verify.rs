@@ -1,23 +1,12 @@
 //! `corral host verify`: every difference between the plan and the live
 //! state; exit 1 when there is any.
 
-use serde::Serialize;
-
 use super::context;
-use super::render::{DriftView, count, drift_table, drift_views};
+use super::render::{count, drift_table};
 use crate::args::HostArgs;
 use crate::error::{CliError, CmdResult, Outcome};
 use crate::output::{Output, Style, print_json};
-
-/// `corral host verify --json` (schema in docs/json-schema.md).
-#[derive(Debug, Serialize)]
-struct VerifyReport {
-    schema: &'static str,
-    source: String,
-    netns: Option<String>,
-    in_sync: bool,
-    drift: Vec<DriftView>,
-}
+use corral_service::reports::VerifyReport;
 
 /// Compare and report.
 pub fn run(args: &HostArgs, out: Output) -> CmdResult {
@@ -39,13 +28,7 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
         Outcome::Failed
     };
     if args.json {
-        print_json(&VerifyReport {
-            schema: "corral.host-verify.v1",
-            source: planned.origin,
-            netns: target.netns.clone(),
-            in_sync: drift.is_empty(),
-            drift: drift_views(&drift),
-        })?;
+        print_json(&VerifyReport::new(&planned, target.netns.clone(), &drift))?;
         return Ok(outcome);
     }
     if drift.is_empty() {
