@@ -19,7 +19,7 @@ pub struct ApiError {
     /// A stable, machine-readable code (`not_found`, `invalid_spec`…).
     pub code: &'static str,
     /// What went wrong, with its causes.
-    pub error: anyhow::Error,
+    pub error: BoxError,
     /// Seconds after which a retry may succeed (the `Retry-After` header).
     pub retry_after: Option<u64>,
 }
@@ -99,9 +99,27 @@ fn code_schema() -> utoipa::openapi::Object {
         .build()
 }
 
+/// The cause an [`ApiError`] carries: any error (a library's, or a message).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// `e`'s message and every source's, joined by `: `.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut next = e.source();
+    while let Some(s) = next {
+        let text = s.to_string();
+        // A wrapper that repeats its source's words adds nothing.
+        if parts.last() != Some(&text) {
+            parts.push(text);
+        }
+        next = s.source();
+    }
+    parts.join(": ")
+}
+
 impl ApiError {
     /// An error with an explicit status and code.
-    pub fn new(status: StatusCode, code: &'static str, error: impl Into<anyhow::Error>) -> Self {
+    pub fn new(status: StatusCode, code: &'static str, error: impl Into<BoxError>) -> Self {
         debug_assert!(CODES.contains(&code), "error code `{code}` is not in CODES");
         Self {
             status,
@@ -118,20 +136,23 @@ impl ApiError {
     }
 
     /// The request itself is malformed (400, `bad_request`).
-    pub fn bad_request(error: impl Into<anyhow::Error>) -> Self {
+    pub fn bad_request(error: impl Into<BoxError>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", error)
     }
 
     /// A failure of the work (500, `internal`), or 403 (`permission_denied`)
     /// when the kernel refused for lack of privilege somewhere in the chain.
-    pub fn internal(error: impl Into<anyhow::Error>) -> Self {
-        let error = error.into();
-        let denied = error.chain().any(|e| {
-            e.downcast_ref::<std::io::Error>().is_some_and(|io| {
+    pub fn internal(error: impl Into<BoxError>) -> Self {
+        let error: BoxError = error.into();
+        let mut denied = false;
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error.as_ref());
+        while let Some(e) = next {
+            denied |= e.downcast_ref::<std::io::Error>().is_some_and(|io| {
                 io.kind() == std::io::ErrorKind::PermissionDenied
                     || matches!(io.raw_os_error(), Some(1 | 13))
-            })
-        });
+            });
+            next = e.source();
+        }
         if denied {
             Self::new(StatusCode::FORBIDDEN, "permission_denied", error)
         } else {
@@ -141,12 +162,7 @@ impl ApiError {
 
     /// The body that will be sent.
     pub fn body(&self) -> ErrorBody {
-        let message = self
-            .error
-            .chain()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(": ");
+        let message = chain(self.error.as_ref());
         ErrorBody {
             error: ErrorDetail {
                 code: self.code,
@@ -195,11 +211,9 @@ impl From<ServiceError> for ApiError {
             ServiceError::Gate(g) => match *g {
                 // The profile's enforcement is incomplete: the request
                 // conflicts with the host's state until `corral host apply`.
-                GateError::Refused(r) => Self::new(
-                    StatusCode::CONFLICT,
-                    "not_enforced",
-                    anyhow::Error::new(GateError::Refused(r)),
-                ),
+                GateError::Refused(r) => {
+                    Self::new(StatusCode::CONFLICT, "not_enforced", GateError::Refused(r))
+                }
                 other => Self::internal(other),
             },
             ServiceError::Hook(h) => Self::new(StatusCode::CONFLICT, "refused_by_check", h),
@@ -237,7 +251,7 @@ impl IntoResponse for ApiError {
         // never a backtrace; so is an upstream's failure or a timeout (502,
         // 504), a line at WARN. Only corrald's own failures (500) carry the
         // debug form, with a backtrace when RUST_BACKTRACE asks for one.
-        let chain = format!("{:#}", self.error);
+        let chain = chain(self.error.as_ref());
         if self.status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(status = %self.status, code = self.code, error = ?self.error, "request failed");
         } else if self.status.is_server_error() {

@@ -24,7 +24,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{Context as _, bail};
+use crate::setup::{IoContext as _, SetupError};
 use axum::extract::connect_info::Connected;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -54,38 +54,38 @@ impl Token {
     /// Read the token from `path`: one line, at least [`MIN_TOKEN_BYTES`]
     /// bytes, in a regular file that only its owner can read, owned by the
     /// user corrald runs as (or root).
-    pub fn read(path: &Path) -> anyhow::Result<Self> {
+    pub fn read(path: &Path) -> Result<Self, SetupError> {
         let meta = std::fs::symlink_metadata(path)
-            .with_context(|| format!("cannot read the token file {}", path.display()))?;
+            .ctx(|| format!("cannot read the token file {}", path.display()))?;
         if !meta.file_type().is_file() {
-            bail!(
+            return Err(SetupError::Refused(format!(
                 "the token file {} is not a regular file (symlinks are refused)",
                 path.display()
-            );
+            )));
         }
         let me = nix::unistd::geteuid().as_raw();
         if meta.uid() != me && meta.uid() != 0 {
-            bail!(
+            return Err(SetupError::Refused(format!(
                 "the token file {} is owned by uid {}, not by corrald's user (uid {me}) or root",
                 path.display(),
                 meta.uid()
-            );
+            )));
         }
         if meta.mode() & 0o077 != 0 {
-            bail!(
+            return Err(SetupError::Refused(format!(
                 "the token file {} is readable by others (mode {:o}); chmod 600 it",
                 path.display(),
                 meta.mode() & 0o7777
-            );
+            )));
         }
         let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the token file {}", path.display()))?;
+            .ctx(|| format!("cannot read the token file {}", path.display()))?;
         let token = text.trim();
         if token.len() < MIN_TOKEN_BYTES || token.contains(char::is_whitespace) {
-            bail!(
+            return Err(SetupError::Refused(format!(
                 "the token in {} must be one word of at least {MIN_TOKEN_BYTES} characters (e.g. `openssl rand -hex 32`)",
                 path.display()
-            );
+            )));
         }
         Ok(Self(Arc::new(token.as_bytes().to_vec())))
     }

@@ -38,6 +38,7 @@ pub mod openapi;
 pub mod routes;
 pub mod schema;
 pub mod serve;
+pub mod setup;
 pub mod state;
 
 pub use corral_service::{Backend, Settings};

@@ -169,7 +169,7 @@ fn main() -> ExitCode {
         .try_init();
     // Refused before anything is loaded or written: usage errors.
     if let Some(Err(e)) = args.listen.map(serve::check_loopback) {
-        print_error(&e);
+        print_error(&anyhow::Error::new(e));
         return ExitCode::from(2);
     }
     let listen = match listen(&args) {
@@ -348,7 +348,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            print_error(&e);
+            print_error(&anyhow::Error::new(e));
             ExitCode::from(1)
         }
     }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use crate::setup::{IoContext as _, SetupError};
 use axum::Router;
 use corral_service::AccessPolicy;
 use corral_service::callers::NamedGroup;
@@ -63,7 +63,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Create the socket's missing parent directories with [`DIR_MODE`];
 /// directories that already exist are left as they are.
-pub fn prepare_socket_dir(socket: &Path) -> anyhow::Result<()> {
+pub fn prepare_socket_dir(socket: &Path) -> Result<(), SetupError> {
     let Some(parent) = socket.parent().filter(|p| !p.as_os_str().is_empty()) else {
         return Ok(());
     };
@@ -78,20 +78,20 @@ pub fn prepare_socket_dir(socket: &Path) -> anyhow::Result<()> {
     }
     for dir in missing.iter().rev() {
         std::fs::create_dir(dir)
-            .with_context(|| format!("cannot create the socket directory {}", dir.display()))?;
+            .ctx(|| format!("cannot create the socket directory {}", dir.display()))?;
         // Set after creation: the umask would otherwise narrow or widen it.
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
-            .with_context(|| format!("cannot set the mode of {}", dir.display()))?;
+            .ctx(|| format!("cannot set the mode of {}", dir.display()))?;
     }
     Ok(())
 }
 
 /// Refuse addresses other hosts could reach.
-pub fn check_loopback(addr: SocketAddr) -> anyhow::Result<()> {
+pub fn check_loopback(addr: SocketAddr) -> Result<(), SetupError> {
     if !addr.ip().is_loopback() {
-        bail!(
+        return Err(SetupError::Refused(format!(
             "{addr} is not a loopback address; corrald speaks plain HTTP, so its token would cross the network in clear: listen on loopback (and tunnel) or on the unix socket (--socket PATH)"
-        );
+        )));
     }
     Ok(())
 }
@@ -113,7 +113,7 @@ pub struct Claim {
 /// Claim `socket`: take its lock file (another corrald holding it is
 /// "address in use"), then refuse a socket something answers on and remove
 /// a stale one. A path that is not a socket is never removed.
-pub fn claim_socket(socket: &Path) -> anyhow::Result<Claim> {
+pub fn claim_socket(socket: &Path) -> Result<Claim, SetupError> {
     let lock = lock_path(socket);
     let file = OpenOptions::new()
         .create(true)
@@ -122,39 +122,43 @@ pub fn claim_socket(socket: &Path) -> anyhow::Result<Claim> {
         .mode(0o600)
         .custom_flags(nix::libc::O_NOFOLLOW)
         .open(&lock)
-        .with_context(|| format!("cannot open the lock file {}", lock.display()))?;
+        .ctx(|| format!("cannot open the lock file {}", lock.display()))?;
     match file.try_lock() {
         Ok(()) => {}
-        Err(TryLockError::WouldBlock) => bail!(
-            "address in use: another corrald holds {} (it serves {}); stop it first, or give this one another --socket",
-            lock.display(),
-            socket.display()
-        ),
+        Err(TryLockError::WouldBlock) => {
+            return Err(SetupError::Refused(format!(
+                "address in use: another corrald holds {} (it serves {}); stop it first, or give this one another --socket",
+                lock.display(),
+                socket.display()
+            )));
+        }
         Err(TryLockError::Error(e)) => {
-            return Err(e).with_context(|| format!("cannot lock {}", lock.display()));
+            return Err(e).ctx(|| format!("cannot lock {}", lock.display()));
         }
     }
     match std::fs::symlink_metadata(socket) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("cannot inspect {}", socket.display())),
-        Ok(meta) if !meta.file_type().is_socket() => bail!(
-            "{} exists and is not a socket; corrald will not replace it: move it away or choose another --socket",
-            socket.display()
-        ),
-        Ok(_) => match std::os::unix::net::UnixStream::connect(socket) {
-            Ok(_) => bail!(
-                "address in use: a server answers on {}; stop it first, or give this one another --socket",
+        Err(e) => return Err(e).ctx(|| format!("cannot inspect {}", socket.display())),
+        Ok(meta) if !meta.file_type().is_socket() => {
+            return Err(SetupError::Refused(format!(
+                "{} exists and is not a socket; corrald will not replace it: move it away or choose another --socket",
                 socket.display()
-            ),
+            )));
+        }
+        Ok(_) => match std::os::unix::net::UnixStream::connect(socket) {
+            Ok(_) => {
+                return Err(SetupError::Refused(format!(
+                    "address in use: a server answers on {}; stop it first, or give this one another --socket",
+                    socket.display()
+                )));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                 tracing::info!(socket = %socket.display(), "replacing a stale socket nothing answers on");
-                std::fs::remove_file(socket).with_context(|| {
-                    format!("cannot remove the stale socket {}", socket.display())
-                })?;
+                std::fs::remove_file(socket)
+                    .ctx(|| format!("cannot remove the stale socket {}", socket.display()))?;
             }
             Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("cannot tell whether {} is live", socket.display()));
+                return Err(e).ctx(|| format!("cannot tell whether {} is live", socket.display()));
             }
         },
     }
@@ -207,7 +211,7 @@ pub async fn serve(
     listen: Listen,
     ready: impl FnOnce(String),
     stop: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), SetupError> {
     let max_body = state.limits().max_body;
     let max_upload = state.limits().max_upload;
     let app = |identify| -> Router {
@@ -234,8 +238,10 @@ pub async fn serve(
             check_loopback(addr)?;
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
-                .with_context(|| format!("cannot listen on {addr}"))?;
-            let addr = listener.local_addr()?;
+                .ctx(|| format!("cannot listen on {addr}"))?;
+            let addr = listener
+                .local_addr()
+                .ctx(|| "cannot read the bound address".to_owned())?;
             ready(addr.to_string());
             let server = axum::serve(
                 listener,
@@ -243,7 +249,7 @@ pub async fn serve(
             )
             .with_graceful_shutdown(drained);
             tokio::select! {
-                r = server => r.context("serving HTTP"),
+                r = server => r.ctx(|| "serving HTTP".to_owned()),
                 () = stopping => Ok(()),
             }
         }
@@ -255,20 +261,19 @@ pub async fn serve(
             prepare_socket_dir(&path)?;
             let claim = claim_socket(&path)?;
             let listener = tokio::net::UnixListener::bind(&path)
-                .with_context(|| format!("cannot listen on {}", path.display()))?;
+                .ctx(|| format!("cannot listen on {}", path.display()))?;
             let meta = std::fs::symlink_metadata(&path)
-                .with_context(|| format!("cannot inspect {}", path.display()))?;
+                .ctx(|| format!("cannot inspect {}", path.display()))?;
             let bound = BoundSocket {
                 path: claim.path.clone(),
                 dev: meta.dev(),
                 ino: meta.ino(),
             };
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(SOCKET_MODE))
-                .with_context(|| format!("cannot set the mode of {}", path.display()))?;
+                .ctx(|| format!("cannot set the mode of {}", path.display()))?;
             if let Some(g) = &group {
-                std::os::unix::fs::lchown(&path, None, Some(g.gid)).with_context(|| {
-                    format!("cannot give {} to group `{}`", path.display(), g.name)
-                })?;
+                std::os::unix::fs::lchown(&path, None, Some(g.gid))
+                    .ctx(|| format!("cannot give {} to group `{}`", path.display(), g.name))?;
             }
             ready(path.display().to_string());
             let server = axum::serve(
@@ -277,7 +282,7 @@ pub async fn serve(
             )
             .with_graceful_shutdown(drained);
             let result = tokio::select! {
-                r = server => r.context("serving HTTP"),
+                r = server => r.ctx(|| "serving HTTP".to_owned()),
                 () = stopping => Ok(()),
             };
             drop(bound);

@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use axum::http::StatusCode;
 use corral_egress::host::StateStore;
 use corral_service::Caller;
@@ -21,7 +20,7 @@ use corral_service::{
 };
 use tokio::sync::OwnedMutexGuard;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, BoxError};
 
 fn limiter(limits: &Limits, running: usize) -> OpLimiter {
     OpLimiter::new(running, limits.queue, limits.queue_wait)
@@ -199,9 +198,8 @@ impl AppState {
     }
 
     /// The host commands for the target namespace.
-    pub fn host(&self) -> anyhow::Result<HostService> {
-        let target = Target::open(self.settings.netns.as_deref())
-            .context("cannot open the target network namespace")?;
+    pub fn host(&self) -> Result<HostService, BoxError> {
+        let target = Target::open(self.settings.netns.as_deref())?;
         Ok(HostService::new(target, self.settings.state_dir.clone()))
     }
 
@@ -211,13 +209,13 @@ impl AppState {
     }
 
     /// The plan of the configuration, with names resolved now.
-    pub fn configured_plan(&self) -> anyhow::Result<Planned> {
+    pub fn configured_plan(&self) -> Result<Planned, BoxError> {
         Ok(host::plan_config(self.loaded())?)
     }
 
     /// The plan to check the live state against: what was applied when a
     /// record exists (names are not re-resolved), else the configuration's.
-    pub fn plan_to_check(&self) -> anyhow::Result<Planned> {
+    pub fn plan_to_check(&self) -> Result<Planned, BoxError> {
         Ok(host::plan_to_check(self.loaded(), false, &self.store())?)
     }
 

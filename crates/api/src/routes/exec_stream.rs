@@ -210,7 +210,7 @@ async fn run(state: AppState, name: String, socket: WebSocket, _turn: Turn) {
         Ok(exit_code) => Ending::Exit { exit_code },
         Err(e) => {
             let e = ApiError::from(e);
-            tracing::info!(sandbox = %name, code = e.code, error = %format!("{:#}", e.error), "streamed exec failed");
+            tracing::info!(sandbox = %name, code = e.code, error = %crate::error::chain(e.error.as_ref()), "streamed exec failed");
             Ending::Error(e.body())
         }
     };

@@ -10,12 +10,12 @@ use corral_egress::resolve::{ResolveError, SystemResolver};
 use corral_service::host::unresolved_names;
 use corral_service::reports::{PlanReport, StatusReport, VerifyReport, wiring_for};
 
-use crate::error::{ApiError, ErrorBody};
+use crate::error::{ApiError, BoxError, ErrorBody};
 use crate::state::AppState;
 
 async fn blocking<T: Send + 'static>(
     state: &AppState,
-    f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+    f: impl FnOnce() -> Result<T, BoxError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let answer = tokio::task::spawn_blocking(f)
         .await
@@ -29,11 +29,14 @@ async fn blocking<T: Send + 'static>(
 /// A plan that stopped at an allowlisted name with no address answers 422
 /// naming every such name (planning stops at the first one); anything else
 /// is corral's own failure.
-async fn planning_error(state: &AppState, e: anyhow::Error) -> ApiError {
-    if !e
-        .chain()
-        .any(|c| c.downcast_ref::<ResolveError>().is_some())
-    {
+async fn planning_error(state: &AppState, e: BoxError) -> ApiError {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e.as_ref());
+    let mut unresolved = false;
+    while let Some(c) = next {
+        unresolved |= c.downcast_ref::<ResolveError>().is_some();
+        next = c.source();
+    }
+    if !unresolved {
         return ApiError::internal(e);
     }
     let profiles = state.settings().config.profiles.clone();
