@@ -225,3 +225,79 @@ fn a_flood_is_bounded_counted_and_the_host_keeps_forwarding() {
     assert!(mine.suppressed_packets >= suppressed_n);
     assert!(mine.blocked_packets >= sent);
 }
+
+/// A frame the bridge table drops: a forged IPv4 source from the
+/// sandbox's own MAC, and a frame from a MAC its port was not bound to.
+/// Each is one record under its `l2-…` rule id, logged with the profile's
+/// bridge as input interface (where the collector takes the profile from);
+/// neither source is bound, so neither names a sandbox.
+#[test]
+fn frames_the_bridge_table_drops_are_logged_with_their_bridge() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    use corral_drill::attack::{mac_of, udp_frame};
+    use corral_drill::raw::{Marker, PacketSocket};
+
+    let lab = lab();
+    let mut reader = Reader::open_in(&lab.topo.host, droplog::GROUP).unwrap();
+    let sb = lab.sandbox(PROFILE);
+    let me = mac_of(&sb.ns, "eth0").unwrap();
+    let port_mac = mac_of(&lab.topo.host, &sb.port).unwrap();
+    let target = SocketAddr::new(IpAddr::V4(PUBLIC_V4[0]), 4500);
+    let forged: IpAddr = "10.231.2.200".parse().unwrap();
+    let stranger = [0x02, 0xde, 0xad, 0xbe, 0xef, 0x01];
+    let shots = [
+        (me, forged, "l2-port-ip4/forged-source"),
+        (stranger, IpAddr::V4(sb.v4), "l2-port-in/wrong-mac"),
+    ];
+    let bridge_index = {
+        let bridge = sb.bridge.clone();
+        lab.topo
+            .host
+            .run(move || nix::net::if_::if_nametoindex(bridge.as_str()))
+            .unwrap()
+            .unwrap()
+    };
+    let tx = PacketSocket::open(&sb.ns, "eth0").unwrap();
+    let send = |from_mac, src: IpAddr| {
+        let f = udp_frame(
+            from_mac,
+            port_mac,
+            SocketAddr::new(src, 40_000),
+            target,
+            &Marker::fresh(),
+        )
+        .unwrap();
+        tx.send(&f).unwrap();
+    };
+
+    // Control: no corral table, the frames cross and nothing is logged.
+    for (mac, src, _) in &shots {
+        send(*mac, *src);
+    }
+    let got = entries_to(&mut reader, target.ip(), Duration::from_millis(500));
+    assert!(got.is_empty(), "control: {got:?}");
+
+    lab.apply().unwrap();
+    let who = attribution(&lab);
+    for (mac, src, rule) in &shots {
+        send(*mac, *src);
+        let got = entries_to(&mut reader, target.ip(), Duration::from_millis(500));
+        assert_eq!(got.len(), 1, "{rule}: {got:?}");
+        let e = &got[0];
+        let rec = e.blocked(&who);
+        println!(
+            "{rule}: {} (in {:?})",
+            serde_json::to_string(&rec).unwrap(),
+            e.indev
+        );
+        assert_eq!(rec.rule, *rule);
+        assert_eq!(rec.profile, "", "the prefix names no profile");
+        assert_eq!(e.indev, Some(bridge_index), "logged in on the bridge");
+        assert_eq!(rec.src, *src);
+        assert_eq!(rec.sandbox, None, "an unbound source names no sandbox");
+        assert_eq!(rec.verdict, "drop");
+        assert_eq!(e.mac, Some(*mac));
+    }
+}

@@ -41,7 +41,7 @@ use super::model::{
     AddrFamily, ChainPlan, ChainType, Hook, L4Proto, Match, RulePlan, TABLE_NAME, TableFamily,
     TablePlan, Verdict,
 };
-use super::names;
+use super::{droplog, names};
 use corral_sandbox_core::PortRange;
 
 /// Priority of both base chains: the bridge family's `filter`, below
@@ -147,6 +147,12 @@ fn r(matches: Vec<Match>, verdict: Verdict) -> RulePlan {
     RulePlan::counted(matches, verdict)
 }
 
+/// `rule`, a blocking rule of the shared chain `chain`, with its drop-log
+/// twins (`l2-<chain>/<word>`, the per-port budget).
+fn logged(chain: &str, word: &str, rule: RulePlan) -> Vec<RulePlan> {
+    droplog::tap_l2(chain, word, vec![rule])
+}
+
 fn jump(c: &str) -> Verdict {
     Verdict::Jump(c.to_owned())
 }
@@ -207,27 +213,25 @@ pub(super) fn table(profiles: &ProfileSet, bindings: &[PortBinding]) -> TablePla
         return t;
     }
     t.chains.extend(port_chains());
-    let mut forward = vec![
-        r(
-            vec![in_set(vec![Field::IifName], sets::PORTS)],
-            Verdict::Drop,
-        ),
-        r(
-            vec![in_set(vec![Field::OifName], sets::PORTS)],
-            Verdict::Drop,
-        ),
-        r(
-            vec![in_set(vec![Field::IifName], sets::QUARANTINE)],
-            Verdict::Drop,
-        ),
-        r(
-            vec![in_set(vec![Field::OifName], sets::QUARANTINE)],
-            Verdict::Drop,
-        ),
-    ];
+    t.keyed_sets.push(droplog::l2_meter_plan());
+    let fwd = |word: &str, field: Field, set: &str| {
+        logged(
+            names::FORWARD,
+            word,
+            r(vec![in_set(vec![field], set)], Verdict::Drop),
+        )
+    };
+    let mut forward = [
+        fwd("port-to-port", Field::IifName, sets::PORTS),
+        fwd("port-to-port", Field::OifName, sets::PORTS),
+        fwd("quarantined", Field::IifName, sets::QUARANTINE),
+        fwd("quarantined", Field::OifName, sets::QUARANTINE),
+    ]
+    .concat();
     for p in profiles {
-        t.chains
-            .push(chain(&names::ports_chain(&p.name), p, subnet_rules(p)));
+        t.keyed_sets.push(droplog::meter_plan(&p.name));
+        let rules = droplog::tap(&p.name, "ports", "unbound", subnet_rules(p));
+        t.chains.push(chain(&names::ports_chain(&p.name), p, rules));
         forward.push(r(vec![], jump(&names::ports_chain(&p.name))));
     }
     t.chains.push(base(
@@ -334,19 +338,26 @@ fn port_chains() -> Vec<ChainPlan> {
         // fields sit where the rules read them.
         value: vec![0, 1, 8, 0, 6, 4],
     };
-    let port_in = vec![
-        r(
-            vec![not_in_set(
-                vec![Field::IifName, Field::EtherSaddr],
-                sets::PORT_MAC,
-            )],
-            Verdict::Drop,
+    let port_in = [
+        logged(
+            chains::PORT_IN,
+            "wrong-mac",
+            r(
+                vec![not_in_set(
+                    vec![Field::IifName, Field::EtherSaddr],
+                    sets::PORT_MAC,
+                )],
+                Verdict::Drop,
+            ),
         ),
-        r(vec![Match::EtherType(ETH_ARP)], jump(chains::PORT_ARP)),
-        r(vec![Match::EtherType(ETH_IP)], jump(chains::PORT_IP4)),
-        r(vec![Match::EtherType(ETH_IP6)], jump(chains::PORT_IP6)),
-        r(vec![], Verdict::Drop),
-    ];
+        vec![
+            r(vec![Match::EtherType(ETH_ARP)], jump(chains::PORT_ARP)),
+            r(vec![Match::EtherType(ETH_IP)], jump(chains::PORT_IP4)),
+            r(vec![Match::EtherType(ETH_IP6)], jump(chains::PORT_IP6)),
+        ],
+        logged(chains::PORT_IN, "ethertype", r(vec![], Verdict::Drop)),
+    ]
+    .concat();
     let port_arp = vec![
         r(
             vec![
@@ -368,8 +379,12 @@ fn port_chains() -> Vec<ChainPlan> {
             ],
             Verdict::Accept,
         ),
-        r(vec![], Verdict::Drop),
     ];
+    let port_arp = [
+        port_arp,
+        logged(chains::PORT_ARP, "spoofed", r(vec![], Verdict::Drop)),
+    ]
+    .concat();
     // A client without an address yet. (No source port check: `nft`
     // would merge it with the destination port into one compare.)
     let dhcp_client = |typed: Match| {
@@ -377,60 +392,75 @@ fn port_chains() -> Vec<ChainPlan> {
         m.extend(udp(Some(67), None));
         m
     };
-    let port_ip4 = vec![
-        r(udp(None, Some(67)), Verdict::Drop),
-        r(
-            [
-                udp(Some(67), None),
-                vec![meter(sets::DHCP_RATE, DHCP_RATE, DHCP_BURST)],
-            ]
-            .concat(),
-            Verdict::Drop,
+    let ip4 = |word: &str, rule: RulePlan| logged(chains::PORT_IP4, word, rule);
+    let port_ip4 = [
+        ip4("dhcp-server", r(udp(None, Some(67)), Verdict::Drop)),
+        ip4(
+            "dhcp-flood",
+            r(
+                [
+                    udp(Some(67), None),
+                    vec![meter(sets::DHCP_RATE, DHCP_RATE, DHCP_BURST)],
+                ]
+                .concat(),
+                Verdict::Drop,
+            ),
         ),
-        r(
-            [
-                udp(Some(67), None),
-                vec![not_in_set(
-                    vec![Field::IifName, dhcp_chaddr()],
-                    sets::PORT_LLADDR,
-                )],
-            ]
-            .concat(),
-            Verdict::Drop,
+        ip4(
+            "dhcp-chaddr",
+            r(
+                [
+                    udp(Some(67), None),
+                    vec![not_in_set(
+                        vec![Field::IifName, dhcp_chaddr()],
+                        sets::PORT_LLADDR,
+                    )],
+                ]
+                .concat(),
+                Verdict::Drop,
+            ),
         ),
-        r(
-            [
-                udp(Some(53), None),
-                vec![meter(sets::DNS_RATE, DNS_RATE, DNS_BURST)],
-            ]
-            .concat(),
-            Verdict::Drop,
+        ip4(
+            "dns-flood",
+            r(
+                [
+                    udp(Some(53), None),
+                    vec![meter(sets::DNS_RATE, DNS_RATE, DNS_BURST)],
+                ]
+                .concat(),
+                Verdict::Drop,
+            ),
         ),
-        r(
-            vec![
-                Match::EtherType(ETH_IP),
-                in_set(
-                    vec![
-                        Field::IifName,
-                        Field::EtherSaddr,
-                        Field::IpSaddr(AddrFamily::V4),
-                    ],
-                    sets::PORT_IP4,
-                ),
-            ],
-            Verdict::Accept,
-        ),
-        r(dhcp_client(Match::EtherType(ETH_IP)), Verdict::Accept),
-        r(vec![], Verdict::Drop),
-    ];
+        vec![
+            r(
+                vec![
+                    Match::EtherType(ETH_IP),
+                    in_set(
+                        vec![
+                            Field::IifName,
+                            Field::EtherSaddr,
+                            Field::IpSaddr(AddrFamily::V4),
+                        ],
+                        sets::PORT_IP4,
+                    ),
+                ],
+                Verdict::Accept,
+            ),
+            r(dhcp_client(Match::EtherType(ETH_IP)), Verdict::Accept),
+        ],
+        ip4("forged-source", r(vec![], Verdict::Drop)),
+    ]
+    .concat();
+    let ip6 = |word: &str, rule: RulePlan| logged(chains::PORT_IP6, word, rule);
     let mut port_ip6 = Vec::new();
     // Router advertisements, redirects and router renumbering: a sandbox
     // is never a router.
     for t in [134, 137, 138] {
-        port_ip6.push(r(icmpv6(t).to_vec(), Verdict::Drop));
+        port_ip6.extend(ip6("router", r(icmpv6(t).to_vec(), Verdict::Drop)));
     }
-    port_ip6.extend([
-        r(udp(None, Some(547)), Verdict::Drop),
+    port_ip6.extend(ip6("dhcp6-server", r(udp(None, Some(547)), Verdict::Drop)));
+    port_ip6.extend(ip6(
+        "dns-flood",
         r(
             [
                 udp(Some(53), None),
@@ -439,10 +469,13 @@ fn port_chains() -> Vec<ChainPlan> {
             .concat(),
             Verdict::Drop,
         ),
-        r(
-            vec![Match::EtherType(ETH_IP6), Match::SaddrIn(unspec6)],
-            jump(chains::PORT_IP6_UNSPEC),
-        ),
+    ));
+    port_ip6.push(r(
+        vec![Match::EtherType(ETH_IP6), Match::SaddrIn(unspec6)],
+        jump(chains::PORT_IP6_UNSPEC),
+    ));
+    port_ip6.extend(ip6(
+        "forged-source",
         r(
             vec![
                 Match::EtherType(ETH_IP6),
@@ -457,21 +490,30 @@ fn port_chains() -> Vec<ChainPlan> {
             ],
             Verdict::Drop,
         ),
+    ));
+    port_ip6.extend([
         r(icmpv6(136).to_vec(), jump(chains::PORT_NA)),
         r(icmpv6(135).to_vec(), jump(chains::PORT_NS)),
         r(icmpv6(133).to_vec(), jump(chains::PORT_RS)),
         r(vec![], Verdict::Accept),
     ]);
-    let port_ip6_unspec = vec![
+    let port_ip6_unspec = [
         // Duplicate address detection, and the MLDv2 report sent with it.
-        r(icmpv6(135).to_vec(), Verdict::Accept),
-        r(icmpv6(143).to_vec(), Verdict::Accept),
-        r(vec![], Verdict::Drop),
-    ];
+        vec![
+            r(icmpv6(135).to_vec(), Verdict::Accept),
+            r(icmpv6(143).to_vec(), Verdict::Accept),
+        ],
+        logged(
+            chains::PORT_IP6_UNSPEC,
+            "unspecified",
+            r(vec![], Verdict::Drop),
+        ),
+    ]
+    .concat();
     // An ND message: no options, or exactly one link-layer option of
     // `kind` at `at` naming the port's MAC.
-    let nd_options = |base_len: u16, kind: u8, at: u32| {
-        vec![
+    let nd_options = |chain: &str, base_len: u16, kind: u8, at: u32| {
+        let mut rules = vec![
             r(vec![ip6_payload_len(base_len)], Verdict::Accept),
             r(
                 vec![
@@ -484,23 +526,29 @@ fn port_chains() -> Vec<ChainPlan> {
                 ],
                 Verdict::Accept,
             ),
-            r(vec![], Verdict::Drop),
-        ]
+        ];
+        rules.extend(logged(chain, "spoofed", r(vec![], Verdict::Drop)));
+        rules
     };
-    let mut port_na = vec![r(
-        vec![not_in_set(
-            vec![Field::IifName, Field::EtherSaddr, nd_target()],
-            sets::PORT_ND_TARGET,
-        )],
-        Verdict::Drop,
-    )];
-    port_na.extend(nd_options(24, 2, 24));
-    let quarantine_in = vec![
+    let mut port_na = logged(
+        chains::PORT_NA,
+        "spoofed",
         r(
-            vec![in_set(vec![Field::EtherSaddr], sets::MACS)],
+            vec![not_in_set(
+                vec![Field::IifName, Field::EtherSaddr, nd_target()],
+                sets::PORT_ND_TARGET,
+            )],
             Verdict::Drop,
         ),
-        r(
+    );
+    port_na.extend(nd_options(chains::PORT_NA, 24, 2, 24));
+    let quarantined = |rule: RulePlan| logged(chains::QUARANTINE_IN, "quarantined", rule);
+    let quarantine_in = [
+        quarantined(r(
+            vec![in_set(vec![Field::EtherSaddr], sets::MACS)],
+            Verdict::Drop,
+        )),
+        quarantined(r(
             [
                 vec![Match::EtherType(ETH_IP)],
                 udp(Some(67), None),
@@ -508,17 +556,18 @@ fn port_chains() -> Vec<ChainPlan> {
             ]
             .concat(),
             Verdict::Drop,
-        ),
-        r(dhcp_client(Match::EtherType(ETH_IP)), Verdict::Accept),
-        r(vec![], Verdict::Drop),
-    ];
+        )),
+        vec![r(dhcp_client(Match::EtherType(ETH_IP)), Verdict::Accept)],
+        quarantined(r(vec![], Verdict::Drop)),
+    ]
+    .concat();
     vec![
         plain(chains::PORT_ARP, port_arp),
         plain(chains::PORT_IP4, port_ip4),
         plain(chains::PORT_IP6_UNSPEC, port_ip6_unspec),
         plain(chains::PORT_NA, port_na),
-        plain(chains::PORT_NS, nd_options(24, 1, 24)),
-        plain(chains::PORT_RS, nd_options(8, 1, 8)),
+        plain(chains::PORT_NS, nd_options(chains::PORT_NS, 24, 1, 24)),
+        plain(chains::PORT_RS, nd_options(chains::PORT_RS, 8, 1, 8)),
         plain(chains::PORT_IP6, port_ip6),
         plain(chains::PORT_IN, port_in),
         plain(chains::QUARANTINE_IN, quarantine_in),

@@ -101,6 +101,105 @@ pub const RULE_IDS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The rule words of `table bridge corral`'s shared chains, which hold
+/// every profile's frames: their ids are `l2-<chain>/<word>` and name no
+/// profile; the reader takes the profile from the bridge the frame
+/// arrived on (the log's input interface is the bridge in the bridge
+/// family). A profile's own `<p>-ports` chain uses `<p>-ports/<word>`.
+pub const L2_RULE_IDS: &[(&str, &str, &str)] = &[
+    (
+        "forward",
+        "port-to-port",
+        "a frame between two sandbox ports (port isolation)",
+    ),
+    (
+        "forward",
+        "quarantined",
+        "a frame to or from a quarantined port",
+    ),
+    (
+        "port-in",
+        "wrong-mac",
+        "a source MAC its port was not bound to",
+    ),
+    ("port-in", "ethertype", "a frame neither ARP, IPv4 nor IPv6"),
+    (
+        "port-arp",
+        "spoofed",
+        "ARP whose sender is not the port's binding",
+    ),
+    (
+        "port-ip4",
+        "dhcp-server",
+        "a DHCP server reply from a sandbox",
+    ),
+    ("port-ip4", "dhcp-flood", "DHCP over the per-port rate"),
+    (
+        "port-ip4",
+        "dhcp-chaddr",
+        "DHCP naming another client hardware address",
+    ),
+    ("port-ip4", "dns-flood", "DNS over the per-port rate"),
+    (
+        "port-ip4",
+        "forged-source",
+        "IPv4 from an address its port was not bound to",
+    ),
+    (
+        "port-ip6",
+        "router",
+        "router advertisement, redirect or renumbering from a sandbox",
+    ),
+    (
+        "port-ip6",
+        "dhcp6-server",
+        "a DHCPv6 server reply from a sandbox",
+    ),
+    ("port-ip6", "dns-flood", "DNS over the per-port rate"),
+    (
+        "port-ip6",
+        "forged-source",
+        "IPv6 from an address its port was not bound to",
+    ),
+    (
+        "port-ip6-unspec",
+        "unspecified",
+        "IPv6 from :: other than duplicate-address detection",
+    ),
+    (
+        "port-na",
+        "spoofed",
+        "a neighbour advertisement for another port's address or MAC",
+    ),
+    (
+        "port-ns",
+        "spoofed",
+        "a neighbour solicitation naming another MAC",
+    ),
+    (
+        "port-rs",
+        "spoofed",
+        "a router solicitation naming another MAC",
+    ),
+    (
+        "quarantine-in",
+        "quarantined",
+        "a frame from a port nobody bound",
+    ),
+    (
+        "ports",
+        "unbound",
+        "a profile's addresses between ports corral does not know",
+    ),
+];
+
+/// The prefix of `table bridge corral`'s shared rule ids.
+pub const L2_PREFIX: &str = "l2-";
+
+/// The meter of log tokens of `table bridge corral`'s shared chains: one
+/// bucket per port, so one sandbox's flood spends only its own budget.
+pub const L2_METER: &str = "l2-droplog";
+
 /// What a profile's meter set name adds to the profile's name.
 pub const METER_SUFFIX: &str = "-droplog";
 
@@ -147,15 +246,32 @@ pub struct Prefix {
 }
 
 /// Parse a prefix [`prefix`] made; `None` for anything else (another
-/// logger sharing the group).
+/// logger sharing the group). A shared bridge rule's prefix names no
+/// profile: its `profile` is empty.
 pub fn parse_prefix(text: &str) -> Option<Prefix> {
     let (rule, verdict) = text.rsplit_once(':')?;
     if verdict != "drop" && verdict != "reject" {
         return None;
     }
     let (chain, word) = rule.split_once('/')?;
+    if let Some(kind) = chain.strip_prefix(L2_PREFIX)
+        && L2_RULE_IDS
+            .iter()
+            .any(|(k, w, _)| *k == kind && *w == word && *k != "ports")
+    {
+        return Some(Prefix {
+            profile: String::new(),
+            rule: rule.to_owned(),
+            verdict: verdict.to_owned(),
+        });
+    }
     let (profile, kind) = chain.rsplit_once('-')?;
-    if !RULE_IDS.iter().any(|(k, w, _)| *k == kind && *w == word) {
+    let known = RULE_IDS.iter().any(|(k, w, _)| *k == kind && *w == word)
+        || (kind == "ports"
+            && L2_RULE_IDS
+                .iter()
+                .any(|(k, w, _)| *k == "ports" && *w == word));
+    if !known {
         return None;
     }
     Some(Prefix {
@@ -173,7 +289,28 @@ pub(super) fn tap(
     word: &str,
     rules: Vec<RulePlan>,
 ) -> Vec<RulePlan> {
-    let id = rule_id(profile, kind, word);
+    tap_with(&rule_id(profile, kind, word), &meter_set(profile), rules)
+}
+
+/// Like [`tap`] for a rule of `table bridge corral`'s shared `chain`: id
+/// `l2-<chain>/<word>`, budget [`L2_METER`] (one bucket per port).
+pub(super) fn tap_l2(chain: &str, word: &str, rules: Vec<RulePlan>) -> Vec<RulePlan> {
+    tap_with(&format!("{L2_PREFIX}{chain}/{word}"), L2_METER, rules)
+}
+
+/// The bridge table's meter of log tokens (per port).
+pub(super) fn l2_meter_plan() -> KeyedSetPlan {
+    KeyedSetPlan::new(
+        L2_METER,
+        vec![KeyPart::IfName],
+        KeyedKind::Meter {
+            timeout: Some(METER_TIMEOUT),
+        },
+    )
+}
+
+fn tap_with(id: &str, meter: &str, rules: Vec<RulePlan>) -> Vec<RulePlan> {
+    let id = id.to_owned();
     let mut out = Vec::with_capacity(rules.len() * 2);
     for r in rules {
         if r.verdict.class() != VerdictClass::Blocked {
@@ -182,7 +319,7 @@ pub(super) fn tap(
         }
         let mut over = r.matches.clone();
         over.push(Match::Meter {
-            set: meter_set(profile),
+            set: meter.to_owned(),
             fields: vec![Field::IifName],
             limit: Limit::RateOver {
                 per_second: RATE,

@@ -20,10 +20,9 @@ fn chain<'a>(plan: &'a HostPlan, family: TableFamily, name: &str) -> &'a ChainPl
 /// once, without its suppressing twin or its `log`; `droplog`'s own tests
 /// check those).
 fn texts(c: &ChainPlan) -> Vec<String> {
-    let profile = c.profile.as_deref().unwrap_or_default();
     c.rules
         .iter()
-        .filter(|r| !droplog::is_suppressor(profile, r))
+        .filter(|r| droplog::suppressor_profile(r).is_none())
         .map(|r| {
             render::rule_text(&RulePlan {
                 log: None,

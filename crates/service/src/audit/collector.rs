@@ -62,8 +62,17 @@ impl NicSource for NoNics {
     }
 }
 
-/// Who sent what, shared by the collector's threads.
-type Who = Arc<RwLock<BindingAttribution>>;
+/// Who sent what, shared by the collector's threads: the bindings, and
+/// each profile bridge's interface index (a frame the bridge table
+/// dropped is logged with the bridge as its input interface, and names
+/// no profile itself).
+#[derive(Default)]
+struct Attributing {
+    who: BindingAttribution,
+    bridges: std::collections::HashMap<u32, String>,
+}
+
+type Who = Arc<RwLock<Attributing>>;
 
 /// A running collector; dropping it stops it.
 #[derive(Debug)]
@@ -184,7 +193,13 @@ fn read_drops(mut reader: Reader, log: &AuditLog, who: &Who, stop: &AtomicBool) 
         }
         let record = {
             let who = who.read().unwrap_or_else(PoisonError::into_inner);
-            NetRecord::Blocked(entry.blocked(&*who))
+            let mut blocked = entry.blocked(&who.who);
+            if blocked.profile.is_empty()
+                && let Some(profile) = entry.indev.and_then(|i| who.bridges.get(&i))
+            {
+                blocked.profile = profile.clone();
+            }
+            NetRecord::Blocked(blocked)
         };
         append(log, record);
     }
@@ -244,7 +259,17 @@ impl Worker {
                 return;
             }
         };
+        let mut bridges = std::collections::HashMap::new();
         if let Ok(config) = inputs.config() {
+            for p in &config.profiles {
+                let name = p.bridge.to_string();
+                if let Ok(Ok(index)) = self
+                    .ns
+                    .run(move || nix::net::if_::if_nametoindex(name.as_str()))
+                {
+                    bridges.insert(index, p.name.to_string());
+                }
+            }
             let mut next = Vec::new();
             for p in &config.profiles {
                 let path = GatewayPaths::new(&self.state_dir, &p.bridge).log();
@@ -270,7 +295,7 @@ impl Worker {
                 .find(|(_, nic)| nic.port == b.port && nic.mac == b.mac)
                 .map(|(name, _)| name.clone())
         });
-        *self.who.write().unwrap_or_else(PoisonError::into_inner) = who;
+        *self.who.write().unwrap_or_else(PoisonError::into_inner) = Attributing { who, bridges };
         self.count_suppressed(&store);
     }
 
@@ -354,7 +379,7 @@ fn attribute(who: &Who, mut record: NetRecord) -> NetRecord {
     if let NetRecord::DnsAnswered(d) | NetRecord::DnsRefused(d) = &mut record
         && d.sandbox.is_none()
     {
-        d.sandbox = who.sandbox(d.src, None);
+        d.sandbox = who.who.sandbox(d.src, None);
     }
     record
 }
