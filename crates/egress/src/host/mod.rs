@@ -22,6 +22,7 @@
 //! Sysctls are not reverted by teardown: forwarding may serve other users
 //! of the host.
 
+mod carry;
 mod ports;
 mod report;
 mod revoke;
@@ -132,13 +133,28 @@ impl Host {
         })
     }
 
-    /// Applies `plan`; see the module docs for the order.
+    /// Applies `plan`; see the module docs for the order. Nothing the
+    /// gateway resolver learned is carried over (there is no previous plan
+    /// to vouch for it): [`Host::apply_after`] does.
     pub fn apply(&self, plan: &HostPlan) -> Result<ApplyReport, HostError> {
+        self.apply_after(plan, None)
+    }
+
+    /// Applies `plan` in place of `before` (the plan in force, when known):
+    /// as [`Host::apply`], carrying over the learned elements `plan` still
+    /// admits for the same name and class, each with the lifetime it had
+    /// left, in the same transaction (the rule: `carry`).
+    pub fn apply_after(
+        &self,
+        plan: &HostPlan,
+        before: Option<&HostPlan>,
+    ) -> Result<ApplyReport, HostError> {
         self.within(|| async {
             let start = Instant::now();
             let (early, per_bridge) = split_sysctls(plan);
             let mut sysctls = Sysctls::default().apply(&early)?;
-            let keep = kept_learned(plan, &nft::read_live()?);
+            let keep = carry::kept_learned(plan, before, &nft::read_live()?);
+            let carried = keep.values().map(Vec::len).sum();
             let stats = nft::apply_keeping(plan, &keep)?;
             let links = Links::connect()?;
             let mut bridges = Vec::new();
@@ -164,6 +180,7 @@ impl Host {
                 nft_bytes: stats.bytes,
                 rules: plan.rule_count(),
                 set_elements: plan.element_count(),
+                carried,
                 revoked,
                 ports,
                 ms: elapsed_ms(start),
@@ -356,22 +373,6 @@ fn split_sysctls(plan: &HostPlan) -> (Vec<SysctlPlan>, Vec<SysctlPlan>) {
             s.key.contains(&format!(".conf.{dev}."))
         })
     })
-}
-
-/// What the gateway resolver learned, for the new plan's dynamic sets:
-/// elements of sets the plan still has, without any the plan refuses.
-fn kept_learned(plan: &HostPlan, live: &nft::LiveState) -> nft::Learned {
-    let mut keep = nft::learned(live);
-    keep.retain(|name, _| {
-        plan.set(name)
-            .is_some_and(|s| s.kind == crate::plan::SetKind::Dynamic)
-    });
-    for els in keep.values_mut() {
-        els.retain(|(r, _)| {
-            crate::plan::reserved::refusal(r.start, plan.host_nets(), &[]).is_none()
-        });
-    }
-    keep
 }
 
 /// Drift of nft objects, bridges and sysctls, from inside the namespace.

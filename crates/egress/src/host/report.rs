@@ -24,6 +24,9 @@ pub struct ApplyReport {
     pub rules: usize,
     /// Set elements in the plan.
     pub set_elements: usize,
+    /// Learned elements (addresses the gateway resolver added) carried
+    /// into the new ruleset with the lifetime they had left.
+    pub carried: usize,
     /// Tracked flows the new plan no longer allows, deleted.
     pub revoked: super::RevokeReport,
     /// The ports of the profile bridges after the sweep: each isolated,

@@ -195,11 +195,11 @@ pub fn apply(plan: &HostPlan) -> Result<BatchStats, NftError> {
     send(&apply_batch(plan, None, &Learned::new())?)
 }
 
-/// [`apply`], carrying elements the gateway resolver learned into the new
-/// ruleset's dynamic sets of the same name (same profile and class), each
-/// with the lifetime it had left, so an apply does not cut sandboxes off
-/// names they resolved a moment ago. Elements of sets the plan no longer
-/// has are dropped.
+/// [`apply`], adding `keep` (elements the gateway resolver learned, each
+/// with the lifetime it has left) to the new ruleset's dynamic sets of the
+/// same name in the same transaction, so there is never a moment without
+/// them. Which elements may be kept is the caller's rule
+/// (`host::carry`); names of sets the plan does not have are ignored.
 pub fn apply_keeping(plan: &HostPlan, keep: &Learned) -> Result<BatchStats, NftError> {
     send(&apply_batch(plan, None, keep)?)
 }
@@ -270,6 +270,8 @@ fn skeleton(plan: &HostPlan) -> HostPlan {
     // state: entries may come and go while the rules stay the same (a
     // narrowed list whose other entries keep the set in use).
     p.origins.clear();
+    // The names feeding the learned sets stay: only an apply restarts the
+    // gateway resolver with new names, so a refresh must not record them.
     p
 }
 
@@ -280,7 +282,7 @@ fn skeleton(plan: &HostPlan) -> HostPlan {
 pub fn refresh_sets(old: &HostPlan, new: &HostPlan) -> Result<RefreshReport, NftError> {
     if skeleton(old) != skeleton(new) {
         return Err(NftError::NotRefreshable(
-            "the sets, chains or rules differ".to_owned(),
+            "the sets, chains or rules differ, or the names feeding a learned set do (the gateway resolver takes those only at apply)".to_owned(),
         ));
     }
     let mut report = RefreshReport::default();

@@ -29,6 +29,7 @@ pub mod build;
 pub mod droplog;
 pub mod eval;
 pub mod explain;
+pub mod feeds;
 pub mod gateway_guard;
 pub mod guard;
 pub mod keyed;
@@ -144,6 +145,9 @@ pub struct HostPlan {
     /// Where each allow entry landed (not sent to the kernel): what an
     /// explanation names an accept by ([`HostPlan::trace`]).
     pub origins: Vec<explain::AllowOrigin>,
+    /// The entries whose answers feed each learned set (see [`feeds`]):
+    /// what decides which learned elements an apply carries over.
+    pub dns_feeds: feeds::DnsFeeds,
 }
 
 /// The plan cannot be built from these inputs.
@@ -248,6 +252,7 @@ impl HostPlan {
             bridge,
             bindings: Vec::new(),
             origins: build::origins(profiles, resolution),
+            dns_feeds: feeds::dns_feeds(profiles),
         })
     }
 

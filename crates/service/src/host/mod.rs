@@ -1,6 +1,8 @@
 //! The host lifecycle, in the order that keeps it fail-closed:
 //! sysctls → nftables (one transaction) → bridges → read-back (all in
-//! `Host::apply`) → record what was applied → the bound ports' DHCP
+//! `Host::apply_after`, which carries over what the gateway resolver
+//! learned under the plan in force and the new plan still admits) →
+//! record what was applied → the bound ports' DHCP
 //! reservations → gateways (dnsmasq binds the bridges' gateway addresses
 //! and fills the DNS sets the apply created).
 //! Teardown runs the other way: gateways, tables and bridges, then the
@@ -218,10 +220,18 @@ impl HostService {
         let planned = planned
             .keeping_bindings(&previous)
             .map_err(ApplyError::Bindings)?;
-        let report = self.target.host.apply(&planned.plan).map_err(|e| {
-            let (target, source) = self.host_error(e);
-            ApplyError::Host { target, source }
-        })?;
+        // The plan in force, to vouch for what the gateway resolver learned
+        // under it: when it cannot be rebuilt, nothing learned is carried
+        // over (sandboxes resolve again), which never opens anything.
+        let before = self.store().load_plan().ok().flatten().map(|(_, p)| p);
+        let report = self
+            .target
+            .host
+            .apply_after(&planned.plan, before.as_ref())
+            .map_err(|e| {
+                let (target, source) = self.host_error(e);
+                ApplyError::Host { target, source }
+            })?;
         let store = self.store();
         store.save(&planned.inputs()).map_err(ApplyError::Record)?;
         // The bound ports' DHCP reservations first, so each gateway starts

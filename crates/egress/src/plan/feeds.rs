@@ -1,0 +1,129 @@
+//! Which allowlist names feed each learned set: what an element of
+//! `<profile>-dns4-tcp-443` can have come from.
+//!
+//! The gateway resolver adds the answers to a name into the learned sets of
+//! the classes whose entries admit that name (a host entry, or a wildcard
+//! at or above it). So every element of a learned set was admitted by one
+//! of the set's entries, and stays admitted by a later plan whose entries
+//! for that set include all of them: that is the rule an apply uses to
+//! carry learned elements over (`host::carry`). The kernel keeps no record
+//! of which name gave which element, so a set that lost any entry is
+//! carried over empty.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use corral_sandbox_core::{AllowTarget, DnsPolicy, EgressMode, ProfileName, ProfileSet};
+use serde::Serialize;
+
+use super::model::AddrFamily;
+use super::names;
+
+/// The entries behind one learned set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Feed {
+    /// The profile the set belongs to.
+    pub profile: ProfileName,
+    /// The set's address family.
+    pub family: AddrFamily,
+    /// The host and wildcard entries of the set's class, as written
+    /// (`api.example.com`, `*.cdn.example`).
+    pub names: BTreeSet<String>,
+}
+
+/// Every learned set of a plan, by set name.
+pub type DnsFeeds = BTreeMap<String, Feed>;
+
+/// The feeds of every learned set `profiles` gives (allowlist profiles with
+/// `dns = "gateway"`; the `dns6` sets only for profiles with IPv6).
+pub fn dns_feeds(profiles: &ProfileSet) -> DnsFeeds {
+    let mut out = DnsFeeds::new();
+    for p in profiles.iter() {
+        if p.mode != EgressMode::Allowlist || p.dns != DnsPolicy::Gateway {
+            continue;
+        }
+        let mut families = vec![AddrFamily::V4];
+        if p.subnet_v6.is_some() {
+            families.push(AddrFamily::V6);
+        }
+        for e in &p.allow {
+            let name = match &e.target {
+                AllowTarget::Host(h) => h.to_string(),
+                AllowTarget::Wildcard(w) => format!("*.{w}"),
+                AllowTarget::Net(_) => continue,
+            };
+            for &family in &families {
+                let set = names::dns_set(&p.name, family, e.protocol, e.ports);
+                out.entry(set)
+                    .or_insert_with(|| Feed {
+                        profile: p.name.clone(),
+                        family,
+                        names: BTreeSet::new(),
+                    })
+                    .names
+                    .insert(name.clone());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::test_support::profile;
+    use crate::plan::{HostPlan, PlanSettings, Resolution, SetKind};
+
+    fn set(allow: &[&str]) -> ProfileSet {
+        let mut p = profile(
+            "dev",
+            "cb-dev",
+            "10.90.0.0/24",
+            EgressMode::Allowlist,
+            allow,
+        );
+        p.subnet_v6 = Some("fd00:90::/64".parse().unwrap());
+        p.allow_unresolved = true;
+        ProfileSet::new(vec![p]).unwrap()
+    }
+
+    #[test]
+    fn every_learned_set_of_the_plan_has_a_feed_and_nothing_else_does() {
+        let s = set(&[
+            "api.example.com:443/tcp",
+            "*.cdn.example:443/tcp",
+            "*.x.example",
+            "192.0.2.1",
+        ]);
+        let mut r = Resolution::new();
+        r.insert(&"api.example.com".parse().unwrap(), []);
+        let plan = HostPlan::build(&s, &PlanSettings::default(), &r).unwrap();
+        let dynamic: BTreeSet<&str> = plan
+            .inet
+            .sets
+            .iter()
+            .filter(|s| s.kind == SetKind::Dynamic)
+            .map(|s| s.name.as_str())
+            .collect();
+        let feeds = dns_feeds(&s);
+        assert_eq!(dynamic, feeds.keys().map(String::as_str).collect());
+        let f = &feeds["dev-dns6-tcp-443"];
+        assert_eq!(f.family, AddrFamily::V6);
+        assert_eq!(
+            f.names.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["*.cdn.example", "api.example.com"]
+        );
+        assert_eq!(
+            feeds["dev-dns4"].names.iter().collect::<Vec<_>>(),
+            ["*.x.example"]
+        );
+    }
+
+    #[test]
+    fn no_learned_sets_without_the_gateway_resolver() {
+        let mut s = set(&["*.cdn.example"]);
+        let mut p = s.iter().next().unwrap().clone();
+        p.dns = DnsPolicy::Off;
+        s = ProfileSet::new(vec![p]).unwrap();
+        assert!(dns_feeds(&s).is_empty());
+    }
+}
