@@ -40,6 +40,8 @@ use futures::TryStreamExt;
 use ipnet::{IpNet, Ipv4Net};
 use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
 
+pub mod v6;
+
 /// The allowed destination (`allow = ["198.51.100.10:8080/tcp"]`).
 pub const ALLOWED: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 10)), 8080);
 /// The allowed address on a port the profile does not allow.
@@ -134,7 +136,7 @@ impl HostLab {
     /// stamp and gateway address, exactly as `apply` makes it) but NO rules:
     /// the control state, in which every probe must succeed.
     pub fn new() -> Result<Self, LabError> {
-        let mut lab = Self::build(false)?;
+        let mut lab = Self::build(false, false)?;
         let bridge_plan = lab.plan.bridges.first().cloned();
         let here = Netns::current()?;
         here.run_async(|| async {
@@ -164,7 +166,18 @@ impl HostLab {
     /// [`UNLISTED_NAME`] with [`Self::dns_unlisted`]. Drop tears down what
     /// the apply made (gateways included) through corral's service.
     pub fn for_apply() -> Result<Self, LabError> {
-        let mut lab = Self::build(true)?;
+        Self::for_apply_with(false)
+    }
+
+    /// [`Self::for_apply`] with IPv6: the profile also has a /64
+    /// ([`v6::subnet`]) and allows [`v6::ALLOWED6`]; the destination
+    /// namespace also answers on [`v6::UNLISTED6`], which it does not.
+    pub fn for_apply_v6() -> Result<Self, LabError> {
+        Self::for_apply_with(true)
+    }
+
+    fn for_apply_with(v6: bool) -> Result<Self, LabError> {
+        let mut lab = Self::build(true, v6)?;
         let n = lab.n;
         let upstream = TestUpstream::bind(SocketAddr::new(IpAddr::V4(upstream_v4(n)), 53))?;
         upstream.set(ALLOWED_NAME, &[IpAddr::V4(dns_allowed(n))], 30);
@@ -172,7 +185,7 @@ impl HostLab {
         let dir = tempfile::tempdir()?;
         std::fs::write(
             dir.path().join("corral.toml"),
-            apply_config(lab.profile.bridge.as_str(), n),
+            apply_config(lab.profile.bridge.as_str(), n, v6),
         )?;
         lab.apply = Some(ApplyParts {
             dir,
@@ -207,7 +220,7 @@ impl HostLab {
         SocketAddr::new(IpAddr::V4(dns_unlisted(self.n)), DNS_PORT)
     }
 
-    fn build(for_apply: bool) -> Result<Self, LabError> {
+    fn build(for_apply: bool, v6: bool) -> Result<Self, LabError> {
         // One test at a time changes the host namespace, across test
         // binaries too.
         let lock = corral_test_support::HostLock::acquire();
@@ -215,7 +228,7 @@ impl HostLab {
         let bridge = format!("ce2e{n}");
         let veth = format!("ce2e{n}v");
         let config = if for_apply {
-            apply_config(&bridge, n)
+            apply_config(&bridge, n, v6)
         } else {
             profile_config(&bridge, n)
         };
@@ -269,6 +282,11 @@ impl HostLab {
         // From here on `lab` is dropped (and cleans up) on any error.
         lab.build_destination()?;
         lab.rules = lab.add_policy_routes(&bridge, priority)?;
+        if v6 {
+            v6::build_destination(&lab)?;
+            let rules = v6::add_policy_routes(&lab, &bridge, priority)?;
+            lab.rules.extend(rules);
+        }
         Ok(lab)
     }
 
@@ -583,7 +601,15 @@ block = "reject"
 
 /// The profile of [`HostLab::for_apply`]: only [`ALLOWED_NAME`], learned
 /// through the gateway resolver, which forwards to the lab's upstream.
-fn apply_config(bridge: &str, n: u32) -> String {
+fn apply_config(bridge: &str, n: u32, v6: bool) -> String {
+    let (subnet_v6, allow_v6) = if v6 {
+        (
+            format!("subnet_v6 = \"{}\"\n", v6::subnet(n)),
+            format!(", \"[{}]:{}/tcp\"", v6::ALLOWED6.ip(), v6::ALLOWED6.port()),
+        )
+    } else {
+        (String::new(), String::new())
+    };
     format!(
         r#"
 [host]
@@ -593,8 +619,8 @@ dns_upstreams = ["{upstream}"]
 name = "e2e"
 bridge = "{bridge}"
 subnet = "10.251.{n}.0/24"
-mode = "allowlist"
-allow = ["{ALLOWED_NAME}:{DNS_PORT}/tcp"]
+{subnet_v6}mode = "allowlist"
+allow = ["{ALLOWED_NAME}:{DNS_PORT}/tcp"{allow_v6}]
 allow_unresolved = true
 block = "reject"
 "#,

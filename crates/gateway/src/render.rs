@@ -17,6 +17,7 @@ use super::error::GatewayError;
 use super::names::DomainRule;
 use super::spec::{DnsService, GatewaySpec};
 use corral_egress::plan::AddrFamily;
+use corral_egress::plan::bindings::SLAAC_PREFIX_LEN;
 
 /// The longest line written (dnsmasq refuses lines over 1,024 bytes; the
 /// margin keeps clear of its off-by-one in counting the newline).
@@ -55,6 +56,7 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
 
     dhcp_leases(&mut c, spec);
     c.kv("dhcp-option", format!("option:router,{}", spec.gateway_v4));
+    router_advertisements(&mut c, spec);
     c.line("dhcp-ignore-names");
     c.line("dhcp-authoritative");
     c.line("no-ping");
@@ -151,6 +153,42 @@ fn dhcp_leases(c: &mut Conf, spec: &GatewaySpec) {
         format!("{},static,{mask},{lease}s", net.network()),
     );
     c.kv("dhcp-ignore", "tag:!known");
+}
+
+/// IPv6 addressing, on profiles with a /64 only: router advertisements
+/// for SLAAC (autonomous flag on, no DHCPv6), the gateway's link-local
+/// address as the router and, with a resolver, the gateway's v6 address as
+/// DNS server (RDNSS). Each sandbox forms its address from its MAC
+/// (modified EUI-64), which is the address corral bound its port to
+/// (`plan::bindings::slaac_address`); a guest with privacy extensions or
+/// stable-privacy addresses forms others, which its port drops
+/// (docs/gateway.md). dnsmasq sends advertisements only on an interface
+/// named by `interface=`: naming the bridge also has it listen on the
+/// bridge's link-local address, where the rules accept no DNS, and on
+/// loopback unless told `except-interface=lo`.
+fn router_advertisements(c: &mut Conf, spec: &GatewaySpec) {
+    let Some(net) = spec
+        .subnet_v6
+        .filter(|n| n.prefix_len() == SLAAC_PREFIX_LEN)
+    else {
+        return;
+    };
+    c.comment("IPv6: announce the profile's /64 for SLAAC (no DHCPv6); each sandbox forms the EUI-64 address its port is bound to");
+    c.kv("interface", &spec.bridge);
+    // `interface=` adds the loopback interface by itself: dnsmasq would
+    // listen on 127.0.0.1 too (and a second gateway could not start).
+    c.kv("except-interface", "lo");
+    c.line("enable-ra");
+    c.kv(
+        "dhcp-range",
+        format!("{},ra-only,{SLAAC_PREFIX_LEN}", net.network()),
+    );
+    match (spec.gateway_v6, &spec.dns) {
+        (Some(gw6), DnsService::Forward { .. } | DnsService::Filtered { .. }) => {
+            c.kv("dhcp-option", format!("option6:dns-server,[{gw6}]"));
+        }
+        _ => c.kv("dhcp-option", "option6:dns-server"),
+    }
 }
 
 /// How much of the resolver one sandbox can hold at once.
@@ -285,6 +323,46 @@ mod tests {
                 .all(|l| l.starts_with("server=/"))
         );
         assert!(!text.contains("port=0"));
+    }
+
+    #[test]
+    fn only_a_v6_profile_with_a_64_announces_its_prefix() {
+        let ra = [
+            "interface=cb-claude",
+            "except-interface=lo",
+            "enable-ra",
+            "dhcp-range=fd00:99:2::,ra-only,64",
+        ];
+        let mut p = profile(EgressMode::Allowlist, &["api.example.com"], "10.99.2.0/24");
+        let d =
+            render(&GatewaySpec::from_profile(&p, &ups(), DnsTiming::default()).unwrap()).unwrap();
+        assert!(
+            !d.contains("enable-ra") && !d.contains("interface="),
+            "v4 only:\n{d}"
+        );
+        p.subnet_v6 = Some("fd00:99:2::/64".parse().unwrap());
+        let d =
+            render(&GatewaySpec::from_profile(&p, &ups(), DnsTiming::default()).unwrap()).unwrap();
+        let lines = directives(&d);
+        for want in ra
+            .iter()
+            .chain(&["dhcp-option=option6:dns-server,[fd00:99:2::1]"])
+        {
+            assert!(lines.contains(want), "missing `{want}` in:\n{d}");
+        }
+        // No resolver on `none`: the prefix and router, no DNS server.
+        let mut none = profile(EgressMode::None, &[], "10.99.1.0/24");
+        none.subnet_v6 = Some("fd00:99:1::/64".parse().unwrap());
+        let d =
+            render(&GatewaySpec::from_profile(&none, &[], DnsTiming::default()).unwrap()).unwrap();
+        let lines = directives(&d);
+        assert!(lines.contains(&"dhcp-range=fd00:99:1::,ra-only,64"), "{d}");
+        assert!(lines.contains(&"dhcp-option=option6:dns-server"), "{d}");
+        // SLAAC needs a /64: another length is not announced.
+        p.subnet_v6 = Some("fd00:99:2::/112".parse().unwrap());
+        let d =
+            render(&GatewaySpec::from_profile(&p, &ups(), DnsTiming::default()).unwrap()).unwrap();
+        assert!(!d.contains("enable-ra"), "{d}");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use corral_sandbox_core::{BridgeName, DnsPolicy, EgressMode, Profile, ProfileName};
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 
 use super::error::GatewayError;
 use super::names::{NameRules, SetLine};
@@ -93,6 +93,10 @@ pub struct GatewaySpec {
     /// The IPv6 gateway address when the profile has IPv6: the resolver
     /// listens there too, and AAAA answers also feed `<profile>-dns6`.
     pub gateway_v6: Option<Ipv6Addr>,
+    /// The profile's IPv6 subnet: a /64 is announced for SLAAC (router
+    /// advertisements, the gateway as router and, with a resolver, DNS
+    /// server).
+    pub subnet_v6: Option<Ipv6Net>,
     /// DHCP lease time.
     pub lease_time: Duration,
     /// The DNS service.
@@ -149,6 +153,7 @@ impl GatewaySpec {
             subnet_v4: profile.subnet_v4,
             gateway_v4: profile.gateway_v4(),
             gateway_v6: profile.gateway_v6(),
+            subnet_v6: profile.subnet_v6.map(|n| n.trunc()),
             lease_time: DEFAULT_LEASE_TIME,
             dns,
         };

@@ -56,3 +56,43 @@ fn a_sixty_name_allowlist_passes_dnsmasqs_own_check() {
         "dnsmasq refused the rendered configuration: {stderr}\n{text}"
     );
 }
+
+#[test]
+fn a_v6_profile_announcing_its_prefix_passes_dnsmasqs_own_check() {
+    if !corral_test_support::gate::tool("dnsmasq", "dnsmasq-base") {
+        return;
+    }
+    for (mode, allow) in [
+        (
+            EgressMode::Allowlist,
+            vec!["api.example.com:443/tcp".parse().unwrap()],
+        ),
+        (EgressMode::Internet, Vec::new()),
+        (EgressMode::None, Vec::new()),
+    ] {
+        let profile = Profile {
+            name: ProfileName::new("six").unwrap(),
+            bridge: BridgeName::new("cb-six").unwrap(),
+            subnet_v4: "10.99.8.0/24".parse().unwrap(),
+            subnet_v6: Some("fd00:99:8::/64".parse().unwrap()),
+            mode,
+            allow,
+            block: BlockAction::Reject,
+            dns: DnsPolicy::Gateway,
+            allow_unresolved: false,
+            deny: Vec::new(),
+        };
+        let ups = ["198.18.0.53:53".parse().unwrap()];
+        let spec = GatewaySpec::from_profile(&profile, &ups, DnsTiming::default()).unwrap();
+        let text = render(&spec).unwrap();
+        assert!(text.contains("\nenable-ra\n"), "{text}");
+        let (ok, stderr) = dnsmasq_test(&text);
+        assert!(
+            ok,
+            "dnsmasq refused the {mode:?} configuration: {stderr}\n{text}"
+        );
+    }
+    // Control: a malformed range is refused, so the check can fail.
+    let (ok, _) = dnsmasq_test("enable-ra\ndhcp-range=fd00:99:8::,ra-bogus,64\n");
+    assert!(!ok);
+}

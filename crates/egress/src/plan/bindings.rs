@@ -38,6 +38,20 @@ pub struct PortBinding {
     pub v6: Option<Ipv6Addr>,
 }
 
+/// The prefix length a profile's IPv6 subnet must have for its gateway to
+/// announce it for stateless autoconfiguration (SLAAC forms a 64-bit
+/// interface identifier).
+pub const SLAAC_PREFIX_LEN: u8 = 64;
+
+/// The address a guest forms by SLAAC in `net` from `mac` with a modified
+/// EUI-64 interface identifier (the kernel's default, `addr_gen_mode` 0):
+/// the one a sandbox of a /64 profile is bound to, so the address it
+/// configures itself from the gateway's announcement is exactly its own.
+pub fn slaac_address(net: ipnet::Ipv6Net, mac: MacAddr) -> Ipv6Addr {
+    let iid = u128::from(mac.link_local()) & u128::from(u64::MAX);
+    Ipv6Addr::from(u128::from(net.trunc().network()) | iid)
+}
+
 /// Prefix of the port names [`PortBinding::allocate`] chooses.
 pub const PORT_PREFIX: &str = "crl";
 
@@ -46,8 +60,10 @@ impl PortBinding {
     /// gateway or broadcast address, not bound in `taken`), with the MAC,
     /// IPv6 address and port name derived from it: MAC `02:c0:` + the
     /// IPv4 address (unique on the host, because profile subnets do not
-    /// overlap), the IPv6 address at the same offset in the profile's IPv6
-    /// subnet, port `crl` + the IPv4 address in hex.
+    /// overlap), the IPv6 address the guest forms by SLAAC from that MAC
+    /// in a /64 profile subnet ([`slaac_address`]; in a subnet of another
+    /// length, which no gateway announces, the one at the same offset as
+    /// the IPv4 address), port `crl` + the IPv4 address in hex.
     pub fn allocate(profile: &Profile, taken: &[PortBinding]) -> Result<PortBinding, PlanError> {
         let net = profile.subnet_v4.trunc();
         let first = u32::from(net.network()).saturating_add(1);
@@ -65,9 +81,11 @@ impl PortBinding {
         };
         let o = v4.octets();
         let offset = u32::from(v4) - u32::from(net.network());
-        let v6 = profile
-            .subnet_v6
-            .map(|n| Ipv6Addr::from(u128::from(n.trunc().network()) + u128::from(offset)));
+        let mac = MacAddr([0x02, 0xc0, o[0], o[1], o[2], o[3]]);
+        let v6 = profile.subnet_v6.map(|n| match n.prefix_len() {
+            SLAAC_PREFIX_LEN => slaac_address(n, mac),
+            _ => Ipv6Addr::from(u128::from(n.trunc().network()) + u128::from(offset)),
+        });
         let port =
             InterfaceName::new(format!("{PORT_PREFIX}{:08x}", u32::from(v4))).map_err(|e| {
                 PlanError::Binding {
@@ -78,7 +96,7 @@ impl PortBinding {
         Ok(PortBinding {
             port,
             bridge: profile.bridge.clone(),
-            mac: MacAddr([0x02, 0xc0, o[0], o[1], o[2], o[3]]),
+            mac,
             v4,
             v6,
         })
@@ -212,7 +230,8 @@ mod tests {
         let a = PortBinding::allocate(p, &[]).unwrap();
         assert_eq!(a.v4, Ipv4Addr::new(10, 91, 0, 2));
         assert_eq!(a.mac.to_string(), "02:c0:0a:5b:00:02");
-        assert_eq!(a.v6, Some("fd00:91::2".parse().unwrap()));
+        // The EUI-64 address the guest forms by SLAAC from the bound MAC.
+        assert_eq!(a.v6, Some("fd00:91::c0:aff:fe5b:2".parse().unwrap()));
         assert_eq!(a.port.as_str(), "crl0a5b0002");
         assert_eq!(
             a.mac.link_local(),
