@@ -263,9 +263,26 @@ fn bindings_hold_across_reapply_and_a_stranger_on_the_bridge_gets_nothing() {
         "before the re-apply"
     );
 
-    // A re-apply keeps the binding: same record, same live elements, and
-    // the bound sandbox still gets through.
-    in_lab(&lab, &["host", "apply"]).expect_code(0);
+    // A re-apply with an unrelated change keeps the binding: same record,
+    // same live elements, and the bound sandbox still gets through.
+    let config = std::fs::read_to_string(lab.config_path()).unwrap();
+    let unrelated = config.replacen(
+        "block = \"reject\"",
+        "block = \"reject\"\ndeny = [\"192.0.2.77/32\"]",
+        1,
+    );
+    assert_ne!(config, unrelated);
+    std::fs::write(lab.config_path(), unrelated).unwrap();
+    let applied = in_lab(&lab, &["host", "apply", "--json"])
+        .expect_code(0)
+        .json();
+    // The address the gateway learned was carried into the new ruleset:
+    // reached again without a new lookup.
+    assert!(applied["carried"].as_u64() >= Some(1), "{applied}");
+    assert!(
+        reached_with(Some(&lab.state_dir()), &box1, lab.dns_allowed()),
+        "the learned address was lost by an unrelated apply"
+    );
     assert_eq!(recorded_ports(&lab.state_dir()), vec![port.clone()]);
     assert!(nft_set_has("ports", &ifname(&port)));
     assert_eq!(
@@ -275,7 +292,7 @@ fn bindings_hold_across_reapply_and_a_stranger_on_the_bridge_gets_nothing() {
             made["gate"]["binding"]["v4"].as_str().unwrap()
         )
     );
-    // (A re-apply replaces the tables, so the name is learned again.)
+    // And the name resolves and is reached as before.
     let again = sh(&lab.state_dir(), &box1, &format!("nslookup {ALLOWED_NAME}"));
     assert!(
         again.stdout.contains(&lab.dns_allowed().ip().to_string()),
