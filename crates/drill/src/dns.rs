@@ -43,10 +43,12 @@ const TUNNEL_QUERIES: usize = 50;
 
 /// The probe labels of the DNS rows.
 #[cfg(test)]
-pub(crate) const PROBES: [&str; 9] = [
+pub(crate) const PROBES: [&str; 11] = [
     ROTATED_BLOCKED,
     NAME_RESOLVED,
     ROTATED_REACHABLE,
+    crate::carry::CARRIED,
+    crate::slaac::V6_ONLY_ALLOWLIST,
     UNLISTED,
     TUNNEL,
     FORWARDS,
@@ -185,6 +187,7 @@ impl Drill<'_> {
         let rules = NameRules::from_allow(&p.allow);
         if let Some((name, port, transport, outside)) = allowed_name_entry(p) {
             out.extend(self.rotation(&name, port, transport, pi));
+            out.push(self.carried(p, port, transport, pi));
             if let Some(other) = outside {
                 out.push(self.other_port(&name, other, pi));
             }
@@ -192,7 +195,32 @@ impl Drill<'_> {
         }
         out.push(self.unlisted(&rules, pi));
         out.push(self.tunnel(&rules, pi));
+        if crate::slaac::applies(p) {
+            out.push(self.v6_only_allowlist(p));
+        }
         out
+    }
+
+    /// The IPv6 addressing row (`crate::slaac`), from the profile's second
+    /// sandbox when it has one (the first runs the other rows).
+    fn v6_only_allowlist(&self, p: &Profile) -> DrillRow {
+        let sb = self
+            .lab
+            .topo
+            .sandboxes_of(p.name.as_str())
+            .nth(1)
+            .unwrap_or(self.sb);
+        let (to, control, observed, ms) = crate::slaac::run(self.lab, p, sb, self.timeout);
+        let mut row = self.row(
+            crate::slaac::V6_ONLY_ALLOWLIST,
+            to,
+            Expect::Reach,
+            control,
+            observed,
+            ms,
+        );
+        row.from = sb.name.clone();
+        row
     }
 
     /// A rotation after apply: blocked before the lookup, resolved by the
@@ -248,6 +276,30 @@ impl Drill<'_> {
                 after.ms,
             ),
         ]
+    }
+
+    /// The address the rotation row had the sandbox learn, reached again
+    /// after an apply of an unrelated change without a new lookup
+    /// (`crate::carry`).
+    fn carried(&self, p: &Profile, port: u16, t: Transport, pi: usize) -> DrillRow {
+        let fresh = IpAddr::V4(Ipv4Addr::new(
+            ANSWERS[0],
+            ANSWERS[1],
+            ANSWERS[2],
+            host_octet(pi),
+        ));
+        let probe = Probe::l4(t, SocketAddr::new(fresh, port));
+        let control = probe_from(&self.lab.topo.host, &probe, self.timeout).observed;
+        let (observed, ms) =
+            crate::carry::after_unrelated_apply(self.lab, p, self.sb, &probe, self.timeout);
+        self.row(
+            crate::carry::CARRIED,
+            probe.to_string(),
+            Expect::Reach,
+            control,
+            observed,
+            ms,
+        )
     }
 
     /// Attack 4: the address a name was just resolved to (see
@@ -567,7 +619,7 @@ bridge = "cb-dev"
 subnet = "10.9.0.0/24"
 subnet_v6 = "fd00:9::/64"
 mode = "allowlist"
-allow = ["api.example.com:443/tcp", "*.cdn.example.com"]
+allow = ["api.example.com:443/tcp", "*.cdn.example.com", "[2001:db8:1::10]:443/tcp"]
 
 [[profile]]
 name = "web"
@@ -591,13 +643,14 @@ mode = "none"
             .collect();
         for r in &dns {
             eprintln!(
-                "{:?} {} {} -> {:?} (control {:?})",
-                r.verdict, r.from, r.probe, r.observed, r.control
+                "{:?} {} {} -> {:?} (control {:?}) {} ms",
+                r.verdict, r.from, r.probe, r.observed, r.control, r.ms
             );
         }
-        // dev: rotation (3 rows), attack 4 (other port), attack 5
-        // (rebinding), unlisted, tunnel; web: forwards; off: no resolver.
-        assert_eq!(dns.len(), 9, "{dns:#?}");
+        // dev: rotation (3 rows), carried over an apply, attack 4 (other
+        // port), attack 5 (rebinding), unlisted, tunnel, IPv6 addressing;
+        // web: forwards; off: no resolver.
+        assert_eq!(dns.len(), 11, "{dns:#?}");
         assert!(
             dns.iter().all(|r| r.verdict == super::super::Verdict::Pass),
             "{dns:#?}"

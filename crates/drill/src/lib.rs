@@ -15,12 +15,14 @@
 #![warn(missing_docs)]
 
 pub mod attack;
+mod carry;
 mod dns;
 pub mod lab;
 mod probes;
 pub mod raw;
 mod report;
 mod schedule;
+mod slaac;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};

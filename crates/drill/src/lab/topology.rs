@@ -186,13 +186,19 @@ impl Topology {
                 let ns = new_ns()?;
                 let offset = 10 + u32::try_from(si).unwrap_or(0);
                 let v4 = Ipv4Addr::from(u32::from(p.subnet_v4.network()) + offset);
-                let v6 = p
-                    .subnet_v6
-                    .map(|n| Ipv6Addr::from(u128::from(n.network()) + u128::from(offset)));
-                let listeners = Listeners::start(&ns)?;
                 let o = v4.octets();
+                let mac = MacAddr([0x02, 0xc0, o[0], o[1], o[2], o[3]]);
+                // As corral binds a sandbox: in a /64 the address the
+                // sandbox forms by SLAAC from the gateway's announcement.
+                let v6 = p.subnet_v6.map(|n| match n.prefix_len() {
+                    corral_egress::plan::bindings::SLAAC_PREFIX_LEN => {
+                        corral_egress::plan::bindings::slaac_address(n, mac)
+                    }
+                    _ => Ipv6Addr::from(u128::from(n.network()) + u128::from(offset)),
+                });
+                let listeners = Listeners::start(&ns)?;
                 sandboxes.push(SandboxNs {
-                    mac: MacAddr([0x02, 0xc0, o[0], o[1], o[2], o[3]]),
+                    mac,
                     name: format!("{}-{}", p.name, si + 1),
                     profile: p.name.to_string(),
                     bridge: p.bridge.to_string(),

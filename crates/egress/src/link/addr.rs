@@ -58,6 +58,41 @@ impl Links {
         self.add_address(name, addr).await
     }
 
+    /// Removes `addr` from `name`; an address that is not there is not an
+    /// error (tests and the drill take a sandbox's address away to watch
+    /// the gateway's announcement give it back).
+    pub async fn delete_address(&self, name: &str, addr: IpNet) -> Result<(), LinkError> {
+        let link = self.require(name).await?;
+        let msgs: Vec<_> = self
+            .handle
+            .address()
+            .get()
+            .set_link_index_filter(link.index)
+            .execute()
+            .try_collect()
+            .await
+            .map_err(|e| LinkError::netlink(format!("read addresses of `{name}`"), e))?;
+        for msg in msgs {
+            let ip = msg.attributes.iter().find_map(|a| match a {
+                AddressAttribute::Local(ip) | AddressAttribute::Address(ip) => Some(*ip),
+                _ => None,
+            });
+            if msg.header.index == link.index
+                && msg.header.prefix_len == addr.prefix_len()
+                && ip == Some(addr.addr())
+            {
+                self.handle
+                    .address()
+                    .del(msg)
+                    .execute()
+                    .await
+                    .map_err(|e| LinkError::netlink(format!("delete {addr} from `{name}`"), e))?;
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
     /// Adds `addr` to `name` (an existing identical address is not an error).
     pub async fn add_address(&self, name: &str, addr: IpNet) -> Result<(), LinkError> {
         let link = self.require(name).await?;
