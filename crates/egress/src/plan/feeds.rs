@@ -67,6 +67,21 @@ pub fn dns_feeds(profiles: &ProfileSet) -> DnsFeeds {
     out
 }
 
+/// The profiles of which some learned set, present in both `before` and
+/// `after`, lost an entry: until their gateway is restarted with the new
+/// names, its resolver would still add answers for a removed name to a set
+/// the new plan keeps (the apply stops these gateways before the new
+/// ruleset goes in).
+pub fn narrowed(before: &DnsFeeds, after: &DnsFeeds) -> BTreeSet<ProfileName> {
+    before
+        .iter()
+        .filter_map(|(set, old)| {
+            let new = after.get(set)?;
+            (!old.names.is_subset(&new.names)).then(|| old.profile.clone())
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +131,30 @@ mod tests {
             feeds["dev-dns4"].names.iter().collect::<Vec<_>>(),
             ["*.x.example"]
         );
+    }
+
+    #[test]
+    fn a_profile_is_narrowed_only_when_a_kept_set_loses_a_name() {
+        let feeds = |allow: &[&str]| dns_feeds(&set(allow));
+        let both = feeds(&["*.a.example:443/tcp", "*.b.example:443/tcp"]);
+        let grown = feeds(&[
+            "*.a.example:443/tcp",
+            "*.b.example:443/tcp",
+            "*.c.example:443/tcp",
+        ]);
+        assert!(narrowed(&both, &grown).is_empty());
+        assert!(narrowed(&both, &both).is_empty());
+        let lost = feeds(&["*.b.example:443/tcp"]);
+        assert_eq!(
+            narrowed(&both, &lost)
+                .iter()
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>(),
+            ["dev"]
+        );
+        // A set gone entirely cannot be fed by the old resolver.
+        let moved = feeds(&["*.a.example:8443/tcp"]);
+        assert!(narrowed(&feeds(&["*.a.example:443/tcp"]), &moved).is_empty());
     }
 
     #[test]

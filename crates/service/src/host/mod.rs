@@ -76,6 +76,12 @@ pub enum ApplyError {
         "the ruleset is applied (sandboxes can reach only what it allows), but the gateway DHCP/DNS services did not start"
     )]
     Gateways(#[source] GatewayError),
+    /// A gateway still serving names the new plan removes could not be
+    /// stopped before the new ruleset; the previous ruleset is in force.
+    #[error(
+        "nothing was changed: the gateway serving names this apply removes could not be stopped first"
+    )]
+    GatewayStop(#[source] GatewayError),
     /// The plan could not be completed with the host's networks; nothing
     /// changed.
     #[error("nothing was changed")]
@@ -224,6 +230,20 @@ impl HostService {
         // under it: when it cannot be rebuilt, nothing learned is carried
         // over (sandboxes resolve again), which never opens anything.
         let before = self.store().load_plan().ok().flatten().map(|(_, p)| p);
+        // A gateway still serving a name the new plan removes would add its
+        // answers to a learned set the new plan keeps (its class lives on)
+        // between the new ruleset and the gateway's restart: stop it first.
+        // Its sandboxes have no DNS until the restart below (~0.1 s); if the
+        // apply fails, none until the next one — closed, never open.
+        if let Some(b) = &before {
+            let narrowed =
+                corral_egress::plan::feeds::narrowed(&b.dns_feeds, &planned.plan.dns_feeds);
+            for bridge in b.bridges.iter().filter(|x| narrowed.contains(&x.profile)) {
+                corral_gateway::Gateway::new(&self.state_dir, &bridge.name)
+                    .stop()
+                    .map_err(ApplyError::GatewayStop)?;
+            }
+        }
         let report = self
             .target
             .host
