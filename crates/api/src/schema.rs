@@ -60,6 +60,9 @@ pub struct SandboxInfoDoc {
     /// The NIC's MAC and host-side name (the bridge port) as corral bound
     /// them; null without a network, or for a NIC corral did not bind.
     nic: Option<BoundNicDoc>,
+    /// The Incus cluster member it runs on, as Incus reports it; null off
+    /// a cluster.
+    location: Option<String>,
 }
 
 /// A NIC corral bound: its sandbox's frames must carry this MAC, on this
@@ -497,6 +500,7 @@ mod tests {
                 mac: "02:c0:0a:00:00:02".parse().unwrap(),
                 port: corral_sandbox_core::InterfaceName::new("crl0a000002").unwrap(),
             }),
+            location: Some("m2".into()),
         });
         held::<BoundNicDoc>(&corral_sandbox_core::sandbox::BoundNic {
             mac: "02:c0:0a:00:00:02".parse().unwrap(),

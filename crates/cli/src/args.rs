@@ -313,6 +313,10 @@ pub struct NewArgs {
     /// A virtual machine instead of a container.
     #[arg(long)]
     pub vm: bool,
+    /// The Incus cluster member to place it on (see docs/cluster.md);
+    /// refused when Incus reports the member evacuated or offline.
+    #[arg(long, value_name = "MEMBER", conflicts_with = "from")]
+    pub target: Option<String>,
     /// Give up waiting for the sandbox to be ready after this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     pub timeout: u64,

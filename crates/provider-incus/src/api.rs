@@ -75,6 +75,9 @@ pub struct Instance {
     /// Free text.
     #[serde(default)]
     pub description: String,
+    /// The cluster member it runs on (`none` or empty off a cluster).
+    #[serde(default)]
+    pub location: String,
 }
 
 impl Instance {

@@ -24,6 +24,7 @@ pub mod api;
 pub mod backup;
 pub mod backup_index;
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod exec;
 pub mod exec_stream;
@@ -40,6 +41,7 @@ pub mod topology;
 pub mod tree_copy;
 
 pub use client::{IncusClient, RemoteCredentials};
+pub use cluster::ClusterMember;
 pub use config::{DEFAULT_MAX_EXEC_OUTPUT, DEFAULT_MAX_PULL_BYTES, Endpoint, IncusConfig};
 pub use mounts::MountPolicy;
 pub use network::assign_static_ipv4;

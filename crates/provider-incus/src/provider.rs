@@ -205,18 +205,21 @@ impl IncusProvider {
             created: Some(stamp.created.clone()),
             addresses,
             nic: inst.nic_device().and_then(api::bound_nic),
+            // A single server reports `none`.
+            location: Some(inst.location.clone()).filter(|l| !l.is_empty() && l != "none"),
         })
     }
 
     async fn create_inner(&self, spec: &SandboxSpec, stamp: &Stamp) -> Result<(), ProviderError> {
         let mounts = self.inner.config.mounts.prepare(&stamp.id, &spec.mounts)?;
         let body = api::create_body(spec, &self.inner.config.storage_pool, stamp, &mounts)?;
+        let path = self.create_path(spec.target.as_deref()).await?;
         let created = self
             .inner
             .client
             .run(
                 Method::POST,
-                "/1.0/instances",
+                &path,
                 Some(&body),
                 self.inner.config.operation_timeout,
             )

@@ -210,6 +210,7 @@ impl Shared {
             addresses: info.addresses,
             // Multipass names the host side of a NIC itself.
             nic: None,
+            location: None,
         }
     }
 

@@ -208,6 +208,7 @@ impl Shared {
             addresses: Vec::new(),
             // Tart VMs sit on Softnet, never on a corral bridge.
             nic: None,
+            location: None,
         }
     }
 }

@@ -137,6 +137,8 @@ pub fn new_sandbox(req: CreateRequest) -> NewSandbox {
         profile: req.profile,
         resources: req.resources,
         instance_type: InstanceType::Container,
+        // Placement on a cluster member is not offered over the API yet.
+        target: None,
     }
 }
 

@@ -115,6 +115,10 @@ pub struct SandboxSpec {
     pub instance_type: InstanceType,
     /// cloud-init user-data, when the template has some.
     pub user_data: Option<String>,
+    /// The cluster member to place it on (backends that run a cluster;
+    /// `None`: the backend's own choice, or a single host).
+    #[serde(default)]
+    pub target: Option<String>,
 }
 
 impl SandboxSpec {
@@ -128,6 +132,7 @@ impl SandboxSpec {
             mounts: Vec::new(),
             instance_type: InstanceType::Container,
             user_data: None,
+            target: None,
         }
     }
 }
@@ -155,6 +160,10 @@ pub struct SandboxInfo {
     /// when corral bound them (`None`: no NIC, or one the backend names).
     #[serde(default)]
     pub nic: Option<BoundNic>,
+    /// The cluster member it runs on, as the backend reports it (`None`:
+    /// not a cluster).
+    #[serde(default)]
+    pub location: Option<String>,
 }
 
 /// Where one instance of the backend's scope is wired: its network

@@ -34,6 +34,10 @@ pub struct NewSandbox {
     pub resources: Resources,
     /// Container or virtual machine.
     pub instance_type: InstanceType,
+    /// The Incus cluster member to place it on; `None`: Incus's choice
+    /// (or a single host).
+    #[serde(default)]
+    pub target: Option<String>,
 }
 
 impl NewSandbox {
@@ -47,6 +51,7 @@ impl NewSandbox {
             profile: None,
             resources: Resources::default(),
             instance_type: InstanceType::Container,
+            target: None,
         }
     }
 
@@ -54,6 +59,13 @@ impl NewSandbox {
     #[must_use]
     pub fn on(mut self, profile: impl Into<String>) -> Self {
         self.profile = Some(profile.into());
+        self
+    }
+
+    /// The same, placed on cluster member `member`.
+    #[must_use]
+    pub fn on_member(mut self, member: impl Into<String>) -> Self {
+        self.target = Some(member.into());
         self
     }
 }
@@ -159,6 +171,7 @@ pub fn spec_for(config: &Config, req: &NewSandbox) -> Result<SandboxSpec, Provid
         network,
         resources: req.resources,
         instance_type: req.instance_type,
+        target: req.target.clone(),
         ..SandboxSpec::new(name, image)
     })
 }
@@ -253,6 +266,14 @@ mod tests {
             profile: profile.map(Into::into),
             ..NewSandbox::new(name, "corral-test")
         }
+    }
+
+    #[test]
+    fn the_member_asked_for_reaches_the_spec() {
+        let config = Config::builtin_default();
+        let spec = spec_for(&config, &req("a1", None).on_member("m2")).unwrap();
+        assert_eq!(spec.target.as_deref(), Some("m2"));
+        assert_eq!(spec_for(&config, &req("a1", None)).unwrap().target, None);
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub fn run(args: &InfoArgs, out: Output) -> CmdResult {
         })?;
         return Ok(Outcome::Ok);
     }
-    let rows = [
+    let mut rows = vec![
         ("name", info.name.to_string()),
         ("state", render::state(&out, info.state)),
         ("kind", info.kind.to_string()),
@@ -70,6 +70,10 @@ pub fn run(args: &InfoArgs, out: Output) -> CmdResult {
             },
         ),
     ];
+    if let Some(member) = &info.location {
+        // Only on a cluster: a single host's output stays as it was.
+        rows.insert(3, ("member", member.clone()));
+    }
     for (k, v) in rows {
         out.data(&format!("{k:<10} {v}"));
     }

@@ -95,6 +95,7 @@ pub fn run(args: &NewArgs, out: Output) -> CmdResult {
         } else {
             InstanceType::Container
         },
+        target: args.target.clone(),
     };
     let host_os = HostOs::from_target_os(std::env::consts::OS).unwrap_or(HostOs::Linux);
     let placer = Placer::new(host_os, vec![svc.clone()], verifier);

@@ -73,11 +73,17 @@ pub fn plural(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
-/// One row per sandbox.
+/// One row per sandbox; a `member` column when any of them runs on an
+/// Incus cluster member (single hosts keep their table as it was).
 pub fn table(out: &Output, infos: &[SandboxInfo]) -> Table {
-    let mut t = Table::new(["name", "state", "profile", "type", "addresses", "image"]);
+    let clustered = infos.iter().any(|i| i.location.is_some());
+    let mut header = vec!["name", "state", "profile", "type", "addresses", "image"];
+    if clustered {
+        header.push("member");
+    }
+    let mut t = Table::new(header);
     for i in infos {
-        t.row([
+        let mut row = vec![
             i.name.to_string(),
             state(out, i.state),
             i.profile
@@ -97,7 +103,11 @@ pub fn table(out: &Output, infos: &[SandboxInfo]) -> Table {
                     .join(" ")
             },
             i.image.clone().unwrap_or_else(|| "-".to_owned()),
-        ]);
+        ];
+        if clustered {
+            row.push(i.location.clone().unwrap_or_else(|| "-".to_owned()));
+        }
+        t.row(row);
     }
     t
 }
@@ -136,4 +146,41 @@ pub fn chain(e: &dyn std::error::Error) -> String {
         cause = c.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_sandbox_core::sandbox::InstanceType;
+    use corral_sandbox_core::{SandboxKind, SandboxName};
+
+    fn info(name: &str, location: Option<&str>) -> SandboxInfo {
+        SandboxInfo {
+            name: SandboxName::new(name).unwrap(),
+            kind: SandboxKind::Incus,
+            state: SandboxState::Running,
+            instance_type: InstanceType::Container,
+            profile: None,
+            image: None,
+            created: None,
+            addresses: Vec::new(),
+            nic: None,
+            location: location.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn the_member_column_appears_only_on_a_cluster() {
+        let out = Output {
+            color: false,
+            quiet: false,
+        };
+        let single = table(&out, &[info("a1", None)]).render(false);
+        assert!(!single.contains("member"), "{single}");
+        let clustered = table(&out, &[info("a1", Some("m2")), info("a2", None)]).render(false);
+        let lines: Vec<&str> = clustered.lines().collect();
+        assert!(lines[0].trim_end().ends_with("member"), "{clustered}");
+        assert!(lines[1].trim_end().ends_with("m2"), "{clustered}");
+        assert!(lines[2].trim_end().ends_with('-'), "{clustered}");
+    }
 }
