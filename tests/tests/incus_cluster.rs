@@ -1,0 +1,215 @@
+//! corral on a real two-member Incus cluster (`corral_tests::cluster`):
+//! corral's host enforcement applied in each member's network namespace
+//! with a state directory of its own, sandboxes placed through the service
+//! on the member asked for (`target`), their location read back, and the
+//! sandbox on `m2` reaching its allowlist and nothing else with real
+//! packets; the control takes corral's table away on `m2` and the same
+//! probe gets through.
+
+// Test helpers panic to report a failure, like the tests themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use corral_egress::netns::Netns;
+use corral_provider_incus::{Endpoint, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
+use corral_sandbox_core::SandboxKind;
+use corral_sandbox_core::config::ConfigFormat;
+use corral_sandbox_core::sandbox::SandboxProvider;
+use corral_service::sandboxes::NewSandbox;
+use corral_service::{Backend, CreateOptions, SandboxService, Settings};
+use corral_tests::cluster::{ALLOWED, ClusterLab, Member, UNLISTED};
+use corral_tests::incus::tcp_probe;
+
+/// corral applied for one member; torn down (gateways stopped, tables
+/// and bridges removed) when dropped, before the lab goes.
+struct Applied {
+    netns: String,
+    state: PathBuf,
+}
+
+impl Drop for Applied {
+    fn drop(&mut self) {
+        let Ok(target) = corral_service::Target::open(Some(&self.netns)) else {
+            return;
+        };
+        if let Err(e) = corral_service::HostService::new(target, self.state.clone()).teardown() {
+            eprintln!("cleanup: teardown in {}: {e}", self.netns);
+        }
+    }
+}
+
+fn apply(config: &Path, m: &Member, state: PathBuf) -> Applied {
+    let loaded = corral_service::config::load_file(config, ConfigFormat::Toml).unwrap();
+    let planned = corral_service::host::plan_config(loaded).unwrap();
+    let target = corral_service::Target::open(Some(&m.netns)).unwrap();
+    let applied = Applied {
+        netns: m.netns.clone(),
+        state: state.clone(),
+    };
+    corral_service::HostService::new(target, state)
+        .apply(&planned)
+        .unwrap_or_else(|e| panic!("apply in {}: {}", m.netns, corral_service::error::chain(&e)));
+    applied
+}
+
+/// The service as member `m`'s corral runs it: its namespace, its state,
+/// its own daemon's socket.
+fn service(config: &Path, m: &Member, state: &Path) -> SandboxService {
+    let loaded = corral_service::config::load_file(config, ConfigFormat::Toml).unwrap();
+    let settings = Arc::new(Settings::new(loaded, Some(m.netns.clone()), Some(state)));
+    let backend = Arc::new(
+        Backend::select(
+            "linux",
+            SandboxKind::Incus,
+            &settings.config.host,
+            m.socket(),
+        )
+        .unwrap(),
+    );
+    SandboxService::new(settings, backend)
+}
+
+fn reached_from_ns(ns: &str, to: SocketAddr) -> bool {
+    Netns::open(ns)
+        .unwrap()
+        .run(|| TcpStream::connect_timeout(&to, Duration::from_secs(3)).is_ok())
+        .unwrap()
+}
+
+fn needs() -> bool {
+    corral_test_support::gate::root()
+        && corral_test_support::gate::netns()
+        && corral_test_support::gate::tool("nft", "nftables")
+        && corral_test_support::gate::incus().is_some()
+}
+
+#[test]
+fn sandboxes_land_on_the_member_asked_for_and_each_member_enforces() {
+    if !needs() {
+        return;
+    }
+    let formed = Instant::now();
+    let lab = ClusterLab::new().unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("cluster of 2 formed in {} ms", formed.elapsed().as_millis());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (m1, m2) = (lab.member("m1"), lab.member("m2"));
+
+    // Connecting converges corral's project on the cluster; the image goes in after.
+    let provider = rt
+        .block_on(IncusProvider::connect(IncusConfig {
+            endpoint: Endpoint::Unix(m1.socket()),
+            ..IncusConfig::local()
+        }))
+        .unwrap();
+    let members = rt.block_on(provider.members()).unwrap().expect("a cluster");
+    let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["m1", "m2"]);
+    assert!(members.iter().all(|m| m.takes_work()), "{members:?}");
+    lab.import_image(TEST_IMAGE_ALIAS, "corral", "corral")
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("corral.toml");
+    std::fs::write(
+        &config,
+        corral_sandbox_core::Config::builtin_default().to_toml_string(),
+    )
+    .unwrap();
+    let states: Vec<PathBuf> = ["m1", "m2"].iter().map(|m| dir.path().join(m)).collect();
+    // Declared after the lab: torn down before the members go.
+    let _applied: Vec<Applied> = [m1, m2]
+        .iter()
+        .zip(&states)
+        .map(|(m, s)| apply(&config, m, s.clone()))
+        .collect();
+
+    // Control before any sandbox: m2 itself reaches both destinations, so
+    // a blocked probe below is corral's doing, not the lab's routing.
+    assert!(reached_from_ns(&m2.netns, ALLOWED));
+    assert!(reached_from_ns(&m2.netns, UNLISTED));
+
+    let pid = std::process::id();
+    let mut placed = Vec::new();
+    for (m, state) in [(m1, &states[0]), (m2, &states[1])] {
+        let name = format!("cl-{}-{pid}", m.name);
+        let svc = service(&config, m, state);
+        let started = Instant::now();
+        let created = rt
+            .block_on(
+                svc.create(
+                    &NewSandbox::new(&name, TEST_IMAGE_ALIAS)
+                        .on("allowlist")
+                        .on_member(&m.name),
+                    CreateOptions::default(),
+                ),
+            )
+            .unwrap_or_else(|e| {
+                let log = std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(format!("tail -n 20 {}/logs/*/lxc.log", m.dir.display()))
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default();
+                panic!("create on {}: {e}\n{log}", m.name)
+            });
+        eprintln!(
+            "placed {name} on {} and ready in {} ms",
+            m.name,
+            started.elapsed().as_millis()
+        );
+        assert_eq!(created.info.location.as_deref(), Some(m.name.as_str()));
+        placed.push(name);
+    }
+    // `ls` through either member sees both, each where it runs.
+    let listed = rt.block_on(provider.list()).unwrap();
+    for (name, member) in placed.iter().zip(["m1", "m2"]) {
+        let info = listed.iter().find(|i| i.name.as_str() == name).unwrap();
+        assert_eq!(info.location.as_deref(), Some(member), "{info:?}");
+    }
+
+    let on_m2 = rt
+        .block_on(provider.open(&placed[1].parse().unwrap()))
+        .unwrap();
+    let probe = |to| rt.block_on(tcp_probe(on_m2.as_ref(), to)).unwrap();
+    let p = probe(ALLOWED);
+    assert!(
+        p.reached,
+        "the sandbox on m2 must reach its allowlisted {ALLOWED}: {}",
+        p.detail
+    );
+    let p = probe(UNLISTED);
+    assert!(
+        !p.reached,
+        "the sandbox on m2 must not reach {UNLISTED}: {}",
+        p.detail
+    );
+
+    // Control: without corral's table on m2 the same probe gets through.
+    let out = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", &m2.netns, "nft", "delete", "table", "inet", "corral",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p = probe(UNLISTED);
+    assert!(
+        p.reached,
+        "control: with m2's rules gone {UNLISTED} must answer: {}",
+        p.detail
+    );
+    drop(on_m2);
+    drop(provider);
+}
