@@ -4,7 +4,8 @@
 //! on the member asked for (`target`), their location read back, and the
 //! sandbox on `m2` reaching its allowlist and nothing else with real
 //! packets; the control takes corral's table away on `m2` and the same
-//! probe gets through.
+//! probe gets through. An evacuated member is refused as a target and
+//! takes work again once restored.
 
 // Test helpers panic to report a failure, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -211,5 +212,38 @@ fn sandboxes_land_on_the_member_asked_for_and_each_member_enforces() {
         p.detail
     );
     drop(on_m2);
+
+    // An evacuated member is refused as a target, as Incus reports it,
+    // and takes work again once restored.
+    m1.incus(&["cluster", "evacuate", "m1", "--force", "--action", "stop"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let members = rt.block_on(provider.members()).unwrap().unwrap();
+    assert!(!members[0].takes_work(), "{members:?}");
+    let svc = service(&config, m1, &states[0]);
+    let refused = format!("cl-refused-{pid}");
+    let err = rt
+        .block_on(
+            svc.create(
+                &NewSandbox::new(&refused, TEST_IMAGE_ALIAS)
+                    .on("allowlist")
+                    .on_member("m1"),
+                CreateOptions::default(),
+            ),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("evacuated") && err.contains("incus cluster restore m1"),
+        "{err}"
+    );
+    assert!(
+        rt.block_on(provider.open(&refused.parse().unwrap()))
+            .is_err(),
+        "a refused placement leaves no instance"
+    );
+    m1.incus(&["cluster", "restore", "m1", "--force"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let members = rt.block_on(provider.members()).unwrap().unwrap();
+    assert!(members.iter().all(|m| m.takes_work()), "{members:?}");
     drop(provider);
 }
