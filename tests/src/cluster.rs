@@ -24,8 +24,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use corral_drill::lab::{Listeners, Transport};
 use corral_egress::netns::Netns;
+use corral_sandbox_core::SandboxKind;
+use corral_sandbox_core::config::ConfigFormat;
+use corral_service::{Backend, SandboxService, Settings};
 
 /// The destination the built-in `allowlist` profile allows (its first entry).
 pub const ALLOWED: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 10)), 443);
@@ -51,6 +56,9 @@ pub enum ClusterLabError {
     /// Spawning or I/O failed.
     #[error("cluster lab: {0}")]
     Io(#[from] std::io::Error),
+    /// corral's configuration, apply or backend failed for a member.
+    #[error("cluster lab: {0}")]
+    Corral(String),
 }
 
 /// One cluster member.
@@ -103,6 +111,72 @@ impl Member {
             .args(args)
             .env("INCUS_DIR", &self.dir);
         run(cmd, input)
+    }
+}
+
+/// corral's host enforcement applied in one member's namespace, with a
+/// state directory of its own (what that member's corral runs); torn down
+/// (gateways stopped, tables and bridges removed) when dropped, which
+/// must happen before the lab goes.
+#[derive(Debug)]
+pub struct MemberCorral {
+    netns: String,
+    config: PathBuf,
+    state: PathBuf,
+}
+
+impl MemberCorral {
+    /// `corral host apply --netns` for `member` with `config`, recording
+    /// into `state`.
+    pub fn apply(config: &Path, member: &Member, state: PathBuf) -> Result<Self, ClusterLabError> {
+        let corral =
+            |e: &dyn std::fmt::Display| ClusterLabError::Corral(format!("{}: {e}", member.name));
+        let loaded = corral_service::config::load_file(config, ConfigFormat::Toml)
+            .map_err(|e| corral(&e))?;
+        let planned = corral_service::host::plan_config(loaded).map_err(|e| corral(&e))?;
+        let target = corral_service::Target::open(Some(&member.netns)).map_err(|e| corral(&e))?;
+        let applied = Self {
+            netns: member.netns.clone(),
+            config: config.to_owned(),
+            state: state.clone(),
+        };
+        corral_service::HostService::new(target, state)
+            .apply(&planned)
+            .map_err(|e| corral(&corral_service::error::chain(&e)))?;
+        Ok(applied)
+    }
+
+    /// The sandbox service as this member's corral runs it: its namespace,
+    /// its state, its own daemon's socket.
+    pub fn service(&self, member: &Member) -> Result<SandboxService, ClusterLabError> {
+        let corral =
+            |e: &dyn std::fmt::Display| ClusterLabError::Corral(format!("{}: {e}", member.name));
+        let loaded = corral_service::config::load_file(&self.config, ConfigFormat::Toml)
+            .map_err(|e| corral(&e))?;
+        let settings = Arc::new(Settings::new(
+            loaded,
+            Some(member.netns.clone()),
+            Some(&self.state),
+        ));
+        let backend = Backend::select(
+            "linux",
+            SandboxKind::Incus,
+            &settings.config.host,
+            member.socket(),
+        )
+        .map_err(|e| corral(&e))?;
+        Ok(SandboxService::new(settings, Arc::new(backend)))
+    }
+}
+
+impl Drop for MemberCorral {
+    fn drop(&mut self) {
+        let Ok(target) = corral_service::Target::open(Some(&self.netns)) else {
+            return;
+        };
+        if let Err(e) = corral_service::HostService::new(target, self.state.clone()).teardown() {
+            eprintln!("cleanup: corral teardown in {}: {e}", self.netns);
+        }
     }
 }
 

@@ -11,68 +11,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use corral_egress::netns::Netns;
 use corral_provider_incus::{Endpoint, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
-use corral_sandbox_core::SandboxKind;
-use corral_sandbox_core::config::ConfigFormat;
 use corral_sandbox_core::sandbox::SandboxProvider;
+use corral_service::CreateOptions;
 use corral_service::sandboxes::NewSandbox;
-use corral_service::{Backend, CreateOptions, SandboxService, Settings};
-use corral_tests::cluster::{ALLOWED, ClusterLab, Member, UNLISTED};
+use corral_tests::cluster::{ALLOWED, ClusterLab, MemberCorral, UNLISTED};
 use corral_tests::incus::tcp_probe;
-
-/// corral applied for one member; torn down (gateways stopped, tables
-/// and bridges removed) when dropped, before the lab goes.
-struct Applied {
-    netns: String,
-    state: PathBuf,
-}
-
-impl Drop for Applied {
-    fn drop(&mut self) {
-        let Ok(target) = corral_service::Target::open(Some(&self.netns)) else {
-            return;
-        };
-        if let Err(e) = corral_service::HostService::new(target, self.state.clone()).teardown() {
-            eprintln!("cleanup: teardown in {}: {e}", self.netns);
-        }
-    }
-}
-
-fn apply(config: &Path, m: &Member, state: PathBuf) -> Applied {
-    let loaded = corral_service::config::load_file(config, ConfigFormat::Toml).unwrap();
-    let planned = corral_service::host::plan_config(loaded).unwrap();
-    let target = corral_service::Target::open(Some(&m.netns)).unwrap();
-    let applied = Applied {
-        netns: m.netns.clone(),
-        state: state.clone(),
-    };
-    corral_service::HostService::new(target, state)
-        .apply(&planned)
-        .unwrap_or_else(|e| panic!("apply in {}: {}", m.netns, corral_service::error::chain(&e)));
-    applied
-}
-
-/// The service as member `m`'s corral runs it: its namespace, its state,
-/// its own daemon's socket.
-fn service(config: &Path, m: &Member, state: &Path) -> SandboxService {
-    let loaded = corral_service::config::load_file(config, ConfigFormat::Toml).unwrap();
-    let settings = Arc::new(Settings::new(loaded, Some(m.netns.clone()), Some(state)));
-    let backend = Arc::new(
-        Backend::select(
-            "linux",
-            SandboxKind::Incus,
-            &settings.config.host,
-            m.socket(),
-        )
-        .unwrap(),
-    );
-    SandboxService::new(settings, backend)
-}
 
 fn reached_from_ns(ns: &str, to: SocketAddr) -> bool {
     Netns::open(ns)
@@ -126,10 +74,10 @@ fn sandboxes_land_on_the_member_asked_for_and_each_member_enforces() {
     .unwrap();
     let states: Vec<PathBuf> = ["m1", "m2"].iter().map(|m| dir.path().join(m)).collect();
     // Declared after the lab: torn down before the members go.
-    let _applied: Vec<Applied> = [m1, m2]
+    let corral: Vec<MemberCorral> = [m1, m2]
         .iter()
         .zip(&states)
-        .map(|(m, s)| apply(&config, m, s.clone()))
+        .map(|(m, s)| MemberCorral::apply(&config, m, s.clone()).unwrap_or_else(|e| panic!("{e}")))
         .collect();
 
     // Control before any sandbox: m2 itself reaches both destinations, so
@@ -139,9 +87,9 @@ fn sandboxes_land_on_the_member_asked_for_and_each_member_enforces() {
 
     let pid = std::process::id();
     let mut placed = Vec::new();
-    for (m, state) in [(m1, &states[0]), (m2, &states[1])] {
+    for (m, c) in [(m1, &corral[0]), (m2, &corral[1])] {
         let name = format!("cl-{}-{pid}", m.name);
-        let svc = service(&config, m, state);
+        let svc = c.service(m).unwrap();
         let started = Instant::now();
         let created = rt
             .block_on(
@@ -219,7 +167,7 @@ fn sandboxes_land_on_the_member_asked_for_and_each_member_enforces() {
         .unwrap_or_else(|e| panic!("{e}"));
     let members = rt.block_on(provider.members()).unwrap().unwrap();
     assert!(!members[0].takes_work(), "{members:?}");
-    let svc = service(&config, m1, &states[0]);
+    let svc = corral[0].service(m1).unwrap();
     let refused = format!("cl-refused-{pid}");
     let err = rt
         .block_on(
