@@ -169,6 +169,40 @@ impl MemberCorral {
     }
 }
 
+impl MemberCorral {
+    fn host_and_plan(
+        &self,
+    ) -> Result<(corral_service::HostService, corral_service::host::Planned), String> {
+        let loaded = corral_service::config::load_file(&self.config, ConfigFormat::Toml)
+            .map_err(|e| e.to_string())?;
+        let planned = corral_service::host::plan_config(loaded).map_err(|e| e.to_string())?;
+        let target = corral_service::Target::open(Some(&self.netns)).map_err(|e| e.to_string())?;
+        Ok((
+            corral_service::HostService::new(target, self.state.clone()),
+            planned,
+        ))
+    }
+
+    /// This member's attestation against `expected` (the placing side's
+    /// configuration), taken in its namespace.
+    pub fn attest(
+        &self,
+        member: &str,
+        expected: &corral_sandbox_core::Config,
+    ) -> Result<corral_service::cluster::Attestation, String> {
+        let (host, planned) = self.host_and_plan()?;
+        corral_service::cluster::attest(member, expected, &planned, &host)
+    }
+
+    /// Apply again (what the member's corral does to repair drift).
+    pub fn reapply(&self) -> Result<(), String> {
+        let (host, planned) = self.host_and_plan()?;
+        host.apply(&planned)
+            .map(|_| ())
+            .map_err(|e| corral_service::error::chain(&e))
+    }
+}
+
 impl Drop for MemberCorral {
     fn drop(&mut self) {
         let Ok(target) = corral_service::Target::open(Some(&self.netns)) else {

@@ -12,12 +12,15 @@
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use corral_egress::netns::Netns;
-use corral_provider_incus::{Endpoint, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
+use corral_provider_incus::{
+    ClusterMember, Endpoint, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS,
+};
 use corral_sandbox_core::sandbox::SandboxProvider;
 use corral_service::CreateOptions;
+use corral_service::cluster::{Change, Rotation};
 use corral_service::sandboxes::NewSandbox;
 use corral_tests::cluster::{ALLOWED, ClusterLab, MemberCorral, UNLISTED};
 use corral_tests::incus::tcp_probe;
@@ -28,6 +31,9 @@ fn reached_from_ns(ns: &str, to: SocketAddr) -> bool {
         .run(|| TcpStream::connect_timeout(&to, Duration::from_secs(3)).is_ok())
         .unwrap()
 }
+
+/// How long an attestation holds.
+const INTERVAL: Duration = Duration::from_secs(10);
 
 fn needs() -> bool {
     corral_test_support::gate::root()
@@ -79,6 +85,19 @@ fn sandboxes_land_on_the_member_asked_for_and_each_member_enforces() {
         .zip(&states)
         .map(|(m, s)| MemberCorral::apply(&config, m, s.clone()).unwrap_or_else(|e| panic!("{e}")))
         .collect();
+
+    // The placing side's configuration is the same file; both attest.
+    let expected = corral_sandbox_core::Config::builtin_default();
+    let mut rotation = Rotation::new(INTERVAL);
+    for (m, c) in [(m1, &corral[0]), (m2, &corral[1])] {
+        let a = c.attest(&m.name, &expected).unwrap();
+        assert!(a.failures().is_empty(), "{a:?}");
+        assert!(
+            rotation
+                .observe(&m.name, Ok(&a), SystemTime::now())
+                .is_some()
+        );
+    }
 
     // Control before any sandbox: m2 itself reaches both destinations, so
     // a blocked probe below is corral's doing, not the lab's routing.
@@ -153,11 +172,63 @@ fn sandboxes_land_on_the_member_asked_for_and_each_member_enforces() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let deleted = Instant::now();
     let p = probe(UNLISTED);
     assert!(
         p.reached,
         "control: with m2's rules gone {UNLISTED} must answer: {}",
         p.detail
+    );
+
+    // Rules deleted behind corral's back: m2's next attestation fails, m2
+    // is drained, nothing more is placed there.
+    let a = corral[1].attest("m2", &expected).unwrap();
+    let change = rotation.observe("m2", Ok(&a), SystemTime::now());
+    let drained_after = deleted.elapsed();
+    assert!(
+        matches!(&change, Some(Change::Drained { member, .. }) if member == "m2"),
+        "{change:?}"
+    );
+    assert!(drained_after < INTERVAL, "drained after {drained_after:?}");
+    eprintln!(
+        "m2 drained {} ms after its table was deleted: {change:?}",
+        drained_after.as_millis()
+    );
+    let members = rt.block_on(provider.members()).unwrap().unwrap();
+    let e = rotation
+        .choose(&members, Some("m2"), SystemTime::now())
+        .unwrap_err();
+    assert!(e.contains("m2: drained"), "{e}");
+    assert_eq!(
+        rotation.choose(&members, None, SystemTime::now()).unwrap(),
+        "m1"
+    );
+    // Repaired: enforcement back, attestation passes, m2 back in rotation.
+    corral[1].reapply().unwrap();
+    let p = probe(ALLOWED);
+    assert!(
+        p.reached,
+        "re-applied: {ALLOWED} must be reached again: {}",
+        p.detail
+    );
+    let p = probe(UNLISTED);
+    assert!(
+        !p.reached,
+        "re-applied: {UNLISTED} must be blocked again: {}",
+        p.detail
+    );
+    let a = corral[1].attest("m2", &expected).unwrap();
+    assert_eq!(
+        rotation.observe("m2", Ok(&a), SystemTime::now()),
+        Some(Change::Restored {
+            member: "m2".into()
+        })
+    );
+    assert_eq!(
+        rotation
+            .choose(&members, Some("m2"), SystemTime::now())
+            .unwrap(),
+        "m2"
     );
     drop(on_m2);
 
@@ -193,5 +264,69 @@ fn sandboxes_land_on_the_member_asked_for_and_each_member_enforces() {
         .unwrap_or_else(|e| panic!("{e}"));
     let members = rt.block_on(provider.members()).unwrap().unwrap();
     assert!(members.iter().all(|m| m.takes_work()), "{members:?}");
+
+    // m2's cluster link cut: Incus reports it offline, and no placement
+    // goes there however fresh its attestation; link back: back in rotation.
+    m1.incus(&["config", "set", "cluster.offline_threshold", "11"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let a = corral[1].attest("m2", &expected).unwrap();
+    rotation.observe("m2", Ok(&a), SystemTime::now());
+    lab.set_link("m2", false).unwrap();
+    let cut = Instant::now();
+    let members = wait_for(&rt, &provider, "m2", false);
+    eprintln!(
+        "m2 offline in Incus {} ms after its link was cut",
+        cut.elapsed().as_millis()
+    );
+    // m1 keeps attesting every interval, as its corral would.
+    let a = corral[0].attest("m1", &expected).unwrap();
+    rotation.observe("m1", Ok(&a), SystemTime::now());
+    let e = rotation
+        .choose(&members, Some("m2"), SystemTime::now())
+        .unwrap_err();
+    assert!(e.contains("Incus reports it offline"), "{e}");
+    assert_eq!(
+        rotation.choose(&members, None, SystemTime::now()).unwrap(),
+        "m1"
+    );
+    lab.set_link("m2", true).unwrap();
+    let back = Instant::now();
+    let members = wait_for(&rt, &provider, "m2", true);
+    eprintln!(
+        "m2 online again {} ms after its link came back",
+        back.elapsed().as_millis()
+    );
+    let a = corral[1].attest("m2", &expected).unwrap();
+    rotation.observe("m2", Ok(&a), SystemTime::now());
+    assert_eq!(
+        rotation
+            .choose(&members, Some("m2"), SystemTime::now())
+            .unwrap(),
+        "m2"
+    );
     drop(provider);
+}
+
+/// Poll the member list until `member` takes work (`online`) or not.
+fn wait_for(
+    rt: &tokio::runtime::Runtime,
+    provider: &IncusProvider,
+    member: &str,
+    online: bool,
+) -> Vec<ClusterMember> {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let members = rt.block_on(provider.members()).unwrap().unwrap();
+        if members
+            .iter()
+            .any(|m| m.name == member && m.takes_work() == online)
+        {
+            return members;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{member} never became online={online}: {members:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

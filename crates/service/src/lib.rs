@@ -45,6 +45,7 @@
 pub mod audit;
 pub mod callers;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod gate;
