@@ -21,7 +21,7 @@ use corral_drill::lab::{Lab, LabGateways};
 use corral_drill::raw::dhcp;
 use corral_egress::netns::Netns;
 use corral_egress::nft::{LiveSet, read_live};
-use corral_egress::plan::render::range_text;
+use corral_egress::plan::render::{map_element_text, range_text};
 use corral_egress::plan::{KeyPart, KeyedSetPlan, TablePlan};
 use corral_egress::resolve::Resolution;
 use corral_gateway::probe::query;
@@ -87,6 +87,7 @@ fn set_block<'a>(listing: &'a str, family: &str, set: &str) -> &'a str {
     let rest = &listing[table..];
     let start = rest
         .find(&format!("\tset {set} {{"))
+        .or_else(|| rest.find(&format!("\tmap {set} {{")))
         .unwrap_or_else(|| panic!("no set {set} in table {family} corral:\n{rest}"));
     let block = &rest[start..];
     &block[..block.find("\n\t}").unwrap_or(block.len())]
@@ -127,10 +128,23 @@ fn key_text(set: &KeyedSetPlan, key: &[u8]) -> String {
     parts.join(" . ")
 }
 
-/// What `nft` must show of a live set: each element's text.
+/// What `nft` must show of a live set: each element's text (a verdict
+/// map's elements as planned, `"br" : jump chain`, when the live map holds
+/// as many; verify compares them byte for byte).
 fn shown(table: &TablePlan, ls: &LiveSet) -> Vec<String> {
     if let Some(k) = table.keyed_sets.iter().find(|s| s.name == ls.name) {
         return ls.keys.iter().map(|key| key_text(k, key)).collect();
+    }
+    if let Some(m) = table.maps.iter().find(|m| m.name == ls.name) {
+        let starts = ls.jumps.iter().filter(|j| !j.1).count();
+        assert_eq!(
+            starts,
+            m.elements.len(),
+            "live map {}: {:?}",
+            m.name,
+            ls.jumps
+        );
+        return m.elements.iter().map(map_element_text).collect();
     }
     ls.elements.iter().map(range_text).collect()
 }

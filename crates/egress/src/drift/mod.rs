@@ -26,7 +26,7 @@ use crate::plan::render::range_text;
 use crate::plan::reserved;
 use crate::plan::{
     AddrRange, BaseChain, HostPlan, KeyedKind, KeyedSetPlan, Match, SetKind, SetPlan, TableFamily,
-    TablePlan,
+    TablePlan, VmapPlan,
 };
 use rules::{KnownRules, diff_rules, live_base_text, planned_base_text};
 
@@ -184,9 +184,24 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
             }
         }
     }
+    for m in &t.maps {
+        match lt.set(&m.name) {
+            None => out.push(
+                DriftKind::Missing,
+                DriftObject::Set,
+                format!("map {}", m.name),
+                "the verdict map does not exist".to_owned(),
+            ),
+            Some(ls) => {
+                diff_map(m, ls, out);
+                diff_userdata(t, ls, out);
+            }
+        }
+    }
     for ls in &lt.sets {
         let planned = t.sets.iter().any(|s| s.name == ls.name)
-            || t.keyed_sets.iter().any(|s| s.name == ls.name);
+            || t.keyed_sets.iter().any(|s| s.name == ls.name)
+            || t.maps.iter().any(|m| m.name == ls.name);
         if !planned {
             out.push(
                 DriftKind::Extra,
@@ -323,6 +338,75 @@ fn diff_keyed_set(s: &KeyedSetPlan, ls: &LiveSet, out: &mut Out) {
             DriftObject::Element,
             format!("set {}", s.name),
             k.iter().map(|b| format!("{b:02x}")).collect(),
+        );
+    }
+}
+
+/// A verdict map's elements as read back: (key, interval end, chain).
+pub(crate) fn map_jumps(m: &VmapPlan) -> Vec<(Vec<u8>, bool, String)> {
+    let mut v: Vec<(Vec<u8>, bool, String)> = crate::nft::map_wire_elements(&m.elements)
+        .into_iter()
+        .map(|(k, f, c)| (k, f.is_some(), c.unwrap_or_default()))
+        .collect();
+    v.sort();
+    v
+}
+
+fn jump_text(j: &(Vec<u8>, bool, String)) -> String {
+    let key: String = j.0.iter().map(|b| format!("{b:02x}")).collect();
+    if j.1 {
+        format!("{key} (interval end)")
+    } else {
+        format!("{key} : jump {}", j.2)
+    }
+}
+
+fn diff_map(m: &VmapPlan, ls: &LiveSet, out: &mut Out) {
+    let want = crate::nft::map_flags(m.key);
+    let mask = (libc::NFT_SET_MAP | libc::NFT_SET_INTERVAL | libc::NFT_SET_TIMEOUT) as u32;
+    if ls.flags & mask != want || ls.key_len != m.key.len() {
+        out.push(
+            DriftKind::Changed,
+            DriftObject::Set,
+            format!("map {}", m.name),
+            format!(
+                "planned a verdict map with a key of {} bytes, flags {want:#x}; live key of {} bytes, flags {:#x}",
+                m.key.len(),
+                ls.key_len,
+                ls.flags & mask
+            ),
+        );
+        return;
+    }
+    let planned: BTreeSet<(Vec<u8>, bool, String)> = map_jumps(m).into_iter().collect();
+    // `nft -f` opens a fresh interval map with a lone end at the zero key.
+    let present: BTreeSet<(Vec<u8>, bool, String)> = ls
+        .jumps
+        .iter()
+        .filter(|(k, end, _)| !(*end && k.iter().all(|b| *b == 0)))
+        .cloned()
+        .collect();
+    for e in &m.elements {
+        let wire = map_jumps(&VmapPlan {
+            name: m.name.clone(),
+            key: m.key,
+            elements: vec![e.clone()],
+        });
+        if wire.iter().any(|w| !present.contains(w)) {
+            out.push(
+                DriftKind::Missing,
+                DriftObject::Element,
+                format!("map {}", m.name),
+                crate::plan::render::map_element_text(e),
+            );
+        }
+    }
+    for j in present.difference(&planned) {
+        out.push(
+            DriftKind::Extra,
+            DriftObject::Element,
+            format!("map {}", m.name),
+            jump_text(j),
         );
     }
 }

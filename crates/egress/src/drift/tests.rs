@@ -34,6 +34,7 @@ fn mirror(plan: &HostPlan) -> LiveState {
                         userdata: crate::nft::set_userdata(t, &s.name)
                             .and_then(Result::ok)
                             .unwrap_or_default(),
+                        jumps: Vec::new(),
                     })
                     .chain(t.keyed_sets.iter().map(|s| {
                         LiveSet {
@@ -51,6 +52,23 @@ fn mirror(plan: &HostPlan) -> LiveState {
                             userdata: crate::nft::set_userdata(t, &s.name)
                                 .and_then(Result::ok)
                                 .unwrap_or_default(),
+                            jumps: Vec::new(),
+                        }
+                    }))
+                    .chain(t.maps.iter().map(|m| {
+                        LiveSet {
+                            name: m.name.clone(),
+                            family: None,
+                            flags: crate::nft::map_flags(m.key),
+                            elements: Vec::new(),
+                            timeout_ms: 0,
+                            expires_ms: Vec::new(),
+                            key_len: m.key.len(),
+                            keys: Vec::new(),
+                            userdata: crate::nft::set_userdata(t, &m.name)
+                                .and_then(Result::ok)
+                                .unwrap_or_default(),
+                            jumps: super::map_jumps(m),
                         }
                     }))
                     .collect(),
@@ -280,4 +298,61 @@ fn a_moved_base_chain_reads_as_nft_chain_headers() {
     assert_eq!(d.len(), 1, "{d:#?}");
     assert!(d[0].detail.contains("priority 10; policy drop;`"), "{d:#?}");
     assert!(!d[0].detail.contains("Some("), "{d:#?}");
+}
+
+/// A dispatch element removed, redirected or added is drift in the map,
+/// named in `nft` syntax where the plan has it.
+#[test]
+fn a_tampered_verdict_map_is_drift() {
+    let plan = sample_plan();
+    let mut live = mirror(&plan);
+    let out = live.tables[0]
+        .sets
+        .iter_mut()
+        .find(|s| s.name == "out_by_iif")
+        .unwrap();
+    // "cb-dev" now jumps to web's chain; a stranger's element appears.
+    let dev = out
+        .jumps
+        .iter_mut()
+        .find(|j| j.0.starts_with(b"cb-dev\0"))
+        .unwrap();
+    dev.2 = "web-out".to_owned();
+    out.jumps.push((
+        b"evil0\0\0\0\0\0\0\0\0\0\0\0".to_vec(),
+        false,
+        "web-out".into(),
+    ));
+    live.tables[0]
+        .sets
+        .iter_mut()
+        .find(|s| s.name == "nat4_by_saddr")
+        .unwrap()
+        .jumps
+        .clear();
+    let d = diff(&plan, &live);
+    let texts: Vec<String> = d.iter().map(ToString::to_string).collect();
+    let missing = |location: &str, detail: &str| {
+        d.iter().any(|x| {
+            x.kind == DriftKind::Missing
+                && x.object == DriftObject::Element
+                && x.location == location
+                && x.detail == detail
+        })
+    };
+    assert!(
+        missing("map out_by_iif", "\"cb-dev\" : jump dev-out"),
+        "{texts:#?}"
+    );
+    assert!(
+        missing("map nat4_by_saddr", "10.90.0.0/24 : jump dev-nat"),
+        "{texts:#?}"
+    );
+    assert_eq!(
+        d.iter()
+            .filter(|x| x.kind == DriftKind::Extra && x.location == "map out_by_iif")
+            .count(),
+        2,
+        "{texts:#?}"
+    );
 }

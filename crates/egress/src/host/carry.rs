@@ -99,6 +99,7 @@ mod tests {
                     key_len: 4,
                     keys: Vec::new(),
                     userdata: Vec::new(),
+                    jumps: Vec::new(),
                 }],
             }],
         }

@@ -467,28 +467,25 @@ async fn verify_inside(
     Ok(out)
 }
 
-/// Packets the prerouting arrival rules dropped, per profile.
+/// Packets the arrival rules (each profile's `<p>-arrival` chain, reached
+/// from prerouting by source subnet) dropped, per profile.
 fn stray_sources(plan: &HostPlan, live: &nft::LiveState) -> Vec<HostDrift> {
-    let Some(pre) = live
-        .table(crate::plan::TableFamily::Inet)
-        .and_then(|t| t.chain(crate::plan::names::PREROUTING))
-    else {
-        return Vec::new();
-    };
-    let Some(planned) = plan
-        .inet
-        .chains
-        .iter()
-        .find(|c| c.name == crate::plan::names::PREROUTING)
-    else {
+    let Some(table) = live.table(crate::plan::TableFamily::Inet) else {
         return Vec::new();
     };
     let mut out = Vec::new();
     for b in &plan.bridges {
+        let name = crate::plan::names::arrival_chain(&b.profile);
+        let (Some(planned), Some(lc)) = (
+            plan.inet.chains.iter().find(|c| c.name == name),
+            table.chain(&name),
+        ) else {
+            continue;
+        };
         let packets: u64 = planned
             .rules
             .iter()
-            .zip(&pre.rules)
+            .zip(&lc.rules)
             .filter(|(r, _)| {
                 r.verdict == crate::plan::Verdict::Drop
                     && r.matches

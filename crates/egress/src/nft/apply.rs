@@ -10,7 +10,8 @@ use super::batch::{Batch, Finished, Op};
 use super::expr::build_rule;
 use super::obj::{Chain, Table, cstr};
 use super::set::{
-    definition, keyed_definition, queue_elements, queue_keyed_elements, queue_learned,
+    definition, keyed_definition, map_definition, queue_elements, queue_keyed_elements,
+    queue_learned, queue_map_elements,
 };
 use super::socket::NlSocket;
 use crate::plan::{
@@ -139,6 +140,16 @@ fn queue_table(
             &chain_obj(t.family, c)?,
             format!("adding chain {kw} {}", c.name),
         );
+    }
+    // After the chains: an element's verdict names its chain.
+    for m in &t.maps {
+        *next_set_id += 1;
+        b.set(
+            fam,
+            &map_definition(t.family, m, *next_set_id)?,
+            format!("adding map {}", m.name),
+        );
+        queue_map_elements(b, t.family, m)?;
     }
     for c in &t.chains {
         for (i, r) in c.rules.iter().enumerate() {

@@ -19,9 +19,8 @@ pub struct ProfileCounters {
     pub blocked_packets: u64,
     /// Bytes dropped or rejected.
     pub blocked_bytes: u64,
-    /// Blocked packets (of `blocked_packets`, plus the profile's arrival
-    /// guard in `prerouting`) the profile's log budget kept out of the
-    /// drop log ([`crate::plan::droplog`]).
+    /// Blocked packets (of `blocked_packets`) the profile's log budget
+    /// kept out of the drop log ([`crate::plan::droplog`]).
     pub suppressed_packets: u64,
 }
 

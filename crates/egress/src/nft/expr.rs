@@ -16,7 +16,7 @@ use nftnl_sys as sys;
 use super::NftError;
 use super::concat;
 use super::obj::{Expr, ExprRef, Rule, cstr};
-use crate::plan::{AddrFamily, Field, Match, RejectKind, RulePlan, TableFamily, Verdict};
+use crate::plan::{AddrFamily, Field, MapField, Match, RejectKind, RulePlan, TableFamily, Verdict};
 
 const REG1: u32 = libc::NFT_REG_1 as u32;
 const REG_VERDICT: u32 = libc::NFT_REG_VERDICT as u32;
@@ -389,7 +389,32 @@ fn match_exprs(m: &Match, family: TableFamily, ctx: &mut Ctx) -> Result<Vec<Expr
     })
 }
 
-fn verdict_exprs(v: &Verdict) -> Result<Vec<Expr>, NftError> {
+/// `FIELD vmap @map`: the field into a register, looked up with the
+/// verdict register as the destination (what `nft` emits for it).
+fn vmap_exprs(
+    field: MapField,
+    map: &str,
+    family: TableFamily,
+    ctx: &mut Ctx,
+) -> Result<Vec<Expr>, NftError> {
+    let (load, deps) = match field {
+        MapField::IifName => (Field::IifName, Vec::new()),
+        MapField::OifName => (Field::OifName, Vec::new()),
+        MapField::Saddr(f) => (Field::IpSaddr(f), ctx.need(family, Proto::Ip(f))?),
+    };
+    let mut v = deps;
+    v.push(concat::load(load, REG1)?);
+    v.push(
+        e(c"lookup")?
+            .u32(sys::NFTNL_EXPR_LOOKUP_SREG, REG1)
+            .u32(sys::NFTNL_EXPR_LOOKUP_DREG, REG_VERDICT)
+            .str(sys::NFTNL_EXPR_LOOKUP_SET, &cstr(map)?)
+            .u32(sys::NFTNL_EXPR_LOOKUP_FLAGS, 0),
+    );
+    Ok(v)
+}
+
+fn verdict_exprs(v: &Verdict, family: TableFamily, ctx: &mut Ctx) -> Result<Vec<Expr>, NftError> {
     let imm = |code: i32| -> Result<Expr, NftError> {
         Ok(e(c"immediate")?
             .u32(sys::NFTNL_EXPR_IMM_DREG, REG_VERDICT)
@@ -417,6 +442,7 @@ fn verdict_exprs(v: &Verdict) -> Result<Vec<Expr>, NftError> {
         ],
         Verdict::Masquerade => vec![e(c"masq")?],
         Verdict::Return => vec![imm(libc::NFT_RETURN)?],
+        Verdict::Vmap { field, map } => vmap_exprs(*field, map, family, ctx)?,
     })
 }
 
@@ -448,7 +474,7 @@ pub(crate) fn build_rule(
                 .u32(sys::NFTNL_EXPR_LOG_SNAPLEN, log.snaplen),
         );
     }
-    for x in verdict_exprs(&rule.verdict)? {
+    for x in verdict_exprs(&rule.verdict, family, &mut ctx)? {
         r.push(x);
     }
     Ok(r)

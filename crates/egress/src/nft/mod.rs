@@ -51,7 +51,7 @@ pub use counters::{ProfileCounters, profile_counters};
 pub use decode::nft_syntax;
 pub use expr::fingerprint;
 pub use readback::{LiveBase, LiveChain, LiveRule, LiveSet, LiveState, LiveTable, read_live};
-pub use set::keyed_flags;
+pub use set::{keyed_flags, map_flags, map_wire_elements};
 pub use udata::set_userdata;
 
 #[cfg(doc)]

@@ -231,6 +231,87 @@ impl Set {
         Ok(())
     }
 
+    /// Append one element of a verdict map: `key`, optional flags and,
+    /// for an element that is not an interval's end, `jump chain`.
+    pub(crate) fn add_elem_jump(
+        &mut self,
+        key: &[u8],
+        flags: Option<u32>,
+        chain: Option<&CStr>,
+    ) -> Result<(), NftError> {
+        // SAFETY: allocation; null is checked below.
+        let elem = nonnull(unsafe { sys::nftnl_set_elem_alloc() }, "nftnl_set_elem")?;
+        // SAFETY: `elem` is valid; libnftnl copies `key` (at most 16 bytes
+        // here) and the chain name; the set takes ownership of `elem` in
+        // nftnl_set_elem_add and frees it with the set.
+        unsafe {
+            sys::nftnl_set_elem_set(
+                elem.as_ptr(),
+                sys::NFTNL_SET_ELEM_KEY as u16,
+                key.as_ptr().cast::<c_void>(),
+                key.len() as u32,
+            );
+            if let Some(f) = flags {
+                sys::nftnl_set_elem_set_u32(elem.as_ptr(), sys::NFTNL_SET_ELEM_FLAGS as u16, f);
+            }
+            if let Some(c) = chain {
+                sys::nftnl_set_elem_set_u32(
+                    elem.as_ptr(),
+                    sys::NFTNL_SET_ELEM_VERDICT as u16,
+                    libc::NFT_JUMP as u32,
+                );
+                sys::nftnl_set_elem_set_str(
+                    elem.as_ptr(),
+                    sys::NFTNL_SET_ELEM_CHAIN as u16,
+                    c.as_ptr(),
+                );
+            }
+            sys::nftnl_set_elem_add(self.as_ptr(), elem.as_ptr());
+        }
+        Ok(())
+    }
+
+    /// Every element of a verdict map as (key bytes, flags, the chain its
+    /// verdict jumps to; empty for an interval's end).
+    pub(crate) fn jump_elems(&self) -> Result<Vec<(Vec<u8>, u32, String)>, NftError> {
+        let mut out = Vec::new();
+        // SAFETY: valid set; the iterator is destroyed before returning and
+        // the element pointers it yields are owned by the set.
+        unsafe {
+            let iter = nonnull(
+                sys::nftnl_set_elems_iter_create(self.as_ptr()),
+                "nftnl_set_elems_iter",
+            )?;
+            let mut e = sys::nftnl_set_elems_iter_next(iter.as_ptr());
+            while !e.is_null() {
+                let mut len: u32 = 0;
+                let key = sys::nftnl_set_elem_get(e, sys::NFTNL_SET_ELEM_KEY as u16, &mut len);
+                let flags = if sys::nftnl_set_elem_is_set(e, sys::NFTNL_SET_ELEM_FLAGS as u16) {
+                    sys::nftnl_set_elem_get_u32(e, sys::NFTNL_SET_ELEM_FLAGS as u16)
+                } else {
+                    0
+                };
+                let chain = if sys::nftnl_set_elem_is_set(e, sys::NFTNL_SET_ELEM_CHAIN as u16) {
+                    owned_str(sys::nftnl_set_elem_get_str(
+                        e,
+                        sys::NFTNL_SET_ELEM_CHAIN as u16,
+                    ))
+                } else {
+                    String::new()
+                };
+                let bytes = if key.is_null() {
+                    Vec::new()
+                } else {
+                    std::slice::from_raw_parts(key.cast::<u8>(), len as usize).to_vec()
+                };
+                out.push((bytes, flags, chain));
+                e = sys::nftnl_set_elems_iter_next(iter.as_ptr());
+            }
+            sys::nftnl_set_elems_iter_destroy(iter.as_ptr());
+        }
+        Ok(out)
+    }
+
     /// Every element as (key bytes, flags, milliseconds until it expires;
     /// 0 when it does not).
     pub(crate) fn elems(&self) -> Result<Vec<(Vec<u8>, u32, u64)>, NftError> {

@@ -57,6 +57,9 @@ pub struct LiveSet {
     /// The set's user data: how `nft` is told to show its keys (see
     /// [`set_userdata`](crate::nft::set_userdata)).
     pub userdata: Vec<u8>,
+    /// A verdict map's elements, sorted: (key bytes, whether it ends an
+    /// interval, the chain its verdict jumps to; empty for an end).
+    pub jumps: Vec<(Vec<u8>, bool, String)>,
 }
 
 /// Hook, priority, type and policy of a live base chain, raw.
@@ -285,7 +288,19 @@ fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftEr
         } else {
             SetKind::Dynamic
         };
-        let elems = read_elements(sock, family, &name)?;
+        let acc = read_elements(sock, family, &name)?;
+        let is_map = flags & libc::NFT_SET_MAP as u32 != 0;
+        let mut jumps: Vec<(Vec<u8>, bool, String)> = if is_map {
+            let end = libc::NFT_SET_ELEM_INTERVAL_END as u32;
+            acc.jump_elems()?
+                .into_iter()
+                .map(|(k, f, c)| (k, f & end != 0, c))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        jumps.sort();
+        let elems = if is_map { Vec::new() } else { acc.elems()? };
         let (elements, expires_ms) = match (fam, kind) {
             (Some(f), SetKind::Interval) => (ranges_from_wire(f, kind, &elems), Vec::new()),
             (Some(f), SetKind::Dynamic) => learned_from_wire(f, &elems).into_iter().unzip(),
@@ -303,16 +318,15 @@ fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftEr
             key_len,
             keys,
             userdata,
+            jumps,
         });
     }
     Ok(out)
 }
 
-fn read_elements(
-    sock: &NlSocket,
-    family: TableFamily,
-    set: &str,
-) -> Result<Vec<(Vec<u8>, u32, u64)>, NftError> {
+/// The set's elements, in a set object (read them with `elems` or
+/// `jump_elems`).
+fn read_elements(sock: &NlSocket, family: TableFamily, set: &str) -> Result<Set, NftError> {
     let mut req = Set::new()?;
     req.set_str(sys::NFTNL_SET_TABLE, &cstr(TABLE_NAME)?);
     req.set_str(sys::NFTNL_SET_NAME, &cstr(set)?);
@@ -335,7 +349,7 @@ fn read_elements(
             Ok(())
         },
     )?;
-    acc.elems()
+    Ok(acc)
 }
 
 /// Read corral's tables in the current thread's network namespace.

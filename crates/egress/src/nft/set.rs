@@ -15,8 +15,8 @@ use super::obj::{Set, cstr};
 use super::udata;
 use crate::plan::model::{from_u128, max_value, to_u128};
 use crate::plan::{
-    AddrFamily, AddrRange, KeyValue, KeyedKind, KeyedSetPlan, SetKind, SetPlan, TABLE_NAME,
-    TableFamily,
+    AddrFamily, AddrRange, KeyPart, KeyValue, KeyedKind, KeyedSetPlan, MapElement, MapKey,
+    MapKeyValue, SetKind, SetPlan, TABLE_NAME, TableFamily, VmapPlan,
 };
 
 /// Elements per netlink message: keeps one message far below the 64 KiB a
@@ -117,6 +117,91 @@ pub(crate) fn queue_keyed_elements(
             family.nfproto(),
             &s,
             format!("{verb} {} elements of set {}", chunk.len(), set.name),
+        );
+    }
+    Ok(())
+}
+
+/// `NFT_DATA_VERDICT`: a map's data are verdicts.
+const DATA_VERDICT: u32 = 0xffff_ff00;
+
+/// The `NFT_SET_*` flags of a verdict map keyed by `key`.
+pub fn map_flags(key: MapKey) -> u32 {
+    let interval = match key {
+        MapKey::IfName => 0,
+        MapKey::Addr(_) => libc::NFT_SET_INTERVAL,
+    };
+    (libc::NFT_SET_MAP | interval) as u32
+}
+
+/// (datatype, key length) of a map's key, as `nft` records them.
+fn map_key(key: MapKey) -> (u32, u32) {
+    match key {
+        MapKey::IfName => (KeyPart::IfName.datatype(), key.len()),
+        MapKey::Addr(f) => (key_type(f), key.len()),
+    }
+}
+
+/// The definition of a verdict map (no elements).
+pub(crate) fn map_definition(
+    family: TableFamily,
+    map: &VmapPlan,
+    id: u32,
+) -> Result<Set, NftError> {
+    let mut s = carrier(family, &map.name)?;
+    let (ty, len) = map_key(map.key);
+    s.set_u32(sys::NFTNL_SET_ID, id);
+    s.set_u32(sys::NFTNL_SET_FLAGS, map_flags(map.key));
+    s.set_u32(sys::NFTNL_SET_KEY_TYPE, ty);
+    s.set_u32(sys::NFTNL_SET_KEY_LEN, len);
+    s.set_u32(sys::NFTNL_SET_DATA_TYPE, DATA_VERDICT);
+    s.set_data(sys::NFTNL_SET_USERDATA, &udata::map(map.key));
+    Ok(s)
+}
+
+/// The wire elements of a verdict map: (key, flags, jump target; `None`
+/// for an interval's end element).
+pub fn map_wire_elements(elements: &[MapElement]) -> Vec<(Vec<u8>, Option<u32>, Option<String>)> {
+    let mut out = Vec::with_capacity(elements.len() * 2);
+    for e in elements {
+        match &e.key {
+            MapKeyValue::IfName(n) => {
+                let mut b = n.as_bytes().to_vec();
+                b.resize(16, 0);
+                out.push((b, None, Some(e.chain.clone())));
+            }
+            MapKeyValue::Range(r) => {
+                let f = r.family();
+                let wire = wire_elements(f, SetKind::Interval, std::slice::from_ref(r));
+                for (key, flags) in wire {
+                    let chain = flags.is_none().then(|| e.chain.clone());
+                    out.push((key, flags, chain));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Queue the message adding every element of `map`.
+pub(crate) fn queue_map_elements(
+    batch: &mut Batch,
+    family: TableFamily,
+    map: &VmapPlan,
+) -> Result<(), NftError> {
+    // Whole elements per message: a range's end never leaves its start.
+    for elements in map.elements.chunks(ELEMS_PER_MSG / 2) {
+        let chunk = map_wire_elements(elements);
+        let mut s = carrier(family, &map.name)?;
+        for (key, flags, chain) in &chunk {
+            let c = chain.as_deref().map(cstr).transpose()?;
+            s.add_elem_jump(key, *flags, c.as_deref())?;
+        }
+        batch.elems(
+            Op::Add,
+            family.nfproto(),
+            &s,
+            format!("adding {} elements of map {}", chunk.len(), map.name),
         );
     }
     Ok(())

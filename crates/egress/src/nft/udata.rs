@@ -17,10 +17,14 @@
 //! host-order `u32` (libnftnl's `nftnl_udata_put_u32`).
 
 use super::NftError;
-use crate::plan::{Field, KeyPart, KeyedSetPlan, PayloadBase, TablePlan};
+use crate::plan::{Field, KeyPart, KeyedSetPlan, MapKey, PayloadBase, TablePlan};
 
 /// `NFTNL_UDATA_SET_KEYBYTEORDER`.
 const KEY_BYTEORDER: u8 = 0;
+/// `NFTNL_UDATA_SET_DATABYTEORDER`.
+const DATA_BYTEORDER: u8 = 1;
+/// `NFTNL_UDATA_SET_DATA_INTERVAL`.
+const DATA_INTERVAL: u8 = 6;
 /// `NFTNL_UDATA_SET_KEY_TYPEOF`.
 const KEY_TYPEOF: u8 = 3;
 /// `NFTNL_UDATA_SET_TYPEOF_EXPR` / `_DATA`, inside [`KEY_TYPEOF`].
@@ -75,11 +79,28 @@ pub fn set_userdata(table: &TablePlan, name: &str) -> Option<Result<Vec<u8>, Nft
     if table.sets.iter().any(|s| s.name == name) {
         return Some(Ok(address_set()));
     }
+    if let Some(m) = table.maps.iter().find(|m| m.name == name) {
+        return Some(Ok(map(m.key)));
+    }
     table
         .keyed_sets
         .iter()
         .find(|s| s.name == name)
         .map(keyed_set)
+}
+
+/// The user data of a verdict map: the key's byte order, the data's, and
+/// that the data are no interval (what `nft -f` writes for `type K :
+/// verdict`).
+pub(crate) fn map(key: MapKey) -> Vec<u8> {
+    let order = match key {
+        MapKey::IfName => BYTEORDER_HOST,
+        MapKey::Addr(_) => BYTEORDER_BIG,
+    };
+    let mut out = u32_record(KEY_BYTEORDER, order);
+    out.extend(u32_record(DATA_BYTEORDER, BYTEORDER_INVALID));
+    out.extend(u32_record(DATA_INTERVAL, 0));
+    out
 }
 
 /// One record: type, length, value.

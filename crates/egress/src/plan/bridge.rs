@@ -207,6 +207,7 @@ pub(super) fn table(profiles: &ProfileSet, bindings: &[PortBinding]) -> TablePla
         name: TABLE_NAME.to_owned(),
         sets: Vec::new(),
         keyed_sets: keyed_sets(bindings),
+        maps: Vec::new(),
         chains: Vec::new(),
     };
     if profiles.is_empty() {

@@ -20,8 +20,15 @@
 //!   *before* any `<p>-out`, so traffic between two corral bridges (or two
 //!   ports of one bridge, when bridged traffic reaches the inet hooks) is
 //!   dropped unless it is a reply.
-//! - `postrouting` (nat): masquerade the profile's subnets leaving by any
+//! - `<p>-nat` (nat): masquerade the profile's subnets leaving by any
 //!   interface but their own bridge (or only by the uplink, when set).
+//! - `<p>-arrival`: the profile's sources arriving anywhere but its bridge.
+//!
+//! The base chains reach these through verdict maps (see
+//! [`super::vmap`]): `prerouting` by source subnet (→ `<p>-arrival`) and
+//! input interface (→ `<p>-guard`), `forward` by output interface (→
+//! `<p>-in`) then input interface (→ `<p>-out`), `input` by input
+//! interface (→ `<p>-host`), `postrouting` by source subnet (→ `<p>-nat`).
 //! - `bridge corral`: see [`super::bridge`].
 //!
 //! Every rule carries a counter. No rule depends on an address count: all
@@ -43,6 +50,7 @@ use super::model::{
 };
 use super::names;
 use super::reserved::{self, RESERVED_V4, RESERVED_V6};
+use super::vmap::{self, MapField, MapKey, MapKeyValue, VmapPlan};
 use super::{PlanError, PlanSettings};
 use crate::resolve::Resolution;
 
@@ -64,6 +72,7 @@ pub(super) fn tables(
         name: TABLE_NAME.to_owned(),
         sets: Vec::new(),
         keyed_sets: Vec::new(),
+        maps: Vec::new(),
         chains: Vec::new(),
     };
 
@@ -84,12 +93,18 @@ pub(super) fn tables(
         }
     }
 
-    let mut prerouting = Vec::new();
-    let mut guards = Vec::new();
-    let mut forward_in = Vec::new();
-    let mut forward_out = Vec::new();
+    // One verdict map per dispatch (see `super::vmap`): the base chains'
+    // cost does not grow with the number of profiles.
+    let mut guard_map = VmapPlan::new(vmap::GUARD_BY_IIF, MapKey::IfName);
+    let mut in_map = VmapPlan::new(vmap::IN_BY_OIF, MapKey::IfName);
+    let mut out_map = VmapPlan::new(vmap::OUT_BY_IIF, MapKey::IfName);
+    let mut host_map = VmapPlan::new(vmap::HOST_BY_IIF, MapKey::IfName);
+    let by_saddr = |name: fn(AddrFamily) -> &'static str| {
+        [AddrFamily::V4, AddrFamily::V6].map(|f| VmapPlan::new(name(f), MapKey::Addr(f)))
+    };
+    let mut arrival_maps = by_saddr(vmap::arrival_by_saddr);
+    let mut nat_maps = by_saddr(vmap::nat_by_saddr);
     let mut input = Vec::new();
-    let mut nat = Vec::new();
 
     for p in profiles {
         let br = p.bridge.to_string();
@@ -108,26 +123,24 @@ pub(super) fn tables(
             .push(chain(&names::in_chain(&p.name), p, guard::in_rules(p)));
         inet.chains
             .push(chain(&names::host_chain(&p.name), p, guard::host_rules(p)));
+        inet.chains.push(chain(
+            &names::arrival_chain(&p.name),
+            p,
+            guard::arrival_rules(p),
+        ));
 
-        prerouting.extend(guard::arrival_rules(p));
-        guards.push(RulePlan::counted(
-            vec![Match::IifName(br.clone())],
-            Verdict::Jump(names::guard_chain(&p.name)),
-        ));
-        forward_in.push(RulePlan::counted(
-            vec![Match::OifName(br.clone())],
-            Verdict::Jump(names::in_chain(&p.name)),
-        ));
-        forward_out.push(RulePlan::counted(
-            vec![Match::IifName(br.clone())],
-            Verdict::Jump(names::out_chain(&p.name)),
-        ));
-        input.push(RulePlan::counted(
-            vec![Match::IifName(br.clone())],
-            Verdict::Jump(names::host_chain(&p.name)),
-        ));
-        if p.mode != EgressMode::None {
-            for net in guard::subnets(p) {
+        let iface = || MapKeyValue::IfName(br.clone());
+        guard_map.push(iface(), names::guard_chain(&p.name));
+        in_map.push(iface(), names::in_chain(&p.name));
+        out_map.push(iface(), names::out_chain(&p.name));
+        host_map.push(iface(), names::host_chain(&p.name));
+        let mut nat = Vec::new();
+        for net in guard::subnets(p) {
+            let fam = AddrFamily::of(net.addr());
+            let i = usize::from(fam == AddrFamily::V6);
+            let range = MapKeyValue::Range(AddrRange::from_net(net));
+            arrival_maps[i].push(range.clone(), names::arrival_chain(&p.name));
+            if p.mode != EgressMode::None {
                 let leaving = match &settings.uplink {
                     Some(uplink) => Match::OifName(uplink.clone()),
                     None => Match::OifNameNot(br.clone()),
@@ -136,10 +149,23 @@ pub(super) fn tables(
                     vec![Match::SaddrIn(net), leaving],
                     Verdict::Masquerade,
                 ));
+                nat_maps[i].push(range, names::nat_chain(&p.name));
             }
         }
+        if !nat.is_empty() {
+            inet.chains.push(chain(&names::nat_chain(&p.name), p, nat));
+        }
     }
-    prerouting.extend(guards);
+    let mut prerouting = Vec::new();
+    for m in &arrival_maps {
+        prerouting.extend(dispatch(m, MapField::Saddr(family_of(m))));
+    }
+    prerouting.extend(dispatch(&guard_map, MapField::IifName));
+    input.extend(dispatch(&host_map, MapField::IifName));
+    let mut nat = Vec::new();
+    for m in &nat_maps {
+        nat.extend(dispatch(m, MapField::Saddr(family_of(m))));
+    }
 
     let mut forward = Vec::new();
     if let Some(mp) = &settings.multipass_bridge {
@@ -166,8 +192,18 @@ pub(super) fn tables(
             ),
         );
     }
-    forward.extend(forward_in);
-    forward.extend(forward_out);
+    forward.extend(dispatch(&in_map, MapField::OifName));
+    forward.extend(dispatch(&out_map, MapField::IifName));
+    inet.maps = [guard_map, in_map, out_map, host_map]
+        .into_iter()
+        .chain(arrival_maps)
+        .chain(nat_maps)
+        .filter(|m| !m.elements.is_empty())
+        .map(|mut m| {
+            m.elements.sort();
+            m
+        })
+        .collect();
 
     if !profiles.is_empty() {
         inet.chains.push(base(
@@ -195,6 +231,27 @@ pub(super) fn tables(
         nat,
     ));
     Ok((inet, super::bridge::table(profiles, &[])))
+}
+
+/// `FIELD vmap @map`, when the map has elements (an empty map would
+/// only cost a lookup).
+fn dispatch(map: &VmapPlan, field: MapField) -> Option<RulePlan> {
+    (!map.elements.is_empty()).then(|| {
+        RulePlan::counted(
+            vec![],
+            Verdict::Vmap {
+                field,
+                map: map.name.clone(),
+            },
+        )
+    })
+}
+
+fn family_of(map: &VmapPlan) -> AddrFamily {
+    match map.key {
+        MapKey::Addr(f) => f,
+        MapKey::IfName => AddrFamily::V4,
+    }
 }
 
 pub(super) fn chain(name: &str, profile: &Profile, rules: Vec<RulePlan>) -> ChainPlan {

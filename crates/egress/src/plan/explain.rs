@@ -265,7 +265,10 @@ pub fn reason(trace: &Trace) -> String {
         _ if chain.ends_with("-guard") && rule.nft.contains("nfproto ipv6") => {
             format!("profile {profile} has no IPv6")
         }
-        _ if chain.ends_with("-guard") || chain == names::PREROUTING => {
+        _ if chain.ends_with("-guard")
+            || chain.ends_with("-arrival")
+            || chain == names::PREROUTING =>
+        {
             "the source or destination is one no sandbox may use".to_owned()
         }
         _ if chain.ends_with("-host") => format!(

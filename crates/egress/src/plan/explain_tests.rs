@@ -58,7 +58,13 @@ fn an_accept_names_its_allow_entry_and_set() {
     assert!(rule.nft.contains("@dev-allow4-tcp-443"), "{}", rule.nft);
     assert_eq!(
         t.path,
-        vec!["prerouting", "dev-guard", "forward", "dev-out"]
+        vec![
+            "prerouting",
+            "dev-arrival",
+            "dev-guard",
+            "forward",
+            "dev-out"
+        ]
     );
     let line = one_line(&t, "192.0.2.10:443/tcp");
     assert!(
@@ -123,7 +129,16 @@ fn blocks_say_which_rule_and_why() {
     assert!(reason(&t).contains("internet mode"), "{}", reason(&t));
     let t = trace(&plan, "dev", "10.90.0.1:53/udp", &none);
     assert_eq!(t.verdict, TraceVerdict::Allow);
-    assert_eq!(t.path, vec!["prerouting", "dev-guard", "input", "dev-host"]);
+    assert_eq!(
+        t.path,
+        vec![
+            "prerouting",
+            "dev-arrival",
+            "dev-guard",
+            "input",
+            "dev-host"
+        ]
+    );
 }
 
 #[test]

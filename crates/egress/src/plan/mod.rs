@@ -38,6 +38,7 @@ pub mod names;
 pub mod render;
 pub mod reserved;
 pub mod trace;
+pub mod vmap;
 
 #[cfg(test)]
 mod props;
@@ -56,6 +57,7 @@ pub use model::{
     Match, RejectKind, RulePlan, SetKind, SetPlan, TABLE_NAME, TableFamily, TablePlan, Verdict,
     VerdictClass,
 };
+pub use vmap::{MapElement, MapField, MapKey, MapKeyValue, VmapPlan};
 
 /// Default timeout of the dynamic `<profile>-dns4/6` sets. dnsmasq adds
 /// elements without a timeout of its own, so this is how long an address

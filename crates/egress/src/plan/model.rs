@@ -13,6 +13,7 @@ use ipnet::IpNet;
 use serde::Serialize;
 
 use super::keyed::{Field, KeyedSetPlan, Limit};
+use super::vmap::{MapField, VmapPlan};
 
 /// The one table name corral owns, in both families.
 pub const TABLE_NAME: &str = "corral";
@@ -84,6 +85,9 @@ pub struct TablePlan {
     pub sets: Vec<SetPlan>,
     /// Keyed sets (concatenated keys, meters), after `sets`.
     pub keyed_sets: Vec<KeyedSetPlan>,
+    /// Verdict maps the base chains dispatch through (see
+    /// [`super::vmap`]), after the keyed sets.
+    pub maps: Vec<VmapPlan>,
     /// Chains: regular chains first, then base chains that jump to them.
     pub chains: Vec<ChainPlan>,
 }
@@ -417,6 +421,14 @@ pub enum Verdict {
     Masquerade,
     /// `return`: leave this chain, continue after the jump.
     Return,
+    /// `FIELD vmap @map`: jump to the chain the map holds for the
+    /// packet's field; go on with the next rule when it holds none.
+    Vmap {
+        /// The field looked up.
+        field: MapField,
+        /// The verdict map.
+        map: String,
+    },
 }
 
 impl Verdict {
@@ -425,7 +437,9 @@ impl Verdict {
         match self {
             Verdict::Accept => VerdictClass::Accepted,
             Verdict::Drop | Verdict::Reject(_) => VerdictClass::Blocked,
-            Verdict::Jump(_) | Verdict::Masquerade | Verdict::Return => VerdictClass::Other,
+            Verdict::Jump(_) | Verdict::Masquerade | Verdict::Return | Verdict::Vmap { .. } => {
+                VerdictClass::Other
+            }
         }
     }
 }

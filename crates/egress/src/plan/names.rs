@@ -115,6 +115,17 @@ pub fn host_chain(profile: &ProfileName) -> String {
     format!("{profile}-host")
 }
 
+/// Prerouting chain for the profile's source addresses (jumped to by
+/// source address, whatever the interface).
+pub fn arrival_chain(profile: &ProfileName) -> String {
+    format!("{profile}-arrival")
+}
+
+/// Postrouting (nat) chain for the profile's source addresses.
+pub fn nat_chain(profile: &ProfileName) -> String {
+    format!("{profile}-nat")
+}
+
 /// Bridge-family chain dropping frames between ports of the profile's bridge.
 pub fn ports_chain(profile: &ProfileName) -> String {
     format!("{profile}-ports")

@@ -139,17 +139,40 @@ fn internet_none_host_and_bridge_chains() {
         [
             "iifname \"mpqemubr0\" counter drop",
             "oifname \"mpqemubr0\" counter drop",
-            "oifname \"cb-dev\" counter jump dev-in",
-            "oifname \"cb-web\" counter jump web-in",
+            "counter oifname vmap @in_by_oif",
+            "counter iifname vmap @out_by_iif",
         ]
     );
     assert_eq!(
         texts(chain(&plan, TableFamily::Inet, "postrouting")),
         [
+            "counter ip saddr vmap @nat4_by_saddr",
+            "counter ip6 saddr vmap @nat6_by_saddr",
+        ]
+    );
+    assert_eq!(
+        texts(chain(&plan, TableFamily::Inet, "dev-nat")),
+        [
             "ip saddr 10.90.0.0/24 oifname != \"cb-dev\" counter masquerade",
             "ip6 saddr fd00:90::/64 oifname != \"cb-dev\" counter masquerade",
-            "ip saddr 10.91.0.0/24 oifname != \"cb-web\" counter masquerade",
         ]
+    );
+    assert_eq!(
+        texts(chain(&plan, TableFamily::Inet, "web-nat")),
+        ["ip saddr 10.91.0.0/24 oifname != \"cb-web\" counter masquerade"]
+    );
+    let nat4 = plan
+        .inet
+        .maps
+        .iter()
+        .find(|m| m.name == "nat4_by_saddr")
+        .unwrap();
+    assert_eq!(
+        nat4.elements
+            .iter()
+            .map(render::map_element_text)
+            .collect::<Vec<_>>(),
+        ["10.90.0.0/24 : jump dev-nat", "10.91.0.0/24 : jump web-nat"]
     );
     assert_eq!(
         texts(chain(&plan, TableFamily::Bridge, "forward")),
@@ -340,7 +363,7 @@ fn uplink_setting_narrows_masquerade() {
         ..PlanSettings::default()
     };
     let plan = HostPlan::build(&set, &settings, &res).unwrap();
-    let nat = texts(chain(&plan, TableFamily::Inet, "postrouting"));
+    let nat = texts(chain(&plan, TableFamily::Inet, "dev-nat"));
     assert_eq!(
         nat[0],
         "ip saddr 10.90.0.0/24 oifname \"eth0\" counter masquerade"
@@ -431,13 +454,22 @@ proptest! {
         for p in &set {
             let br = p.bridge.to_string();
             let fwd = chain(&plan, TableFamily::Inet, "forward");
-            // Every bridge has both forward directions and an input chain.
-            prop_assert!(fwd.rules.iter().any(|r| r.matches == vec![Match::IifName(br.clone())]
-                && r.verdict == Verdict::Jump(names::out_chain(&p.name))));
-            prop_assert!(fwd.rules.iter().any(|r| r.matches == vec![Match::OifName(br.clone())]
-                && r.verdict == Verdict::Jump(names::in_chain(&p.name))));
-            let input = chain(&plan, TableFamily::Inet, "input");
-            prop_assert!(input.rules.iter().any(|r| r.matches == vec![Match::IifName(br.clone())]));
+            // Every bridge has both forward directions and an input chain,
+            // each one map element away from its base chain.
+            let map = |name: &str| plan.inet.maps.iter().find(|m| m.name == name).unwrap();
+            prop_assert_eq!(map(vmap::OUT_BY_IIF).chain_for_name(&br).map(str::to_owned), Some(names::out_chain(&p.name)));
+            prop_assert_eq!(map(vmap::IN_BY_OIF).chain_for_name(&br).map(str::to_owned), Some(names::in_chain(&p.name)));
+            prop_assert_eq!(map(vmap::HOST_BY_IIF).chain_for_name(&br).map(str::to_owned), Some(names::host_chain(&p.name)));
+            prop_assert_eq!(map(vmap::GUARD_BY_IIF).chain_for_name(&br).map(str::to_owned), Some(names::guard_chain(&p.name)));
+            let in_first = fwd.rules.iter().position(|r| matches!(&r.verdict,
+                Verdict::Vmap { field: MapField::OifName, map } if map == vmap::IN_BY_OIF));
+            let out_next = fwd.rules.iter().position(|r| matches!(&r.verdict,
+                Verdict::Vmap { field: MapField::IifName, map } if map == vmap::OUT_BY_IIF));
+            prop_assert!(in_first.is_some() && in_first < out_next);
+            for net in guard::subnets(p) {
+                let arrival = map(vmap::arrival_by_saddr(AddrFamily::of(net.addr())));
+                prop_assert_eq!(arrival.chain_for_addr(net.addr()).map(str::to_owned), Some(names::arrival_chain(&p.name)));
+            }
             // A none-profile never accepts toward the world except replies.
             if p.mode == EgressMode::None {
                 let out = chain(&plan, TableFamily::Inet, &names::out_chain(&p.name));
@@ -449,6 +481,18 @@ proptest! {
             let out = chain(&plan, TableFamily::Inet, &names::out_chain(&p.name));
             let last = out.rules.last().unwrap();
             prop_assert!(last.matches.is_empty() && last.verdict.class() == VerdictClass::Blocked);
+        }
+        // The inet base chains hold the same rules whatever the number of
+        // profiles: dispatch is one map lookup per direction.
+        for c in plan.inet.chains.iter().filter(|c| c.base.is_some()) {
+            // (At most: the Multipass bridge's two drops, two lookups.)
+            prop_assert!(c.rules.len() <= 4, "{} has {} rules", c.name, c.rules.len());
+        }
+        // Every map element jumps to a chain of the table.
+        for m in &plan.inet.maps {
+            for target in m.chains() {
+                prop_assert!(plan.inet.chains.iter().any(|c| c.name == target));
+            }
         }
         // Every rule has a counter; no bridge rule uses conntrack or reject.
         for t in plan.tables() {

@@ -13,6 +13,7 @@ use super::model::{
     AddrFamily, AddrRange, ChainPlan, LogTap, Match, RejectKind, RulePlan, SetKind, SetPlan,
     TablePlan, Verdict,
 };
+use super::vmap::{MapElement, MapKey, MapKeyValue, VmapPlan};
 
 /// Render the whole plan (both tables) as one `nft -f` script.
 pub fn render(plan: &HostPlan) -> String {
@@ -35,6 +36,9 @@ fn render_table(out: &mut String, t: &TablePlan) {
     }
     for s in &t.keyed_sets {
         render_keyed_set(out, s);
+    }
+    for m in &t.maps {
+        render_map(out, m);
     }
     for c in &t.chains {
         render_chain(out, c);
@@ -114,6 +118,33 @@ fn render_keyed_set(out: &mut String, s: &KeyedSetPlan) {
         let _ = writeln!(out, "\t\telements = {{ {} }}", elems.join(", "));
     }
     out.push_str("\t}\n");
+}
+
+fn render_map(out: &mut String, m: &VmapPlan) {
+    let _ = writeln!(out, "\tmap {} {{", m.name);
+    let key = match m.key {
+        MapKey::IfName => "ifname",
+        MapKey::Addr(AddrFamily::V4) => "ipv4_addr",
+        MapKey::Addr(AddrFamily::V6) => "ipv6_addr",
+    };
+    let _ = writeln!(out, "\t\ttype {key} : verdict");
+    if matches!(m.key, MapKey::Addr(_)) {
+        let _ = writeln!(out, "\t\tflags interval");
+    }
+    if !m.elements.is_empty() {
+        let elems: Vec<String> = m.elements.iter().map(map_element_text).collect();
+        let _ = writeln!(out, "\t\telements = {{ {} }}", elems.join(", "));
+    }
+    out.push_str("\t}\n");
+}
+
+/// One element of a verdict map as `nft` writes it.
+pub fn map_element_text(e: &MapElement) -> String {
+    let key = match &e.key {
+        MapKeyValue::IfName(n) => format!("\"{n}\""),
+        MapKeyValue::Range(r) => range_text(r),
+    };
+    format!("{key} : jump {}", e.chain)
 }
 
 /// One element of a keyed set as `nft` writes it.
@@ -411,5 +442,6 @@ fn verdict_text(v: &Verdict) -> String {
         Verdict::Jump(c) => format!("jump {c}"),
         Verdict::Masquerade => "masquerade".to_owned(),
         Verdict::Return => "return".to_owned(),
+        Verdict::Vmap { field, map } => format!("{} vmap @{map}", field.keyword()),
     }
 }

@@ -2,11 +2,12 @@
 //! the first packet of a flow from a sandbox, walked through the same base
 //! chains, jumps and returns the kernel follows.
 //!
-//! The walk: `prerouting` (arrival checks, then `<p>-guard`); then, for a
-//! destination that is one of the host's addresses on a profile bridge (a
-//! gateway), `input` (→ `<p>-host`), and for every other destination
-//! `forward` (→ `<q>-in` when it leaves by a profile bridge, then
-//! `<p>-out`). An `accept` ends a base chain and the next hook goes on; a
+//! The walk: `prerouting` (→ `<p>-arrival` by source subnet, then
+//! `<p>-guard` by interface); then, for a destination that is one of the
+//! host's addresses on a profile bridge (a gateway), `input` (→
+//! `<p>-host`), and for every other destination `forward` (→ `<q>-in` when
+//! it leaves by a profile bridge, then `<p>-out`). A verdict map is
+//! followed like the jump its element holds. An `accept` ends a base chain and the next hook goes on; a
 //! drop or reject ends the walk; a base chain that ends without a verdict
 //! takes its policy (`accept`).
 //!
@@ -31,6 +32,7 @@ use super::eval::{Flow, Learned};
 use super::model::{
     AddrFamily, AddrRange, AddrType, ChainPlan, Match, RulePlan, SetKind, Verdict, to_u128,
 };
+use super::vmap::MapField;
 use super::{BridgePlan, HostPlan, names, render};
 
 /// What the walk ends in.
@@ -279,10 +281,34 @@ impl HostPlan {
                         return d;
                     }
                 }
+                Verdict::Vmap { field, map } => {
+                    // One lookup, then exactly a jump (or the next rule when
+                    // the map holds nothing for the packet).
+                    if let Some(next) = self
+                        .map_target(*field, map, ctx)
+                        .and_then(|t| self.chain(t))
+                        .filter(|_| depth < 8)
+                        && let d @ Outcome::Decided { .. } = self.walk(next, ctx, path, depth + 1)
+                    {
+                        return d;
+                    }
+                }
                 Verdict::Masquerade => {}
             }
         }
         Outcome::Continue
+    }
+
+    /// The chain verdict map `map` sends the packet to.
+    fn map_target(&self, field: MapField, map: &str, ctx: &Ctx<'_>) -> Option<&str> {
+        let map = self.inet.maps.iter().find(|m| m.name == map)?;
+        match field {
+            MapField::IifName => map.chain_for_name(ctx.iif),
+            MapField::OifName => map.chain_for_name(ctx.oif?),
+            MapField::Saddr(f) => (AddrFamily::of(ctx.flow.src) == f)
+                .then(|| map.chain_for_addr(ctx.flow.src))
+                .flatten(),
+        }
     }
 
     /// `Some` when every match of `rule` holds, with the set element a

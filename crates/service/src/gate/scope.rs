@@ -1,6 +1,7 @@
 //! Which parts of a host plan enforce one profile: its own chains (and any
-//! chain they jump to), the base chains that dispatch to them, the sets
-//! their rules look up, its bridge. Drift anywhere in that scope means the
+//! chain they jump to), the base chains that dispatch to them (and the
+//! verdict maps they dispatch through: the map, and its elements that jump
+//! to the profile's chains), the sets their rules look up, its bridge. Drift anywhere in that scope means the
 //! profile is not enforced as planned; drift elsewhere (another profile's
 //! chains or sets) does not stop this profile's sandboxes. Shared chains
 //! that hold every profile's frames (the bridge table's port checks) and
@@ -61,16 +62,30 @@ impl ProfileScope {
                 }
                 reach.extend(more);
             }
-            // Base chains that dispatch into them.
+            // Base chains that dispatch into them: by a jump, or by a
+            // verdict map with an element jumping there (the map is then
+            // in scope too).
+            let dispatching_maps: BTreeSet<&str> = table
+                .maps
+                .iter()
+                .filter(|m| m.chains().any(|c| own.contains(c)))
+                .map(|m| m.name.as_str())
+                .collect();
             for c in table.chains.iter().filter(|c| c.base.is_some()) {
-                let dispatches = c
-                    .rules
-                    .iter()
-                    .any(|r| matches!(&r.verdict, Verdict::Jump(to) if own.contains(to)));
+                let dispatches = c.rules.iter().any(|r| match &r.verdict {
+                    Verdict::Jump(to) => own.contains(to),
+                    Verdict::Vmap { map, .. } => dispatching_maps.contains(map.as_str()),
+                    _ => false,
+                });
                 if dispatches {
                     reach.insert(c.name.clone());
                 }
             }
+            scope.sets.extend(
+                dispatching_maps
+                    .iter()
+                    .map(|m| (table.family, (*m).to_owned())),
+            );
             // Shared chains every frame of every profile meets (the bridge
             // table's port checks, which cannot name a bridge): reachable
             // from a base chain without entering another profile's chain.
@@ -161,9 +176,21 @@ impl ProfileScope {
             DriftObject::Chain | DriftObject::Rule => {
                 object_name("chain ").is_some_and(|c| self.chains.contains(&(d.family, c)))
             }
-            DriftObject::Set | DriftObject::Element => {
-                object_name("set ").is_some_and(|s| self.sets.contains(&(d.family, s)))
-            }
+            DriftObject::Set => object_name("set ")
+                .or_else(|| object_name("map "))
+                .is_some_and(|s| self.sets.contains(&(d.family, s))),
+            DriftObject::Element => match object_name("map ") {
+                // A dispatch map holds every profile's element: only one
+                // jumping to this profile's chains is this profile's.
+                Some(m) => {
+                    self.sets.contains(&(d.family, m))
+                        && d.detail.rsplit("jump ").next().is_some_and(|to| {
+                            d.detail.contains("jump ")
+                                && self.chains.contains(&(d.family, to.to_owned()))
+                        })
+                }
+                None => object_name("set ").is_some_and(|s| self.sets.contains(&(d.family, s))),
+            },
         }
     }
 }
@@ -272,6 +299,44 @@ mod tests {
             problem: "down".into()
         }));
         assert_eq!(ProfileScope::of(&plan, "nope").bridge, None);
+    }
+
+    fn element(detail: &str) -> HostDrift {
+        HostDrift::Nft(Drift {
+            kind: DriftKind::Missing,
+            object: DriftObject::Element,
+            family: TableFamily::Inet,
+            location: "map out_by_iif".to_owned(),
+            detail: detail.to_owned(),
+        })
+    }
+
+    #[test]
+    fn a_profile_owns_the_dispatch_maps_and_only_its_own_elements() {
+        let plan = plan();
+        let s = ProfileScope::of(&plan, "internet");
+        for map in ["out_by_iif", "in_by_oif", "guard_by_iif", "host_by_iif"] {
+            assert!(
+                s.sets.contains(&(TableFamily::Inet, map.to_owned())),
+                "{map}: {s:?}"
+            );
+        }
+        for c in [
+            "prerouting",
+            "postrouting",
+            "internet-arrival",
+            "internet-nat",
+        ] {
+            assert!(
+                s.chains.contains(&(TableFamily::Inet, c.to_owned())),
+                "{c}: {s:?}"
+            );
+        }
+        assert!(s.covers(&element("\"corral-net\" : jump internet-out")));
+        assert!(!s.covers(&element("\"corral-iso\" : jump isolated-out")));
+        // A stranger's interface sent into this profile's chain.
+        assert!(s.covers(&element("65766966 : jump internet-out")));
+        assert!(s.covers(&nft(DriftObject::Set, TableFamily::Inet, "map out_by_iif")));
     }
 
     #[test]
