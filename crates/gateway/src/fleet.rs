@@ -1,5 +1,6 @@
 //! All gateways of a host at once, for the apply/teardown/status facade:
-//! start (or restart) one dnsmasq per profile bridge, retire the gateways of
+//! start one dnsmasq per profile bridge (restarting only those whose
+//! configuration changed or whose bridge is new), retire the gateways of
 //! bridges that left the configuration, stop everything on teardown.
 
 use std::net::{IpAddr, SocketAddr};
@@ -8,7 +9,7 @@ use std::path::Path;
 use corral_sandbox_core::{BridgeName, ProfileSet};
 
 use super::error::GatewayError;
-use super::process::{Gateway, GatewayStatus, list};
+use super::process::{Change, Gateway, GatewayStatus, list};
 use super::spec::{DnsTiming, GatewaySpec};
 use corral_egress::netns::Netns;
 
@@ -19,6 +20,8 @@ pub struct Started {
     pub bridge: BridgeName,
     /// The daemon's pid.
     pub pid: u32,
+    /// Started, restarted or kept running.
+    pub change: Change,
 }
 
 /// The host's upstream resolvers (`dns_upstreams`) as socket addresses.
@@ -26,17 +29,21 @@ pub fn upstreams(ips: &[IpAddr]) -> Vec<SocketAddr> {
     ips.iter().map(|ip| SocketAddr::new(*ip, 53)).collect()
 }
 
-/// (Re)starts the gateway of every profile and stops and removes the
-/// gateways of bridges no longer configured. Every spec is checked before
-/// any daemon is touched, so a bad configuration changes nothing. `ns`
-/// runs the daemons inside a namespace (tests, the drill); `None` runs them
-/// in corral's own.
+/// Makes the gateway of every profile run with its current configuration
+/// and stops and removes the gateways of bridges no longer configured. A
+/// gateway already running with exactly its configuration is kept (a
+/// re-apply that changes one profile restarts one daemon), unless its
+/// bridge is in `fresh` (created by this apply). Every spec is checked
+/// before any daemon is touched, so a bad configuration changes nothing.
+/// `ns` runs the daemons inside a namespace (tests, the drill); `None` runs
+/// them in corral's own.
 pub fn start_all(
     state_dir: &Path,
     profiles: &ProfileSet,
     upstreams: &[SocketAddr],
     timing: DnsTiming,
     ns: Option<&Netns>,
+    fresh: &[BridgeName],
 ) -> Result<Vec<Started>, GatewayError> {
     let specs = profiles
         .iter()
@@ -50,13 +57,11 @@ pub fn start_all(
     let mut started = Vec::with_capacity(specs.len());
     for spec in &specs {
         let gw = Gateway::new(state_dir, &spec.bridge);
-        let pid = match ns {
-            Some(ns) => gw.start_in(spec, ns)?,
-            None => gw.start(spec)?,
-        };
+        let (pid, change) = gw.ensure(spec, fresh.contains(&spec.bridge), ns)?;
         started.push(Started {
             bridge: spec.bridge.clone(),
             pid,
+            change,
         });
     }
     Ok(started)
@@ -89,7 +94,7 @@ mod tests {
         let set =
             ProfileSet::new(vec![profile(EgressMode::Internet, &[], "10.99.5.0/24")]).unwrap();
         // Internet mode without upstreams is refused before anything runs.
-        let err = start_all(dir.path(), &set, &[], DnsTiming::default(), None).unwrap_err();
+        let err = start_all(dir.path(), &set, &[], DnsTiming::default(), None, &[]).unwrap_err();
         assert!(matches!(err, GatewayError::NoUpstreams { .. }), "{err}");
         assert!(status_all(dir.path()).is_empty());
         assert!(stop_all(dir.path()).is_empty());

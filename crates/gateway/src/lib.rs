@@ -73,7 +73,7 @@ pub use lifecycle::{GatewayReport, GatewayState, start_for_host, status_recorded
 pub use names::{DomainRule, NamePattern, NameRules, SetLine};
 pub use paths::GatewayPaths;
 pub use ports::{PortError, bind_port, unbind_port};
-pub use process::{DEFAULT_DNSMASQ, Gateway, GatewayStatus};
+pub use process::{Change, DEFAULT_DNSMASQ, Gateway, GatewayStatus};
 pub use render::{DNS_FORWARD_MAX, MAX_TCP_CONNECTIONS, NFT_TABLE, render};
 pub use reservations::{ReservationOutcome, reservations_text, reserve_all};
 pub use resolv_conf::{RESOLV_CONF, nameservers, upstreams_or_host};

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use corral_egress::host::Host;
 
-use crate::{DnsTiming, GatewayError, GatewayStatus};
+use crate::{Change, DnsTiming, GatewayError, GatewayStatus};
 
 /// One bridge's gateway after a start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -20,6 +20,9 @@ pub struct GatewayReport {
     pub bridge: String,
     /// The dnsmasq pid.
     pub pid: u32,
+    /// `started`, `restarted` (its configuration changed or its bridge is
+    /// new) or `kept` (running with the same configuration, untouched).
+    pub change: Change,
 }
 
 /// One bridge's gateway state, for status.
@@ -32,15 +35,17 @@ pub struct GatewayState {
     pub status: GatewayStatus,
 }
 
-/// (Re)starts one dnsmasq per profile bridge inside `host`'s namespace
-/// and retires the gateways of bridges no longer configured. Call after
-/// [`Host::apply`]: dnsmasq binds the gateway addresses and fills the DNS
-/// sets that the apply created.
+/// Makes one dnsmasq per profile bridge run inside `host`'s namespace
+/// (restarting only the gateways whose configuration changed or whose
+/// bridge is in `fresh`, created by the apply) and retires the gateways of
+/// bridges no longer configured. Call after [`Host::apply`]: dnsmasq binds
+/// the gateway addresses and fills the DNS sets that the apply created.
 pub fn start_for_host(
     host: &Host,
     state_dir: &Path,
     profiles: &ProfileSet,
     config: &HostConfig,
+    fresh: &[BridgeName],
 ) -> Result<Vec<GatewayReport>, GatewayError> {
     let upstreams = crate::upstreams_or_host(&config.dns_upstreams, Path::new(crate::RESOLV_CONF));
     let started = crate::start_all(
@@ -49,12 +54,14 @@ pub fn start_for_host(
         &upstreams,
         DnsTiming::default(),
         Some(host.netns()),
+        fresh,
     )?;
     Ok(started
         .into_iter()
         .map(|s| GatewayReport {
             bridge: s.bridge.to_string(),
             pid: s.pid,
+            change: s.change,
         })
         .collect())
 }

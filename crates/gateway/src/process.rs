@@ -64,6 +64,19 @@ impl std::fmt::Display for GatewayStatus {
     }
 }
 
+/// What [`Gateway::ensure`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Change {
+    /// No daemon ran: one was started.
+    Started,
+    /// A daemon ran with another configuration (or had to restart): it
+    /// was replaced.
+    Restarted,
+    /// Our daemon runs with exactly this configuration: left alone.
+    Kept,
+}
+
 /// The gateway (dnsmasq) of one bridge.
 #[derive(Debug, Clone)]
 pub struct Gateway {
@@ -115,6 +128,45 @@ impl Gateway {
     /// Like [`Gateway::start`], with the daemon inside `ns` (tests, drill).
     pub fn start_in(&self, spec: &GatewaySpec, ns: &Netns) -> Result<u32, GatewayError> {
         self.start_with(spec, |cmd| ns.spawn(cmd))
+    }
+
+    /// Makes the gateway run with `spec`, touching a running daemon only
+    /// when it must: our dnsmasq already running with exactly this
+    /// configuration file is kept (its leases, cache and sockets live on),
+    /// unless `force` (its bridge was created anew, so the sockets it bound
+    /// to the old one serve nothing). Otherwise as [`Gateway::start`].
+    /// `ns` as in [`Gateway::start_in`].
+    pub fn ensure(
+        &self,
+        spec: &GatewaySpec,
+        force: bool,
+        ns: Option<&Netns>,
+    ) -> Result<(u32, Change), GatewayError> {
+        let text = render(spec)?;
+        let before = self.status();
+        if let (GatewayStatus::Running { pid }, false) = (&before, force)
+            && self.current_config()?.as_deref() == Some(text.as_bytes())
+        {
+            super::reservations::ensure_file(self)?;
+            return Ok((*pid, Change::Kept));
+        }
+        let pid = match ns {
+            Some(ns) => self.start_in(spec, ns)?,
+            None => self.start(spec)?,
+        };
+        let change = match before {
+            GatewayStatus::Running { .. } => Change::Restarted,
+            _ => Change::Started,
+        };
+        Ok((pid, change))
+    }
+
+    /// The configuration file as written last (`None`: none yet).
+    fn current_config(&self) -> Result<Option<Vec<u8>>, GatewayError> {
+        match self.existing_dir()? {
+            Some(dir) => Ok(dir.read(CONF_FILE)?),
+            None => Ok(None),
+        }
     }
 
     fn start_with(

@@ -83,6 +83,7 @@ impl LabGateways {
             &[up],
             timing,
             Some(&lab.topo.host),
+            &[],
         )?;
         Ok(gateways)
     }

@@ -23,8 +23,10 @@ use std::path::{Path, PathBuf};
 use corral_egress::host::{
     ApplyReport, HostDrift, HostError, PortReport, StateError, StateStore, Status, TeardownReport,
 };
+use corral_egress::link::BridgeOutcome;
 use corral_egress::nft::RefreshReport;
 use corral_gateway::{GatewayError, GatewayReport, GatewayState};
+use corral_sandbox_core::BridgeName;
 
 pub use config_check::{ConfigCheck, compare_with_applied};
 pub use explain::{Answer, ExplainError, Explanation, NameLookup, Subject};
@@ -262,11 +264,21 @@ impl HostService {
             &planned.plan.bindings,
         )
         .map_err(ApplyError::Gateways)?;
+        // A bridge created by this apply needs its gateway restarted (the
+        // old daemon's sockets belonged to the bridge it replaced); every
+        // other gateway restarts only when its configuration changed.
+        let fresh: Vec<BridgeName> = report
+            .bridges
+            .iter()
+            .filter(|b| b.outcome == BridgeOutcome::Created)
+            .filter_map(|b| BridgeName::new(b.name.clone()).ok())
+            .collect();
         let gateways = corral_gateway::start_for_host(
             &self.target.host,
             &self.state_dir,
             &planned.config.profiles,
             &planned.config.host,
+            &fresh,
         )
         .map_err(ApplyError::Gateways)?;
         Ok(Applied {

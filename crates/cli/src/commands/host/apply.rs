@@ -3,7 +3,7 @@
 
 use corral_egress::host::{ApplyReport, HostError, PortReport};
 use corral_egress::link::BridgeOutcome;
-use corral_gateway::GatewayReport;
+use corral_gateway::{Change, GatewayReport};
 use corral_service::host::{ApplyError, Planned, RefreshError};
 use serde::Serialize;
 
@@ -104,7 +104,15 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
     out.table(&table, false);
     let mut table = Table::new(["bridge", "gateway (dnsmasq)"]);
     for g in gateways {
-        table.row([g.bridge.clone(), format!("running (pid {})", g.pid)]);
+        let change = match g.change {
+            Change::Started => "started",
+            Change::Restarted => "restarted",
+            Change::Kept => "kept",
+        };
+        table.row([
+            g.bridge.clone(),
+            format!("running (pid {}, {change})", g.pid),
+        ]);
     }
     out.table(&table, false);
     Ok(Outcome::Ok)
