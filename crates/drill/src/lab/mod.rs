@@ -16,6 +16,7 @@ use corral_sandbox_core::{AllowTarget, EgressMode, ProfileSet, Protocol};
 use corral_egress::host::{ApplyReport, Host, HostError};
 use corral_egress::plan::{HostPlan, PlanError, PlanSettings};
 use corral_egress::resolve::Resolution;
+use topology::SANDBOXES_PER_PROFILE;
 
 pub mod gateways;
 mod icmp;
@@ -75,7 +76,18 @@ impl Lab {
         profiles: &ProfileSet,
         resolution: &Resolution,
     ) -> Result<Self, LabError> {
-        let topo = Topology::build(profiles)?;
+        Self::sparse(profiles, resolution, |_| SANDBOXES_PER_PROFILE)
+    }
+
+    /// Like [`Lab::without_endpoints`], with `sandboxes(i)` sandboxes for
+    /// the `i`-th profile (see [`Topology::build_with`]): hosts of hundreds
+    /// of profiles.
+    pub fn sparse(
+        profiles: &ProfileSet,
+        resolution: &Resolution,
+        sandboxes: impl Fn(usize) -> usize,
+    ) -> Result<Self, LabError> {
+        let topo = Topology::build_with(profiles, sandboxes)?;
         let host = Host::in_netns(topo.host.try_clone()?);
         let bridges: Vec<String> = profiles.iter().map(|p| p.bridge.to_string()).collect();
         let settings = PlanSettings {

@@ -165,6 +165,17 @@ impl Topology {
     /// `profiles`. Sandbox ports are NOT attached: call
     /// [`Topology::attach_sandboxes`] once the bridges exist.
     pub fn build(profiles: &ProfileSet) -> Result<Self, TopologyError> {
+        Self::build_with(profiles, |_| SANDBOXES_PER_PROFILE)
+    }
+
+    /// [`Topology::build`] with `sandboxes(i)` sandboxes for the `i`-th
+    /// profile (at most [`SANDBOXES_PER_PROFILE`]): a host of hundreds of
+    /// profiles, of which only a few are probed, without a namespace per
+    /// sandbox of every one.
+    pub fn build_with(
+        profiles: &ProfileSet,
+        sandboxes_of: impl Fn(usize) -> usize,
+    ) -> Result<Self, TopologyError> {
         let host = new_ns()?;
         let internet = new_ns()?;
         let lan = new_ns()?;
@@ -182,7 +193,7 @@ impl Topology {
 
         let mut sandboxes = Vec::new();
         for (pi, p) in profiles.iter().enumerate() {
-            for si in 0..SANDBOXES_PER_PROFILE {
+            for si in 0..sandboxes_of(pi).min(SANDBOXES_PER_PROFILE) {
                 let ns = new_ns()?;
                 let offset = 10 + u32::try_from(si).unwrap_or(0);
                 let v4 = Ipv4Addr::from(u32::from(p.subnet_v4.network()) + offset);
