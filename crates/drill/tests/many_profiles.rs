@@ -57,7 +57,7 @@ fn config() -> Config {
 }
 
 /// (from, probe, allowed by the profile).
-fn cases<'a>(lab: &'a Lab) -> Vec<(&'a SandboxNs, Probe, bool)> {
+fn cases(lab: &Lab) -> Vec<(&SandboxNs, Probe, bool)> {
     let first = lab.sandbox("p0");
     let last = lab.sandbox(&format!("p{}", PROFILES - 1));
     let middle = lab.sandbox(&format!("p{MIDDLE}"));
