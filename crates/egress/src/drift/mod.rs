@@ -14,7 +14,7 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 
 use serde::Serialize;
@@ -153,8 +153,21 @@ pub fn diff(plan: &HostPlan, live: &LiveState) -> Vec<Drift> {
 
 fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
     let known = KnownRules::of(t);
+    // By name, once: a table of hundreds of profiles holds thousands of
+    // sets and chains.
+    let live_sets: HashMap<&str, &LiveSet> = lt.sets.iter().map(|s| (s.name.as_str(), s)).collect();
+    let live_chains: HashMap<&str, &crate::nft::LiveChain> =
+        lt.chains.iter().map(|c| (c.name.as_str(), c)).collect();
+    let planned_sets: HashSet<&str> = t
+        .sets
+        .iter()
+        .map(|s| s.name.as_str())
+        .chain(t.keyed_sets.iter().map(|s| s.name.as_str()))
+        .chain(t.maps.iter().map(|m| m.name.as_str()))
+        .collect();
+    let planned_chains: HashSet<&str> = t.chains.iter().map(|c| c.name.as_str()).collect();
     for s in &t.sets {
-        match lt.set(&s.name) {
+        match live_sets.get(s.name.as_str()).copied() {
             None => out.push(
                 DriftKind::Missing,
                 DriftObject::Set,
@@ -171,7 +184,7 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
         }
     }
     for s in &t.keyed_sets {
-        match lt.set(&s.name) {
+        match live_sets.get(s.name.as_str()).copied() {
             None => out.push(
                 DriftKind::Missing,
                 DriftObject::Set,
@@ -185,7 +198,7 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
         }
     }
     for m in &t.maps {
-        match lt.set(&m.name) {
+        match live_sets.get(m.name.as_str()).copied() {
             None => out.push(
                 DriftKind::Missing,
                 DriftObject::Set,
@@ -199,9 +212,7 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
         }
     }
     for ls in &lt.sets {
-        let planned = t.sets.iter().any(|s| s.name == ls.name)
-            || t.keyed_sets.iter().any(|s| s.name == ls.name)
-            || t.maps.iter().any(|m| m.name == ls.name);
+        let planned = planned_sets.contains(ls.name.as_str());
         if !planned {
             out.push(
                 DriftKind::Extra,
@@ -212,7 +223,7 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
         }
     }
     for c in &t.chains {
-        match lt.chain(&c.name) {
+        match live_chains.get(c.name.as_str()).copied() {
             None => out.push(
                 DriftKind::Missing,
                 DriftObject::Chain,
@@ -239,7 +250,7 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
         }
     }
     for lc in &lt.chains {
-        if !t.chains.iter().any(|c| c.name == lc.name) {
+        if !planned_chains.contains(lc.name.as_str()) {
             out.push(
                 DriftKind::Extra,
                 DriftObject::Chain,
@@ -299,7 +310,9 @@ fn diff_keyed_set(s: &KeyedSetPlan, ls: &LiveSet, out: &mut Out) {
     let want_flags = crate::nft::keyed_flags(s.kind);
     let mask = (libc::NFT_SET_INTERVAL | libc::NFT_SET_TIMEOUT | libc::NFT_SET_EVAL) as u32;
     let want_timeout = match s.kind {
-        KeyedKind::Meter { timeout: Some(t) } => u64::try_from(t.as_millis()).unwrap_or(u64::MAX),
+        KeyedKind::Meter {
+            timeout: Some(t), ..
+        } => u64::try_from(t.as_millis()).unwrap_or(u64::MAX),
         _ => 0,
     };
     if ls.flags & mask != want_flags || ls.key_len != s.key_len() || ls.timeout_ms != want_timeout {

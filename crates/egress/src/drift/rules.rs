@@ -57,7 +57,7 @@ pub(super) fn diff_rules(
     family: TableFamily,
     c: &ChainPlan,
     live: &[&str],
-    known: &KnownRules,
+    known: &KnownRules<'_>,
     out: &mut Out,
 ) {
     let mut planned = Vec::with_capacity(c.rules.len());
@@ -143,27 +143,34 @@ pub(super) fn diff_rules(
 
 /// Every rule the plan holds in a table, by its encoding: a live rule that
 /// is a planned one (in any chain) prints exactly as the plan prints it,
-/// any other is decoded.
-pub(super) struct KnownRules(HashMap<String, String>);
+/// any other is decoded. Built on first use: only drift needs it, and
+/// encoding every rule of a large plan twice doubled a verify.
+pub(super) struct KnownRules<'a> {
+    table: &'a TablePlan,
+    map: std::cell::OnceCell<HashMap<String, String>>,
+}
 
-impl KnownRules {
-    pub(super) fn of(t: &TablePlan) -> Self {
-        let mut map = HashMap::new();
-        for c in &t.chains {
-            for r in &c.rules {
-                if let Ok(fp) = fingerprint(t.family, &c.name, r) {
-                    map.entry(fp).or_insert_with(|| rule_text(r));
-                }
-            }
+impl<'a> KnownRules<'a> {
+    pub(super) fn of(t: &'a TablePlan) -> Self {
+        Self {
+            table: t,
+            map: std::cell::OnceCell::new(),
         }
-        Self(map)
     }
 
     fn text(&self, live: &str) -> String {
-        self.0
-            .get(live)
-            .cloned()
-            .unwrap_or_else(|| nft_syntax(live))
+        let map = self.map.get_or_init(|| {
+            let mut map = HashMap::new();
+            for c in &self.table.chains {
+                for r in &c.rules {
+                    if let Ok(fp) = fingerprint(self.table.family, &c.name, r) {
+                        map.entry(fp).or_insert_with(|| rule_text(r));
+                    }
+                }
+            }
+            map
+        });
+        map.get(live).cloned().unwrap_or_else(|| nft_syntax(live))
     }
 }
 

@@ -43,7 +43,9 @@ fn mirror(plan: &HostPlan) -> LiveState {
                             flags: crate::nft::keyed_flags(s.kind),
                             elements: Vec::new(),
                             timeout_ms: match s.kind {
-                                KeyedKind::Meter { timeout: Some(t) } => t.as_millis() as u64,
+                                KeyedKind::Meter {
+                                    timeout: Some(t), ..
+                                } => t.as_millis() as u64,
                                 _ => 0,
                             },
                             expires_ms: Vec::new(),

@@ -153,19 +153,21 @@ impl Host {
             let start = Instant::now();
             let (early, per_bridge) = split_sysctls(plan);
             let mut sysctls = Sysctls::default().apply(&early)?;
-            let keep = carry::kept_learned(plan, before, &nft::read_live()?);
+            let keep = carry::kept_learned(plan, before, &nft::read_learned()?);
             let carried = keep.values().map(Vec::len).sum();
             let stats = nft::apply_keeping(plan, &keep)?;
             let links = Links::connect()?;
-            let mut bridges = Vec::new();
-            for b in &plan.bridges {
-                let outcome = links.ensure_bridge(b).await?;
-                bridges.push(BridgeReport {
+            let outcomes = links.ensure_bridges(&plan.bridges).await?;
+            let bridges: Vec<BridgeReport> = plan
+                .bridges
+                .iter()
+                .zip(outcomes)
+                .map(|(b, outcome)| BridgeReport {
                     name: b.name.to_string(),
                     profile: b.profile.to_string(),
                     outcome,
-                });
-            }
+                })
+                .collect();
             sysctls.extend(Sysctls::default().apply(&per_bridge)?);
             let ports = ports::sweep(plan, &links).await?;
             let drift = verify_inside(plan, &links, false).await?;
@@ -204,12 +206,14 @@ impl Host {
             let links = Links::connect()?;
             let live = nft::read_live()?;
             let mut bridges = Vec::new();
+            let all = links.list().await?;
+            let mut by_index = links.all_addresses().await?;
             for b in &plan.bridges {
-                let link = links.get(b.name.as_str()).await?;
-                let addresses = match &link {
-                    Some(_) => links.addresses(b.name.as_str()).await?,
-                    None => Vec::new(),
-                };
+                let link = all.iter().find(|l| l.name == b.name.as_str()).cloned();
+                let addresses = link
+                    .as_ref()
+                    .and_then(|l| by_index.remove(&l.index))
+                    .unwrap_or_default();
                 bridges.push(BridgeStatus {
                     name: b.name.to_string(),
                     profile: b.profile.to_string(),
@@ -367,12 +371,22 @@ impl Host {
 /// Sysctls that exist before the bridges, and the bridges' own
 /// (`net.ipv4.conf.<bridge>.*`), which exist only once the bridge does.
 fn split_sysctls(plan: &HostPlan) -> (Vec<SysctlPlan>, Vec<SysctlPlan>) {
-    plan.sysctls.iter().cloned().partition(|s| {
-        !plan.bridges.iter().any(|b| {
-            let dev = b.name.as_str().replace('.', "/");
-            s.key.contains(&format!(".conf.{dev}."))
-        })
-    })
+    let devs: std::collections::HashSet<String> = plan
+        .bridges
+        .iter()
+        .map(|b| b.name.as_str().replace('.', "/"))
+        .collect();
+    // `net.ipv4.conf.<dev>.<key>`: the device is the segment after `.conf.`
+    // (a bridge name holds no dot: dots are written as slashes).
+    let bridge_of = |key: &str| {
+        key.split_once(".conf.")
+            .and_then(|(_, rest)| rest.split_once('.'))
+            .map(|(dev, _)| dev.to_owned())
+    };
+    plan.sysctls
+        .iter()
+        .cloned()
+        .partition(|s| !bridge_of(&s.key).is_some_and(|d| devs.contains(&d)))
 }
 
 /// Drift of nft objects, bridges and sysctls, from inside the namespace.
@@ -386,7 +400,7 @@ async fn verify_inside(
     links: &Links,
     live_checks: bool,
 ) -> Result<Vec<HostDrift>, HostError> {
-    let nft_live = nft::read_live()?;
+    let nft_live = nft::read_live_enforcing()?;
     let mut out: Vec<HostDrift> = crate::drift::diff(plan, &nft_live)
         .into_iter()
         .map(HostDrift::Nft)
@@ -411,9 +425,12 @@ async fn verify_inside(
             });
         }
     }
+    // One dump of the links and one of the addresses for every bridge.
+    let all = links.list().await?;
+    let mut addresses = links.all_addresses().await?;
     for b in &plan.bridges {
         let name = b.name.as_str();
-        let Some(link) = links.get(name).await? else {
+        let Some(link) = all.iter().find(|l| l.name == name).cloned() else {
             out.push(HostDrift::Bridge {
                 name: name.to_owned(),
                 problem: "missing".to_owned(),
@@ -433,7 +450,7 @@ async fn verify_inside(
                 problem: "down".to_owned(),
             });
         }
-        let addrs = links.addresses(name).await?;
+        let addrs = addresses.remove(&link.index).unwrap_or_default();
         let wanted = std::iter::once(ipnet::IpNet::V4(b.gateway_v4))
             .chain(b.gateway_v6.map(ipnet::IpNet::V6));
         let wanted: Vec<ipnet::IpNet> = wanted.collect();

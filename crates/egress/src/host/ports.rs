@@ -50,13 +50,16 @@ fn quarantined(live: &LiveState) -> BTreeSet<String> {
 /// Every port of every planned bridge, with its bridge (absent bridges
 /// have none).
 async fn ports(plan: &HostPlan, links: &Links) -> Result<Vec<(String, LinkState)>, HostError> {
+    // One dump of every link, not one per bridge: a host of hundreds of
+    // profiles would otherwise dump its links hundreds of times.
+    let all = links.list().await?;
     let mut out = Vec::new();
     for b in &plan.bridges {
-        if links.get(b.name.as_str()).await?.is_none() {
+        let Some(br) = all.iter().find(|l| l.name == b.name.as_str()) else {
             continue;
-        }
-        for p in links.ports_of(b.name.as_str()).await? {
-            out.push((b.name.to_string(), p));
+        };
+        for p in all.iter().filter(|l| l.controller == Some(br.index)) {
+            out.push((b.name.to_string(), p.clone()));
         }
     }
     Ok(out)
@@ -87,7 +90,7 @@ pub(super) async fn sweep(plan: &HostPlan, links: &Links) -> Result<Vec<PortRepo
     let Some(set) = quarantine_set(plan) else {
         return Ok(reports);
     };
-    let have = quarantined(&nft::read_live()?);
+    let have = quarantined(&nft::read_set(TableFamily::Bridge, QUARANTINE)?);
     let name = |n: &String| vec![KeyValue::IfName(n.clone())];
     let add: Vec<_> = want.difference(&have).map(name).collect();
     let remove: Vec<_> = have.difference(&want).map(name).collect();
@@ -104,8 +107,9 @@ pub(super) async fn drift(
     live: &LiveState,
 ) -> Result<Vec<HostDrift>, HostError> {
     let mut out = Vec::new();
+    let all = links.list().await?;
     for b in &plan.bridges {
-        if let Some(link) = links.get(b.name.as_str()).await?
+        if let Some(link) = all.iter().find(|l| l.name == b.name.as_str())
             && link.kind.as_deref() == Some("bridge")
             && link.netfilter != Some(CORRAL_BRIDGE_NETFILTER)
         {

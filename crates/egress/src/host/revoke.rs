@@ -25,7 +25,7 @@ pub struct RevokeReport {
 /// The elements of the gateway resolver's dynamic sets now, in the
 /// current thread's namespace.
 pub(crate) fn learned_now() -> Result<Learned, HostError> {
-    let live = nft::read_live()?;
+    let live = nft::read_learned()?;
     Ok(nft::learned(&live)
         .into_iter()
         .map(|(k, v)| (k, v.into_iter().map(|(r, _)| r).collect()))

@@ -47,6 +47,40 @@ impl Links {
         Ok(out)
     }
 
+    /// Every address of the namespace, by interface index, in one dump
+    /// (checking many bridges one request each costs a dump per bridge).
+    pub async fn all_addresses(
+        &self,
+    ) -> Result<std::collections::BTreeMap<u32, Vec<IpNet>>, LinkError> {
+        let msgs: Vec<_> = self
+            .handle
+            .address()
+            .get()
+            .execute()
+            .try_collect()
+            .await
+            .map_err(|e| LinkError::netlink("read addresses".to_owned(), e))?;
+        let mut out: std::collections::BTreeMap<u32, Vec<IpNet>> = Default::default();
+        for msg in msgs {
+            let local = msg.attributes.iter().find_map(|a| match a {
+                AddressAttribute::Local(ip) => Some(*ip),
+                _ => None,
+            });
+            let addr = local.or_else(|| {
+                msg.attributes.iter().find_map(|a| match a {
+                    AddressAttribute::Address(ip) => Some(*ip),
+                    _ => None,
+                })
+            });
+            if let Some(ip) = addr
+                && let Ok(net) = IpNet::new(ip, msg.header.prefix_len)
+            {
+                out.entry(msg.header.index).or_default().push(net);
+            }
+        }
+        Ok(out)
+    }
+
     /// Adds `addr` to `name` unless it is already there. IPv6 addresses are
     /// added without duplicate address detection (`IFA_F_NODAD`): corral owns
     /// the subnet, and a tentative gateway address would break the first

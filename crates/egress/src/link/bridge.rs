@@ -92,6 +92,42 @@ impl Links {
         Ok(outcome)
     }
 
+    /// [`Links::ensure_bridge`] for every bridge of `plans`, from one dump
+    /// of the links and one of the addresses: a bridge already as planned
+    /// (switches, addresses, up) costs no request at all, so a re-apply of
+    /// hundreds of profiles does not dump the namespace per bridge.
+    pub async fn ensure_bridges(
+        &self,
+        plans: &[BridgePlan],
+    ) -> Result<Vec<BridgeOutcome>, LinkError> {
+        let all = self.list().await?;
+        let mut addresses = self.all_addresses().await?;
+        let mut out = Vec::with_capacity(plans.len());
+        for plan in plans {
+            let name = plan.name.as_str();
+            let Some(link) = all.iter().find(|l| l.name == name) else {
+                out.push(self.ensure_bridge(plan).await?);
+                continue;
+            };
+            let outcome = classify_existing(link)?;
+            if link.netfilter != Some(CORRAL_BRIDGE_NETFILTER) {
+                self.set_bridge_netfilter(name, CORRAL_BRIDGE_NETFILTER)
+                    .await?;
+            }
+            let have = addresses.remove(&link.index).unwrap_or_default();
+            let wanted =
+                std::iter::once(IpNet::V4(plan.gateway_v4)).chain(plan.gateway_v6.map(IpNet::V6));
+            for addr in wanted.filter(|a| !have.contains(a)) {
+                self.add_address(name, addr).await?;
+            }
+            if !link.up {
+                self.set_up(name).await?;
+            }
+            out.push(outcome);
+        }
+        Ok(out)
+    }
+
     /// Sets a bridge's own br_netfilter switches.
     pub async fn set_bridge_netfilter(
         &self,

@@ -50,7 +50,10 @@ pub use apply::{
 pub use counters::{ProfileCounters, profile_counters};
 pub use decode::nft_syntax;
 pub use expr::fingerprint;
-pub use readback::{LiveBase, LiveChain, LiveRule, LiveSet, LiveState, LiveTable, read_live};
+pub use readback::{
+    LiveBase, LiveChain, LiveRule, LiveSet, LiveState, LiveTable, read_learned, read_live,
+    read_live_enforcing, read_set,
+};
 pub use set::{keyed_flags, map_flags, map_wire_elements};
 pub use udata::set_userdata;
 

@@ -246,7 +246,20 @@ fn read_rules(
     )
 }
 
-fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftError> {
+fn read_sets(
+    sock: &NlSocket,
+    family: TableFamily,
+    wanted: impl Fn(&str, u32) -> bool,
+) -> Result<Vec<LiveSet>, NftError> {
+    read_sets_with(sock, family, wanted, true)
+}
+
+fn read_sets_with(
+    sock: &NlSocket,
+    family: TableFamily,
+    wanted: impl Fn(&str, u32) -> bool,
+    meter_keys: bool,
+) -> Result<Vec<LiveSet>, NftError> {
     let mut filter = Set::new()?;
     filter.set_str(sys::NFTNL_SET_TABLE, &cstr(TABLE_NAME)?);
     let mut found: Vec<(String, u32, u32, u64, Vec<u8>)> = Vec::new();
@@ -278,6 +291,9 @@ fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftEr
     )?;
     let mut out = Vec::new();
     for (name, flags, key_len, timeout_ms, userdata) in found {
+        if !wanted(&name, flags) {
+            continue;
+        }
         let fam = match key_len {
             4 => Some(AddrFamily::V4),
             16 => Some(AddrFamily::V6),
@@ -288,7 +304,12 @@ fn read_sets(sock: &NlSocket, family: TableFamily) -> Result<Vec<LiveSet>, NftEr
         } else {
             SetKind::Dynamic
         };
-        let acc = read_elements(sock, family, &name)?;
+        let is_meter = flags & libc::NFT_SET_EVAL as u32 != 0;
+        let acc = if is_meter && !meter_keys {
+            Set::new()?
+        } else {
+            read_elements(sock, family, &name)?
+        };
         let is_map = flags & libc::NFT_SET_MAP as u32 != 0;
         let mut jumps: Vec<(Vec<u8>, bool, String)> = if is_map {
             let end = libc::NFT_SET_ELEM_INTERVAL_END as u32;
@@ -354,6 +375,17 @@ fn read_elements(sock: &NlSocket, family: TableFamily, set: &str) -> Result<Set,
 
 /// Read corral's tables in the current thread's network namespace.
 pub fn read_live() -> Result<LiveState, NftError> {
+    read_tables(true)
+}
+
+/// [`read_live`] without the keys of the meters (sets the kernel fills
+/// itself, which drift does not compare): what a verify needs, one set
+/// element dump per profile meter fewer.
+pub fn read_live_enforcing() -> Result<LiveState, NftError> {
+    read_tables(false)
+}
+
+fn read_tables(meter_keys: bool) -> Result<LiveState, NftError> {
     let sock = NlSocket::open()?;
     let mut state = LiveState::default();
     for family in [TableFamily::Inet, TableFamily::Bridge] {
@@ -365,7 +397,7 @@ pub fn read_live() -> Result<LiveState, NftError> {
         };
         let mut chains = read_chains(&sock, family)?;
         read_rules(&sock, family, &mut chains)?;
-        let sets = read_sets(&sock, family)?;
+        let sets = read_sets_with(&sock, family, |_, _| true, meter_keys)?;
         state.tables.push(LiveTable {
             family,
             flags,
@@ -374,4 +406,51 @@ pub fn read_live() -> Result<LiveState, NftError> {
         });
     }
     Ok(state)
+}
+
+/// The gateway resolver's dynamic sets of `inet corral` with their
+/// elements, and nothing else (no chains, rules or other sets): what an
+/// apply carries into the new ruleset, read without dumping the whole
+/// table.
+pub fn read_learned() -> Result<LiveState, NftError> {
+    let sock = NlSocket::open()?;
+    let family = TableFamily::Inet;
+    let Some(flags) = table_names(&sock, family)?
+        .into_iter()
+        .find_map(|(n, f)| (n == TABLE_NAME).then_some(f))
+    else {
+        return Ok(LiveState::default());
+    };
+    let other = (libc::NFT_SET_INTERVAL | libc::NFT_SET_MAP | libc::NFT_SET_EVAL) as u32;
+    let timeout = libc::NFT_SET_TIMEOUT as u32;
+    let sets = read_sets(&sock, family, |_, f| f & other == 0 && f & timeout != 0)?;
+    Ok(LiveState {
+        tables: vec![LiveTable {
+            family,
+            flags,
+            sets,
+            chains: Vec::new(),
+        }],
+    })
+}
+
+/// One set of a corral table with its elements, and nothing else (an
+/// empty state when the table or the set does not exist).
+pub fn read_set(family: TableFamily, name: &str) -> Result<LiveState, NftError> {
+    let sock = NlSocket::open()?;
+    let Some(flags) = table_names(&sock, family)?
+        .into_iter()
+        .find_map(|(n, f)| (n == TABLE_NAME).then_some(f))
+    else {
+        return Ok(LiveState::default());
+    };
+    let sets = read_sets(&sock, family, |n, _| n == name)?;
+    Ok(LiveState {
+        tables: vec![LiveTable {
+            family,
+            flags,
+            sets,
+            chains: Vec::new(),
+        }],
+    })
 }

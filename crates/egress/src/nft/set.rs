@@ -70,10 +70,10 @@ pub(crate) fn definition(family: TableFamily, set: &SetPlan, id: u32) -> Result<
 pub fn keyed_flags(kind: KeyedKind) -> u32 {
     match kind {
         KeyedKind::Static | KeyedKind::Runtime => 0,
-        KeyedKind::Meter { timeout: None } => libc::NFT_SET_EVAL as u32,
-        KeyedKind::Meter { timeout: Some(_) } => {
-            (libc::NFT_SET_EVAL | libc::NFT_SET_TIMEOUT) as u32
-        }
+        KeyedKind::Meter { timeout: None, .. } => libc::NFT_SET_EVAL as u32,
+        KeyedKind::Meter {
+            timeout: Some(_), ..
+        } => (libc::NFT_SET_EVAL | libc::NFT_SET_TIMEOUT) as u32,
     }
 }
 
@@ -89,8 +89,8 @@ pub(crate) fn keyed_definition(
     s.set_u32(sys::NFTNL_SET_KEY_TYPE, set.key_type());
     s.set_u32(sys::NFTNL_SET_KEY_LEN, set.key_len());
     s.set_data(sys::NFTNL_SET_USERDATA, &udata::keyed_set(set)?);
-    if let KeyedKind::Meter { timeout } = set.kind {
-        s.set_u32(sys::NFTNL_SET_DESC_SIZE, crate::plan::keyed::METER_SIZE);
+    if let KeyedKind::Meter { timeout, size } = set.kind {
+        s.set_u32(sys::NFTNL_SET_DESC_SIZE, size);
         if let Some(t) = timeout {
             s.set_u64(sys::NFTNL_SET_TIMEOUT, timeout_ms(t));
         }

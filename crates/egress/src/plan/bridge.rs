@@ -265,6 +265,7 @@ pub(super) fn table(profiles: &ProfileSet, bindings: &[PortBinding]) -> TablePla
 fn keyed_sets(bindings: &[PortBinding]) -> Vec<KeyedSetPlan> {
     use KeyPart::{Ether, IfName, Ipv4, Ipv6};
     let meter_kind = KeyedKind::Meter {
+        size: super::keyed::METER_SIZE,
         timeout: Some(METER_TIMEOUT),
     };
     let mut ports = KeyedSetPlan::new(sets::PORTS, vec![IfName], KeyedKind::Static);

@@ -200,6 +200,12 @@ pub const L2_PREFIX: &str = "l2-";
 /// bucket per port, so one sandbox's flood spends only its own budget.
 pub const L2_METER: &str = "l2-droplog";
 
+/// Keys of a profile's meter: the interfaces its blocked packets arrive
+/// on. A packet whose interface finds the meter full is logged (its rule's
+/// logging twin still drops it): a full meter costs log volume, never
+/// enforcement.
+pub const METER_KEYS: u32 = 1_024;
+
 /// What a profile's meter set name adds to the profile's name.
 pub const METER_SUFFIX: &str = "-droplog";
 
@@ -215,6 +221,7 @@ pub(super) fn meter_plan(profile: &ProfileName) -> KeyedSetPlan {
         vec![KeyPart::IfName],
         KeyedKind::Meter {
             timeout: Some(METER_TIMEOUT),
+            size: METER_KEYS,
         },
     )
 }
@@ -305,6 +312,7 @@ pub(super) fn l2_meter_plan() -> KeyedSetPlan {
         vec![KeyPart::IfName],
         KeyedKind::Meter {
             timeout: Some(METER_TIMEOUT),
+            size: super::keyed::METER_SIZE,
         },
     )
 }

@@ -54,7 +54,10 @@ pub(super) fn sets(p: &Profile) -> Vec<KeyedSetPlan> {
             KeyedSetPlan::new(
                 &tcp_dns_set(p, fam),
                 vec![part],
-                KeyedKind::Meter { timeout: None },
+                KeyedKind::Meter {
+                    timeout: None,
+                    size: super::keyed::PROFILE_SOURCE_KEYS,
+                },
             )
         })
         .collect()

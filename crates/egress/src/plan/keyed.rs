@@ -197,11 +197,25 @@ pub enum KeyedKind {
     Meter {
         /// Idle timeout of a key.
         timeout: Option<Duration>,
+        /// Most keys it holds (`size`); the kernel also sizes the meter's
+        /// hash table for this many up front, so a per-profile meter asks
+        /// only for what its keys can number (see [`METER_SIZE`]).
+        size: u32,
     },
 }
 
-/// Largest number of keys a meter holds (what `nft` gives dynamic sets).
+/// Largest number of keys a shared meter holds (what `nft` gives dynamic
+/// sets). The kernel allocates a meter's hash table for its size when it
+/// creates it (about 1 MiB, zeroed, for this size): fine for the bridge
+/// table's two shared meters, far too much for every profile's own (500
+/// profiles would ask the kernel for gigabytes on every apply).
 pub const METER_SIZE: u32 = 65_535;
+
+/// Keys of a per-profile meter keyed by a sandbox's source address: one
+/// of the bound addresses of its bridge's ports (a Linux bridge holds at
+/// most 1,024 ports; each port an IPv4 address, or a global and a
+/// link-local IPv6 one).
+pub const PROFILE_SOURCE_KEYS: u32 = 2_048;
 
 /// One keyed set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

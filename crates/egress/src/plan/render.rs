@@ -97,8 +97,8 @@ fn render_keyed_set(out: &mut String, s: &KeyedSetPlan) {
         let parts: Vec<&str> = s.key.iter().map(|p| type_text(*p)).collect();
         let _ = writeln!(out, "\t\ttype {}", parts.join(" . "));
     }
-    if let KeyedKind::Meter { timeout } = s.kind {
-        let _ = writeln!(out, "\t\tsize {}", super::keyed::METER_SIZE);
+    if let KeyedKind::Meter { timeout, size } = s.kind {
+        let _ = writeln!(out, "\t\tsize {size}");
         match timeout {
             Some(t) => {
                 let _ = writeln!(out, "\t\tflags dynamic,timeout");

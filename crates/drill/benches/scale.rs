@@ -1,0 +1,371 @@
+//! A host of many profiles (issue 18), in one run: three simulated hosts
+//! of 1, 100 and 500 allowlist profiles side by side, each with a sandbox
+//! on one profile (the first of 1, the first of 100, the last of 500) and
+//! a sink in its "internet".
+//!
+//! - Forwarding: one bulk TCP stream for 2 s and the median time to open a
+//!   new TCP connection (over 200), through the probed profile, the three
+//!   hosts interleaved round by round; ratios against the host of one.
+//! - Apply wall time (what `corral host apply` does: `Host::apply` —
+//!   bridges, sysctls, one nft transaction, read-back, verify, conntrack
+//!   revocation — then the gateways' reservations and `start_all`): the
+//!   first apply (bridges and gateways created), a re-apply of the same
+//!   configuration, and a re-apply with one profile changed (how many
+//!   gateways restarted); plus the nft transaction alone, `verify` and
+//!   `status`.
+//! - Gateway memory: RSS and PSS of every dnsmasq of the host, per profile.
+//!
+//! Needs root; run with `cargo bench -p corral-drill --bench scale`.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use corral_drill::lab::gateways::UPSTREAM;
+use corral_drill::lab::{Lab, LabGateways};
+use corral_egress::netns::Netns;
+use corral_egress::resolve::Resolution;
+use corral_gateway::{Change, DnsTiming, reserve_all, start_all};
+use corral_sandbox_core::ProfileSet;
+use corral_sandbox_core::config::Config;
+
+const SIZES: [usize; 3] = [1, 100, 500];
+const RUNS: usize = 5;
+const REAPPLIES: usize = 5;
+const BULK: Duration = Duration::from_secs(2);
+const CONNECTS: usize = 200;
+const TARGET: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 10);
+const PORT: u16 = 5201;
+
+fn profiles(n: usize, changed: bool) -> ProfileSet {
+    let mut text = String::new();
+    for i in 0..n {
+        // A name entry: the gateway's configuration (and the plan's
+        // learned sets) change for this profile alone.
+        let extra = if changed && i == 0 {
+            ", \"*.corral-scale.test:443/tcp\"".to_owned()
+        } else {
+            String::new()
+        };
+        text.push_str(&format!(
+            "[[profile]]\nname = \"s{i}\"\nbridge = \"cs{i}\"\nsubnet = \"10.{}.{}.0/24\"\nmode = \"allowlist\"\nallow = [\"{TARGET}:{PORT}/tcp\"{extra}]\n\n",
+            100 + i / 256,
+            i % 256
+        ));
+    }
+    match Config::from_toml_str(&text, "scale") {
+        Ok(c) => c.profiles,
+        Err(e) => panic!("bench config: {e}"),
+    }
+}
+
+/// The profile probed on a host of `n`: the first of 1 and of 100, the
+/// last of 500 (the last element of every map).
+fn probed(n: usize) -> usize {
+    if n >= 500 { n - 1 } else { 0 }
+}
+
+struct Host {
+    n: usize,
+    lab: Lab,
+    gateways: LabGateways,
+    sandbox: usize,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Apply as `corral host apply` does, returning (host apply, gateways)
+/// wall times and how many gateways restarted.
+fn apply_all(lab: &Lab, gateways: &LabGateways, set: &ProfileSet) -> (Duration, Duration, usize) {
+    let plan = corral_egress::plan::HostPlan::build(
+        set,
+        &corral_egress::plan::PlanSettings {
+            host_networks: lab.plan.host_networks.clone(),
+            ..Default::default()
+        },
+        &Resolution::new(),
+    )
+    .and_then(|p| p.with_bindings(set, lab.plan.bindings.clone()))
+    .unwrap_or_else(|e| panic!("plan: {e}"));
+    let t = Instant::now();
+    lab.host
+        .apply(&plan)
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let host = t.elapsed();
+    let t = Instant::now();
+    reserve_all(
+        gateways.state_dir(),
+        plan.bridges.iter().map(|b| &b.name),
+        &plan.bindings,
+    )
+    .unwrap_or_else(|e| panic!("reservations: {e}"));
+    let started = start_all(
+        gateways.state_dir(),
+        set,
+        &[SocketAddr::new(UPSTREAM.into(), 53)],
+        DnsTiming::default(),
+        Some(&lab.topo.host),
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("gateways: {e}"));
+    let gw = t.elapsed();
+    let restarted = started.iter().filter(|s| s.change != Change::Kept).count();
+    (host, gw, restarted)
+}
+
+/// (RSS, PSS) in KiB summed over the dnsmasq processes whose command line
+/// names `state` (this host's gateways), and how many there are.
+fn gateway_memory(state: &Path) -> (u64, u64, usize) {
+    let needle = state.to_string_lossy().into_owned();
+    let (mut rss, mut pss, mut count) = (0, 0, 0);
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return (0, 0, 0);
+    };
+    for p in procs.flatten() {
+        let dir = p.path();
+        let Ok(cmd) = std::fs::read(dir.join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd);
+        if !cmd.starts_with("dnsmasq") || !cmd.contains(&needle) {
+            continue;
+        }
+        let Ok(rollup) = std::fs::read_to_string(dir.join("smaps_rollup")) else {
+            continue;
+        };
+        let field = |name: &str| {
+            rollup
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        rss += field("Rss:");
+        pss += field("Pss:");
+        count += 1;
+    }
+    (rss, pss, count)
+}
+
+fn start_sink(internet: &Netns) {
+    let listener = internet
+        .run(|| TcpListener::bind(SocketAddr::new(IpAddr::V4(TARGET), PORT)))
+        .and_then(|r| r)
+        .unwrap_or_else(|e| panic!("sink bind: {e}"));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 256 * 1024];
+                while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+}
+
+fn bulk(ns: &Netns) -> f64 {
+    let to = SocketAddr::new(IpAddr::V4(TARGET), PORT);
+    let mut s = ns
+        .run(|| TcpStream::connect_timeout(&to, Duration::from_secs(2)))
+        .and_then(|r| r)
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+    let buf = vec![0x5au8; 256 * 1024];
+    let start = Instant::now();
+    let mut sent: u64 = 0;
+    while start.elapsed() < BULK {
+        match s.write(&buf) {
+            Ok(n) => sent += n as u64,
+            Err(e) => panic!("bulk write: {e}"),
+        }
+    }
+    sent as f64 * 8.0 / start.elapsed().as_secs_f64() / 1e9
+}
+
+fn connects(ns: &Netns) -> f64 {
+    let to = SocketAddr::new(IpAddr::V4(TARGET), PORT);
+    let lat = ns
+        .run(|| {
+            let mut lat = Vec::with_capacity(CONNECTS);
+            for _ in 0..CONNECTS {
+                let t = Instant::now();
+                if let Ok(s) = TcpStream::connect_timeout(&to, Duration::from_secs(1)) {
+                    lat.push(t.elapsed().as_secs_f64() * 1e6);
+                    let _ = set_linger_zero(&s);
+                }
+            }
+            lat
+        })
+        .unwrap_or_else(|e| panic!("connects: {e}"));
+    assert!(!lat.is_empty(), "no connection succeeded");
+    median(lat)
+}
+
+fn set_linger_zero(s: &TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt reads `l` for its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const l).cast(),
+            size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn build(n: usize) -> Host {
+    let set = profiles(n, false);
+    let sandbox = probed(n);
+    let lab = Lab::sparse(&set, &Resolution::new(), |i| usize::from(i == sandbox))
+        .unwrap_or_else(|e| panic!("lab of {n}: {e}"));
+    // Cold: bridges, rules and gateways created.
+    let t = Instant::now();
+    lab.apply().unwrap_or_else(|e| panic!("apply: {e}"));
+    let host = t.elapsed();
+    let t = Instant::now();
+    let gateways = LabGateways::start(&lab).unwrap_or_else(|e| panic!("gateways: {e}"));
+    let gw = t.elapsed();
+    println!(
+        "{n:>3} profiles: first apply {:.0} ms (host {:.0} ms + {n} gateways started {:.0} ms)",
+        ms(host + gw),
+        ms(host),
+        ms(gw)
+    );
+    lab.topo
+        .attach_sandboxes(true)
+        .unwrap_or_else(|e| panic!("attach: {e}"));
+    start_sink(&lab.topo.internet);
+    Host {
+        n,
+        lab,
+        gateways,
+        sandbox,
+    }
+}
+
+fn main() {
+    if !corral_test_support::gate::netns()
+        || !corral_test_support::gate::tool("dnsmasq", "dnsmasq-base")
+    {
+        return;
+    }
+    let hosts: Vec<Host> = SIZES.iter().map(|n| build(*n)).collect();
+
+    println!();
+    println!(
+        "| profiles | re-apply, same config (host + gateways) | of it gateways | restarted | one profile changed (host + gateways) | restarted | nft transaction alone | verify | status | rules | gateway RSS / PSS per profile |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for h in &hosts {
+        let same = profiles(h.n, false);
+        let changed = profiles(h.n, true);
+        let mut total = Vec::new();
+        let mut gws = Vec::new();
+        let mut restarted_same = 0;
+        for _ in 0..REAPPLIES {
+            let (host, gw, r) = apply_all(&h.lab, &h.gateways, &same);
+            total.push(ms(host + gw));
+            gws.push(ms(gw));
+            restarted_same = restarted_same.max(r);
+        }
+        let (host, gw, restarted_one) = apply_all(&h.lab, &h.gateways, &changed);
+        let one = ms(host + gw);
+        // Back to the measured configuration (one restart again).
+        apply_all(&h.lab, &h.gateways, &same);
+        let mut nft_alone = Vec::new();
+        let mut verify = Vec::new();
+        let mut status = Vec::new();
+        for _ in 0..REAPPLIES {
+            let t = Instant::now();
+            h.lab
+                .topo
+                .host
+                .run(|| corral_egress::nft::apply(&h.lab.plan))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap_or_else(|e| panic!("nft: {e}"));
+            nft_alone.push(ms(t.elapsed()));
+            let t = Instant::now();
+            let drift = h
+                .lab
+                .host
+                .verify(&h.lab.plan)
+                .unwrap_or_else(|e| panic!("{e}"));
+            verify.push(ms(t.elapsed()));
+            assert!(drift.is_empty(), "{drift:?}");
+            let t = Instant::now();
+            h.lab
+                .host
+                .status(&h.lab.plan)
+                .unwrap_or_else(|e| panic!("{e}"));
+            status.push(ms(t.elapsed()));
+        }
+        let (rss, pss, count) = gateway_memory(h.gateways.state_dir());
+        assert_eq!(count, h.n, "dnsmasq processes of the host of {}", h.n);
+        println!(
+            "| {} | {:.0} ms | {:.0} ms | {restarted_same} | {one:.0} ms | {restarted_one} | {:.0} ms | {:.0} ms | {:.0} ms | {} | {:.2} / {:.2} MiB |",
+            h.n,
+            median(total),
+            median(gws),
+            median(nft_alone),
+            median(verify),
+            median(status),
+            h.lab.plan.rule_count(),
+            rss as f64 / 1024.0 / h.n as f64,
+            pss as f64 / 1024.0 / h.n as f64,
+        );
+    }
+
+    println!();
+    println!("forwarding through the probed profile, median of {RUNS} interleaved rounds");
+    let mut gbit = vec![Vec::new(); hosts.len()];
+    let mut conn = vec![Vec::new(); hosts.len()];
+    for round in 0..RUNS {
+        for (i, h) in hosts.iter().enumerate() {
+            let name = format!("s{}", h.sandbox);
+            let sb = &h.lab.sandbox(&name).ns;
+            let g = bulk(sb);
+            let c = connects(sb);
+            println!(
+                "round {round} profile {} of {:<3} {g:>6.2} Gbit/s {c:>6.0} µs/connect",
+                h.sandbox + 1,
+                h.n
+            );
+            gbit[i].push(g);
+            conn[i].push(c);
+        }
+    }
+    let g: Vec<f64> = gbit.into_iter().map(median).collect();
+    let c: Vec<f64> = conn.into_iter().map(median).collect();
+    println!();
+    println!("| through | bulk TCP Gbit/s | ratio | new-connection latency µs | ratio |");
+    println!("|---|---:|---:|---:|---:|");
+    for (i, h) in hosts.iter().enumerate() {
+        println!(
+            "| profile {} of {} | {:.2} | {:.2} | {:.0} | {:.2} |",
+            h.sandbox + 1,
+            h.n,
+            g[i],
+            g[i] / g[0],
+            c[i],
+            c[i] / c[0]
+        );
+    }
+}
