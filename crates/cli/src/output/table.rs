@@ -32,6 +32,11 @@ impl Table {
         self.rows.push(cells.into_iter().map(Into::into).collect());
     }
 
+    /// Whether no row was added.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
     /// Render with a trailing newline after each line.
     pub fn render(&self, color: bool) -> String {
         let columns = self

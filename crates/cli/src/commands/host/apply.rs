@@ -88,8 +88,28 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
         count(report.rules, "rule", "rules"),
         count(report.set_elements, "set element", "set elements"),
     ));
+    // A host of many profiles: what changed, and counts for the rest
+    // (`--json` stays complete).
+    let wide = report.bridges.len() > SUMMARISE_ABOVE;
+    if wide {
+        let n = |o: BridgeOutcome| report.bridges.iter().filter(|b| b.outcome == o).count();
+        let g = |c: Change| gateways.iter().filter(|x| x.change == c).count();
+        out.info(&format!(
+            "bridges: {} created, {} already corral's, {} adopted; gateways: {} started, {} restarted, {} kept",
+            n(BridgeOutcome::Created),
+            n(BridgeOutcome::Managed),
+            n(BridgeOutcome::Adopted),
+            g(Change::Started),
+            g(Change::Restarted),
+            g(Change::Kept)
+        ));
+    }
     let mut table = Table::new(["bridge", "profile", "bridge was"]);
-    for b in &report.bridges {
+    for b in report
+        .bridges
+        .iter()
+        .filter(|b| !wide || b.outcome == BridgeOutcome::Created)
+    {
         table.row([
             b.name.clone(),
             b.profile.clone(),
@@ -101,9 +121,14 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
             .to_owned(),
         ]);
     }
-    out.table(&table, false);
+    if !table.is_empty() {
+        out.table(&table, false);
+    }
     let mut table = Table::new(["bridge", "gateway (dnsmasq)"]);
-    for g in gateways {
+    for g in gateways
+        .iter()
+        .filter(|g| !wide || g.change != Change::Kept)
+    {
         let change = match g.change {
             Change::Started => "started",
             Change::Restarted => "restarted",
@@ -114,9 +139,14 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
             format!("running (pid {}, {change})", g.pid),
         ]);
     }
-    out.table(&table, false);
+    if !table.is_empty() {
+        out.table(&table, false);
+    }
     Ok(Outcome::Ok)
 }
+
+/// Above this many profiles the human output lists only what changed.
+const SUMMARISE_ABOVE: usize = 20;
 
 /// Re-resolve host names and update set elements in place.
 pub fn refresh(args: &HostArgs, out: Output) -> CmdResult {

@@ -1,6 +1,7 @@
 //! `corral host status`: bridges, profiles, sets and counters as they are.
 
-use corral_gateway::GatewayStatus;
+use corral_egress::host::{BridgeStatus, Status};
+use corral_gateway::{GatewayState, GatewayStatus};
 use corral_service::reports::StatusReport;
 
 use super::context;
@@ -8,6 +9,47 @@ use super::render::count;
 use crate::args::HostArgs;
 use crate::error::{CliError, CmdResult, Outcome};
 use crate::output::{Output, Style, Table, print_json};
+
+/// Above this many profiles the human output summarises: the profiles,
+/// sets and gateways that need attention, the busiest profiles, and
+/// counts for the rest (`--json` stays complete).
+const SUMMARISE_ABOVE: usize = 20;
+/// Profiles shown by blocked packets when summarising.
+const BUSIEST: usize = 10;
+
+/// The bridges shown: all of them, or (summarising) those absent, down or
+/// without a running gateway, then the `BUSIEST` by blocked packets.
+fn shown_bridges<'a>(status: &'a Status, gateways: &[GatewayState]) -> Vec<&'a BridgeStatus> {
+    if status.bridges.len() <= SUMMARISE_ABOVE {
+        return status.bridges.iter().collect();
+    }
+    let gateway_down = |b: &BridgeStatus| {
+        gateways
+            .iter()
+            .find(|g| g.bridge == b.name)
+            .is_some_and(|g| !matches!(g.status, GatewayStatus::Running { .. }))
+    };
+    let blocked = |b: &BridgeStatus| {
+        status
+            .counters
+            .iter()
+            .find(|c| c.profile == b.profile)
+            .map_or(0, |c| c.blocked_packets)
+    };
+    let mut shown: Vec<&BridgeStatus> = status
+        .bridges
+        .iter()
+        .filter(|b| !b.present || !b.up || gateway_down(b))
+        .collect();
+    let mut busy: Vec<&BridgeStatus> = status
+        .bridges
+        .iter()
+        .filter(|b| blocked(b) > 0 && !shown.iter().any(|s| s.name == b.name))
+        .collect();
+    busy.sort_by_key(|b| std::cmp::Reverse(blocked(b)));
+    shown.extend(busy.into_iter().take(BUSIEST));
+    shown
+}
 
 fn yes_no(out: &Output, ok: bool, yes: &str, no: &str) -> String {
     if ok {
@@ -63,7 +105,8 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
         "blocked",
         "unlogged",
     ]);
-    for b in &status.bridges {
+    let shown = shown_bridges(&status, &gateways);
+    for b in &shown {
         let counters = status.counters.iter().find(|c| c.profile == b.profile);
         profiles.row([
             b.profile.clone(),
@@ -93,11 +136,33 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
             counters.map_or("-".to_owned(), |c| format!("{} pkts", c.suppressed_packets)),
         ]);
     }
-    out.table(&profiles, true);
-    if !status.sets.is_empty() {
+    let summarise = status.bridges.len() > SUMMARISE_ABOVE;
+    if !shown.is_empty() {
+        out.table(&profiles, true);
+    }
+    if summarise {
+        let healthy = status.bridges.iter().filter(|b| b.present && b.up).count();
+        out.info(&format!(
+            "{} profiles: {healthy} bridges present and up; shown above: those needing attention and the {BUSIEST} with the most blocked packets (`--json` lists every profile)",
+            status.bridges.len()
+        ));
+    }
+    let sets_shown: Vec<_> = status
+        .sets
+        .iter()
+        .filter(|s| !summarise || s.live != Some(s.planned))
+        .collect();
+    if summarise {
+        out.info(&format!(
+            "{} sets: {} hold their planned elements",
+            status.sets.len(),
+            status.sets.len() - sets_shown.len()
+        ));
+    }
+    if !sets_shown.is_empty() {
         out.info("");
         let mut sets = Table::new(["set", "planned elements", "live elements"]);
-        for s in &status.sets {
+        for s in sets_shown {
             sets.row([
                 s.name.clone(),
                 s.planned.to_string(),
@@ -110,10 +175,21 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
         }
         out.table(&sets, false);
     }
-    if !gateways.is_empty() {
+    let gateways_shown: Vec<_> = gateways
+        .iter()
+        .filter(|g| !summarise || !matches!(g.status, GatewayStatus::Running { .. }))
+        .collect();
+    if summarise {
+        out.info(&format!(
+            "{} gateways: {} running",
+            gateways.len(),
+            gateways.len() - gateways_shown.len()
+        ));
+    }
+    if !gateways_shown.is_empty() {
         out.info("");
         let mut table = Table::new(["bridge", "gateway (dnsmasq)"]);
-        for g in &gateways {
+        for g in gateways_shown {
             let state = match &g.status {
                 GatewayStatus::Running { .. } => out.paint(Style::Good, &g.status.to_string()),
                 _ => out.paint(Style::Bad, &g.status.to_string()),
@@ -179,4 +255,69 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
         ));
     }
     Ok(Outcome::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_egress::nft::ProfileCounters;
+
+    fn host(n: usize) -> (Status, Vec<GatewayState>) {
+        let bridges = (0..n)
+            .map(|i| BridgeStatus {
+                name: format!("cs{i}"),
+                profile: format!("s{i}"),
+                present: i != 3,
+                up: i != 3 && i != 4,
+                managed: true,
+                addresses: Vec::new(),
+            })
+            .collect();
+        let counters = (0..n)
+            .map(|i| ProfileCounters {
+                profile: format!("s{i}"),
+                blocked_packets: if i >= 10 { i as u64 } else { 0 },
+                ..ProfileCounters::default()
+            })
+            .collect();
+        let gateways = (0..n)
+            .map(|i| GatewayState {
+                bridge: format!("cs{i}"),
+                status: if i == 7 {
+                    GatewayStatus::Stopped
+                } else {
+                    GatewayStatus::Running { pid: 100 + i as u32 }
+                },
+            })
+            .collect();
+        (
+            Status {
+                bridges,
+                counters,
+                sets: Vec::new(),
+                drift: 0,
+            },
+            gateways,
+        )
+    }
+
+    #[test]
+    fn a_small_host_shows_every_profile() {
+        let (status, gateways) = host(SUMMARISE_ABOVE);
+        assert_eq!(shown_bridges(&status, &gateways).len(), SUMMARISE_ABOVE);
+    }
+
+    #[test]
+    fn a_large_host_shows_what_needs_attention_then_the_busiest() {
+        let (status, gateways) = host(500);
+        let shown: Vec<&str> = shown_bridges(&status, &gateways)
+            .iter()
+            .map(|b| b.name.as_str())
+            .collect();
+        // Absent, down, gateway stopped; then blocked 499, 498, ...
+        let mut want = vec!["cs3", "cs4", "cs7"];
+        let busiest: Vec<String> = (490..500).rev().map(|i| format!("cs{i}")).collect();
+        want.extend(busiest.iter().map(String::as_str));
+        assert_eq!(shown, want);
+    }
 }
