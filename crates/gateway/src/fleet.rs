@@ -5,6 +5,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use corral_sandbox_core::{BridgeName, ProfileSet};
 
@@ -54,18 +56,53 @@ pub fn start_all(
             Gateway::new(state_dir, &bridge).purge()?;
         }
     }
+    // Each daemon is independent and mostly waits on its own start-up
+    // (fork, bind, daemonise): a few at a time, so hundreds of new
+    // bridges do not start one after another.
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Started, GatewayError>>>> =
+        Mutex::new(specs.iter().map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..START_WORKERS.min(specs.len()) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(spec) = specs.get(i) else { break };
+                    let gw = Gateway::new(state_dir, &spec.bridge);
+                    let r = gw
+                        .ensure(spec, fresh.contains(&spec.bridge), ns)
+                        .map(|(pid, change)| Started {
+                            bridge: spec.bridge.clone(),
+                            pid,
+                            change,
+                        });
+                    if let Ok(mut all) = results.lock() {
+                        all[i] = Some(r);
+                    }
+                }
+            });
+        }
+    });
+    let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
     let mut started = Vec::with_capacity(specs.len());
-    for spec in &specs {
-        let gw = Gateway::new(state_dir, &spec.bridge);
-        let (pid, change) = gw.ensure(spec, fresh.contains(&spec.bridge), ns)?;
-        started.push(Started {
-            bridge: spec.bridge.clone(),
-            pid,
-            change,
-        });
+    for (spec, r) in specs.iter().zip(results) {
+        match r {
+            Some(r) => started.push(r?),
+            // A worker that panicked left its slot empty.
+            None => {
+                return Err(GatewayError::NotRunning {
+                    bridge: spec.bridge.to_string(),
+                    reason: "its start did not complete".to_owned(),
+                    log: Gateway::new(state_dir, &spec.bridge).paths().log(),
+                });
+            }
+        }
     }
     Ok(started)
 }
+
+/// Gateways started at once.
+const START_WORKERS: usize = 8;
 
 /// Stops and removes every gateway under `state_dir`, continuing past
 /// failures; returns every error (empty when all went).
