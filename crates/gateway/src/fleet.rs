@@ -69,13 +69,13 @@ pub fn start_all(
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(spec) = specs.get(i) else { break };
                     let gw = Gateway::new(state_dir, &spec.bridge);
-                    let r = gw
-                        .ensure(spec, fresh.contains(&spec.bridge), ns)
-                        .map(|(pid, change)| Started {
-                            bridge: spec.bridge.clone(),
-                            pid,
-                            change,
-                        });
+                    let r =
+                        gw.ensure(spec, fresh.contains(&spec.bridge), ns)
+                            .map(|(pid, change)| Started {
+                                bridge: spec.bridge.clone(),
+                                pid,
+                                change,
+                            });
                     if let Ok(mut all) = results.lock() {
                         all[i] = Some(r);
                     }

@@ -286,7 +286,9 @@ mod tests {
                 status: if i == 7 {
                     GatewayStatus::Stopped
                 } else {
-                    GatewayStatus::Running { pid: 100 + i as u32 }
+                    GatewayStatus::Running {
+                        pid: 100 + i as u32,
+                    }
                 },
             })
             .collect();
