@@ -130,7 +130,7 @@ pub(crate) fn bytes_eq(field: Field, value: &[u8]) -> Result<Vec<Expr>, NftError
         Expr::new(c"cmp")?
             .u32(sys::NFTNL_EXPR_CMP_SREG, reg)
             .u32(sys::NFTNL_EXPR_CMP_OP, libc::NFT_CMP_EQ as u32)
-            .data(sys::NFTNL_EXPR_CMP_DATA, value),
+            .data(sys::NFTNL_EXPR_CMP_DATA, value)?,
     ])
 }
 

@@ -44,10 +44,10 @@ fn meta(key: i32) -> Result<Expr, NftError> {
 }
 
 fn cmp(op: i32, data: &[u8]) -> Result<Expr, NftError> {
-    Ok(e(c"cmp")?
+    e(c"cmp")?
         .u32(sys::NFTNL_EXPR_CMP_SREG, REG1)
         .u32(sys::NFTNL_EXPR_CMP_OP, op as u32)
-        .data(sys::NFTNL_EXPR_CMP_DATA, data))
+        .data(sys::NFTNL_EXPR_CMP_DATA, data)
 }
 
 fn payload(base: u32, offset: u32, len: u32) -> Result<Expr, NftError> {
@@ -60,12 +60,12 @@ fn payload(base: u32, offset: u32, len: u32) -> Result<Expr, NftError> {
 
 fn bitwise(mask: &[u8]) -> Result<Expr, NftError> {
     let xor = vec![0u8; mask.len()];
-    Ok(e(c"bitwise")?
+    e(c"bitwise")?
         .u32(sys::NFTNL_EXPR_BITWISE_SREG, REG1)
         .u32(sys::NFTNL_EXPR_BITWISE_DREG, REG1)
         .u32(sys::NFTNL_EXPR_BITWISE_LEN, mask.len() as u32)
-        .data(sys::NFTNL_EXPR_BITWISE_MASK, mask)
-        .data(sys::NFTNL_EXPR_BITWISE_XOR, &xor))
+        .data(sys::NFTNL_EXPR_BITWISE_MASK, mask)?
+        .data(sys::NFTNL_EXPR_BITWISE_XOR, &xor)
 }
 
 /// An interface name as the kernel compares it: 16 bytes, NUL padded.

@@ -115,4 +115,41 @@ pub enum NftError {
         /// Bytes the record would need.
         len: usize,
     },
+    /// A netlink message would not fit the buffer room libnftnl writes it
+    /// into; the batch was not sent.
+    #[error(
+        "the netlink message for {what} needs {len} bytes, more than the {room} a message may take; nothing was sent and the previous ruleset stays in force (split the change into smaller sets)"
+    )]
+    MessageTooLarge {
+        /// What the message does.
+        what: String,
+        /// Its length, or an upper bound of it.
+        len: usize,
+        /// The room it had.
+        room: usize,
+    },
+    /// Bytes handed to libnftnl break its length contract (a set element's
+    /// key longer than the set's key, an expression's data longer than a
+    /// register).
+    #[error(
+        "{what} is {len} bytes, expected {expected}; this is a bug in corral's plan encoding, nothing was sent"
+    )]
+    DataLength {
+        /// Which value (e.g. "the key of an element of set allow4").
+        what: String,
+        /// Its length.
+        len: usize,
+        /// The length the contract asks for ("4", "at most 64").
+        expected: String,
+    },
+    /// The kernel did not answer within the socket's timeout.
+    #[error(
+        "no answer from the kernel within {secs} s while {what}; the netlink socket may be starved or the kernel stuck (for a transaction, run `corral host verify` to see what is in force)"
+    )]
+    Timeout {
+        /// What was being read.
+        what: String,
+        /// The timeout in seconds.
+        secs: u64,
+    },
 }

@@ -15,6 +15,22 @@ pub(crate) fn cstr(s: &str) -> Result<CString, NftError> {
     CString::new(s).map_err(|_| NftError::BadName(s.to_owned()))
 }
 
+/// The most bytes libnftnl copies into a key, a set element's data or an
+/// expression's data (`NFT_DATA_VALUE_MAXLEN`, the size of its buffer).
+pub(crate) const DATA_MAX: usize = 64;
+
+/// `len` fits libnftnl's data buffer (and is not empty).
+pub(crate) fn check_data_len(what: impl FnOnce() -> String, len: usize) -> Result<(), NftError> {
+    if len == 0 || len > DATA_MAX {
+        return Err(NftError::DataLength {
+            what: what(),
+            len,
+            expected: format!("1 to {DATA_MAX}"),
+        });
+    }
+    Ok(())
+}
+
 fn nonnull<T>(p: *mut T, what: &'static str) -> Result<NonNull<T>, NftError> {
     NonNull::new(p).ok_or(NftError::Alloc(what))
 }
@@ -208,18 +224,23 @@ impl Set {
         flags: Option<u32>,
         timeout_ms: Option<u64>,
     ) -> Result<(), NftError> {
+        self.check_key(key)?;
         // SAFETY: allocation; null is checked below.
         let elem = nonnull(unsafe { sys::nftnl_set_elem_alloc() }, "nftnl_set_elem")?;
-        // SAFETY: `elem` is valid; libnftnl copies `key` (at most 40 bytes
-        // here, within its 64-byte key buffer); the set takes ownership of `elem`
-        // in nftnl_set_elem_add and frees it with the set.
+        // SAFETY: `elem` is valid; libnftnl copies `key`, whose length was
+        // checked against its DATA_MAX-byte key buffer above; the set takes
+        // ownership of `elem` in nftnl_set_elem_add and frees it with the set.
         unsafe {
-            sys::nftnl_set_elem_set(
+            if sys::nftnl_set_elem_set(
                 elem.as_ptr(),
                 sys::NFTNL_SET_ELEM_KEY as u16,
                 key.as_ptr().cast::<c_void>(),
                 key.len() as u32,
-            );
+            ) < 0
+            {
+                sys::nftnl_set_elem_free(elem.as_ptr());
+                return Err(self.key_error(key.len(), format!("at most {DATA_MAX}")));
+            }
             if let Some(f) = flags {
                 sys::nftnl_set_elem_set_u32(elem.as_ptr(), sys::NFTNL_SET_ELEM_FLAGS as u16, f);
             }
@@ -239,18 +260,24 @@ impl Set {
         flags: Option<u32>,
         chain: Option<&CStr>,
     ) -> Result<(), NftError> {
+        self.check_key(key)?;
         // SAFETY: allocation; null is checked below.
         let elem = nonnull(unsafe { sys::nftnl_set_elem_alloc() }, "nftnl_set_elem")?;
-        // SAFETY: `elem` is valid; libnftnl copies `key` (at most 16 bytes
-        // here) and the chain name; the set takes ownership of `elem` in
-        // nftnl_set_elem_add and frees it with the set.
+        // SAFETY: `elem` is valid; libnftnl copies `key`, whose length was
+        // checked against its DATA_MAX-byte key buffer above, and the chain
+        // name; the set takes ownership of `elem` in nftnl_set_elem_add and
+        // frees it with the set.
         unsafe {
-            sys::nftnl_set_elem_set(
+            if sys::nftnl_set_elem_set(
                 elem.as_ptr(),
                 sys::NFTNL_SET_ELEM_KEY as u16,
                 key.as_ptr().cast::<c_void>(),
                 key.len() as u32,
-            );
+            ) < 0
+            {
+                sys::nftnl_set_elem_free(elem.as_ptr());
+                return Err(self.key_error(key.len(), format!("at most {DATA_MAX}")));
+            }
             if let Some(f) = flags {
                 sys::nftnl_set_elem_set_u32(elem.as_ptr(), sys::NFTNL_SET_ELEM_FLAGS as u16, f);
             }
@@ -267,6 +294,23 @@ impl Set {
                 );
             }
             sys::nftnl_set_elem_add(self.as_ptr(), elem.as_ptr());
+        }
+        Ok(())
+    }
+
+    /// An element key must fit libnftnl's buffer and, when this set object
+    /// declares its key length, have exactly that length (the kernel would
+    /// otherwise refuse it, or worse, match on a truncated key).
+    pub(crate) fn check_key(&self, key: &[u8]) -> Result<(), NftError> {
+        check_data_len(|| self.key_what(), key.len())?;
+        // SAFETY: valid object.
+        let declared =
+            unsafe { sys::nftnl_set_is_set(self.as_ptr(), sys::NFTNL_SET_KEY_LEN as u16) };
+        if declared {
+            let want = self.get_u32(sys::NFTNL_SET_KEY_LEN) as usize;
+            if key.len() != want {
+                return Err(self.key_error(key.len(), want.to_string()));
+            }
         }
         Ok(())
     }
@@ -310,6 +354,21 @@ impl Set {
             sys::nftnl_set_elems_iter_destroy(iter.as_ptr());
         }
         Ok(out)
+    }
+
+    fn key_what(&self) -> String {
+        format!(
+            "the key of an element of set {}",
+            self.get_str(sys::NFTNL_SET_NAME)
+        )
+    }
+
+    fn key_error(&self, len: usize, expected: String) -> NftError {
+        NftError::DataLength {
+            what: self.key_what(),
+            len,
+            expected,
+        }
     }
 
     /// Every element as (key bytes, flags, milliseconds until it expires;
@@ -457,10 +516,14 @@ impl Expr {
         self
     }
 
-    pub(crate) fn data(mut self, attr: u32, v: &[u8]) -> Self {
-        // SAFETY: valid expression; libnftnl copies `v` (at most 16 bytes
-        // in corral's expressions, within its register-sized buffer).
-        unsafe {
+    /// Set a byte attribute (compare data, bitwise mask and xor): at most
+    /// DATA_MAX bytes, the buffer libnftnl copies them into.
+    pub(crate) fn data(mut self, attr: u32, v: &[u8]) -> Result<Self, NftError> {
+        let what = || format!("the data (attribute {attr}) of an expression");
+        check_data_len(what, v.len())?;
+        // SAFETY: valid expression; libnftnl copies `v`, whose length was
+        // checked against its DATA_MAX-byte buffer above.
+        let rc = unsafe {
             sys::nftnl_expr_set(
                 self.0.as_mut(),
                 attr as u16,
@@ -468,7 +531,14 @@ impl Expr {
                 v.len() as u32,
             )
         };
-        self
+        if rc < 0 {
+            return Err(NftError::DataLength {
+                what: what(),
+                len: v.len(),
+                expected: format!("what libnftnl accepts for attribute {attr}"),
+            });
+        }
+        Ok(self)
     }
 
     fn into_raw(self) -> *mut sys::nftnl_expr {
@@ -536,5 +606,58 @@ impl ExprRef<'_> {
             .unwrap_or(0)
             .min(buf.len().saturating_sub(1));
         String::from_utf8_lossy(&buf[..n]).trim_end().to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set_named(name: &str, key_len: Option<u32>) -> Set {
+        let mut s = Set::new().unwrap();
+        s.set_str(sys::NFTNL_SET_NAME, &cstr(name).unwrap());
+        if let Some(n) = key_len {
+            s.set_u32(sys::NFTNL_SET_KEY_LEN, n);
+        }
+        s
+    }
+
+    #[test]
+    fn an_element_key_must_have_the_sets_key_length() {
+        let mut s = set_named("allow4", Some(4));
+        s.add_elem(&[10, 0, 0, 1], None).unwrap();
+        for bad in [vec![10, 0, 0], vec![0; 16], vec![]] {
+            let e = s.add_elem(&bad, None).unwrap_err();
+            let msg = e.to_string();
+            assert!(matches!(e, NftError::DataLength { len, .. } if len == bad.len()));
+            assert!(msg.contains("set allow4"), "{msg}");
+        }
+        assert_eq!(s.elems().unwrap().len(), 1, "refused keys were not added");
+    }
+
+    #[test]
+    fn an_element_key_never_exceeds_libnftnls_buffer() {
+        // Without a declared length only libnftnl's buffer bounds the key.
+        let mut s = set_named("free", None);
+        s.add_elem(&[7; DATA_MAX], None).unwrap();
+        let e = s.add_elem(&[7; DATA_MAX + 1], None).unwrap_err();
+        assert!(e.to_string().contains("1 to 64"), "{e}");
+        assert_eq!(s.elems().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn expression_data_is_bounded_by_a_register() {
+        let ok = Expr::new(c"cmp")
+            .unwrap()
+            .data(sys::NFTNL_EXPR_CMP_DATA, &[1; 16]);
+        assert!(ok.is_ok());
+        for bad in [vec![], vec![1; DATA_MAX + 1]] {
+            let e = Expr::new(c"cmp")
+                .unwrap()
+                .data(sys::NFTNL_EXPR_CMP_DATA, &bad)
+                .err()
+                .expect("refused");
+            assert!(matches!(e, NftError::DataLength { .. }), "{e}");
+        }
     }
 }

@@ -108,6 +108,8 @@ pub(crate) fn queue_keyed_elements(
 ) -> Result<(), NftError> {
     for chunk in elements.chunks(ELEMS_PER_MSG) {
         let mut s = carrier(family, &set.name)?;
+        // Not sent with elements; lets `add_elem` check each key's length.
+        s.set_u32(sys::NFTNL_SET_KEY_LEN, set.key_len());
         for e in chunk {
             s.add_elem(&set.key_bytes(e), None)?;
         }
@@ -252,6 +254,7 @@ pub(crate) fn queue_elements(
                 return Ok(());
             }
             let mut s = carrier(family, &set.name)?;
+            s.set_u32(sys::NFTNL_SET_KEY_LEN, set.family.key_len() as u32);
             for (key, f) in chunk.iter() {
                 s.add_elem(key, *f)?;
             }
@@ -313,6 +316,7 @@ pub(crate) fn queue_learned(
 ) -> Result<(), NftError> {
     for chunk in elems.chunks(ELEMS_PER_MSG) {
         let mut s = carrier(family, &set.name)?;
+        s.set_u32(sys::NFTNL_SET_KEY_LEN, set.family.key_len() as u32);
         for (r, ms) in chunk {
             let key = key_bytes(set.family, to_u128(r.start));
             s.add_elem_timeout(&key, None, (*ms > 0).then_some(*ms))?;

@@ -1,14 +1,23 @@
 //! The netfilter netlink socket: send one transaction, read its answers;
 //! dump objects.
 //!
-//! The kernel processes an nftables batch inside the `sendmsg` call, so by
-//! the time it returns every answer is queued on the socket: reading until
-//! the queue is empty collects them all. Both buffers are raised with the
-//! `*BUFFORCE` options (root) so a 50k-element batch fits in one message
-//! and its answers are not dropped.
+//! The kernel processes an nftables batch inside the `sendmsg` call and
+//! queues its answers in message order: errors, then the ACK of the last
+//! object message (and, on kernels ≥ 6.10, of the end message). A commit
+//! succeeds only once that final ACK is read and no error came before it;
+//! an empty queue without it is not success. Both buffers are raised with
+//! the `*BUFFORCE` options (root) so a 50k-element batch fits in one
+//! message and its answers are not dropped.
+//!
+//! Only answers to our own requests count: a message whose port id is not
+//! ours or whose sequence number we did not send is skipped. Every read has
+//! a timeout, so a missing answer fails with [`NftError::Timeout`] instead
+//! of hanging apply or verify.
 
+use std::cell::Cell;
 use std::io;
 use std::os::fd::RawFd;
+use std::time::Duration;
 
 use super::NftError;
 use super::batch::Finished;
@@ -16,12 +25,18 @@ use super::batch::Finished;
 /// Receive buffer for one `recv` (dump messages are at most a few pages).
 const RECV_BUF: usize = 256 * 1024;
 const NLMSG_HDRLEN: usize = std::mem::size_of::<libc::nlmsghdr>();
+/// How long one read waits for the kernel. Answers are queued within the
+/// `sendmsg` call, so anything near this is a stuck kernel, not a slow one.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An open netfilter netlink socket in the current network namespace.
 pub(crate) struct NlSocket {
     sock: mnl::Socket,
     fd: RawFd,
     portid: u32,
+    timeout: Duration,
+    /// Sequence number of the next dump request.
+    dump_seq: Cell<u32>,
 }
 
 impl std::fmt::Debug for NlSocket {
@@ -52,6 +67,8 @@ fn setsockopt_int(fd: RawFd, level: i32, opt: i32, value: i32) -> io::Result<()>
 pub(crate) struct Msg<'a> {
     pub(crate) hdr: *const libc::nlmsghdr,
     pub(crate) seq: u32,
+    /// Port id the message is addressed to (ours for an answer).
+    pub(crate) pid: u32,
     pub(crate) ty: u16,
     pub(crate) bytes: &'a [u8],
 }
@@ -71,11 +88,13 @@ fn messages(buf: &[u32], n: usize) -> Vec<Msg<'_>> {
         }
         let ty = u16::from_ne_bytes([bytes[off + 4], bytes[off + 5]]);
         let seq = word(off + 8);
+        let pid = word(off + 12);
         out.push(Msg {
             // `buf` is u32-aligned and messages are 4-byte aligned, so the
             // header pointer is properly aligned for nlmsghdr.
             hdr: bytes[off..].as_ptr().cast::<libc::nlmsghdr>(),
             seq,
+            pid,
             ty,
             bytes: &bytes[off..off + len],
         });
@@ -98,6 +117,50 @@ fn error_code(m: &Msg<'_>) -> i32 {
     ])
 }
 
+/// What the answers read so far say about a committed batch.
+#[derive(Debug)]
+struct Answers {
+    portid: u32,
+    /// Sequence numbers of the batch (begin..=end).
+    seqs: std::ops::RangeInclusive<u32>,
+    /// Answers that end the wait: the last object message's and the end's.
+    last: [Option<u32>; 2],
+    /// The first error: its sequence number and errno.
+    first_error: Option<(u32, i32)>,
+    /// The final ACK was read.
+    done: bool,
+}
+
+impl Answers {
+    fn new(portid: u32, batch: &Finished) -> Self {
+        Answers {
+            portid,
+            seqs: 1..=batch.end_seq,
+            last: [batch.last_seq, Some(batch.end_seq)],
+            first_error: None,
+            done: false,
+        }
+    }
+
+    /// Take one message; anything that is not an answer to this batch is
+    /// skipped.
+    fn take(&mut self, m: &Msg<'_>) {
+        if m.pid != self.portid || !self.seqs.contains(&m.seq) {
+            return;
+        }
+        if m.ty != libc::NLMSG_ERROR as u16 {
+            return;
+        }
+        let code = error_code(m);
+        if code != 0 && self.first_error.is_none() {
+            self.first_error = Some((m.seq, code));
+        }
+        if self.last.contains(&Some(m.seq)) {
+            self.done = true;
+        }
+    }
+}
+
 impl NlSocket {
     /// Open and bind a socket in the current thread's network namespace.
     pub(crate) fn open() -> Result<Self, NftError> {
@@ -108,7 +171,58 @@ impl NlSocket {
         // Errors echo only the failing header, not the whole (large) message.
         setsockopt_int(fd, libc::SOL_NETLINK, libc::NETLINK_CAP_ACK, 1)
             .map_err(NftError::Socket)?;
-        Ok(NlSocket { sock, fd, portid })
+        let s = NlSocket {
+            sock,
+            fd,
+            portid,
+            timeout: READ_TIMEOUT,
+            // Distinct from batch sequence numbers (which start at 1) and
+            // from earlier runs, as `nft` does.
+            dump_seq: Cell::new(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs() as u32)
+                    .unwrap_or(1 << 20)
+                    | (1 << 16),
+            ),
+        };
+        s.set_timeout(READ_TIMEOUT)?;
+        Ok(s)
+    }
+
+    /// Bound every blocking read by `t` (SO_RCVTIMEO).
+    fn set_timeout(&self, t: Duration) -> Result<(), NftError> {
+        let tv = libc::timeval {
+            tv_sec: t.as_secs() as libc::time_t,
+            tv_usec: libc::suseconds_t::from(t.subsec_micros()),
+        };
+        // SAFETY: `tv` lives for the call and its size is passed.
+        let rc = unsafe {
+            libc::setsockopt(
+                self.fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast::<libc::c_void>(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(NftError::Socket(io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// One blocking read bounded by the timeout; `what` names what is being
+    /// read for the timeout error.
+    fn recv_or_timeout(&self, buf: &mut [u32], what: &str) -> Result<usize, NftError> {
+        match self.recv(buf, 0) {
+            Ok(n) => Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(NftError::Timeout {
+                what: what.to_owned(),
+                secs: self.timeout.as_secs().max(1),
+            }),
+            Err(e) => Err(NftError::Socket(e)),
+        }
     }
 
     /// Raise both socket buffers to hold `bytes` (needs CAP_NET_ADMIN).
@@ -137,9 +251,16 @@ impl NlSocket {
         }
     }
 
-    /// Send a whole transaction in one `sendmsg` and collect its answers.
-    /// Any error means the kernel aborted the whole transaction.
+    /// Send a whole transaction in one `sendmsg` and wait for its final
+    /// ACK. Any error means the kernel aborted the whole transaction.
     pub(crate) fn commit(&self, batch: &Finished) -> Result<(), NftError> {
+        if let Some(o) = &batch.overflow {
+            return Err(o.error());
+        }
+        if batch.messages() == 0 {
+            // Begin and end only: nothing to change.
+            return Ok(());
+        }
         let bytes = batch.bytes();
         self.grow(bytes.len() * 2)?;
         let sent = self.sock.send(bytes).map_err(NftError::Socket)?;
@@ -150,35 +271,28 @@ impl NlSocket {
             ))));
         }
         let mut buf = vec![0u32; RECV_BUF / 4];
-        let mut first_error: Option<NftError> = None;
-        loop {
-            let n = match self.recv(&mut buf, libc::MSG_DONTWAIT) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(NftError::Socket(e)),
+        let mut answers = Answers::new(self.portid, batch);
+        let what = "waiting for the answer to the nftables transaction";
+        while !answers.done {
+            let n = if answers.first_error.is_some() {
+                // The batch failed; collect what is queued, wait no more.
+                match self.recv(&mut buf, libc::MSG_DONTWAIT) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(NftError::Socket(e)),
+                }
+            } else {
+                self.recv_or_timeout(&mut buf, what)?
             };
-            let mut done = false;
             for m in messages(&buf, n) {
-                if m.ty != libc::NLMSG_ERROR as u16 {
-                    continue;
-                }
-                let code = error_code(&m);
-                if code != 0 && first_error.is_none() {
-                    first_error = Some(NftError::Rejected {
-                        what: batch.note(m.seq),
-                        source: io::Error::from_raw_os_error(-code),
-                    });
-                }
-                if m.seq == batch.end_seq {
-                    done = true;
-                }
-            }
-            if done {
-                break;
+                answers.take(&m);
             }
         }
-        match first_error {
-            Some(e) => Err(e),
+        match answers.first_error {
+            Some((seq, code)) => Err(NftError::Rejected {
+                what: batch.note(seq),
+                source: io::Error::from_raw_os_error(-code),
+            }),
             None => Ok(()),
         }
     }
@@ -193,17 +307,33 @@ impl NlSocket {
     ) -> Result<(), NftError> {
         self.grow(4 << 20)?;
         let mut req = vec![0u32; 16 * 1024];
-        let seq = 1u32;
+        let seq = self.dump_seq.get();
+        self.dump_seq.set(seq.wrapping_add(1));
         let hdr = build(req.as_mut_ptr().cast::<libc::c_char>(), seq);
         // SAFETY: `build` returned the header it wrote into `req`.
         let len = unsafe { (*hdr).nlmsg_len } as usize;
+        if len > req.len() * 4 {
+            // A request is a header and a few names; this is a bug, and the
+            // write may already have gone past `req`, so stop here.
+            return Err(NftError::MessageTooLarge {
+                what: format!("the request to read {what}"),
+                len,
+                room: req.len() * 4,
+            });
+        }
         // SAFETY: `len` bytes of `req` were written.
         let bytes = unsafe { std::slice::from_raw_parts(req.as_ptr().cast::<u8>(), len) };
         self.sock.send(bytes).map_err(NftError::Socket)?;
         let mut buf = vec![0u32; RECV_BUF / 4];
+        let reading = format!("reading nftables {what}");
         loop {
-            let n = self.recv(&mut buf, 0).map_err(NftError::Socket)?;
+            let n = self.recv_or_timeout(&mut buf, &reading)?;
             for m in messages(&buf, n) {
+                if m.pid != self.portid || m.seq != seq {
+                    // Not an answer to this request (a late answer to an
+                    // earlier one, or a message the kernel sent unasked).
+                    continue;
+                }
                 if m.ty == libc::NLMSG_DONE as u16 {
                     return Ok(());
                 }
@@ -250,5 +380,217 @@ mod tests {
         assert_eq!((ms[1].seq, error_code(&ms[1])), (8, 0));
         // A truncated tail is ignored, not read past.
         assert_eq!(messages(&buf, 30).len(), 1);
+    }
+
+    /// `n` netlink messages of 20 bytes (header + errno) as u32 words.
+    fn errors(msgs: &[(u32, u32, i32)]) -> Vec<u32> {
+        let mut w = Vec::new();
+        for &(seq, pid, code) in msgs {
+            w.extend_from_slice(&[20, libc::NLMSG_ERROR as u32, seq, pid, code as u32]);
+        }
+        w
+    }
+
+    fn finished(objects: usize) -> Finished {
+        let mut b = super::super::batch::Batch::new();
+        let t = super::super::obj::Table::new().unwrap();
+        for i in 0..objects {
+            b.table(
+                super::super::batch::Op::Add,
+                libc::NFPROTO_INET as u16,
+                &t,
+                format!("adding table {i}"),
+            );
+        }
+        b.finish()
+    }
+
+    fn take_all(a: &mut Answers, words: &[u32]) {
+        for m in messages(words, words.len() * 4) {
+            a.take(&m);
+        }
+    }
+
+    #[test]
+    fn only_the_final_ack_of_our_batch_ends_a_commit() {
+        // Begin 1, objects 2..=4, end 5; the last object (4) carries the ACK.
+        let f = finished(3);
+        assert_eq!((f.last_seq, f.end_seq), (Some(4), 5));
+        let me = 4242;
+        let mut a = Answers::new(me, &f);
+        // An ACK for another socket, and one for a sequence number we never
+        // sent, are not answers to this batch.
+        take_all(&mut a, &errors(&[(4, 999, 0), (77, me, 0), (4, 999, -1)]));
+        assert!(!a.done && a.first_error.is_none(), "{a:?}");
+        // A read that ends before the final ACK is not success.
+        take_all(&mut a, &errors(&[(2, me, 0)]));
+        assert!(!a.done, "a partial read is not a commit");
+        take_all(&mut a, &errors(&[(4, me, 0)]));
+        assert!(a.done && a.first_error.is_none());
+        // The end message's ACK (kernels ≥ 6.10) ends it as well.
+        let mut a = Answers::new(me, &f);
+        take_all(&mut a, &errors(&[(5, me, 0)]));
+        assert!(a.done);
+    }
+
+    #[test]
+    fn the_first_error_of_our_batch_is_kept() {
+        let f = finished(3);
+        let me = 7;
+        let mut a = Answers::new(me, &f);
+        take_all(&mut a, &errors(&[(3, 8, -17), (3, me, -2), (4, me, -22)]));
+        assert_eq!(
+            a.first_error,
+            Some((3, -2)),
+            "another socket's error is not ours"
+        );
+        assert!(a.done);
+        assert_eq!(f.note(3), "adding table 1");
+    }
+
+    #[test]
+    fn a_refused_batch_is_not_sent() {
+        let mut f = finished(1);
+        f.overflow = Some(super::super::batch::Overflow {
+            what: "adding elements".into(),
+            len: 1 << 20,
+            room: 1 << 17,
+        });
+        // No socket is needed: the refusal comes before any send.
+        let sock = NlSocket::open().unwrap();
+        let e = sock.commit(&f).unwrap_err();
+        assert!(matches!(e, NftError::MessageTooLarge { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_read_nobody_answers_times_out() {
+        // Bound, never sent to: nothing will ever arrive.
+        let mut sock = NlSocket::open().unwrap();
+        sock.timeout = Duration::from_millis(200);
+        sock.set_timeout(sock.timeout).unwrap();
+        let mut buf = vec![0u32; 1024];
+        let t0 = std::time::Instant::now();
+        let e = sock
+            .recv_or_timeout(&mut buf, "reading nftables tables")
+            .unwrap_err();
+        let took = t0.elapsed();
+        assert!(matches!(e, NftError::Timeout { .. }), "{e}");
+        assert!(e.to_string().contains("reading nftables tables"), "{e}");
+        assert!(
+            took >= Duration::from_millis(150) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+    }
+
+    /// A GETTABLE dump request (all families) with `seq`.
+    fn get_tables(buf: *mut libc::c_char, seq: u32) -> *mut libc::nlmsghdr {
+        // SAFETY: `buf` is the 64 KiB request buffer `dump` hands over.
+        unsafe {
+            nftnl_sys::nftnl_nlmsg_build_hdr(
+                buf,
+                libc::NFT_MSG_GETTABLE as u16,
+                libc::NFPROTO_UNSPEC as u16,
+                libc::NLM_F_DUMP as u16,
+                seq,
+            )
+        }
+    }
+
+    /// Commit one batch adding tables `names` (inet) and deleting none.
+    fn add_tables(sock: &NlSocket, names: &[&str]) -> Result<(), NftError> {
+        let mut b = super::super::batch::Batch::new();
+        for n in names {
+            let mut t = super::super::obj::Table::new().unwrap();
+            t.set_str(
+                nftnl_sys::NFTNL_TABLE_NAME,
+                &super::super::obj::cstr(n).unwrap(),
+            );
+            b.table(
+                super::super::batch::Op::Add,
+                libc::NFPROTO_INET as u16,
+                &t,
+                format!("adding table {n}"),
+            );
+        }
+        sock.commit(&b.finish())
+    }
+
+    #[test]
+    fn a_dump_skips_answers_to_an_earlier_request() {
+        if !corral_test_support::gate::netns() {
+            return;
+        }
+        let ns = crate::netns::Netns::new().unwrap();
+        ns.run(|| {
+            let sock = NlSocket::open().unwrap();
+            add_tables(&sock, &["a", "b"]).unwrap();
+            let count = |sock: &NlSocket| {
+                let mut n = 0;
+                sock.dump("tables", get_tables, |_| {
+                    n += 1;
+                    Ok(())
+                })
+                .unwrap();
+                n
+            };
+            assert_eq!(count(&sock), 2, "the commit waited for its ACK and took");
+            // An earlier request whose answers (the generation, then an
+            // ACK) are still queued: read as ours, the generation message
+            // would be handed to `each` as a table.
+            let mut req = vec![0u32; 1024];
+            let stale = sock.dump_seq.get().wrapping_sub(100);
+            // SAFETY: `req` is 4 KiB, room for a bare header.
+            let h = unsafe {
+                nftnl_sys::nftnl_nlmsg_build_hdr(
+                    req.as_mut_ptr().cast(),
+                    libc::NFT_MSG_GETGEN as u16,
+                    libc::NFPROTO_UNSPEC as u16,
+                    libc::NLM_F_ACK as u16,
+                    stale,
+                )
+            };
+            // SAFETY: the header was just written into `req`.
+            let len = unsafe { (*h).nlmsg_len } as usize;
+            // SAFETY: `len` bytes of `req` were written.
+            let bytes = unsafe { std::slice::from_raw_parts(req.as_ptr().cast::<u8>(), len) };
+            sock.sock.send(bytes).unwrap();
+            assert_eq!(count(&sock), 2);
+            let mut buf = vec![0u32; RECV_BUF / 4];
+            let left = sock.recv(&mut buf, libc::MSG_DONTWAIT);
+            assert!(
+                matches!(&left, Err(e) if e.kind() == io::ErrorKind::WouldBlock),
+                "the dump read its own answers to the end: {left:?}"
+            );
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn a_rejected_commit_names_the_failing_message() {
+        if !corral_test_support::gate::netns() {
+            return;
+        }
+        let ns = crate::netns::Netns::new().unwrap();
+        ns.run(|| {
+            let sock = NlSocket::open().unwrap();
+            // A table name longer than NFT_NAME_MAXLEN is refused (ERANGE
+            // or EINVAL); the ACK of the last message comes after it.
+            let long = "x".repeat(300);
+            let e = add_tables(&sock, &["ok", &long, "last"]).unwrap_err();
+            match &e {
+                NftError::Rejected { what, .. } => {
+                    assert_eq!(what, &format!("adding table {long}"), "{e}")
+                }
+                other => panic!("expected a rejection, got {other}"),
+            }
+            let mut n = 0;
+            sock.dump("tables", get_tables, |_| {
+                n += 1;
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(n, 0, "the whole transaction was aborted");
+        })
+        .unwrap();
     }
 }
