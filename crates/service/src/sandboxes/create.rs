@@ -1,0 +1,209 @@
+//! Creating a sandbox: the template, the create pipeline and the hand-out
+//! (start, ready, context file, hooks).
+
+use super::{
+    CreateOptions, CreatePlan, HandedOut, NewSandbox, Ready, SandboxService, plan, wait_ready,
+};
+use crate::error::ServiceError;
+use crate::gate::GatePass;
+use crate::hooks::Event;
+use crate::limits::HostCapacity;
+use crate::templates::{self, Catalog, Rendered, TemplateApplied};
+use corral_egress::plan::PortBinding;
+use corral_sandbox_core::ProfileName;
+use corral_sandbox_core::sandbox::{
+    InstanceType, ProviderError, Sandbox, SandboxInfo, StopOptions,
+};
+use std::time::Duration;
+
+impl SandboxService {
+    /// Every template: the built-ins and the operator's files beside the
+    /// configuration.
+    pub fn templates(&self) -> Result<Catalog, ServiceError> {
+        Ok(Catalog::for_origin(&self.settings.origin)?)
+    }
+
+    /// Create a sandbox (see the module docs for the pipeline).
+    pub async fn create(
+        &self,
+        req: &NewSandbox,
+        options: CreateOptions,
+    ) -> Result<HandedOut, ServiceError> {
+        let CreatePlan { mut spec, rendered } =
+            plan(&self.settings.config, req, &self.templates()?)?;
+        let capacity = HostCapacity::probe().map_err(|source| ProviderError::Io {
+            context: "cannot read this host's CPUs and memory to check the resources asked for"
+                .into(),
+            source,
+        })?;
+        capacity.check(&spec.resources)?;
+        let profile = spec.network.as_ref().map(|n| n.profile.clone());
+        self.refuse_taken(&req.name).await?;
+        let mut gate = self
+            .gate_or_record(&req.name, profile.as_ref(), None)
+            .await?;
+        let provider = self.backend.provider().await?;
+        // The claim is held until the provider has made the sandbox (its
+        // NIC then names the port, which keeps a reconcile off it).
+        let (binding, claim) = match (&profile, self.backend.binds_ports()) {
+            (Some(p), true) => {
+                let (b, c) = self.bind(p).await?;
+                (Some(b), Some(c))
+            }
+            _ => (None, None),
+        };
+        if let (Some(net), Some(b)) = (spec.network.as_mut(), &binding) {
+            net.nic = Some(b.nic());
+        }
+        if let Some(g) = gate.as_mut() {
+            g.binding.clone_from(&binding);
+        }
+        let sandbox = match provider.create(&spec).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.release(binding.as_ref()).await;
+                return Err(e.into());
+            }
+        };
+        drop(claim);
+        self.hooks
+            .record(&Event::Created {
+                name: req.name.clone(),
+                kind: Some(sandbox.kind()),
+                profile: profile.as_ref().map(ToString::to_string),
+                owner: options.owner,
+                template: Some(rendered.template.clone()),
+                from: None,
+            })
+            .await;
+        self.hand_out(
+            sandbox,
+            profile.as_ref(),
+            gate,
+            Some((&rendered, spec.instance_type)),
+            None,
+            options,
+        )
+        .await
+    }
+
+    /// Delete a sandbox whose create failed (a failure is logged: the
+    /// original error is what the caller needs), then unbind its port.
+    pub(super) async fn discard(&self, sandbox: Box<dyn Sandbox>, binding: Option<&PortBinding>) {
+        let name = sandbox.name().to_string();
+        if let Err(d) = sandbox.delete().await {
+            // Its port stays bound: the sandbox still has it.
+            tracing::warn!(sandbox = %name, error = %d, "could not delete a sandbox whose create failed");
+        } else {
+            self.hooks.record(&Event::Deleted { name }).await;
+            self.release(binding).await;
+        }
+    }
+
+    /// After the provider made `sandbox` (a create or a copy): put its
+    /// template (`rendered`, a create's) in place and leave it stopped, or
+    /// start it and hand it out; a failure deletes it again.
+    pub(super) async fn hand_out(
+        &self,
+        sandbox: Box<dyn Sandbox>,
+        profile: Option<&ProfileName>,
+        gate: Option<GatePass>,
+        rendered: Option<(&Rendered, InstanceType)>,
+        from: Option<String>,
+        options: CreateOptions,
+    ) -> Result<HandedOut, ServiceError> {
+        // The port bound for it (a create's), released if it is discarded.
+        let bound = gate.as_ref().and_then(|g| g.binding.clone());
+        let binding = bound.as_ref();
+        if !options.start {
+            let done = async {
+                let template = match rendered {
+                    Some((r, t)) => Some(templates::apply::apply(sandbox.as_ref(), r, t).await?),
+                    None => None,
+                };
+                Ok::<_, ProviderError>((sandbox.info().await?, template))
+            }
+            .await;
+            let (info, template) = match done {
+                Ok(d) => d,
+                Err(e) => {
+                    self.discard(sandbox, binding).await;
+                    return Err(e.into());
+                }
+            };
+            return Ok(HandedOut {
+                info,
+                gate,
+                ready: None,
+                template,
+                from,
+            });
+        }
+        match self
+            .start_and_hand_out(sandbox.as_ref(), profile, rendered, options.ready_timeout)
+            .await
+        {
+            Ok((info, ready, template)) => Ok(HandedOut {
+                info,
+                gate,
+                ready: Some(ready),
+                template,
+                from,
+            }),
+            Err(e) => {
+                // A create that failed leaves nothing behind.
+                self.discard(sandbox, binding).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Start; wait until ready while a fresh sandbox's template
+    /// (`rendered`) is put in place (the file API takes a running
+    /// container too, so neither waits for the other); run the hooks; on
+    /// a hook refusal stop it.
+    pub(super) async fn start_and_hand_out(
+        &self,
+        sandbox: &dyn Sandbox,
+        profile: Option<&ProfileName>,
+        rendered: Option<(&Rendered, InstanceType)>,
+        ready_timeout: Duration,
+    ) -> Result<(SandboxInfo, Ready, Option<TemplateApplied>), ServiceError> {
+        sandbox.start().await?;
+        let profile = match profile {
+            Some(p) => Some(self.profile(p.as_str())?),
+            None => None,
+        };
+        let (ready, template) = tokio::try_join!(
+            wait_ready(sandbox, profile, &self.settings.state_dir, ready_timeout),
+            async {
+                match rendered {
+                    Some((r, t)) => Ok(Some(templates::apply::apply(sandbox, r, t).await?)),
+                    None => Ok(None),
+                }
+            }
+        )?;
+        let info = sandbox.info().await?;
+        if let Err(e) = self.hooks.before_handout(sandbox, &info).await {
+            let _ = sandbox
+                .stop(StopOptions {
+                    force: true,
+                    timeout: None,
+                })
+                .await;
+            self.hooks
+                .record(&Event::Refused {
+                    name: info.name.to_string(),
+                    reason: e.to_string(),
+                })
+                .await;
+            return Err(e.into());
+        }
+        self.hooks
+            .record(&Event::Started {
+                name: info.name.to_string(),
+            })
+            .await;
+        Ok((info, ready, template))
+    }
+}
