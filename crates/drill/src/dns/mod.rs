@@ -15,22 +15,20 @@
 //! does not filter): the address answers, the upstream answers the name.
 //! A blocked or NXDOMAIN result is thus the rules' or the filter's doing.
 
-use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::time::{Duration, Instant};
-
-use corral_sandbox_core::{AllowTarget, DnsPolicy, EgressMode, Profile, Protocol};
+mod names;
+use names::{allowed_name_entry, ask, host_octet, nxdomain_kept, resolved_to, unlisted_name};
 
 use super::report::{DrillRow, Expect, judge};
 use crate::lab::LabGateways;
 use crate::lab::gateways::UPSTREAM;
 use crate::lab::topology::SandboxNs;
 use crate::lab::{Lab, Observed, Probe, Transport, probe_from};
-use corral_egress::netns::Netns;
 use corral_gateway::NameRules;
-use corral_gateway::probe::{ProbeError, query};
 use corral_gateway::test_upstream::TestUpstream;
-use corral_gateway::wire::{RCODE_NXDOMAIN, Response, TYPE_A, TYPE_TXT};
+use corral_gateway::wire::{RCODE_NXDOMAIN, TYPE_A, TYPE_TXT};
+use corral_sandbox_core::{DnsPolicy, EgressMode, Profile};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
 
 /// The first three octets of the addresses the upstream answers for
 /// names a sandbox then connects to: 192.175.48.0/24 (AS112, RFC 7534) is
@@ -38,6 +36,7 @@ use corral_gateway::wire::{RCODE_NXDOMAIN, Response, TYPE_A, TYPE_TXT};
 /// private and documentation ranges) nor corral's reserved list covers.
 /// It exists only inside the drill's "internet" namespace.
 const ANSWERS: [u8; 3] = [192, 175, 48];
+
 /// Random-label queries of the tunnel probe.
 const TUNNEL_QUERIES: usize = 50;
 
@@ -56,15 +55,24 @@ pub(crate) const PROBES: [&str; 11] = [
     LEARNED_OTHER_PORT,
     REBINDING,
 ];
+
 const ROTATED_BLOCKED: &str = "address rotated after apply blocked before lookup";
+
 const NAME_RESOLVED: &str = "allowlisted name resolved by the gateway";
+
 const ROTATED_REACHABLE: &str = "rotated address reachable after lookup, no re-apply";
+
 const UNLISTED: &str = "unlisted name NXDOMAIN, never forwarded";
+
 const TUNNEL: &str = "DNS tunnel (random labels) never reaches the upstream";
+
 const FORWARDS: &str = "gateway forwards any name to the upstreams";
+
 const NO_RESOLVER: &str = "no resolver on the gateway";
+
 const LEARNED_OTHER_PORT: &str =
     "attack 4 (one learned set per class): resolved address on an unlisted port blocked";
+
 const REBINDING: &str =
     "attack 5 (rebinding, reserved ranges): name answering 100.64.0.10 blocked after lookup";
 
@@ -446,99 +454,6 @@ impl Drill<'_> {
     }
 }
 
-/// Asks `server` from inside `ns`; maps failures onto probe outcomes.
-fn ask(
-    ns: &Netns,
-    server: SocketAddr,
-    name: &str,
-    qtype: u16,
-    timeout: Duration,
-) -> (Result<Response, Observed>, u64) {
-    let start = Instant::now();
-    let r = match ns.run(|| query(server, name, qtype, timeout)) {
-        Ok(Ok(resp)) => Ok(resp),
-        Ok(Err(ProbeError::Timeout { .. })) => Err(Observed::TimedOut),
-        Ok(Err(ProbeError::Io { source, .. }))
-            if source.kind() == io::ErrorKind::ConnectionRefused =>
-        {
-            Err(Observed::Rejected("port unreachable".to_owned()))
-        }
-        // An ICMP unreachable or administratively prohibited: a `reject`.
-        Ok(Err(ProbeError::Io { source, .. }))
-            if matches!(
-                source.kind(),
-                io::ErrorKind::HostUnreachable
-                    | io::ErrorKind::NetworkUnreachable
-                    | io::ErrorKind::PermissionDenied
-            ) =>
-        {
-            Err(crate::lab::probe::classify(&source))
-        }
-        Ok(Err(e)) => Err(Observed::Error(e.to_string())),
-        Err(e) => Err(Observed::Error(format!("cannot enter the namespace: {e}"))),
-    };
-    (
-        r,
-        u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
-    )
-}
-
-fn resolved_to(resp: &Response, want: IpAddr) -> Observed {
-    if resp.answers.iter().any(|a| a.addr == want) {
-        Observed::Connected
-    } else {
-        Observed::Rejected(format!("rcode {}, answers {:?}", resp.rcode, resp.answers))
-    }
-}
-
-fn nxdomain_kept(resp: &Response, leaked: bool) -> Observed {
-    match (resp.rcode, leaked) {
-        (RCODE_NXDOMAIN, false) => Observed::Rejected("NXDOMAIN, not forwarded".to_owned()),
-        // Answered, or forwarded at all: the name got out.
-        _ => Observed::Connected,
-    }
-}
-
-/// The first name the profile allows, with the port and transport its
-/// entry allows: a host entry as is, a wildcard as `drill.<suffix>`.
-/// A name the profile admits, the port and transport to probe it on, and
-/// a TCP port its entry does not allow (when the entry names ports or a
-/// protocol at all).
-fn allowed_name_entry(p: &Profile) -> Option<(String, u16, Transport, Option<u16>)> {
-    p.allow.iter().find_map(|e| {
-        let name = match &e.target {
-            AllowTarget::Host(h) => h.normalized(),
-            AllowTarget::Wildcard(w) => format!("drill.{}", w.normalized()),
-            AllowTarget::Net(_) => return None,
-        };
-        let t = match e.protocol {
-            Some(Protocol::Udp) => Transport::Udp,
-            _ => Transport::Tcp,
-        };
-        let outside = match (e.ports, e.protocol) {
-            (None, None) => None,
-            (None, Some(Protocol::Tcp)) => None,
-            (None, Some(Protocol::Udp)) => Some(443),
-            (Some(r), _) => [443u16, 8443, 80, 22]
-                .into_iter()
-                .find(|q| !(r.start()..=r.end()).contains(q)),
-        };
-        Some((name, e.ports.map_or(443, |r| r.start()), t, outside))
-    })
-}
-
-/// A name that `rules` does not admit, under one of 64 drill domains (a
-/// profile would need a wildcard over each to admit them all).
-fn unlisted_name(rules: &NameRules, label: &str) -> Option<String> {
-    (0..64)
-        .map(|k| format!("{label}.corral-drill-{k}.test"))
-        .find(|name| !rules.admits(name) && !rules.admits(&format!("x.{name}")))
-}
-
-fn host_octet(i: usize) -> u8 {
-    u8::try_from(i % 250 + 1).unwrap_or(1)
-}
-
 /// The row saying the gateways could not be started (every DNS and
 /// gateway row is then missing).
 pub(crate) fn setup_error(e: String) -> DrillRow {
@@ -558,54 +473,6 @@ pub(crate) fn setup_error(e: String) -> DrillRow {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn profile(allow: &[&str]) -> Profile {
-        Profile {
-            name: "p".parse().unwrap(),
-            bridge: "cb-p".parse().unwrap(),
-            subnet_v4: "10.9.0.0/24".parse().unwrap(),
-            subnet_v6: None,
-            mode: EgressMode::Allowlist,
-            allow: allow.iter().map(|a| a.parse().unwrap()).collect(),
-            block: corral_sandbox_core::BlockAction::Reject,
-            dns: DnsPolicy::Gateway,
-            allow_unresolved: false,
-            deny: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn picks_a_listed_name_and_an_unlisted_one() {
-        let p = profile(&["192.0.2.1", "*.cdn.test:8443/udp", "api.test"]);
-        assert_eq!(
-            allowed_name_entry(&p).map(|(n, port, t, _)| (n, port, t)),
-            Some(("drill.cdn.test".to_owned(), 8443, Transport::Udp))
-        );
-        let rules = NameRules::from_allow(&p.allow);
-        let n = unlisted_name(&rules, "x").unwrap();
-        assert!(!rules.admits(&n) && !rules.admits(&format!("a.{n}")));
-        // A wildcard over the first drill domain moves the probe to the next.
-        let p = profile(&["*.corral-drill-0.test", "x.corral-drill-1.test"]);
-        let rules = NameRules::from_allow(&p.allow);
-        assert_eq!(unlisted_name(&rules, "x").unwrap(), "x.corral-drill-2.test");
-    }
-
-    #[test]
-    fn nxdomain_counts_only_when_nothing_left() {
-        let nx = Response {
-            id: 1,
-            rcode: RCODE_NXDOMAIN,
-            answers: vec![],
-        };
-        assert!(nxdomain_kept(&nx, false).blocked());
-        assert!(nxdomain_kept(&nx, true).reached());
-        let ok = Response {
-            id: 1,
-            rcode: 0,
-            answers: vec![],
-        };
-        assert!(nxdomain_kept(&ok, false).reached());
-    }
 
     #[test]
     fn dns_rows_pass_for_every_kind_of_profile() {
