@@ -23,51 +23,64 @@
 //!   veth (its peer and the destination namespace go with it) and the
 //!   sysctls corral wrote, restored to the values they had before.
 
-use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+mod config;
+use config::{
+    apply_config, dns_allowed, dns_unlisted, lab_resolution, profile_config, upstream_v4,
+};
+mod preflight;
+pub(crate) use preflight::preflight;
 
 use corral_drill::lab::{Listeners, Transport};
 use corral_egress::host::{ApplyReport, Host, HostDrift, HostError, plan_settings};
 use corral_egress::link::{LinkError, Links};
 use corral_egress::netns::Netns;
 use corral_egress::nft;
-use corral_egress::plan::{HostPlan, MacAddr, PortBinding, Resolution, SysctlPlan, TableFamily};
+use corral_egress::plan::{HostPlan, MacAddr, PortBinding, SysctlPlan};
 use corral_egress::sysctl::Sysctls;
 use corral_gateway::test_upstream::TestUpstream;
 use corral_sandbox_core::sandbox::NetworkAttachment;
 use corral_sandbox_core::{Config, InterfaceName, Profile, ProfileSet};
-use futures::TryStreamExt;
 use ipnet::{IpNet, Ipv4Net};
-use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
+use netlink_packet_route::rule::{RuleAction, RuleMessage};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 pub mod v6;
 
 /// The allowed destination (`allow = ["198.51.100.10:8080/tcp"]`).
 pub const ALLOWED: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 10)), 8080);
+
 /// The allowed address on a port the profile does not allow.
 pub const OTHER_PORT: SocketAddr =
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 10)), 8081);
+
 /// An address the profile does not allow, on the allowed port.
 pub const OTHER_ADDR: SocketAddr =
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 20)), 8080);
+
 /// The cloud metadata address.
 pub const METADATA: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)), 80);
+
 /// A TCP service on the gateway (the host) that is not DNS.
 pub const GATEWAY_PORT: u16 = 2222;
 
 /// The allowlisted name of [`HostLab::for_apply`]'s profile; the lab's
 /// resolver answers it with [`HostLab::dns_allowed`].
 pub const ALLOWED_NAME: &str = "allowed.corral.test";
+
 /// A name on no allowlist; the lab's resolver would answer it with
 /// [`HostLab::dns_unlisted`].
 pub const UNLISTED_NAME: &str = "unlisted.corral.test";
+
 /// The port the DNS-reached destinations listen on.
 pub const DNS_PORT: u16 = 8080;
 
 /// Host side of the link to the destination namespace.
 const LINK_HOST: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 253);
+
 /// Destination side of that link.
 const LINK_DEST: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 254);
+
 const LINK_PREFIX: u8 = 30;
 
 /// Why the lab could not be set up.
@@ -517,199 +530,8 @@ impl Drop for HostLab {
     }
 }
 
-/// Refuses unless the host has no corral tables and no corral-stamped
-/// bridge (teardown would remove them), and the lab's interface names and
-/// routing rule priorities are free.
-pub(crate) fn preflight(here: &Netns, names: &[&str], priorities: &[u32]) -> Result<(), LabError> {
-    let live = here.run(nft::read_live)??;
-    for (family, word) in [(TableFamily::Inet, "inet"), (TableFamily::Bridge, "bridge")] {
-        if live.table(family).is_some() {
-            return Err(LabError::Refused(format!(
-                "this host already has a `table {word} corral`; the test would replace a live ruleset. Run it on a host without corral state (or `corral host teardown` first if that state is stale)"
-            )));
-        }
-    }
-    let (stamped, taken) = here.run_async(|| async {
-        let links = Links::connect()?;
-        let stamped: Vec<String> = links
-            .stamped_bridges()
-            .await?
-            .into_iter()
-            .map(|l| l.name)
-            .collect();
-        let mut taken = Vec::new();
-        for name in names {
-            if links.get(name).await?.is_some() {
-                taken.push((*name).to_owned());
-            }
-        }
-        Ok::<_, LinkError>((stamped, taken))
-    })??;
-    if !stamped.is_empty() {
-        return Err(LabError::Refused(format!(
-            "this host has corral-managed bridges ({}); teardown would delete them",
-            stamped.join(", ")
-        )));
-    }
-    if !taken.is_empty() {
-        return Err(LabError::Refused(format!(
-            "interface(s) {} already exist; a previous run may have leaked them",
-            taken.join(", ")
-        )));
-    }
-    let rules = here.run_async(|| async {
-        let links = Links::connect()?;
-        sweep_stale_rules(&links).await?;
-        let msgs: Vec<RuleMessage> = links
-            .handle()
-            .rule()
-            .get(rtnetlink::IpVersion::V4)
-            .execute()
-            .try_collect()
-            .await
-            .map_err(|e| netlink_error("list routing rules", e))?;
-        Ok::<_, LabError>(msgs)
-    })??;
-    let taken_priority = rules
-        .iter()
-        .flat_map(|r| &r.attributes)
-        .find_map(|a| match a {
-            RuleAttribute::Priority(p) if priorities.contains(p) => Some(*p),
-            _ => None,
-        });
-    if let Some(p) = taken_priority {
-        return Err(LabError::Refused(format!(
-            "routing rule priority {p} is taken"
-        )));
-    }
-    Ok(())
-}
-
-fn profile_config(bridge: &str, n: u32) -> String {
-    format!(
-        r#"
-[[profile]]
-name = "e2e"
-bridge = "{bridge}"
-subnet = "10.251.{n}.0/24"
-mode = "allowlist"
-allow = ["{ALLOWED}/tcp"]
-block = "reject"
-"#
-    )
-}
-
-/// The profile of [`HostLab::for_apply`]: only [`ALLOWED_NAME`], learned
-/// through the gateway resolver, which forwards to the lab's upstream.
-fn apply_config(bridge: &str, n: u32, v6: bool) -> String {
-    let (subnet_v6, allow_v6) = if v6 {
-        (
-            format!("subnet_v6 = \"{}\"\n", v6::subnet(n)),
-            format!(", \"[{}]:{}/tcp\"", v6::ALLOWED6.ip(), v6::ALLOWED6.port()),
-        )
-    } else {
-        (String::new(), String::new())
-    };
-    format!(
-        r#"
-[host]
-dns_upstreams = ["{upstream}"]
-
-[[profile]]
-name = "e2e"
-bridge = "{bridge}"
-subnet = "10.251.{n}.0/24"
-{subnet_v6}mode = "allowlist"
-allow = ["{ALLOWED_NAME}:{DNS_PORT}/tcp"{allow_v6}]
-allow_unresolved = true
-block = "reject"
-"#,
-        upstream = upstream_v4(n)
-    )
-}
-
-/// Apply-time resolution for the lab's plan: the allowlisted name is
-/// learned only through the gateway resolver, never at apply.
-fn lab_resolution() -> Resolution {
-    let mut r = Resolution::new();
-    if let Ok(name) = corral_sandbox_core::HostName::new(ALLOWED_NAME) {
-        r.insert(&name, []);
-    }
-    r
-}
-
-/// The lab's upstream resolver, on loopback in the host namespace.
-fn upstream_v4(n: u32) -> Ipv4Addr {
-    Ipv4Addr::new(127, 83, octet(n), 53)
-}
-
-/// What [`ALLOWED_NAME`] resolves to: 192.175.48.0/24 (AS112, RFC 7534),
-/// public space that neither dnsmasq's rebind protection (it strips
-/// documentation and private answers) nor corral's reserved list (which
-/// refuses benchmarking space, 198.18.0.0/15, for names) covers. It exists
-/// only in the lab's destination namespace, reached by policy routes from
-/// the lab's bridge alone.
-fn dns_allowed(n: u32) -> Ipv4Addr {
-    Ipv4Addr::new(192, 175, 48, octet(n))
-}
-
-/// What [`UNLISTED_NAME`] resolves to.
-fn dns_unlisted(n: u32) -> Ipv4Addr {
-    Ipv4Addr::new(192, 175, 48, octet(n).wrapping_add(1))
-}
-
 fn octet(n: u32) -> u8 {
     u8::try_from(n).unwrap_or(u8::MAX)
-}
-
-/// Rule priorities the labs use: [`HostLab`] from 9000, the built-in
-/// profiles' lab from 8000.
-const LAB_PRIORITIES: [std::ops::Range<u32>; 2] = [8000..8800, 9000..9400];
-/// Routing tables the labs create (`0xc0_0000 + n`, `0xc1_0000 + priority`).
-const LAB_TABLES: std::ops::Range<u32> = 0x00c0_0000..0x00c2_0000;
-
-/// Removes the routing rules a lab killed before its clean-up left behind.
-/// The caller holds the host lock, so no live lab owns any of them; left
-/// in place, a stale `iif <bridge> unreachable` of an earlier run (the
-/// built-in bridge names repeat) shadows the next lab's routes and every
-/// allowed destination looks blocked.
-async fn sweep_stale_rules(links: &Links) -> Result<(), LabError> {
-    for version in [rtnetlink::IpVersion::V4, rtnetlink::IpVersion::V6] {
-        let msgs: Vec<RuleMessage> = links
-            .handle()
-            .rule()
-            .get(version)
-            .execute()
-            .try_collect()
-            .await
-            .map_err(|e| netlink_error("list routing rules", e))?;
-        for rule in msgs {
-            let priority = rule.attributes.iter().find_map(|a| match a {
-                RuleAttribute::Priority(p) => Some(*p),
-                _ => None,
-            });
-            let table = rule.attributes.iter().find_map(|a| match a {
-                RuleAttribute::Table(t) => Some(*t),
-                _ => None,
-            });
-            let ours = priority.is_some_and(|p| LAB_PRIORITIES.iter().any(|r| r.contains(&p)))
-                && (table.is_some_and(|t| LAB_TABLES.contains(&t))
-                    || rule.header.action == RuleAction::Unreachable);
-            if ours {
-                eprintln!(
-                    "removing routing rule priority {priority:?} table {table:?}: a killed test lab left it behind"
-                );
-                links
-                    .handle()
-                    .rule()
-                    .del(rule)
-                    .execute()
-                    .await
-                    .map_err(|e| netlink_error("remove a stale lab routing rule", e))?;
-            }
-        }
-    }
-    Ok(())
 }
 
 pub(crate) fn netlink_error(what: &str, e: rtnetlink::Error) -> LabError {
@@ -723,6 +545,7 @@ pub(crate) fn v4net(a: Ipv4Addr, len: u8) -> IpNet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use corral_egress::plan::Resolution;
 
     #[test]
     fn the_lab_profile_is_valid_and_allows_exactly_the_allowed_destination() {

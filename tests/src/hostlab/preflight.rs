@@ -1,0 +1,129 @@
+//! What a lab checks before it starts (tools, kernel, free names) and the
+//! stale rules and tables of earlier runs it sweeps away.
+
+use super::{LabError, netlink_error};
+use corral_egress::link::{LinkError, Links};
+use corral_egress::netns::Netns;
+use corral_egress::nft;
+use corral_egress::plan::TableFamily;
+use futures::TryStreamExt;
+use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
+
+/// Refuses unless the host has no corral tables and no corral-stamped
+/// bridge (teardown would remove them), and the lab's interface names and
+/// routing rule priorities are free.
+pub(crate) fn preflight(here: &Netns, names: &[&str], priorities: &[u32]) -> Result<(), LabError> {
+    let live = here.run(nft::read_live)??;
+    for (family, word) in [(TableFamily::Inet, "inet"), (TableFamily::Bridge, "bridge")] {
+        if live.table(family).is_some() {
+            return Err(LabError::Refused(format!(
+                "this host already has a `table {word} corral`; the test would replace a live ruleset. Run it on a host without corral state (or `corral host teardown` first if that state is stale)"
+            )));
+        }
+    }
+    let (stamped, taken) = here.run_async(|| async {
+        let links = Links::connect()?;
+        let stamped: Vec<String> = links
+            .stamped_bridges()
+            .await?
+            .into_iter()
+            .map(|l| l.name)
+            .collect();
+        let mut taken = Vec::new();
+        for name in names {
+            if links.get(name).await?.is_some() {
+                taken.push((*name).to_owned());
+            }
+        }
+        Ok::<_, LinkError>((stamped, taken))
+    })??;
+    if !stamped.is_empty() {
+        return Err(LabError::Refused(format!(
+            "this host has corral-managed bridges ({}); teardown would delete them",
+            stamped.join(", ")
+        )));
+    }
+    if !taken.is_empty() {
+        return Err(LabError::Refused(format!(
+            "interface(s) {} already exist; a previous run may have leaked them",
+            taken.join(", ")
+        )));
+    }
+    let rules = here.run_async(|| async {
+        let links = Links::connect()?;
+        sweep_stale_rules(&links).await?;
+        let msgs: Vec<RuleMessage> = links
+            .handle()
+            .rule()
+            .get(rtnetlink::IpVersion::V4)
+            .execute()
+            .try_collect()
+            .await
+            .map_err(|e| netlink_error("list routing rules", e))?;
+        Ok::<_, LabError>(msgs)
+    })??;
+    let taken_priority = rules
+        .iter()
+        .flat_map(|r| &r.attributes)
+        .find_map(|a| match a {
+            RuleAttribute::Priority(p) if priorities.contains(p) => Some(*p),
+            _ => None,
+        });
+    if let Some(p) = taken_priority {
+        return Err(LabError::Refused(format!(
+            "routing rule priority {p} is taken"
+        )));
+    }
+    Ok(())
+}
+
+/// Rule priorities the labs use: [`HostLab`] from 9000, the built-in
+/// profiles' lab from 8000.
+pub(super) const LAB_PRIORITIES: [std::ops::Range<u32>; 2] = [8000..8800, 9000..9400];
+
+/// Routing tables the labs create (`0xc0_0000 + n`, `0xc1_0000 + priority`).
+pub(super) const LAB_TABLES: std::ops::Range<u32> = 0x00c0_0000..0x00c2_0000;
+
+/// Removes the routing rules a lab killed before its clean-up left behind.
+/// The caller holds the host lock, so no live lab owns any of them; left
+/// in place, a stale `iif <bridge> unreachable` of an earlier run (the
+/// built-in bridge names repeat) shadows the next lab's routes and every
+/// allowed destination looks blocked.
+pub(super) async fn sweep_stale_rules(links: &Links) -> Result<(), LabError> {
+    for version in [rtnetlink::IpVersion::V4, rtnetlink::IpVersion::V6] {
+        let msgs: Vec<RuleMessage> = links
+            .handle()
+            .rule()
+            .get(version)
+            .execute()
+            .try_collect()
+            .await
+            .map_err(|e| netlink_error("list routing rules", e))?;
+        for rule in msgs {
+            let priority = rule.attributes.iter().find_map(|a| match a {
+                RuleAttribute::Priority(p) => Some(*p),
+                _ => None,
+            });
+            let table = rule.attributes.iter().find_map(|a| match a {
+                RuleAttribute::Table(t) => Some(*t),
+                _ => None,
+            });
+            let ours = priority.is_some_and(|p| LAB_PRIORITIES.iter().any(|r| r.contains(&p)))
+                && (table.is_some_and(|t| LAB_TABLES.contains(&t))
+                    || rule.header.action == RuleAction::Unreachable);
+            if ours {
+                eprintln!(
+                    "removing routing rule priority {priority:?} table {table:?}: a killed test lab left it behind"
+                );
+                links
+                    .handle()
+                    .rule()
+                    .del(rule)
+                    .execute()
+                    .await
+                    .map_err(|e| netlink_error("remove a stale lab routing rule", e))?;
+            }
+        }
+    }
+    Ok(())
+}
