@@ -4,15 +4,16 @@
 //! host lab's configuration and state directory.
 
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use corral_provider_incus::api::Instance;
-use corral_provider_incus::{IncusClient, IncusConfig, IncusProvider};
+use corral_provider_incus::{IncusClient, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
 use corral_tests::hostlab::HostLab;
 use http::Method;
 use serde_json::json;
 
-use super::{Run, corral};
+use super::{CORRAL, Run, corral};
 
 /// A current-thread runtime for one blocking call.
 pub fn runtime() -> tokio::runtime::Runtime {
@@ -157,4 +158,31 @@ pub fn in_state(state: &Path, args: &[&str]) -> Run {
     let mut all: Vec<&str> = args.to_vec();
     all.extend(["--state-dir", state.to_str().unwrap()]);
     corral(&all)
+}
+
+/// `corral ARGS…` with standard input from `/dev/null` (no terminal).
+pub fn no_terminal(args: &[&str]) -> Run {
+    Command::new(CORRAL)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+        .into()
+}
+
+/// `corral exec NAME -- cat PATH`, its standard output.
+pub fn cat(name: &str, path: &str) -> String {
+    corral(&["exec", name, "-n", "--", "cat", path])
+        .expect_code(0)
+        .stdout
+}
+
+/// A plain sandbox from the test image, running.
+pub fn plain(state: &Path, name: &str) {
+    in_state(
+        state,
+        &["new", name, "--no-network", "--image", TEST_IMAGE_ALIAS],
+    )
+    .expect_code(0);
 }
