@@ -26,9 +26,10 @@
 //! - [`fingerprint`]: the comparable text of a planned rule.
 //! - [`apply_with_fault`]: [`apply`] plus a deliberate error, for fault tests.
 //!
-//! Module map: `obj` (owned libnftnl objects), `expr` (plan matches →
-//! expressions, rule text), `set` (interval elements on the wire), `batch`
-//! (one contiguous transaction), `socket` (send/ack/dump), `apply`,
+//! Module map: `obj` (owned libnftnl objects), `limits` (the lengths
+//! libnftnl accepts), `expr` (plan matches → expressions, rule text),
+//! `set` (interval elements on the wire), `batch` (one contiguous
+//! transaction), `socket` (send/ack/dump), `apply`,
 //! `readback`, `counters`, `udata` (how `nft` is told to show a set's keys).
 
 mod apply;
@@ -37,6 +38,7 @@ mod concat;
 mod counters;
 mod decode;
 mod expr;
+mod limits;
 mod obj;
 mod readback;
 mod set;
