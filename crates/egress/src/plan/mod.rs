@@ -35,6 +35,8 @@ pub mod guard;
 pub mod keyed;
 pub mod model;
 pub mod names;
+mod origins;
+mod ranges;
 pub mod render;
 pub mod reserved;
 pub mod trace;
@@ -253,7 +255,7 @@ impl HostPlan {
             inet,
             bridge,
             bindings: Vec::new(),
-            origins: build::origins(profiles, resolution),
+            origins: origins::origins(profiles, resolution),
             dns_feeds: feeds::dns_feeds(profiles),
         })
     }
