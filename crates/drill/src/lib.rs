@@ -84,8 +84,36 @@ pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, Dr
     let attacks = attack::l3::derive(profiles, &lab.topo);
     let all: Vec<usize> = (0..attacks.len()).collect();
     lab.control()?;
-    let control = schedule::run_all(&lab, &planned, opts.timeout);
-    let attack_control = schedule::run_attacks(&lab, &attacks, &all, opts.timeout);
+    let mut control = schedule::run_all(&lab, &planned, opts.timeout);
+    let mut attack_control = schedule::run_attacks(&lab, &attacks, &all, opts.timeout);
+    // A control's first contact can meet a path still settling (IPv6
+    // duplicate-address detection on the LAN, neighbour discovery); one
+    // more try, still before corral's rules exist, tells a slow start from
+    // a destination that is really unreachable without corral (a row whose
+    // control fails again is `not_run`, as before).
+    let again: Vec<usize> = (0..control.len())
+        .filter(|i| !control[*i].observed.reached())
+        .collect();
+    if !again.is_empty() {
+        let retry: Vec<PlannedProbe> = again.iter().map(|i| planned[*i].clone()).collect();
+        for (i, r) in again
+            .iter()
+            .zip(schedule::run_all(&lab, &retry, opts.timeout))
+        {
+            control[*i] = r;
+        }
+    }
+    let again: Vec<usize> = (0..attack_control.len())
+        .filter(|i| !attack_control[*i].0.reached())
+        .collect();
+    if !again.is_empty() {
+        for (i, r) in again
+            .iter()
+            .zip(schedule::run_attacks(&lab, &attacks, &again, opts.timeout))
+        {
+            attack_control[*i] = r;
+        }
+    }
     let l2_attacks = attack::l2::plan(&lab);
     let l2_control = schedule::l2(&lab, &l2_attacks);
     lab.apply()?;
