@@ -17,13 +17,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::incus::{PrefixCleanup, runtime};
-use common::{Server, request};
+use common::{Server, as_user, request};
 use corral_provider_incus::{IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
 use corral_sandbox_core::SandboxName;
 use corral_sandbox_core::sandbox::{SandboxProvider as _, SandboxSpec};
 use corral_service::Store;
 use corral_test_support::TestUser;
-use serde_json::{Value, json};
+use serde_json::json;
 
 fn provider(socket: &Path) -> IncusProvider {
     let mut config = IncusConfig::local();
@@ -43,46 +43,6 @@ fn recorded(state: &Path, prefix: &str) -> BTreeSet<String> {
         .map(|r| r.name)
         .filter(|n| n.starts_with(prefix))
         .collect()
-}
-
-/// `method path [body]` on the socket as `user`, through curl (a real
-/// client process under that uid); the status and the JSON body.
-fn as_user(
-    user: &TestUser,
-    sock: &Path,
-    method: &str,
-    path: &str,
-    body: Option<&Value>,
-) -> (u16, Value) {
-    let mut cmd = user.command("curl");
-    cmd.args([
-        "-sS",
-        "-o",
-        "-",
-        "-w",
-        "\n%{http_code}",
-        "-X",
-        method,
-        "--unix-socket",
-    ])
-    .arg(sock);
-    if let Some(b) = body {
-        cmd.args(["-H", "Content-Type: application/json", "--data-binary"])
-            .arg(b.to_string());
-    }
-    let out = cmd.arg(format!("http://localhost{path}")).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
-    let status: u16 = status
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("curl said: {text} {}", String::from_utf8_lossy(&out.stderr)));
-    let json = if body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
-    };
-    (status, json)
 }
 
 #[test]

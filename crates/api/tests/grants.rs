@@ -11,14 +11,13 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use axum::http::Method;
 use common::incus::{PrefixCleanup, raw_client, runtime};
-use common::{Server, corral_bin, request};
+use common::{Server, as_user, corral_bin, request};
 use corral_provider_incus::{IncusClient, TEST_IMAGE_ALIAS};
 use corral_service::Store;
 use corral_test_support::TestUser;
@@ -40,38 +39,6 @@ fn corral(state: &Path, socket: &Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// `method path [body]` on the socket as `user` (curl under its uid).
-fn as_user(
-    user: &TestUser,
-    sock: &Path,
-    method: &str,
-    path: &str,
-    body: Option<&Value>,
-) -> (u16, Value) {
-    let mut cmd = Command::new("curl");
-    cmd.uid(user.uid).gid(user.gid).current_dir("/");
-    cmd.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method])
-        .arg("--unix-socket")
-        .arg(sock);
-    if let Some(b) = body {
-        cmd.args(["-H", "Content-Type: application/json", "--data-binary"])
-            .arg(b.to_string());
-    }
-    let out = cmd.arg(format!("http://localhost{path}")).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
-    let status: u16 = status
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("curl said: {text} {}", String::from_utf8_lossy(&out.stderr)));
-    let json = if body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
-    };
-    (status, json)
 }
 
 fn as_root(sock: &Path, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {

@@ -6,7 +6,7 @@
 //! Each serialises as one JSON object tagged by `event`, the same tag the
 //! lifecycle events use, so one stream carries both (docs/json-schema.md).
 
-use std::net::IpAddr;
+use core::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 

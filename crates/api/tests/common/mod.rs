@@ -302,3 +302,44 @@ pub fn corral_bin() -> PathBuf {
     );
     bin
 }
+
+/// `method path [body]` on the socket as `user`, through curl (a real
+/// client process under that uid); the status and the JSON body.
+#[allow(dead_code)]
+pub fn as_user(
+    user: &corral_test_support::TestUser,
+    sock: &std::path::Path,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
+    let mut cmd = user.command("curl");
+    cmd.args([
+        "-sS",
+        "-o",
+        "-",
+        "-w",
+        "\n%{http_code}",
+        "-X",
+        method,
+        "--unix-socket",
+    ])
+    .arg(sock);
+    if let Some(b) = body {
+        cmd.args(["-H", "Content-Type: application/json", "--data-binary"])
+            .arg(b.to_string());
+    }
+    let out = cmd.arg(format!("http://localhost{path}")).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+    let status: u16 = status
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("curl said: {text} {}", String::from_utf8_lossy(&out.stderr)));
+    let json = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+    };
+    (status, json)
+}
