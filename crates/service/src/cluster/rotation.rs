@@ -1,95 +1,12 @@
-//! Incus cluster members as corral trusts them: a member's attestation
-//! (what its corral proves about its own enforcement) and the rotation
-//! (which members may take profiled work, which are drained and why).
-//!
-//! Incus decides membership and reports a member online, evacuated or
-//! offline; corral adds that a member takes profiled work only while its
-//! last attestation passed and is younger than the attestation interval.
-//! An attestation that fails, or none in time, drains the member; a
-//! passing one puts it back. This module is the decision; carrying an
-//! attestation between corrald instances (mutually authenticated TLS) is
-//! not built yet (docs/cluster.md), so today the attestation is taken by
-//! the corral that applied the member's enforcement, in its namespace.
+//! Which members may take profiled work, which are drained and why.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use corral_gateway::GatewayStatus;
 use corral_provider_incus::ClusterMember;
-use corral_sandbox_core::Config;
 use serde::Serialize;
 
-use crate::host::{HostService, Planned};
-
-/// What a member's corral proves about its enforcement at one moment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Attestation {
-    /// The member.
-    pub member: String,
-    /// When the read-back was taken.
-    #[serde(skip)]
-    pub taken_at: SystemTime,
-    /// The member enforces exactly the placing side's configuration (its
-    /// canonical rendering is equal).
-    pub config_matches: bool,
-    /// Every difference between the member's plan and its kernel (empty:
-    /// read-back in sync).
-    pub drift: Vec<String>,
-    /// Profile bridges whose gateway is not running.
-    pub gateways_down: Vec<String>,
-}
-
-impl Attestation {
-    /// Why it does not pass; empty when it does.
-    pub fn failures(&self) -> Vec<String> {
-        let mut why = Vec::new();
-        if !self.config_matches {
-            why.push("enforces a different configuration".to_owned());
-        }
-        if !self.drift.is_empty() {
-            why.push(format!("read-back differs: {}", self.drift.join("; ")));
-        }
-        if !self.gateways_down.is_empty() {
-            why.push(format!(
-                "gateway not running for {}",
-                self.gateways_down.join(", ")
-            ));
-        }
-        why
-    }
-}
-
-/// Take `member`'s attestation: its enforcement (`host`, which applied
-/// `planned` in the member's namespace) read back against `planned` (with
-/// the member's own networks, as apply completes it), its
-/// configuration compared with `expected` (the placing side's), its
-/// gateways' processes checked.
-pub fn attest(
-    member: &str,
-    expected: &Config,
-    planned: &Planned,
-    host: &HostService,
-) -> Result<Attestation, String> {
-    // With the member's own networks, as its apply enforced them.
-    let complete = host
-        .complete(planned)
-        .map_err(|e| format!("{member}: cannot read its own networks: {e}"))?;
-    let drift = host
-        .plan_diff(&complete)
-        .map_err(|e| format!("{member}: read-back failed: {e}"))?;
-    let gateways_down = corral_gateway::status_recorded(host.state_dir())
-        .into_iter()
-        .filter(|g| !matches!(g.status, GatewayStatus::Running { .. }))
-        .map(|g| g.bridge)
-        .collect();
-    Ok(Attestation {
-        member: member.to_owned(),
-        taken_at: SystemTime::now(),
-        config_matches: expected.to_toml_string() == planned.config.to_toml_string(),
-        drift: drift.iter().map(ToString::to_string).collect(),
-        gateways_down,
-    })
-}
+use super::Attestation;
 
 /// Where a member stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
