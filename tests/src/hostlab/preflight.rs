@@ -49,6 +49,7 @@ pub(crate) fn preflight(here: &Netns, names: &[&str], priorities: &[u32]) -> Res
             taken.join(", ")
         )));
     }
+    sweep_stale_gateways(names);
     let rules = here.run_async(|| async {
         let links = Links::connect()?;
         sweep_stale_rules(&links).await?;
@@ -75,6 +76,74 @@ pub(crate) fn preflight(here: &Netns, names: &[&str], priorities: &[u32]) -> Res
         )));
     }
     Ok(())
+}
+
+/// Stops the dnsmasq gateways a killed lab left behind for one of `bridges`.
+/// A gateway keeps its socket on the lab's address after the bridge is
+/// gone, so the next lab with that address could not start its own. Only
+/// gateways whose configuration lives under the temporary directory (a
+/// lab's state directory) and names one of the lab's bridges are stopped:
+/// the caller holds the host lock and has checked those bridges do not
+/// exist, so no live lab or deployment owns them.
+fn sweep_stale_gateways(bridges: &[&str]) {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let tmp = std::env::temp_dir();
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if !args
+            .first()
+            .is_some_and(|a| std::path::Path::new(a).ends_with("dnsmasq"))
+        {
+            continue;
+        }
+        let Some(conf) = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--conf-file="))
+            .map(std::path::PathBuf::from)
+        else {
+            continue;
+        };
+        if !conf.starts_with(&tmp) {
+            continue;
+        }
+        let head = std::fs::read_to_string(&conf).unwrap_or_default();
+        let first = head.lines().next().unwrap_or_default();
+        if let Some(bridge) = bridges
+            .iter()
+            .find(|b| first.contains(&format!("on bridge `{b}`")))
+        {
+            eprintln!(
+                "stopping dnsmasq {pid} ({}): a killed test lab left its gateway for `{bridge}` behind",
+                conf.display()
+            );
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            // Its sockets are free once it is gone (reaped by init).
+            for _ in 0..100 {
+                if !entry.path().exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+    }
 }
 
 /// Rule priorities the labs use: [`HostLab`] from 9000, the built-in
@@ -126,4 +195,54 @@ pub(super) async fn sweep_stale_rules(links: &Links) -> Result<(), LabError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::{Command, Stdio};
+
+    /// A dnsmasq like a lab's gateway, its configuration in a temporary
+    /// directory naming `bridge`, serving nothing.
+    fn fake_gateway(dir: &std::path::Path, bridge: &str) -> std::process::Child {
+        let conf = dir.join(format!("{bridge}.conf"));
+        std::fs::write(
+            &conf,
+            format!("# corral gateway for profile `t` on bridge `{bridge}`; test\nport=0\n"),
+        )
+        .unwrap();
+        Command::new("dnsmasq")
+            .arg(format!("--conf-file={}", conf.display()))
+            .arg("--keep-in-foreground")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_killed_labs_gateway_is_stopped_and_no_other() {
+        if !corral_test_support::gate::root()
+            || !corral_test_support::gate::tool("dnsmasq", "dnsmasq")
+        {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut stale = fake_gateway(dir.path(), "csweep1");
+        let mut other = fake_gateway(dir.path(), "csweep2");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(stale.try_wait().unwrap().is_none(), "the fake gateway runs");
+        super::sweep_stale_gateways(&["csweep1"]);
+        let stale_status = stale.wait().unwrap();
+        let other_running = other.try_wait().unwrap().is_none();
+        let _ = other.kill();
+        let _ = other.wait();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            stale_status.signal(),
+            Some(9),
+            "the stale gateway was killed"
+        );
+        // Control: a gateway for a bridge the lab does not use is left alone.
+        assert!(other_running, "a gateway for another bridge kept running");
+    }
 }
