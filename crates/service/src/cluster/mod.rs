@@ -6,15 +6,19 @@
 //! offline; corral adds that a member takes profiled work only while its
 //! last attestation passed and is younger than the attestation interval.
 //! An attestation that fails, or none in time, drains the member; a
-//! passing one puts it back. This module is the decision; carrying an
-//! attestation between corrald instances (mutually authenticated TLS) is
-//! not built yet (docs/cluster.md), so today the attestation is taken by
-//! the corral that applied the member's enforcement, in its namespace.
+//! passing one puts it back. This module is the decision and the
+//! transport: a member's corrald serves its attestation
+//! (`corral.attestation.v1`, [`AttestationDoc`]) over mutually
+//! authenticated TLS ([`tls`]), and [`RemoteAttester`] asks for it; the
+//! in-process [`attest`] takes and judges one the same way.
 
 mod attestation;
+pub mod remote;
 mod rotation;
 pub mod settings;
+pub mod tls;
 
-pub use attestation::{Attestation, Attester, attest};
+pub use attestation::{Attestation, AttestationDoc, Attester, SCHEMA, attest, config_sha256};
+pub use remote::RemoteAttester;
 pub use rotation::{Change, Rotation, Standing};
 pub use settings::{ClusterSettings, Peer};

@@ -1,0 +1,232 @@
+//! Asking another member's corrald for its attestation over mutually
+//! authenticated TLS: this member's certificate as the client's, the
+//! server's certificate checked against the cluster CA and the name of the
+//! member asked, one `GET /v1/cluster/attestation` within a timeout, and
+//! the answer judged against this member's configuration.
+
+use std::time::Duration;
+
+use corral_sandbox_core::Config;
+use http_body_util::{BodyExt as _, Empty, Limited};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use super::attestation::{AttestationDoc, SCHEMA, config_sha256};
+use super::tls::{Identity, TlsError, server_name};
+use super::{Attestation, Attester, ClusterSettings};
+
+/// The path a member's corrald serves its attestation on.
+pub const ATTESTATION_PATH: &str = "/v1/cluster/attestation";
+
+/// The longest an attestation may take, whatever the interval.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The largest answer read: an attestation is a few kilobytes even with
+/// every rule drifted.
+const MAX_ANSWER: usize = 1 << 20;
+
+/// Asks members' corrald for attestations (see the module docs).
+#[derive(Clone)]
+pub struct RemoteAttester {
+    /// Member name → `host:port` of its listener.
+    endpoints: Vec<(String, String)>,
+    tls: TlsConnector,
+    expected_sha256: String,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for RemoteAttester {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteAttester")
+            .field("endpoints", &self.endpoints)
+            .field("expected_sha256", &self.expected_sha256)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RemoteAttester {
+    /// An attester for `settings`' peers (and the member itself, at its own
+    /// listener), judging answers against `expected` (this member's
+    /// configuration). Each attestation gets min(interval / 2, 5 s).
+    pub fn new(settings: &ClusterSettings, expected: &Config) -> Result<Self, TlsError> {
+        let identity = Identity::load(settings)?;
+        let mut endpoints: Vec<(String, String)> = settings
+            .peers
+            .iter()
+            .map(|p| {
+                let address = p.url.strip_prefix("https://").unwrap_or(&p.url);
+                (p.name.clone(), address.to_owned())
+            })
+            .collect();
+        endpoints.push((settings.member.clone(), settings.listen.to_string()));
+        Ok(Self {
+            endpoints,
+            tls: TlsConnector::from(identity.client_config()?),
+            expected_sha256: config_sha256(expected),
+            timeout: (settings.interval / 2).min(MAX_TIMEOUT),
+        })
+    }
+
+    /// How long one attestation may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The same attester with another timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// `member`'s answer, unjudged.
+    pub async fn fetch(&self, member: &str) -> Result<AttestationDoc, String> {
+        let Some((_, address)) = self.endpoints.iter().find(|(m, _)| m == member) else {
+            return Err(format!(
+                "`{member}` is not a peer in this member's cluster settings"
+            ));
+        };
+        let at = format!("{member} (https://{address})");
+        let doc = tokio::time::timeout(self.timeout, self.get(member, address, &at))
+            .await
+            .map_err(|_| format!("no answer from {at} within {} ms", self.timeout.as_millis()))??;
+        if doc.member != member {
+            return Err(format!(
+                "{at} answered for member `{}`, not for `{member}`",
+                doc.member
+            ));
+        }
+        Ok(doc)
+    }
+
+    async fn get(&self, member: &str, address: &str, at: &str) -> Result<AttestationDoc, String> {
+        let name = server_name(member).map_err(|e| format!("{at}: {e}"))?;
+        let tcp = TcpStream::connect(address)
+            .await
+            .map_err(|e| format!("no answer from {at}: {e}"))?;
+        let _ = tcp.set_nodelay(true);
+        let tls = self
+            .tls
+            .connect(name, tcp)
+            .await
+            .map_err(|e| refused(at, &e))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(|e| refused(at, &e))?;
+        let conn = tokio::spawn(conn);
+        let request = http::Request::get(ATTESTATION_PATH)
+            .header(http::header::HOST, member)
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| format!("{at}: cannot build the request: {e}"))?;
+        let answer = sender
+            .send_request(request)
+            .await
+            .map_err(|e| refused(at, &e))?;
+        let status = answer.status();
+        let body = Limited::new(answer.into_body(), MAX_ANSWER)
+            .collect()
+            .await
+            .map_err(|e| format!("{at}: reading the answer: {e}"))?
+            .to_bytes();
+        conn.abort();
+        if !status.is_success() {
+            return Err(format!(
+                "{at} answered HTTP {status}: {}",
+                String::from_utf8_lossy(&body).trim()
+            ));
+        }
+        let doc: AttestationDoc = serde_json::from_slice(&body)
+            .map_err(|e| format!("{at}: bad attestation JSON: {e}"))?;
+        if doc.schema != SCHEMA {
+            return Err(format!(
+                "{at}: bad attestation JSON: schema `{}`, expected `{SCHEMA}`",
+                doc.schema
+            ));
+        }
+        if doc.config_sha256.len() != 64
+            || !doc.config_sha256.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            return Err(format!(
+                "{at}: bad attestation JSON: config_sha256 `{}` is not a SHA-256 in hex",
+                doc.config_sha256
+            ));
+        }
+        Ok(doc)
+    }
+}
+
+#[async_trait::async_trait]
+impl Attester for RemoteAttester {
+    async fn attest(&self, member: &str) -> Result<Attestation, String> {
+        Ok(self.fetch(member).await?.judge(&self.expected_sha256))
+    }
+}
+
+/// What the TLS layer refused, in words, else the error as it is. With TLS
+/// 1.3 a server's refusal of the client certificate arrives after the
+/// client finished its handshake, so the request's error is read too.
+fn refused(at: &str, e: &(dyn std::error::Error + 'static)) -> String {
+    let Some(tls) = rustls_cause(e) else {
+        return format!("no answer from {at}: {e}");
+    };
+    let why = match tls {
+        rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer) => {
+            "its certificate is not signed by the cluster CA (unknown CA)".to_owned()
+        }
+        rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidForName
+            | rustls::CertificateError::NotValidForNameContext { .. },
+        ) => "its certificate does not name the member asked (wrong name)".to_owned(),
+        rustls::Error::AlertReceived(alert) => {
+            format!("it refused this member's certificate (TLS alert {alert:?})")
+        }
+        other => other.to_string(),
+    };
+    format!("{at}: TLS handshake refused: {why}")
+}
+
+/// The rustls error somewhere in `e`'s chain (io errors hide theirs behind
+/// `get_ref`, not `source`).
+fn rustls_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = next {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        if let Some(inner) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+        {
+            if let Some(tls) = inner.downcast_ref::<rustls::Error>() {
+                return Some(tls);
+            }
+            next = inner.source();
+            continue;
+        }
+        next = err.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rustls_error_is_found_inside_an_io_error() {
+        let io = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        );
+        let why = refused("m2 (https://x:1)", &io);
+        assert!(
+            why.contains("TLS handshake refused") && why.contains("unknown CA"),
+            "{why}"
+        );
+        let plain = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let why = refused("m2 (https://x:1)", &plain);
+        assert!(why.starts_with("no answer from m2"), "{why}");
+    }
+}
