@@ -4,12 +4,14 @@
 # busybox for the DHCP client used in tests, and nftables (only as the
 # benchmark baseline: corral itself never runs `nft`); for the tests, `passwd`
 # (useradd: a real second user), `fish` (a non-POSIX login shell) and `curl`
-# (an HTTP client run as that second user against corrald's socket).
+# (an HTTP client run as that second user against corrald's socket, and a TLS
+# client against its cluster listener); `openssl` makes cluster certificates
+# (scripts/cluster-certs.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 need_root "installing packages"
 apt_install pkg-config libnftnl-dev libmnl-dev gcc libc6-dev \
     dnsmasq-base busybox-static nftables iproute2 util-linux systemd ca-certificates \
-    passwd fish curl
+    passwd fish curl openssl
 find_cargo

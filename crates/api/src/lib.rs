@@ -25,12 +25,17 @@
 //! - `GET /v1/sandboxes/{name}/exec/stream` — a command with live streams
 //!   over a WebSocket.
 //!
+//! With `--cluster cluster.toml`, a second listener ([`cluster`]) serves
+//! other cluster members this member's attestation over mutually
+//! authenticated TLS, and nothing else.
+//!
 //! Every request passes [`guard`] first (who is calling, Host, body type
 //! and size); work is bounded by [`state::Limits`]. Every error answers
 //! `{"error": {"code", "message"}}` (see [`error`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cluster;
 pub mod encode;
 pub mod error;
 pub mod guard;

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::Parser;
+use corral_api::cluster::ClusterListener;
 use corral_api::guard::Token;
 use corral_api::serve::{self, DEFAULT_SOCKET};
 use corral_api::state::Limits;
@@ -112,6 +113,10 @@ struct Args {
     /// configuration's 60 s minimum does not apply; at least 1).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     reverify_interval_secs: Option<u64>,
+    /// This member's cluster.toml: serve its attestation to the peers it
+    /// names over mutually authenticated TLS (docs/cluster.md).
+    #[arg(long, value_name = "FILE")]
+    cluster: Option<PathBuf>,
 }
 
 /// Default `--exec-output-cap`: 1 MiB per stream.
@@ -178,6 +183,17 @@ fn main() -> ExitCode {
             print_error(&e);
             return ExitCode::from(2);
         }
+    };
+    // Cluster membership (docs/cluster.md): checked before anything is
+    // loaded or written; the listener starts with the server below. Its
+    // settings (`cluster.settings()`) are the ones the rotation runs on.
+    let cluster = match args.cluster.as_deref().map(ClusterListener::load) {
+        Some(Err(e)) => {
+            print_error(&anyhow::Error::new(e).context("--cluster"));
+            return ExitCode::from(2);
+        }
+        Some(Ok(c)) => Some(c),
+        None => None,
     };
     let loaded = match load(&ConfigSource {
         config: args.config.clone(),
@@ -334,6 +350,9 @@ fn main() -> ExitCode {
         }
         // The watchdog lives as long as the server.
         let _watchdog = tokio::spawn(watchdog.run());
+        if let Some(cluster) = cluster {
+            cluster.start(state.clone()).await?;
+        }
         serve::serve(
             state,
             listen,

@@ -1,0 +1,173 @@
+//! corrald's cluster listener (`corrald --cluster cluster.toml`): where
+//! other members ask this one for its attestation, over mutually
+//! authenticated TLS. It presents this member's certificate, requires a
+//! client certificate that chains to the cluster CA and names one of the
+//! peers (or this member, for a self-check), and serves only `GET
+//! /v1/cluster/attestation`, taken fresh per request in corrald's own
+//! namespace against what it applied. Everything else is 404; no token.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use corral_service::cluster::remote::ATTESTATION_PATH;
+use corral_service::cluster::settings::{self, ClusterSettingsError};
+use corral_service::cluster::tls::{Identity, TlsError};
+use corral_service::cluster::{AttestationDoc, ClusterSettings};
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::error::ApiError;
+use crate::setup::{IoContext as _, SetupError};
+use crate::state::AppState;
+
+/// A client gets this long to finish its TLS handshake.
+const HANDSHAKE: Duration = Duration::from_secs(10);
+
+/// A connection lives at most this long (an attestation takes well under a
+/// second; a client that holds one open gains nothing).
+const CONNECTION: Duration = Duration::from_secs(30);
+
+/// Connections served at once; more wait in the kernel's backlog.
+const CONNECTIONS: usize = 64;
+
+/// Why the cluster listener cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterSetupError {
+    /// cluster.toml is unreadable or invalid (file, line and field named).
+    #[error(transparent)]
+    Settings(#[from] ClusterSettingsError),
+    /// The CA, certificate or key are unusable or the key is exposed.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
+/// The cluster settings and this member's TLS server configuration, loaded
+/// and checked before corrald serves anything.
+#[derive(Debug, Clone)]
+pub struct ClusterListener {
+    settings: Arc<ClusterSettings>,
+    tls: Arc<rustls::ServerConfig>,
+}
+
+impl ClusterListener {
+    /// Read `path` (cluster.toml) and the material it names.
+    pub fn load(path: &Path) -> Result<Self, ClusterSetupError> {
+        let settings = settings::load(path)?;
+        let identity = Identity::load(&settings)?;
+        let mut allowed: Vec<String> = settings.peers.iter().map(|p| p.name.clone()).collect();
+        allowed.push(settings.member.clone());
+        let tls = identity.server_config(&allowed)?;
+        Ok(Self {
+            settings: Arc::new(settings),
+            tls,
+        })
+    }
+
+    /// The settings (the rotation's controller runs on the same ones).
+    pub fn settings(&self) -> &Arc<ClusterSettings> {
+        &self.settings
+    }
+
+    /// Bind `settings.listen` and serve attestations of `state`'s host in
+    /// the background (on the current runtime) until the runtime stops.
+    /// The bound address.
+    pub async fn start(self, state: AppState) -> Result<SocketAddr, SetupError> {
+        let listen = self.settings.listen;
+        let listener = TcpListener::bind(listen)
+            .await
+            .ctx(|| format!("cannot listen for cluster members on {listen}"))?;
+        let addr = listener
+            .local_addr()
+            .ctx(|| "cannot read the cluster listener's address".to_owned())?;
+        let router = router(Served {
+            member: self.settings.member.clone(),
+            state,
+        });
+        tokio::spawn(accept(listener, TlsAcceptor::from(self.tls), router));
+        tracing::info!(%addr, member = %self.settings.member, "cluster: serving attestations to peers over mutual TLS");
+        Ok(addr)
+    }
+}
+
+#[derive(Clone)]
+struct Served {
+    member: String,
+    state: AppState,
+}
+
+fn router(served: Served) -> Router {
+    Router::new()
+        .route(
+            ATTESTATION_PATH,
+            get(attestation).fallback(|| async { StatusCode::NOT_FOUND }),
+        )
+        .fallback(|| async { StatusCode::NOT_FOUND })
+        .with_state(Arc::new(served))
+}
+
+async fn accept(listener: TcpListener, tls: TlsAcceptor, router: Router) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS));
+    loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let (tcp, peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "cluster: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let tls = tls.clone();
+        let router = router.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let stream = match tokio::time::timeout(HANDSHAKE, tls.accept(tcp)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::warn!(%peer, error = %e, "cluster: refused a client at the TLS handshake");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(%peer, "cluster: no TLS handshake within {HANDSHAKE:?}");
+                    return;
+                }
+            };
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(router));
+            match tokio::time::timeout(CONNECTION, conn).await {
+                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "cluster: connection ended"),
+                Ok(Ok(())) => {}
+                Err(_) => tracing::debug!(%peer, "cluster: connection closed after {CONNECTION:?}"),
+            }
+        });
+    }
+}
+
+/// `GET /v1/cluster/attestation`: this member's read-back now, against
+/// what it applied (else its configuration), with the hash of that
+/// configuration.
+async fn attestation(State(served): State<Arc<Served>>) -> Response {
+    let taken = tokio::task::spawn_blocking(move || {
+        let host = served.state.host().map_err(|e| e.to_string())?;
+        let planned = served.state.plan_to_check().map_err(|e| e.to_string())?;
+        AttestationDoc::take(&served.member, &planned, &host)
+    })
+    .await;
+    match taken {
+        Ok(Ok(doc)) => Json(doc).into_response(),
+        Ok(Err(e)) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "attestation_failed", e)
+            .into_response(),
+        Err(e) => ApiError::internal(e).into_response(),
+    }
+}
