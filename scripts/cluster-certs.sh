@@ -11,7 +11,8 @@
 #                          TLS server and as a TLS client certificate
 # DIR/MEMBER.key           its private key
 #
-# Keys are ECDSA P-256, mode 0600; certificates 0644. An existing member's
+# Keys are ECDSA P-256, mode 0600; certificates 0644. Each CA's name carries
+# a random tag, so a certificate of another cluster's CA is "unknown CA". An existing member's
 # files are never overwritten (remove them to re-issue). Copy ca.pem,
 # MEMBER.pem and MEMBER.key to MEMBER, owned by the user corrald runs as;
 # ca.key stays off the members.
@@ -42,7 +43,7 @@ if [ ! -e "$dir/ca.pem" ]; then
     openssl req -x509 -new -nodes -days "$ca_days" \
         -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
         -keyout "$dir/ca.key" -out "$dir/ca.pem" \
-        -subj "/CN=corral cluster CA" \
+        -subj "/CN=corral cluster CA $(openssl rand -hex 4)" \
         -addext "basicConstraints=critical,CA:TRUE,pathlen:0" \
         -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
     chmod 0600 "$dir/ca.key"

@@ -175,6 +175,10 @@ fn refused(at: &str, e: &(dyn std::error::Error + 'static)) -> String {
         rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer) => {
             "its certificate is not signed by the cluster CA (unknown CA)".to_owned()
         }
+        // Issued by a CA of the same name as the cluster's, but not by it.
+        rustls::Error::InvalidCertificate(rustls::CertificateError::BadSignature) => {
+            "its certificate is not signed by the cluster CA (bad signature)".to_owned()
+        }
         rustls::Error::InvalidCertificate(
             rustls::CertificateError::NotValidForName
             | rustls::CertificateError::NotValidForNameContext { .. },
