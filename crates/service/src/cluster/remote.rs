@@ -92,13 +92,7 @@ impl RemoteAttester {
         let doc = tokio::time::timeout(self.timeout, self.get(member, address, &at))
             .await
             .map_err(|_| format!("no answer from {at} within {} ms", self.timeout.as_millis()))??;
-        if doc.member != member {
-            return Err(format!(
-                "{at} answered for member `{}`, not for `{member}`",
-                doc.member
-            ));
-        }
-        Ok(doc)
+        answered_for(&at, member, doc)
     }
 
     async fn get(&self, member: &str, address: &str, at: &str) -> Result<AttestationDoc, String> {
@@ -115,7 +109,9 @@ impl RemoteAttester {
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
             .map_err(|e| refused(at, &e))?;
-        let conn = tokio::spawn(conn);
+        // Aborted when this future is dropped (timeout): a server that
+        // stalls after the handshake holds no task and no socket.
+        let _conn = AbortOnDrop(tokio::spawn(conn));
         let request = http::Request::get(ATTESTATION_PATH)
             .header(http::header::HOST, member)
             .body(Empty::<Bytes>::new())
@@ -130,31 +126,55 @@ impl RemoteAttester {
             .await
             .map_err(|e| format!("{at}: reading the answer: {e}"))?
             .to_bytes();
-        conn.abort();
-        if !status.is_success() {
-            return Err(format!(
-                "{at} answered HTTP {status}: {}",
-                String::from_utf8_lossy(&body).trim()
-            ));
-        }
-        let doc: AttestationDoc = serde_json::from_slice(&body)
-            .map_err(|e| format!("{at}: bad attestation JSON: {e}"))?;
-        if doc.schema != SCHEMA {
-            return Err(format!(
-                "{at}: bad attestation JSON: schema `{}`, expected `{SCHEMA}`",
-                doc.schema
-            ));
-        }
-        if doc.config_sha256.len() != 64
-            || !doc.config_sha256.bytes().all(|b| b.is_ascii_hexdigit())
-        {
-            return Err(format!(
-                "{at}: bad attestation JSON: config_sha256 `{}` is not a SHA-256 in hex",
-                doc.config_sha256
-            ));
-        }
-        Ok(doc)
+        parse_answer(at, status, &body)
     }
+}
+
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The answer of the member at `at`: a 2xx with a `corral.attestation.v1`
+/// document, else why not.
+fn parse_answer(at: &str, status: http::StatusCode, body: &[u8]) -> Result<AttestationDoc, String> {
+    if !status.is_success() {
+        return Err(format!(
+            "{at} answered HTTP {status}: {}",
+            String::from_utf8_lossy(body).trim()
+        ));
+    }
+    let doc: AttestationDoc =
+        serde_json::from_slice(body).map_err(|e| format!("{at}: bad attestation JSON: {e}"))?;
+    if doc.schema != SCHEMA {
+        return Err(format!(
+            "{at}: bad attestation JSON: schema `{}`, expected `{SCHEMA}`",
+            doc.schema
+        ));
+    }
+    if doc.config_sha256.len() != 64 || !doc.config_sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "{at}: bad attestation JSON: config_sha256 `{}` is not a SHA-256 in hex",
+            doc.config_sha256
+        ));
+    }
+    Ok(doc)
+}
+
+/// `doc` when it is `member`'s: an answer for another member (a
+/// misconfigured server holding `member`'s certificate) is no attestation
+/// of `member`.
+fn answered_for(at: &str, member: &str, doc: AttestationDoc) -> Result<AttestationDoc, String> {
+    if doc.member != member {
+        return Err(format!(
+            "{at} answered for member `{}`, not for `{member}`",
+            doc.member
+        ));
+    }
+    Ok(doc)
 }
 
 #[async_trait::async_trait]
@@ -217,6 +237,55 @@ fn rustls_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rust
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const AT: &str = "m2 (https://10.0.0.2:8444)";
+
+    fn body(member: &str, schema: &str, sha: &str) -> Vec<u8> {
+        serde_json::json!({
+            "schema": schema, "member": member, "taken_at": 1,
+            "config_sha256": sha, "drift": [], "gateways_down": [],
+            "added_later": "a reader ignores fields it does not know",
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    #[test]
+    fn every_bad_answer_says_what_is_wrong() {
+        let ok = http::StatusCode::OK;
+        let sha = "0f".repeat(32);
+        let doc = parse_answer(AT, ok, &body("m2", SCHEMA, &sha)).unwrap();
+        assert_eq!(answered_for(AT, "m2", doc).unwrap().config_sha256, sha);
+        for (status, answer, expected) in [
+            (
+                http::StatusCode::INTERNAL_SERVER_ERROR,
+                b"{\"error\":{\"code\":\"attestation_failed\"}}".to_vec(),
+                "answered HTTP 500 Internal Server Error: {\"error\"",
+            ),
+            (
+                ok,
+                b"<html>".to_vec(),
+                "bad attestation JSON: expected value",
+            ),
+            (ok, b"{}".to_vec(), "bad attestation JSON: missing field"),
+            (
+                ok,
+                body("m2", "corral.attestation.v2", &sha),
+                "schema `corral.attestation.v2`, expected `corral.attestation.v1`",
+            ),
+            (
+                ok,
+                body("m2", SCHEMA, "abc"),
+                "config_sha256 `abc` is not a SHA-256",
+            ),
+        ] {
+            let e = parse_answer(AT, status, &answer).unwrap_err();
+            assert!(e.starts_with(AT) && e.contains(expected), "{e}");
+        }
+        let doc = parse_answer(AT, ok, &body("m1", SCHEMA, &sha)).unwrap();
+        let e = answered_for(AT, "m2", doc).unwrap_err();
+        assert!(e.contains("answered for member `m1`, not for `m2`"), "{e}");
+    }
 
     #[test]
     fn a_rustls_error_is_found_inside_an_io_error() {
