@@ -16,7 +16,9 @@ use nftnl_sys as sys;
 use super::NftError;
 use super::concat;
 use super::obj::{Expr, ExprRef, Rule, cstr};
-use crate::plan::{AddrFamily, Field, MapField, Match, RejectKind, RulePlan, TableFamily, Verdict};
+use crate::plan::{
+    AddrFamily, Field, MapField, Match, PayloadBase, RejectKind, RulePlan, TableFamily, Verdict,
+};
 
 const REG1: u32 = libc::NFT_REG_1 as u32;
 const REG_VERDICT: u32 = libc::NFT_REG_VERDICT as u32;
@@ -401,6 +403,25 @@ fn vmap_exprs(
         MapField::IifName => (Field::IifName, Vec::new()),
         MapField::OifName => (Field::OifName, Vec::new()),
         MapField::Saddr(f) => (Field::IpSaddr(f), ctx.need(family, Proto::Ip(f))?),
+        MapField::Daddr(f) => {
+            let (offset, len) = addr_field(f, true);
+            let at = Field::Raw {
+                base: PayloadBase::Network,
+                offset,
+                len,
+            };
+            (at, ctx.need(family, Proto::Ip(f))?)
+        }
+        MapField::ArpSaddr => (Field::ArpSenderIp, ctx.need(family, Proto::Arp)?),
+        // Target protocol address of an Ethernet/IPv4 ARP packet.
+        MapField::ArpDaddr => (
+            Field::Raw {
+                base: PayloadBase::Network,
+                offset: 24,
+                len: 4,
+            },
+            ctx.need(family, Proto::Arp)?,
+        ),
     };
     let mut v = deps;
     v.push(concat::load(load, REG1)?);

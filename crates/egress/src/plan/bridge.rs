@@ -24,18 +24,19 @@
 //! - `forward` (frames from one port to another): every frame from or to a
 //!   bound or quarantined port is dropped, whatever it carries; then, for
 //!   ports corral does not know yet, frames carrying a profile's addresses
-//!   (`<profile>-ports`).
+//!   (`<profile>-ports`, reached through verdict maps keyed by the
+//!   profiles' subnets: `super::unknown_ports`).
 //!
 //! The kernels we run on lack `CONFIG_NFT_BRIDGE_META` (`meta ibrname`
 //! fails with EOPNOTSUPP), so a rule cannot name the bridge: ports are
 //! named instead (bound ports, and ports found on corral's bridges), and
 //! for ports not named yet the profiles' subnets identify their frames.
 
-use corral_sandbox_core::{Profile, ProfileSet};
+use corral_sandbox_core::ProfileSet;
 use ipnet::{IpNet, Ipv4Net};
 
 use super::bindings::PortBinding;
-use super::build::{base, chain};
+use super::build::base;
 use super::keyed::{Field, KeyPart, KeyValue, KeyedKind, KeyedSetPlan, Limit, PayloadBase};
 use super::model::{
     AddrFamily, ChainPlan, ChainType, Hook, L4Proto, Match, RulePlan, TABLE_NAME, TableFamily,
@@ -229,12 +230,7 @@ pub(super) fn table(profiles: &ProfileSet, bindings: &[PortBinding]) -> TablePla
         fwd("quarantined", Field::OifName, sets::QUARANTINE),
     ]
     .concat();
-    for p in profiles {
-        t.keyed_sets.push(droplog::meter_plan(&p.name));
-        let rules = droplog::tap(&p.name, "ports", "unbound", subnet_rules(p));
-        t.chains.push(chain(&names::ports_chain(&p.name), p, rules));
-        forward.push(r(vec![], jump(&names::ports_chain(&p.name))));
-    }
+    forward.extend(super::unknown_ports::dispatch(&mut t, profiles));
     t.chains.push(base(
         chains::PREROUTING,
         ChainType::Filter,
@@ -574,22 +570,4 @@ fn port_chains() -> Vec<ChainPlan> {
         plain(chains::PORT_IN, port_in),
         plain(chains::QUARANTINE_IN, quarantine_in),
     ]
-}
-
-/// Frames between ports corral does not know yet that carry the
-/// profile's addresses (as source, destination, ARP sender or target).
-fn subnet_rules(p: &Profile) -> Vec<RulePlan> {
-    let v4 = IpNet::V4(p.subnet_v4.trunc());
-    let mut rules = vec![
-        r(vec![Match::SaddrIn(v4)], Verdict::Drop),
-        r(vec![Match::DaddrIn(v4)], Verdict::Drop),
-        r(vec![Match::ArpTargetIn(p.subnet_v4.trunc())], Verdict::Drop),
-        r(vec![Match::ArpSenderIn(p.subnet_v4.trunc())], Verdict::Drop),
-    ];
-    if let Some(v6) = p.subnet_v6 {
-        let v6 = IpNet::V6(v6.trunc());
-        rules.push(r(vec![Match::SaddrIn(v6)], Verdict::Drop));
-        rules.push(r(vec![Match::DaddrIn(v6)], Verdict::Drop));
-    }
-    rules
 }

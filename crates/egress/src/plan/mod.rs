@@ -40,6 +40,7 @@ mod ranges;
 pub mod render;
 pub mod reserved;
 pub mod trace;
+mod unknown_ports;
 pub mod vmap;
 
 #[cfg(test)]

@@ -181,10 +181,36 @@ fn internet_none_host_and_bridge_chains() {
             "oifname @ports counter drop",
             "iifname @quarantine counter drop",
             "oifname @quarantine counter drop",
-            "counter jump dev-ports",
-            "counter jump web-ports",
-            "counter jump iso-ports",
+            "counter ip saddr vmap @ports4_by_addr",
+            "counter ip daddr vmap @ports4_by_addr",
+            "counter arp saddr ip vmap @ports4_by_addr",
+            "counter arp daddr ip vmap @ports4_by_addr",
+            "counter ip6 saddr vmap @ports6_by_addr",
+            "counter ip6 daddr vmap @ports6_by_addr",
         ]
+    );
+    let bridge_map = |name: &str| {
+        plan.bridge
+            .maps
+            .iter()
+            .find(|m| m.name == name)
+            .unwrap()
+            .elements
+            .iter()
+            .map(render::map_element_text)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        bridge_map("ports4_by_addr"),
+        [
+            "10.90.0.0/24 : jump dev-ports",
+            "10.91.0.0/24 : jump web-ports",
+            "10.92.0.0/24 : jump iso-ports",
+        ]
+    );
+    assert_eq!(
+        bridge_map("ports6_by_addr"),
+        ["fd00:90::/64 : jump dev-ports"]
     );
     assert_eq!(
         texts(chain(&plan, TableFamily::Bridge, "iso-ports")),
@@ -488,10 +514,28 @@ proptest! {
             // (At most: the Multipass bridge's two drops, two lookups.)
             prop_assert!(c.rules.len() <= 4, "{} has {} rules", c.name, c.rules.len());
         }
-        // Every map element jumps to a chain of the table.
-        for m in &plan.inet.maps {
-            for target in m.chains() {
-                prop_assert!(plan.inet.chains.iter().any(|c| c.name == target));
+        // So do the bridge table's: its `forward` reaches a profile's
+        // `<p>-ports` by one lookup per address field.
+        for c in plan.bridge.chains.iter().filter(|c| c.base.is_some()) {
+            // (At most: the port and quarantine drops with their drop-log
+            // twins, six lookups.)
+            prop_assert!(c.rules.len() <= 18, "bridge {} has {} rules", c.name, c.rules.len());
+            prop_assert!(c.rules.iter().all(|r| !matches!(r.verdict, Verdict::Jump(ref to) if to.ends_with("-ports"))));
+        }
+        for p in &set {
+            for net in guard::subnets(p) {
+                let m = plan.bridge.maps.iter()
+                    .find(|m| m.name == vmap::ports_by_addr(AddrFamily::of(net.addr())))
+                    .unwrap();
+                prop_assert_eq!(m.chain_for_addr(net.addr()).map(str::to_owned), Some(names::ports_chain(&p.name)));
+            }
+        }
+        // Every map element jumps to a chain of its table.
+        for t in plan.tables() {
+            for m in &t.maps {
+                for target in m.chains() {
+                    prop_assert!(t.chains.iter().any(|c| c.name == target));
+                }
             }
         }
         // Every rule has a counter; no bridge rule uses conntrack or reject.

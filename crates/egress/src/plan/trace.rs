@@ -308,6 +308,11 @@ impl HostPlan {
             MapField::Saddr(f) => (AddrFamily::of(ctx.flow.src) == f)
                 .then(|| map.chain_for_addr(ctx.flow.src))
                 .flatten(),
+            MapField::Daddr(f) => (AddrFamily::of(ctx.flow.dst) == f)
+                .then(|| map.chain_for_addr(ctx.flow.dst))
+                .flatten(),
+            // ARP is a frame, not a flow: no flow is an ARP packet.
+            MapField::ArpSaddr | MapField::ArpDaddr => None,
         }
     }
 

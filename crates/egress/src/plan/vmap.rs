@@ -37,6 +37,17 @@ pub fn arrival_by_saddr(family: AddrFamily) -> &'static str {
     }
 }
 
+/// A profile's subnet → its `<p>-ports` chain (bridge table, `forward`):
+/// looked up by each address a frame carries (IP source and destination,
+/// ARP sender and target), so a frame of a port corral does not know yet
+/// meets the one profile whose subnet it names, whatever their number.
+pub fn ports_by_addr(family: AddrFamily) -> &'static str {
+    match family {
+        AddrFamily::V4 => "ports4_by_addr",
+        AddrFamily::V6 => "ports6_by_addr",
+    }
+}
+
 /// Source subnet → the profile's NAT chain (postrouting).
 pub fn nat_by_saddr(family: AddrFamily) -> &'static str {
     match family {
@@ -80,6 +91,12 @@ pub enum MapField {
     OifName,
     /// `ip saddr` / `ip6 saddr`.
     Saddr(AddrFamily),
+    /// `ip daddr` / `ip6 daddr`.
+    Daddr(AddrFamily),
+    /// `arp saddr ip` (an Ethernet/IPv4 ARP packet's sender address).
+    ArpSaddr,
+    /// `arp daddr ip` (its target address).
+    ArpDaddr,
 }
 
 impl MapField {
@@ -87,7 +104,8 @@ impl MapField {
     pub fn key(self) -> MapKey {
         match self {
             MapField::IifName | MapField::OifName => MapKey::IfName,
-            MapField::Saddr(f) => MapKey::Addr(f),
+            MapField::Saddr(f) | MapField::Daddr(f) => MapKey::Addr(f),
+            MapField::ArpSaddr | MapField::ArpDaddr => MapKey::Addr(AddrFamily::V4),
         }
     }
 
@@ -98,6 +116,10 @@ impl MapField {
             MapField::OifName => "oifname",
             MapField::Saddr(AddrFamily::V4) => "ip saddr",
             MapField::Saddr(AddrFamily::V6) => "ip6 saddr",
+            MapField::Daddr(AddrFamily::V4) => "ip daddr",
+            MapField::Daddr(AddrFamily::V6) => "ip6 daddr",
+            MapField::ArpSaddr => "arp saddr ip",
+            MapField::ArpDaddr => "arp daddr ip",
         }
     }
 }
