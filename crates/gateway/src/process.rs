@@ -226,10 +226,14 @@ impl Gateway {
     }
 
     /// Writes the configuration atomically, mode 0600, in this gateway's
-    /// directory (0700) of the trusted state directory.
+    /// directory (0700) of the trusted state directory. Not fsynced: it is
+    /// rendered from the profile on every start, and after a crash no
+    /// dnsmasq runs until an apply has written it again
+    /// (`StateDir::write_regenerated`).
     pub fn write_config(&self, spec: &GatewaySpec) -> Result<(), GatewayError> {
         let text = render(spec)?;
-        self.dir()?.write(CONF_FILE, text.as_bytes())?;
+        self.dir()?
+            .write_regenerated(CONF_FILE, text.as_bytes(), corral_state_files::FILE_MODE)?;
         Ok(())
     }
 

@@ -94,7 +94,9 @@ pub(crate) fn ensure_file(gateway: &Gateway) -> Result<(), GatewayError> {
 fn write_reservations(gateway: &Gateway, text: Option<&str>) -> Result<(), GatewayError> {
     let dir = gateway.dir()?;
     if let Some(text) = text {
-        dir.write_with_mode(RESERVATIONS_FILE, text.as_bytes(), RESERVATIONS_MODE)?;
+        // Not fsynced: every apply (and every port binding) rewrites it
+        // from the bindings before a dnsmasq reads it.
+        dir.write_regenerated(RESERVATIONS_FILE, text.as_bytes(), RESERVATIONS_MODE)?;
     }
     let paths = gateway.paths();
     let state = StateDir::open(paths.state_dir())?;

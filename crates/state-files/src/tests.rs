@@ -32,6 +32,25 @@ fn creates_private_directories_and_files() {
 }
 
 #[test]
+fn a_regenerated_write_replaces_like_a_synced_one() {
+    let t = tmp();
+    let dir = StateDir::open(t.path()).unwrap();
+    dir.write_regenerated("gw.conf", b"one", 0o644).unwrap();
+    dir.write_regenerated("gw.conf", b"two", 0o640).unwrap();
+    assert_eq!(dir.read("gw.conf").unwrap().as_deref(), Some(&b"two"[..]));
+    let meta = std::fs::metadata(dir.file_path("gw.conf")).unwrap();
+    assert_eq!(meta.mode() & 0o7777, 0o640);
+    assert_eq!(dir.names().unwrap(), vec!["gw.conf".to_owned()]);
+    // A symlink in its place is replaced, never followed.
+    let elsewhere = t.path().join("elsewhere");
+    std::fs::write(&elsewhere, b"keep").unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.file_path("link")).unwrap();
+    dir.write_regenerated("link", b"new", 0o600).unwrap();
+    assert_eq!(std::fs::read(&elsewhere).unwrap(), b"keep");
+    assert_eq!(dir.read("link").unwrap().as_deref(), Some(&b"new"[..]));
+}
+
+#[test]
 fn group_writable_and_symlinked_directories_are_refused() {
     let t = tmp();
     let path = t.path().join("state");
