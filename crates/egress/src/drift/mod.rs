@@ -28,7 +28,7 @@ use crate::plan::{
     AddrRange, BaseChain, HostPlan, KeyedKind, KeyedSetPlan, Match, SetKind, SetPlan, TableFamily,
     TablePlan, VmapPlan,
 };
-use rules::{KnownRules, diff_rules, live_base_text, planned_base_text};
+use rules::{ChainTexts, KnownRules, chain_texts, diff_rules, live_base_text, planned_base_text};
 
 /// Missing from the kernel, present but not planned, or different.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -111,10 +111,35 @@ impl Out {
     }
 }
 
+/// Every planned rule encoded as read-back shows it, by table and chain
+/// in plan order: the costly half of [`diff`] (one libnftnl rule built and
+/// printed per planned rule), which needs no live state, so a caller can
+/// compute it while the read-back runs ([`diff_with`]).
+#[derive(Debug)]
+pub struct PlannedTexts(Vec<Vec<ChainTexts>>);
+
+impl PlannedTexts {
+    /// The texts of every chain of `plan`.
+    pub fn of(plan: &HostPlan) -> Self {
+        PlannedTexts(
+            plan.tables()
+                .into_iter()
+                .map(|t| t.chains.iter().map(|c| chain_texts(t.family, c)).collect())
+                .collect(),
+        )
+    }
+}
+
 /// Every difference between `plan` and `live`, tables in plan order.
 pub fn diff(plan: &HostPlan, live: &LiveState) -> Vec<Drift> {
+    diff_with(plan, live, &PlannedTexts::of(plan))
+}
+
+/// [`diff`] with the planned rules' texts computed beforehand
+/// ([`PlannedTexts::of`] of the same `plan`).
+pub fn diff_with(plan: &HostPlan, live: &LiveState, texts: &PlannedTexts) -> Vec<Drift> {
     let mut all = Vec::new();
-    for t in plan.tables() {
+    for (ti, t) in plan.tables().into_iter().enumerate() {
         let mut out = Out {
             family: t.family,
             items: Vec::new(),
@@ -143,7 +168,9 @@ pub fn diff(plan: &HostPlan, live: &LiveState) -> Vec<Drift> {
                         ),
                     );
                 }
-                diff_table(plan, t, lt, &mut out);
+                let no_texts = Vec::new();
+                let texts = texts.0.get(ti).unwrap_or(&no_texts);
+                diff_table(plan, t, lt, texts, &mut out);
             }
         }
         all.extend(out.items);
@@ -151,7 +178,7 @@ pub fn diff(plan: &HostPlan, live: &LiveState) -> Vec<Drift> {
     all
 }
 
-fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
+fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, texts: &[ChainTexts], out: &mut Out) {
     let known = KnownRules::of(t);
     // By name, once: a table of hundreds of profiles holds thousands of
     // sets and chains.
@@ -222,7 +249,7 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
             );
         }
     }
-    for c in &t.chains {
+    for (ci, c) in t.chains.iter().enumerate() {
         match live_chains.get(c.name.as_str()).copied() {
             None => out.push(
                 DriftKind::Missing,
@@ -245,7 +272,10 @@ fn diff_table(plan: &HostPlan, t: &TablePlan, lt: &LiveTable, out: &mut Out) {
                     );
                 }
                 let live: Vec<&str> = lc.rules.iter().map(|r| r.text.as_str()).collect();
-                diff_rules(t.family, c, &live, &known, out);
+                match texts.get(ci) {
+                    Some(planned) => diff_rules(c, planned, &live, &known, out),
+                    None => diff_rules(c, &chain_texts(t.family, c), &live, &known, out),
+                }
             }
         }
     }

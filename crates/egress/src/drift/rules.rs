@@ -50,32 +50,45 @@ fn align(planned: &[String], live: &[&str]) -> Vec<Step> {
     steps
 }
 
+/// A chain's planned rules as read-back will show them, or the first
+/// rule that cannot be encoded (its index and why).
+pub(super) type ChainTexts = Result<Vec<String>, (usize, String)>;
+
+/// [`ChainTexts`] of `c`.
+pub(super) fn chain_texts(family: TableFamily, c: &ChainPlan) -> ChainTexts {
+    c.rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| fingerprint(family, &c.name, r).map_err(|e| (i, e.to_string())))
+        .collect()
+}
+
 /// Rules compared by content: an inserted rule is one `extra`, a deleted
 /// one one `missing`, a rule replaced in place one `changed`; each shown in
 /// `nft` syntax.
 pub(super) fn diff_rules(
-    family: TableFamily,
     c: &ChainPlan,
+    planned: &ChainTexts,
     live: &[&str],
     known: &KnownRules<'_>,
     out: &mut Out,
 ) {
-    let mut planned = Vec::with_capacity(c.rules.len());
-    for (i, r) in c.rules.iter().enumerate() {
-        match fingerprint(family, &c.name, r) {
-            Ok(p) => planned.push(p),
-            Err(e) => {
-                out.push(
-                    DriftKind::Changed,
-                    DriftObject::Rule,
-                    format!("chain {} rule {}", c.name, i + 1),
-                    format!("cannot encode planned rule `{}`: {e}", rule_text(r)),
-                );
-                return;
-            }
+    let planned = match planned {
+        Ok(p) => p,
+        Err((i, e)) => {
+            out.push(
+                DriftKind::Changed,
+                DriftObject::Rule,
+                format!("chain {} rule {}", c.name, i + 1),
+                format!(
+                    "cannot encode planned rule `{}`: {e}",
+                    rule_text(&c.rules[*i])
+                ),
+            );
+            return;
         }
-    }
-    let steps = align(&planned, live);
+    };
+    let steps = align(planned, live);
     let mut k = 0;
     while k < steps.len() {
         // A run of missing and extra rules between two rules in place:

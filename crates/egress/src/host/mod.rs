@@ -400,8 +400,17 @@ async fn verify_inside(
     links: &Links,
     live_checks: bool,
 ) -> Result<Vec<HostDrift>, HostError> {
-    let nft_live = nft::read_live_enforcing()?;
-    let mut out: Vec<HostDrift> = crate::drift::diff(plan, &nft_live)
+    // The planned rules' texts need no live state: encode them on a second
+    // thread while this one reads the kernel's (one libnftnl rule each,
+    // tens of thousands at hundreds of profiles).
+    let (nft_live, texts) = std::thread::scope(|s| {
+        let texts = s.spawn(|| crate::drift::PlannedTexts::of(plan));
+        let live = nft::read_live_enforcing();
+        (live, texts.join())
+    });
+    let nft_live = nft_live?;
+    let texts = texts.unwrap_or_else(|_| crate::drift::PlannedTexts::of(plan));
+    let mut out: Vec<HostDrift> = crate::drift::diff_with(plan, &nft_live, &texts)
         .into_iter()
         .map(HostDrift::Nft)
         .collect();

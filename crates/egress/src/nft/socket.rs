@@ -14,7 +14,7 @@
 //! a timeout, so a missing answer fails with [`NftError::Timeout`] instead
 //! of hanging apply or verify.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -37,6 +37,13 @@ pub(crate) struct NlSocket {
     timeout: Duration,
     /// Sequence number of the next dump request.
     dump_seq: Cell<u32>,
+    /// The receive buffer of every dump, allocated at the first: a read
+    /// of a large table is thousands of dumps (one per set, one per
+    /// chain), and a fresh 256 KiB buffer each is a fresh mapping the
+    /// kernel zeroes each time.
+    dump_buf: RefCell<Vec<u32>>,
+    /// Whether the socket buffers were raised for dumps already.
+    dump_grown: Cell<bool>,
 }
 
 impl std::fmt::Debug for NlSocket {
@@ -176,6 +183,8 @@ impl NlSocket {
             fd,
             portid,
             timeout: READ_TIMEOUT,
+            dump_buf: RefCell::new(Vec::new()),
+            dump_grown: Cell::new(false),
             // Distinct from batch sequence numbers (which start at 1) and
             // from earlier runs, as `nft` does.
             dump_seq: Cell::new(
@@ -305,7 +314,10 @@ impl NlSocket {
         build: impl FnOnce(*mut libc::c_char, u32) -> *mut libc::nlmsghdr,
         mut each: impl FnMut(&Msg<'_>) -> Result<(), NftError>,
     ) -> Result<(), NftError> {
-        self.grow(4 << 20)?;
+        if !self.dump_grown.get() {
+            self.grow(4 << 20)?;
+            self.dump_grown.set(true);
+        }
         let mut req = vec![0u32; 16 * 1024];
         let seq = self.dump_seq.get();
         self.dump_seq.set(seq.wrapping_add(1));
@@ -324,11 +336,21 @@ impl NlSocket {
         // SAFETY: `len` bytes of `req` were written.
         let bytes = unsafe { std::slice::from_raw_parts(req.as_ptr().cast::<u8>(), len) };
         self.sock.send(bytes).map_err(NftError::Socket)?;
-        let mut buf = vec![0u32; RECV_BUF / 4];
+        // A dump never runs inside another's `each` (one socket, one
+        // request at a time); should one, it gets a buffer of its own.
+        let mut shared = self.dump_buf.try_borrow_mut();
+        let mut own = Vec::new();
+        let buf: &mut Vec<u32> = match shared.as_deref_mut() {
+            Ok(b) => b,
+            Err(_) => &mut own,
+        };
+        if buf.len() < RECV_BUF / 4 {
+            buf.resize(RECV_BUF / 4, 0);
+        }
         let reading = format!("reading nftables {what}");
         loop {
-            let n = self.recv_or_timeout(&mut buf, &reading)?;
-            for m in messages(&buf, n) {
+            let n = self.recv_or_timeout(buf, &reading)?;
+            for m in messages(buf, n) {
                 if m.pid != self.portid || m.seq != seq {
                     // Not an answer to this request (a late answer to an
                     // earlier one, or a message the kernel sent unasked).
