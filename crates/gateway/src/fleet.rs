@@ -101,8 +101,10 @@ pub fn start_all(
     Ok(started)
 }
 
-/// Gateways started at once.
-const START_WORKERS: usize = 8;
+/// Gateways started at once: a start is mostly waiting on dnsmasq (spawn,
+/// daemonise, pid file), so many more than the cores are in flight
+/// (measured in docs/benchmarks.md, "A host of many profiles").
+const START_WORKERS: usize = 32;
 
 /// Stops and removes every gateway under `state_dir`, continuing past
 /// failures; returns every error (empty when all went).
