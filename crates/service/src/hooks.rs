@@ -145,12 +145,25 @@ pub enum Event {
         /// What happened and what corral did.
         reason: String,
     },
+    /// A cluster member was taken out of rotation: no new profiled
+    /// placements there (docs/cluster.md).
+    MemberDrained {
+        /// The Incus member.
+        member: String,
+        /// Why (a failed attestation, none in time).
+        reason: String,
+    },
+    /// A cluster member's attestation passed again: back in rotation.
+    MemberRestored {
+        /// The Incus member.
+        member: String,
+    },
 }
 
 impl Event {
-    /// The sandbox the event is about.
-    pub fn sandbox(&self) -> &str {
-        match self {
+    /// The sandbox the event is about (`None`: a cluster member's).
+    pub fn sandbox(&self) -> Option<&str> {
+        Some(match self {
             Event::Created { name, .. }
             | Event::Started { name }
             | Event::Refused { name, .. }
@@ -166,6 +179,15 @@ impl Event {
             | Event::Hatch { name, .. }
             | Event::Alert { name, .. } => name,
             Event::Verification(v) => v.sandbox.as_str(),
+            Event::MemberDrained { .. } | Event::MemberRestored { .. } => return None,
+        })
+    }
+
+    /// The cluster member the event is about, for a member's event.
+    pub fn member(&self) -> Option<&str> {
+        match self {
+            Event::MemberDrained { member, .. } | Event::MemberRestored { member } => Some(member),
+            _ => None,
         }
     }
 
@@ -187,12 +209,14 @@ impl Event {
             Event::Hatch { .. } => "hatch",
             Event::Verification(_) => "verification",
             Event::Alert { .. } => "alert",
+            Event::MemberDrained { .. } => "member_drained",
+            Event::MemberRestored { .. } => "member_restored",
         }
     }
 
     /// True for events an operator must be told about at once.
     pub fn is_alert(&self) -> bool {
-        matches!(self, Event::Alert { .. })
+        matches!(self, Event::Alert { .. } | Event::MemberDrained { .. })
     }
 }
 

@@ -282,6 +282,17 @@ impl Backend {
         Ok(Some(p))
     }
 
+    /// The Incus cluster's members as Incus reports them (`None`: the
+    /// server is not clustered, or the provider is not Incus).
+    pub async fn cluster_members(
+        &self,
+    ) -> Result<Option<Vec<corral_provider_incus::ClusterMember>>, ProviderError> {
+        match self.incus().await? {
+            Some(p) => p.members().await,
+            None => Ok(None),
+        }
+    }
+
     /// Forget the connection to `project` (it was deleted).
     pub fn forget_project(&self, project: &str) {
         if let Source::Incus { others, .. } = &self.source {

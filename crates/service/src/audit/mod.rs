@@ -60,7 +60,7 @@ impl Entry {
         match self {
             Entry::Net(n) => n.sandbox(),
             Entry::Access(_) => None,
-            Entry::Sandbox(e) => Some(e.sandbox()),
+            Entry::Sandbox(e) => e.sandbox(),
         }
     }
 

@@ -13,12 +13,20 @@
 //! in-process [`attest`] takes and judges one the same way.
 
 mod attestation;
+pub mod controller;
+pub mod drain;
+pub mod persisted;
+pub mod placement;
 pub mod remote;
 mod rotation;
 pub mod settings;
 pub mod tls;
 
 pub use attestation::{Attestation, AttestationDoc, Attester, SCHEMA, attest, config_sha256};
+pub use controller::{Controller, MemberList, Tick, TickError};
+pub use drain::{OnDrain, Reverified, Reverifier};
+pub use persisted::RotationFile;
+pub use placement::{PlacementRefused, place};
 pub use remote::RemoteAttester;
 pub use rotation::{Change, Rotation, Standing};
 pub use settings::{ClusterSettings, Peer};

@@ -59,6 +59,28 @@ impl Rotation {
         }
     }
 
+    /// A rotation whose attestations hold for `interval`, with `members`
+    /// standing as given (what the controller persisted, read back).
+    pub fn with_standings(
+        interval: Duration,
+        members: impl IntoIterator<Item = (String, Standing)>,
+    ) -> Self {
+        Self {
+            interval,
+            members: members.into_iter().collect(),
+        }
+    }
+
+    /// How long an attestation holds.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// Every observed member and its standing, by name.
+    pub fn standings(&self) -> impl Iterator<Item = (&str, &Standing)> {
+        self.members.iter().map(|(m, s)| (m.as_str(), s))
+    }
+
     /// `member`'s standing (`None`: never observed, which counts as drained).
     pub fn standing(&self, member: &str) -> Option<&Standing> {
         self.members.get(member)

@@ -49,7 +49,8 @@ impl Store {
             "INSERT INTO events (at_ms, sandbox, event, alert, body) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![
                 at,
-                event.sandbox(),
+                // A member's event has no sandbox: the column holds ''.
+                event.sandbox().unwrap_or_default(),
                 event.type_name(),
                 event.is_alert(),
                 body

@@ -383,7 +383,11 @@ impl Verifier {
     /// fails the operation it describes.
     pub fn record_now(&self, event: &Event) {
         if event.is_alert() {
-            tracing::error!(sandbox = %event.sandbox(), "{}", serde_json::to_string(event).unwrap_or_default());
+            tracing::error!(
+                sandbox = event.sandbox().unwrap_or_default(),
+                "{}",
+                serde_json::to_string(event).unwrap_or_default()
+            );
         }
         let now = self.clock.now();
         if let Err(e) = self.store.record(event, now) {

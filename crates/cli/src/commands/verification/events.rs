@@ -56,6 +56,10 @@ pub(crate) fn summary(e: &Event) -> String {
         Event::Started { .. } => "handed out".to_owned(),
         Event::Refused { reason, .. } | Event::Alert { reason, .. } => reason.clone(),
         Event::Stopped { .. } | Event::Deleted { .. } => String::new(),
+        Event::MemberDrained { member, reason } => {
+            format!("cluster member {member} drained: {reason}")
+        }
+        Event::MemberRestored { member } => format!("cluster member {member} back in rotation"),
         Event::Verification(v) => {
             let total: u64 = v.checks.iter().map(|c| c.elapsed_ms).max().unwrap_or(0);
             let outcome = match v.outcome {
@@ -105,7 +109,7 @@ pub fn run(args: &EventsArgs, out: Output) -> CmdResult {
         t.row([
             e.id.to_string(),
             utc(e.recorded),
-            e.event.sandbox().to_owned(),
+            e.event.sandbox().unwrap_or("-").to_owned(),
             kind,
             summary(&e.event),
         ]);

@@ -1,0 +1,355 @@
+//! The controller: one [`Controller::tick`] lists the Incus members, asks
+//! every online one for its attestation at once (each bounded by a
+//! timeout), feeds each outcome to the [`Rotation`], drains members whose
+//! attestation aged out, records every change of standing on the event
+//! log, re-verifies a newly drained member's sandboxes ([`OnDrain`]) and
+//! writes the standings where other processes read them
+//! ([`RotationFile`]). corrald runs it every attestation interval.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use corral_provider_incus::{ClusterMember, IncusProvider};
+use corral_sandbox_core::verify::Clock;
+use serde::Serialize;
+
+use super::drain::{OnDrain, Reverified};
+use super::persisted::{
+    MemberRecord, RotationFile, RotationFileError, SCHEMA, StandingName, system_time, timestamp,
+};
+use super::{Attester, Change, Rotation, Standing};
+use crate::hooks::Event;
+use crate::provider::Backend;
+use crate::store::Store;
+
+/// Where the controller reads the cluster's members.
+#[async_trait]
+pub trait MemberList: Send + Sync {
+    /// The members as Incus reports them; `None` off a cluster.
+    async fn members(&self) -> Result<Option<Vec<ClusterMember>>, String>;
+}
+
+#[async_trait]
+impl MemberList for IncusProvider {
+    async fn members(&self) -> Result<Option<Vec<ClusterMember>>, String> {
+        IncusProvider::members(self)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[async_trait]
+impl MemberList for Backend {
+    async fn members(&self) -> Result<Option<Vec<ClusterMember>>, String> {
+        self.cluster_members().await.map_err(|e| e.to_string())
+    }
+}
+
+/// What one tick did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tick {
+    /// The changes of standing, in the order they were recorded.
+    pub changes: Vec<Change>,
+    /// The sandboxes of newly drained members, re-verified.
+    pub reverified: Vec<Reverified>,
+    /// The standings written.
+    pub written: RotationFile,
+}
+
+/// Why a tick could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum TickError {
+    /// Incus did not list its members: nothing was attested, the rotation
+    /// only aged (written all the same).
+    #[error("cannot list the cluster's members: {0}; fix the Incus connection")]
+    Members(String),
+    /// The server is not clustered: there is no rotation to keep.
+    #[error(
+        "this Incus server is not part of a cluster; the cluster controller has nothing to attest (start corrald without --cluster)"
+    )]
+    NotClustered,
+    /// The standings could not be written (placement reads the old ones,
+    /// which age out: fail closed).
+    #[error(transparent)]
+    Write(#[from] RotationFileError),
+}
+
+/// What the controller remembers beyond the rotation, for status.
+#[derive(Debug, Clone, Default)]
+struct Notes {
+    last_passed: Option<SystemTime>,
+    last_failure: Option<String>,
+    since: Option<SystemTime>,
+    incus_status: String,
+    incus_message: String,
+}
+
+/// The rotation kept current (see the module docs).
+pub struct Controller {
+    rotation: Rotation,
+    notes: BTreeMap<String, Notes>,
+    members: Arc<dyn MemberList>,
+    attester: Arc<dyn Attester>,
+    on_drain: Option<Arc<dyn OnDrain>>,
+    store: Arc<Store>,
+    clock: Arc<dyn Clock>,
+    state_dir: PathBuf,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("rotation", &self.rotation)
+            .field("state_dir", &self.state_dir)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Controller {
+    /// A controller whose attestations hold for `interval`, asking
+    /// `attester`, listing `members`, recording into `store` and writing
+    /// under `state_dir`. Each attestation may take half the interval
+    /// (at least one second) before it counts as no answer. The standings
+    /// a previous controller wrote there are taken up again, so a restart
+    /// keeps a drain (and its reason) until a fresh attestation passes.
+    pub fn new(
+        interval: Duration,
+        members: Arc<dyn MemberList>,
+        attester: Arc<dyn Attester>,
+        store: Arc<Store>,
+        clock: Arc<dyn Clock>,
+        state_dir: PathBuf,
+    ) -> Self {
+        let mut rotation = Rotation::new(interval);
+        let mut notes = BTreeMap::new();
+        match RotationFile::load(&state_dir) {
+            Ok(Some(file)) => {
+                let taken = file.rotation();
+                rotation = Rotation::with_standings(
+                    interval,
+                    taken.standings().map(|(m, s)| (m.to_owned(), s.clone())),
+                );
+                for m in file.members {
+                    notes.insert(
+                        m.member,
+                        Notes {
+                            last_passed: m.attested_at.map(system_time),
+                            last_failure: m.last_failure,
+                            since: Some(system_time(m.since)),
+                            incus_status: m.incus_status,
+                            incus_message: m.incus_message,
+                        },
+                    );
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "cluster: starting from an empty rotation"),
+        }
+        Self {
+            rotation,
+            notes,
+            members,
+            attester,
+            on_drain: None,
+            store,
+            clock,
+            state_dir,
+            timeout: (interval / 2).max(Duration::from_secs(1)),
+        }
+    }
+
+    /// Re-verify a newly drained member's sandboxes through `on_drain`.
+    pub fn with_on_drain(mut self, on_drain: Arc<dyn OnDrain>) -> Self {
+        self.on_drain = Some(on_drain);
+        self
+    }
+
+    /// Bound each attestation by `timeout` instead.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The rotation as of the last tick.
+    pub fn rotation(&self) -> &Rotation {
+        &self.rotation
+    }
+
+    /// One round at `now` (see the module docs).
+    pub async fn tick(&mut self, now: SystemTime) -> Result<Tick, TickError> {
+        let listed = self.members.members().await;
+        let members = match listed {
+            Ok(Some(m)) => m,
+            Ok(None) => return Err(TickError::NotClustered),
+            Err(e) => {
+                let changes = self.rotation.expire(now);
+                let reverified = self.settle(&changes).await;
+                self.write(now)?;
+                tracing::error!(error = %e, ?changes, ?reverified, "cluster: no member list");
+                return Err(TickError::Members(e));
+            }
+        };
+        for m in &members {
+            let n = self.notes.entry(m.name.clone()).or_default();
+            n.incus_status.clone_from(&m.status);
+            n.incus_message.clone_from(&m.message);
+        }
+        // Offline or evacuated members are not asked: Incus already
+        // keeps work off them, and asking would only wait out the timeout.
+        let asked: Vec<&ClusterMember> = members.iter().filter(|m| m.takes_work()).collect();
+        let outcomes = futures::future::join_all(asked.iter().map(|m| {
+            let attester = Arc::clone(&self.attester);
+            let timeout = self.timeout;
+            async move {
+                match tokio::time::timeout(timeout, attester.attest(&m.name)).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+                }
+            }
+        }))
+        .await;
+        let mut changes = Vec::new();
+        for (m, outcome) in asked.iter().zip(&outcomes) {
+            let outcome = outcome.as_ref().map_err(String::as_str);
+            let change = self.rotation.observe(&m.name, outcome, now);
+            let n = self.notes.entry(m.name.clone()).or_default();
+            match self.rotation.standing(&m.name) {
+                Some(Standing::InRotation { attested_at }) => n.last_passed = Some(*attested_at),
+                Some(Standing::Drained { reason, .. }) => n.last_failure = Some(reason.clone()),
+                None => {}
+            }
+            changes.extend(change);
+        }
+        changes.extend(self.rotation.expire(now));
+        let reverified = self.settle(&changes).await;
+        let written = self.write(now)?;
+        Ok(Tick {
+            changes,
+            reverified,
+            written,
+        })
+    }
+
+    /// Record each change and act on each drain.
+    async fn settle(&mut self, changes: &[Change]) -> Vec<Reverified> {
+        let mut reverified = Vec::new();
+        let now = self.clock.now();
+        for change in changes {
+            let (member, event) = match change {
+                Change::Drained { member, reason } => (
+                    member,
+                    Event::MemberDrained {
+                        member: member.clone(),
+                        reason: reason.clone(),
+                    },
+                ),
+                Change::Restored { member } => (
+                    member,
+                    Event::MemberRestored {
+                        member: member.clone(),
+                    },
+                ),
+            };
+            self.notes.entry(member.clone()).or_default().since = Some(system_time(now));
+            match change {
+                Change::Drained { reason, .. } => {
+                    tracing::error!(member = %member, "cluster: drained: {reason}");
+                }
+                Change::Restored { .. } => tracing::info!(member = %member, "cluster: restored"),
+            }
+            if let Err(e) = self.store.record(&event, now) {
+                tracing::error!(error = %e, "cluster: cannot record a change of standing");
+            }
+            if let (Change::Drained { .. }, Some(on_drain)) = (change, &self.on_drain) {
+                reverified.extend(on_drain.drained(member).await);
+            }
+        }
+        reverified
+    }
+
+    /// The standings at `now`, written atomically.
+    fn write(&self, now: SystemTime) -> Result<RotationFile, TickError> {
+        let file = self.file(now);
+        file.save(&self.state_dir)?;
+        Ok(file)
+    }
+
+    /// The standings at `now`.
+    pub fn file(&self, now: SystemTime) -> RotationFile {
+        let members = self
+            .notes
+            .iter()
+            .map(|(name, n)| {
+                let (standing, reason, since) = match self.rotation.standing(name) {
+                    Some(Standing::InRotation { attested_at }) => (
+                        StandingName::InRotation,
+                        None,
+                        n.since.unwrap_or(*attested_at),
+                    ),
+                    Some(Standing::Drained { reason, since }) => {
+                        (StandingName::Drained, Some(reason.clone()), *since)
+                    }
+                    None => (
+                        StandingName::Drained,
+                        Some(not_asked(&n.incus_status)),
+                        n.since.unwrap_or(now),
+                    ),
+                };
+                MemberRecord {
+                    member: name.clone(),
+                    incus_status: n.incus_status.clone(),
+                    incus_message: n.incus_message.clone(),
+                    standing,
+                    attested_at: n.last_passed.map(timestamp),
+                    since: timestamp(since),
+                    reason,
+                    last_failure: n.last_failure.clone(),
+                }
+            })
+            .collect();
+        RotationFile {
+            schema: SCHEMA.to_owned(),
+            written_at: timestamp(now),
+            interval_secs: self.rotation.interval().as_secs(),
+            members,
+        }
+    }
+
+    /// A tick every interval until the task is dropped; a failed tick is
+    /// logged (the standings it could not refresh age out: fail closed).
+    pub async fn run(mut self) {
+        let interval = self.rotation.interval();
+        loop {
+            let started = tokio::time::Instant::now();
+            match self.tick(SystemTime::now()).await {
+                Ok(t) if !t.changes.is_empty() => {
+                    tracing::info!(changes = ?t.changes, "cluster: standings changed");
+                }
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "cluster: tick failed"),
+            }
+            tokio::time::sleep_until(started + interval).await;
+        }
+    }
+}
+
+/// Why a member never asked stands drained.
+fn not_asked(incus_status: &str) -> String {
+    if incus_status.eq_ignore_ascii_case("online") || incus_status.is_empty() {
+        "never attested".to_owned()
+    } else {
+        format!(
+            "never attested (Incus reports it {})",
+            incus_status.to_lowercase()
+        )
+    }
+}
+
+#[cfg(test)]
+#[path = "controller_tests.rs"]
+mod tests;
