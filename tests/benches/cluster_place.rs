@@ -21,10 +21,11 @@ use std::time::{Duration, Instant};
 use corral_provider_incus::{Endpoint, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
 use corral_sandbox_core::SandboxKind;
 use corral_sandbox_core::sandbox::StopOptions;
+use corral_service::cluster::Controller;
 use corral_service::sandboxes::NewSandbox;
-use corral_service::{Backend, CreateOptions, SandboxService, Settings};
+use corral_service::{Backend, CreateOptions, SandboxService, Settings, Store, WallClock};
 use corral_tests::builtin_lab::BuiltinLab;
-use corral_tests::cluster::{ClusterLab, MemberCorral};
+use corral_tests::cluster::{ClusterLab, LabAttester, MemberCorral};
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -100,6 +101,31 @@ fn main() {
         corral_sandbox_core::config::ConfigFormat::Toml,
     )
     .unwrap();
+    // Each member's standings, written once by a controller tick (an
+    // hour's interval: the rotation's read is part of placement, its
+    // refresh is not).
+    let attester = Arc::new(LabAttester::new(
+        &[(m1, &members[0]), (m2, &members[1])],
+        loaded.config.clone(),
+    ));
+    for (i, c) in members.iter().enumerate() {
+        let list = rt
+            .block_on(IncusProvider::connect(IncusConfig {
+                endpoint: Endpoint::Unix(cluster.members[i].socket()),
+                ..IncusConfig::local()
+            }))
+            .unwrap();
+        let mut controller = Controller::new(
+            Duration::from_secs(3600),
+            Arc::new(list),
+            Arc::clone(&attester) as _,
+            Arc::new(Store::open(c.state_dir()).unwrap()),
+            Arc::new(WallClock),
+            c.state_dir().to_owned(),
+        );
+        rt.block_on(controller.tick(std::time::SystemTime::now()))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
     let settings = Arc::new(Settings::new(loaded, None, Some(&host_lab.state_dir())));
     let host = SandboxService::new(
         Arc::clone(&settings),

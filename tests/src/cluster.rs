@@ -173,14 +173,7 @@ impl MemberCorral {
     fn host_and_plan(
         &self,
     ) -> Result<(corral_service::HostService, corral_service::host::Planned), String> {
-        let loaded = corral_service::config::load_file(&self.config, ConfigFormat::Toml)
-            .map_err(|e| e.to_string())?;
-        let planned = corral_service::host::plan_config(loaded).map_err(|e| e.to_string())?;
-        let target = corral_service::Target::open(Some(&self.netns)).map_err(|e| e.to_string())?;
-        Ok((
-            corral_service::HostService::new(target, self.state.clone()),
-            planned,
-        ))
+        host_and_plan(&self.netns, &self.config, &self.state)
     }
 
     /// This member's attestation against `expected` (the placing side's
@@ -200,6 +193,89 @@ impl MemberCorral {
         host.apply(&planned)
             .map(|_| ())
             .map_err(|e| corral_service::error::chain(&e))
+    }
+
+    /// Its state directory (where its controller writes the standings).
+    pub fn state_dir(&self) -> &Path {
+        &self.state
+    }
+
+    /// The member's settings, as its corral loads them.
+    pub fn settings(&self, member: &Member) -> Result<Settings, ClusterLabError> {
+        let loaded = corral_service::config::load_file(&self.config, ConfigFormat::Toml)
+            .map_err(|e| ClusterLabError::Corral(format!("{}: {e}", member.name)))?;
+        Ok(Settings::new(
+            loaded,
+            Some(member.netns.clone()),
+            Some(&self.state),
+        ))
+    }
+
+    fn seat(&self) -> Seat {
+        Seat {
+            netns: self.netns.clone(),
+            config: self.config.clone(),
+            state: self.state.clone(),
+        }
+    }
+}
+
+fn host_and_plan(
+    netns: &str,
+    config: &Path,
+    state: &Path,
+) -> Result<(corral_service::HostService, corral_service::host::Planned), String> {
+    let loaded =
+        corral_service::config::load_file(config, ConfigFormat::Toml).map_err(|e| e.to_string())?;
+    let planned = corral_service::host::plan_config(loaded).map_err(|e| e.to_string())?;
+    let target = corral_service::Target::open(Some(netns)).map_err(|e| e.to_string())?;
+    Ok((
+        corral_service::HostService::new(target, state.to_owned()),
+        planned,
+    ))
+}
+
+/// Where a member's corral runs: enough to take its attestation.
+#[derive(Debug, Clone)]
+struct Seat {
+    netns: String,
+    config: PathBuf,
+    state: PathBuf,
+}
+
+/// Every member's attestation taken in-process, in its namespace, against
+/// the placing side's configuration: what the remote attester gets over
+/// mutually authenticated TLS from each member's corrald.
+#[derive(Debug)]
+pub struct LabAttester {
+    seats: Vec<(String, Seat)>,
+    expected: corral_sandbox_core::Config,
+}
+
+impl LabAttester {
+    /// Attest `members` (name and its corral) against `expected`.
+    pub fn new(
+        members: &[(&Member, &MemberCorral)],
+        expected: corral_sandbox_core::Config,
+    ) -> Self {
+        Self {
+            seats: members
+                .iter()
+                .map(|(m, c)| (m.name.clone(), c.seat()))
+                .collect(),
+            expected,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl corral_service::cluster::Attester for LabAttester {
+    async fn attest(&self, member: &str) -> Result<corral_service::cluster::Attestation, String> {
+        let Some((_, seat)) = self.seats.iter().find(|(m, _)| m == member) else {
+            return Err(format!("{member}: no corral answers for it"));
+        };
+        let (host, planned) = host_and_plan(&seat.netns, &seat.config, &seat.state)?;
+        corral_service::cluster::attest(member, &self.expected, &planned, &host)
     }
 }
 
@@ -221,16 +297,29 @@ pub struct ClusterLab {
     /// `m1` and `m2`.
     pub members: Vec<Member>,
     _listeners: Option<Listeners>,
+    /// Held for the lab's life: the names are fixed, so two labs (two
+    /// test binaries, a bench) would sweep each other away.
+    _lock: std::fs::File,
 }
+
+/// The lock that serialises labs across processes.
+const LOCK: &str = "/run/lock/corral-tests-cluster-lab.lock";
 
 impl ClusterLab {
     /// Sweep leftovers, then build the namespaces, start both daemons, form
     /// the cluster on `m1` and join `m2` with a token.
     pub fn new() -> Result<Self, ClusterLabError> {
+        let lock = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(LOCK)?;
+        lock.lock()?;
         sweep();
         let mut lab = Self {
             members: vec![Member::new(1), Member::new(2)],
             _listeners: None,
+            _lock: lock,
         };
         // From here on `lab` is dropped (and cleans up) on any error.
         for m in &lab.members {

@@ -6,6 +6,7 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use corral_sandbox_core::sandbox::ProviderError;
+use corral_service::cluster::PlacementRefused;
 use corral_service::templates::TemplateError;
 use corral_service::{GateError, ServiceError, VerifyError};
 use serde::Serialize;
@@ -239,6 +240,14 @@ impl From<ServiceError> for ApiError {
                 // The operator's file is wrong: corrald's configuration,
                 // not the caller's request.
                 t => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "invalid_template", t),
+            },
+            ServiceError::Placement(p) => match p {
+                // The cluster cannot take profiled work where asked now.
+                p @ (PlacementRefused::NoController { .. }
+                | PlacementRefused::NotInRotation { .. }) => {
+                    Self::new(StatusCode::CONFLICT, "not_in_rotation", p)
+                }
+                p @ PlacementRefused::File(_) => Self::internal(p),
             },
             e => Self::internal(e),
         }

@@ -10,14 +10,14 @@ use utoipa::{Modify, OpenApi};
 use crate::error::{ErrorBody, ErrorDetail};
 use crate::routes::{
     CreateRequest, Ending, ExecAnswer, ExecBody, RenameBody, RestoreBody, SnapshotBody, StopBody,
-    TtyBody, audit, backup, events, exec_stream, explain, files, health, host, matrix, profiles,
-    rename, sandboxes, snapshots, templates, verification,
+    TtyBody, audit, backup, cluster, events, exec_stream, explain, files, health, host, matrix,
+    profiles, rename, sandboxes, snapshots, templates, verification,
 };
 use crate::schema::{
-    BoundNicDoc, ExplainAnswerDoc, ExplanationDoc, HostPlanDoc, HostStatusDoc, HostStatusReportDoc,
-    HostVerifyDoc, InstanceTypeDoc, KindStatusDoc, MatrixEntryDoc, ProfilesDoc, ReportDoc,
-    ResourcesDoc, SandboxInfoDoc, SandboxRecordDoc, SandboxStateDoc, SelectionDoc, SnapshotInfoDoc,
-    StoredEventDoc, TemplateDoc,
+    BoundNicDoc, ClusterDoc, ExplainAnswerDoc, ExplanationDoc, HostPlanDoc, HostStatusDoc,
+    HostStatusReportDoc, HostVerifyDoc, InstanceTypeDoc, KindStatusDoc, MatrixEntryDoc,
+    ProfilesDoc, ReportDoc, ResourcesDoc, SandboxInfoDoc, SandboxRecordDoc, SandboxStateDoc,
+    SelectionDoc, SnapshotInfoDoc, StoredEventDoc, TemplateDoc,
 };
 
 /// The document's source.
@@ -31,6 +31,7 @@ use crate::schema::{
         health::get,
         matrix::get,
         profiles::get,
+        cluster::get,
         host::plan,
         host::status,
         host::verify,
@@ -80,6 +81,7 @@ use crate::schema::{
         KindStatusDoc,
         HostStatusDoc,
         ProfilesDoc,
+        ClusterDoc,
         HostPlanDoc,
         HostVerifyDoc,
         HostStatusReportDoc,

@@ -59,6 +59,10 @@ pub enum ServiceError {
     /// The blocking worker of a host check failed.
     #[error("the start gate's worker failed: {0}")]
     Worker(#[source] tokio::task::JoinError),
+    /// Profiled work on an Incus cluster may not go to the member asked
+    /// for (drained, unattested) or to any member (docs/cluster.md).
+    #[error(transparent)]
+    Placement(#[from] crate::cluster::PlacementRefused),
 }
 
 impl From<GateError> for ServiceError {

@@ -5,6 +5,7 @@
 
 pub(crate) mod audit;
 pub(crate) mod backup;
+pub(crate) mod cluster;
 pub(crate) mod events;
 pub(crate) mod exec_stream;
 pub(crate) mod explain;
@@ -88,6 +89,7 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/v1/health", Callers, health::get),
         route(Method::GET, "/v1/matrix", Callers, matrix::get),
         route(Method::GET, "/v1/profiles", Callers, profiles::get),
+        route(Method::GET, "/v1/cluster", Admin, cluster::get),
         route(Method::GET, "/v1/host/plan", Admin, host::plan),
         route(Method::GET, "/v1/host/status", Admin, host::status),
         route(Method::GET, "/v1/host/verify", Admin, host::verify),

@@ -47,6 +47,12 @@ pub struct CreateRequest {
     /// `image`, `profile` and `resources` must then be absent.
     #[serde(default)]
     pub from: Option<String>,
+    /// The Incus cluster member to place it on. With a profile, it must be
+    /// in rotation with a fresh attestation (else 409 `not_in_rotation`
+    /// with the reason); without one, a member in rotation is chosen. Off
+    /// a cluster, a target is refused (400).
+    #[serde(default)]
+    pub target: Option<String>,
 }
 
 /// `POST /v1/sandboxes/{name}/stop` (the body may be empty).
@@ -137,8 +143,7 @@ pub fn new_sandbox(req: CreateRequest) -> NewSandbox {
         profile: req.profile,
         resources: req.resources,
         instance_type: InstanceType::Container,
-        // Placement on a cluster member is not offered over the API yet.
-        target: None,
+        target: req.target,
     }
 }
 
@@ -149,6 +154,7 @@ fn clone_only(req: &CreateRequest) -> Result<(), ApiError> {
         ("image", req.image.is_some()),
         ("profile", req.profile.is_some()),
         ("resources", req.resources != Resources::default()),
+        ("target", req.target.is_some()),
     ]
     .into_iter()
     .filter_map(|(f, set)| set.then_some(f))
@@ -254,7 +260,7 @@ pub async fn list(
         (status = 400, description = "`bad_request` (body), `invalid_spec` (name, image, resources beyond this host, `from` with fields a clone takes from its source), `unknown_profile` (the message lists the configured profiles) or `unknown_template` (it lists the templates).", body = ErrorBody),
         (status = 403, description = "`not_owned`: a clone's source carries no corral stamp; `not_owner`: a restricted caller's clone of a sandbox it did not create.", body = ErrorBody),
         (status = 404, description = "`not_found`: e.g. the image, a clone's source or its snapshot does not exist.", body = ErrorBody),
-        (status = 409, description = "`already_exists`; `not_enforced`: the profile's enforcement is incomplete (the message names what is missing; `corral host apply` restores it).", body = ErrorBody),
+        (status = 409, description = "`already_exists`; `not_enforced`: the profile's enforcement is incomplete (the message names what is missing; `corral host apply` restores it); `not_in_rotation`: on an Incus cluster, the `target` (or every member) is drained or has no fresh attestation, or no cluster controller runs (the message says why, per member).", body = ErrorBody),
         (status = 500, description = "`invalid_template`: a template file of the operator's is invalid (the message names the file, line and field).", body = ErrorBody),
         (status = 429, description = "`busy`: retry after `Retry-After` seconds.", body = ErrorBody),
         (status = 502, description = "`backend`, `malformed` or `io`.", body = ErrorBody),
@@ -589,8 +595,10 @@ mod tests {
             profile: Some("internet".into()),
             resources: Resources::default(),
             from: None,
+            target: Some("m2".into()),
         });
         assert_eq!(n.instance_type, InstanceType::Container);
         assert_eq!(n.profile.as_deref(), Some("internet"));
+        assert_eq!(n.target.as_deref(), Some("m2"));
     }
 }

@@ -57,6 +57,25 @@ pub struct ProfilesDoc {
     profiles: Vec<serde_json::Value>,
 }
 
+/// The Incus cluster's members: schema `corral.cluster.v1`, as `corral
+/// cluster status --json` prints it (docs/json-schema.md).
+#[derive(Debug, ToSchema)]
+#[schema(as = Cluster)]
+pub struct ClusterDoc {
+    /// `corral.cluster.v1`.
+    schema: String,
+    /// The Incus server is a cluster member.
+    clustered: bool,
+    /// The controller's last write (written_at, age_secs, interval_secs,
+    /// current), null when it never ran on this member.
+    controller: Option<serde_json::Value>,
+    /// Each member: member, incus_status, incus_message, standing
+    /// (`in_rotation`, `drained`, `unknown`), placeable, refused,
+    /// attested_at, attestation_age_secs, reason, since, last_failure,
+    /// sandboxes, running.
+    members: Vec<serde_json::Value>,
+}
+
 /// The plan and its drift: schema `corral.host-plan.v1`, as `corral host
 /// plan --json` prints it.
 #[derive(Debug, ToSchema)]

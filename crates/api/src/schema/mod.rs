@@ -7,7 +7,7 @@
 
 mod host;
 pub use host::{
-    ExplainAnswerDoc, ExplanationDoc, HostPlanDoc, HostStatusDoc, HostStatusReportDoc,
+    ClusterDoc, ExplainAnswerDoc, ExplanationDoc, HostPlanDoc, HostStatusDoc, HostStatusReportDoc,
     HostVerifyDoc, KindStatusDoc, MatrixEntryDoc, ProfilesDoc, ReportDoc, SelectionDoc,
 };
 
@@ -177,7 +177,8 @@ pub struct StoredEventDoc {
     /// An alert an operator must look at.
     alert: bool,
     /// Its type: `created`, `started`, `refused`, `stopped`, `deleted`,
-    /// `verification`, `alert`.
+    /// `verification`, `alert`, … (docs/json-schema.md lists them all,
+    /// `member_drained` and `member_restored` for a cluster member's).
     event: String,
 }
 
@@ -335,6 +336,12 @@ mod tests {
         held::<ProfilesDoc>(&corral_service::reports::ProfilesReport::new(
             &cfg,
             "built-in defaults",
+        ));
+        held::<ClusterDoc>(&corral_service::reports::ClusterReport::new(
+            Some(&[]),
+            None,
+            &[],
+            std::time::SystemTime::now(),
         ));
         let planned = corral_service::host::Planned {
             plan: corral_egress::plan::HostPlan::build(

@@ -1,8 +1,8 @@
 //! Looking at and changing what a sandbox may reach: `explain`, `verify`,
-//! `events`, `log`, `gate`, `grant`, `revoke`.
+//! `events`, `log`, `gate`, `grant`, `revoke`, `cluster`.
 
 use super::SandboxContext;
-use clap::Args;
+use clap::{Args, Subcommand};
 
 /// `corral explain`.
 #[derive(Debug, Clone, Args)]
@@ -142,6 +142,27 @@ pub struct RevokeArgs {
     #[arg(long)]
     pub json: bool,
     /// Where the store and the backend are.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral cluster`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ClusterCommand {
+    /// Show the Incus cluster's members: what Incus reports, each one's
+    /// standing (in rotation or drained, why and since when), the age of
+    /// its last attestation, whether profiled work may go there now, and
+    /// its sandboxes.
+    Status(ClusterStatusArgs),
+}
+
+/// `corral cluster status`.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterStatusArgs {
+    /// Print machine-readable JSON on stdout (schema `corral.cluster.v1`).
+    #[arg(long)]
+    pub json: bool,
+    /// Where the standings and the Incus daemon are.
     #[command(flatten)]
     pub ctx: SandboxContext,
 }

@@ -13,7 +13,10 @@ pub use state::{
     ExportArgs, ImportArgs, PullArgs, PushArgs, RenameArgs, RestoreArgs, SnapshotArgs,
 };
 mod egress;
-pub use egress::{EventsArgs, ExplainArgs, GateArgs, GrantArgs, LogArgs, RevokeArgs, VerifyArgs};
+pub use egress::{
+    ClusterCommand, ClusterStatusArgs, EventsArgs, ExplainArgs, GateArgs, GrantArgs, LogArgs,
+    RevokeArgs, VerifyArgs,
+};
 mod config;
 pub use config::{
     CompletionsArgs, ConfigCheckArgs, ConfigCommand, ConfigFormat, ConfigImportArgs, DrillArgs,
@@ -130,6 +133,9 @@ pub enum Command {
     Verify(VerifyArgs),
     /// List recorded events: lifecycle, verification (with per-check timings), alerts.
     Events(EventsArgs),
+    /// Incus cluster members as corral trusts them (docs/cluster.md).
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
     /// Show the verification gate: each kind's standing and every sandbox's last verdict.
     Gate(GateArgs),
     /// Show the audit trail: blocked packets, DNS decisions, lifecycle and verification.

@@ -1,6 +1,7 @@
 //! One module per verb. Each `run` returns an [`Outcome`] or a classified
 //! [`CliError`](crate::error::CliError); printing goes through [`Output`].
 
+mod cluster;
 mod completions;
 mod config;
 mod drill;
@@ -47,6 +48,7 @@ pub fn run(command: Command, out: Output) -> CmdResult {
         Command::Incus(args) => sandbox::incus(&args, out),
         Command::Verify(args) => sandbox::verify(&args, out),
         Command::Events(args) => verification::events(&args, out),
+        Command::Cluster(cmd) => cluster::run(cmd, out),
         Command::Gate(args) => verification::gate(&args, out),
         Command::Log(args) => log::run(&args, out),
         Command::Explain(args) => explain::run(&args, out),

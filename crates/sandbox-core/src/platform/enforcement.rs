@@ -53,6 +53,9 @@ pub enum EnforcementSite {
     AttestedExecutor,
     /// A filter on the provider's host (Tart Softnet on the Mac).
     ProviderHost,
+    /// nftables on an Incus cluster member whose corral's last
+    /// attestation passed and is younger than the attestation interval.
+    AttestedMember,
 }
 
 impl fmt::Display for EnforcementSite {
@@ -61,6 +64,7 @@ impl fmt::Display for EnforcementSite {
             EnforcementSite::ThisHost => "this host",
             EnforcementSite::AttestedExecutor => "attested executor",
             EnforcementSite::ProviderHost => "provider host",
+            EnforcementSite::AttestedMember => "attested cluster member",
         })
     }
 }
@@ -104,6 +108,24 @@ impl Classification {
     };
 }
 
+impl Classification {
+    /// The classification of work placed on an Incus cluster member, where
+    /// `self` is how this host's enforcement of the kind is classified:
+    /// on an attested member, host-kernel enforcement keeps its rank (as
+    /// on an attested executor) at the attested-member site; on a member
+    /// that is not attested nothing is known to enforce — not enforced.
+    pub fn on_member(self, attested: bool) -> Classification {
+        match (attested, self.enforcement) {
+            (false, _) => Classification::NONE,
+            (true, Enforcement::Enforced) => Classification {
+                enforcement: Enforcement::Enforced,
+                site: Some(EnforcementSite::AttestedMember),
+            },
+            (true, _) => self,
+        }
+    }
+}
+
 impl fmt::Display for Classification {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.site {
@@ -115,7 +137,41 @@ impl fmt::Display for Classification {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    fn classification() -> impl Strategy<Value = Classification> {
+        (
+            prop::sample::select(Enforcement::ALL.to_vec()),
+            prop::option::of(prop::sample::select(vec![
+                EnforcementSite::ThisHost,
+                EnforcementSite::AttestedExecutor,
+                EnforcementSite::ProviderHost,
+                EnforcementSite::AttestedMember,
+            ])),
+        )
+            .prop_map(|(enforcement, site)| Classification { enforcement, site })
+    }
+
+    proptest! {
+        /// An unattested member is not enforced whatever the kind; an
+        /// attested one never ranks above what the kind is on this host,
+        /// and host-kernel enforcement keeps its rank there.
+        #[test]
+        fn a_member_ranks_as_attested_executors_do(c in classification(), attested: bool) {
+            let on = c.on_member(attested);
+            if attested {
+                prop_assert_eq!(on.enforcement, c.enforcement);
+                if c.enforcement == Enforcement::Enforced {
+                    prop_assert_eq!(on.site, Some(EnforcementSite::AttestedMember));
+                }
+            } else {
+                prop_assert_eq!(on, Classification::NONE);
+            }
+            prop_assert!(on.enforcement <= c.enforcement);
+        }
+    }
 
     #[test]
     fn trust_order() {

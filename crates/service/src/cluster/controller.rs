@@ -182,7 +182,15 @@ impl Controller {
 
     /// One round at `now` (see the module docs).
     pub async fn tick(&mut self, now: SystemTime) -> Result<Tick, TickError> {
-        let listed = self.members.members().await;
+        // Bounded like an attestation: a member cut off from its cluster
+        // may not answer for the member list either.
+        let listed = match tokio::time::timeout(self.timeout, self.members.members()).await {
+            Ok(listed) => listed,
+            Err(_) => Err(format!(
+                "Incus gave no member list within {} ms",
+                self.timeout.as_millis()
+            )),
+        };
         let members = match listed {
             Ok(Some(m)) => m,
             Ok(None) => return Err(TickError::NotClustered),

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use corral_provider_incus::ClusterMember;
+use corral_sandbox_core::platform::Classification;
 use serde::Serialize;
 
 use super::Attestation;
@@ -162,6 +163,19 @@ impl Rotation {
         })
     }
 
+    /// Work on `member` in the trust order, given how this host classifies
+    /// its kind (`local`): enforced (at the attested-member site) exactly
+    /// while [`Rotation::choose`] would place there, else not enforced.
+    pub fn classify(
+        &self,
+        incus: &[ClusterMember],
+        member: &str,
+        local: Classification,
+        now: SystemTime,
+    ) -> Classification {
+        local.on_member(self.choose(incus, Some(member), now).is_ok())
+    }
+
     /// The member profiled work goes to: `target` when it may take it,
     /// else (no target) the first member Incus reports online that is in
     /// rotation with an attestation younger than the interval at `now`.
@@ -174,7 +188,15 @@ impl Rotation {
     ) -> Result<String, String> {
         let why_not = |m: &ClusterMember| -> Option<String> {
             if !m.takes_work() {
-                return Some(format!("Incus reports it {}", m.status.to_lowercase()));
+                let status = m.status.to_lowercase();
+                return Some(if status == "evacuated" {
+                    format!(
+                        "Incus reports it evacuated (`incus cluster restore {}` brings it back)",
+                        m.name
+                    )
+                } else {
+                    format!("Incus reports it {status}")
+                });
             }
             match self.members.get(&m.name) {
                 None => Some("never attested".to_owned()),
@@ -211,7 +233,63 @@ impl Rotation {
 
 #[cfg(test)]
 mod tests {
+    use corral_sandbox_core::{Enforcement, EnforcementSite};
+    use proptest::prelude::*;
+
     use super::*;
+
+    const ENFORCED_HERE: Classification = Classification {
+        enforcement: Enforcement::Enforced,
+        site: Some(EnforcementSite::ThisHost),
+    };
+
+    proptest! {
+        /// Whatever happened (attestations passing, failing, missing,
+        /// time passing, Incus statuses): a member ranks as enforced
+        /// exactly when it may take profiled work, and a member chosen
+        /// without a target is always one that ranks as enforced.
+        #[test]
+        fn profiled_work_lands_only_where_the_trust_order_says_enforced(
+            steps in prop::collection::vec((0usize..3, 0u8..4, 0u64..15), 1..40),
+            statuses in prop::collection::vec(
+                prop::sample::select(vec!["Online", "Offline", "Evacuated"]), 3),
+        ) {
+            let names = ["m1", "m2", "m3"];
+            let incus: Vec<ClusterMember> = names
+                .iter()
+                .zip(&statuses)
+                .map(|(n, s)| member(n, s))
+                .collect();
+            let mut r = Rotation::new(Duration::from_secs(10));
+            let mut now = T0;
+            for (who, op, dt) in steps {
+                now += Duration::from_secs(dt);
+                let m = names[who];
+                match op {
+                    0 => { r.observe(m, Ok(&attestation(m, &[])), now); }
+                    1 => { r.observe(m, Ok(&attestation(m, &["drift"])), now); }
+                    2 => { r.observe(m, Err("no answer"), now); }
+                    _ => { r.expire(now); }
+                }
+                for m in names {
+                    let c = r.classify(&incus, m, ENFORCED_HERE, now);
+                    let placeable = r.choose(&incus, Some(m), now).is_ok();
+                    prop_assert_eq!(c.enforcement == Enforcement::Enforced, placeable);
+                    if placeable {
+                        prop_assert_eq!(c.site, Some(EnforcementSite::AttestedMember));
+                    } else {
+                        prop_assert_eq!(c, Classification::NONE);
+                    }
+                }
+                if let Ok(m) = r.choose(&incus, None, now) {
+                    prop_assert_eq!(
+                        r.classify(&incus, &m, ENFORCED_HERE, now).enforcement,
+                        Enforcement::Enforced
+                    );
+                }
+            }
+        }
+    }
 
     fn member(name: &str, status: &str) -> ClusterMember {
         ClusterMember {
@@ -314,7 +392,10 @@ mod tests {
         let e = r
             .choose(&[member("m1", "Evacuated")], Some("m1"), at(1))
             .unwrap_err();
-        assert!(e.contains("evacuated"), "{e}");
+        assert!(
+            e.contains("evacuated") && e.contains("incus cluster restore m1"),
+            "{e}"
+        );
     }
 
     #[test]

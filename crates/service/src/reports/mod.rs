@@ -5,10 +5,12 @@
 //! is what was last applied or the configuration). Schemas:
 //! docs/json-schema.md.
 
+mod cluster;
 mod drift;
 mod host;
 mod profiles;
 
+pub use cluster::{ClusterReport, ControllerView, MemberView, cluster_report};
 pub use drift::{DriftView, drift_views};
 pub use host::{PlanReport, StatusReport, VerifyReport, basis, wiring_for};
 pub use profiles::{ProfileView, ProfilesReport};

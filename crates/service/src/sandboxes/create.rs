@@ -39,6 +39,9 @@ impl SandboxService {
         capacity.check(&spec.resources)?;
         let profile = spec.network.as_ref().map(|n| n.profile.clone());
         self.refuse_taken(&req.name).await?;
+        if profile.is_some() {
+            self.place_on_cluster(&mut spec.target).await?;
+        }
         let mut gate = self
             .gate_or_record(&req.name, profile.as_ref(), None)
             .await?;
@@ -85,6 +88,24 @@ impl SandboxService {
             options,
         )
         .await
+    }
+
+    /// On an Incus cluster, profiled work goes only to a member in
+    /// rotation with a fresh attestation (the standings the controller
+    /// wrote): `target` is checked, or chosen when absent. Off a cluster
+    /// nothing changes.
+    async fn place_on_cluster(&self, target: &mut Option<String>) -> Result<(), ServiceError> {
+        let Some(members) = self.backend.cluster_members().await? else {
+            return Ok(());
+        };
+        let chosen = crate::cluster::place(
+            &self.settings.state_dir,
+            &members,
+            target.as_deref(),
+            std::time::SystemTime::now(),
+        )?;
+        *target = Some(chosen);
+        Ok(())
     }
 
     /// Delete a sandbox whose create failed (a failure is logged: the
