@@ -40,6 +40,7 @@ pub mod encode;
 pub mod error;
 pub mod guard;
 pub mod openapi;
+pub mod rotation;
 pub mod routes;
 pub mod schema;
 pub mod serve;

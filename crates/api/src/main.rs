@@ -24,6 +24,7 @@ use corral_api::{AppState, Backend, Listen, Settings};
 use corral_egress::host::StateStore;
 use corral_sandbox_core::SandboxKind;
 use corral_service::callers::{Grants, GroupGrants, NamedGroup, NoGrants, StoreGrants};
+use corral_service::cluster::RemoteAttester;
 use corral_service::config::{ConfigSource, load};
 use corral_service::host::{ConfigCheck, compare_with_applied};
 use corral_service::reconcile::reconcile;
@@ -114,7 +115,9 @@ struct Args {
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     reverify_interval_secs: Option<u64>,
     /// This member's cluster.toml: serve its attestation to the peers it
-    /// names over mutually authenticated TLS (docs/cluster.md).
+    /// names over mutually authenticated TLS, and keep the Incus cluster's
+    /// rotation (attest every member each interval, drain and restore,
+    /// write the standings placement reads; docs/cluster.md).
     #[arg(long, value_name = "FILE")]
     cluster: Option<PathBuf>,
 }
@@ -325,6 +328,19 @@ fn main() -> ExitCode {
             None
         }
     };
+    // The rotation asks every member (itself included, at its own
+    // listener) over the same mutually authenticated TLS.
+    let controller = match cluster.as_ref().map(|c| {
+        RemoteAttester::new(c.settings(), &state.settings().config)
+            .map(|a| corral_api::rotation::controller(&state, c.settings(), Arc::new(a)))
+    }) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
+            print_error(&anyhow::Error::new(e).context("--cluster: the rotation's attester"));
+            return ExitCode::from(1);
+        }
+    };
     let watchdog = state.watchdog(interval);
     tracing::info!(
         interval_secs = interval.as_secs(),
@@ -350,6 +366,8 @@ fn main() -> ExitCode {
         }
         // The watchdog lives as long as the server.
         let _watchdog = tokio::spawn(watchdog.run());
+        // So does the cluster controller, when this is a cluster member.
+        let _controller = controller.map(|c| tokio::spawn(c.run()));
         if let Some(cluster) = cluster {
             cluster.start(state.clone()).await?;
         }

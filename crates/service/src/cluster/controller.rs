@@ -48,6 +48,16 @@ impl MemberList for Backend {
     }
 }
 
+#[async_trait]
+impl MemberList for crate::SandboxService {
+    async fn members(&self) -> Result<Option<Vec<ClusterMember>>, String> {
+        self.backend()
+            .cluster_members()
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// What one tick did.
 #[derive(Debug, Clone, Serialize)]
 pub struct Tick {
