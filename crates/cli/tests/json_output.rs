@@ -91,3 +91,45 @@ fn config_check_json_valid_and_invalid() {
             .starts_with("bad.conf:1")
     );
 }
+
+#[test]
+fn cluster_status_json_matches_its_documentation() {
+    use corral_provider_incus::ClusterMember;
+    use corral_sandbox_core::verify::Timestamp;
+    use corral_service::cluster::RotationFile;
+    use corral_service::cluster::persisted::{MemberRecord, SCHEMA, StandingName};
+    use corral_service::reports::ClusterReport;
+    // The builder both `corral cluster status --json` and GET /v1/cluster
+    // print, with a member of every standing and a written controller.
+    let member = |name: &str| ClusterMember {
+        name: name.into(),
+        url: String::new(),
+        status: "Online".into(),
+        message: "Fully operational".into(),
+        roles: Vec::new(),
+    };
+    let file = RotationFile {
+        schema: SCHEMA.into(),
+        written_at: Timestamp(10_000),
+        interval_secs: 10,
+        members: vec![MemberRecord {
+            member: "m2".into(),
+            incus_status: "Online".into(),
+            incus_message: String::new(),
+            standing: StandingName::Drained,
+            attested_at: Some(Timestamp(2_000)),
+            since: Timestamp(9_000),
+            reason: Some("attestation failed".into()),
+            last_failure: Some("attestation failed".into()),
+        }],
+    };
+    let report = ClusterReport::new(
+        Some(&[member("m1"), member("m2")]),
+        Some(&file),
+        &[],
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(12),
+    );
+    schema::check(&serde_json::to_value(&report).unwrap());
+    let off = ClusterReport::new(None, None, &[], std::time::SystemTime::now());
+    schema::check(&serde_json::to_value(&off).unwrap());
+}

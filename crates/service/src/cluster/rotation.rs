@@ -224,10 +224,16 @@ impl Rotation {
                 Some(why) => refused.push(format!("{}: {why}", m.name)),
             }
         }
-        Err(format!(
-            "no cluster member may take profiled work ({})",
-            refused.join("; ")
-        ))
+        Err(match target {
+            Some(_) => format!(
+                "cluster member {} (profiled work goes only to members in rotation)",
+                refused.join("; ")
+            ),
+            None => format!(
+                "no cluster member may take profiled work ({})",
+                refused.join("; ")
+            ),
+        })
     }
 }
 
