@@ -81,10 +81,11 @@ pub(crate) fn preflight(here: &Netns, names: &[&str], priorities: &[u32]) -> Res
 /// Stops the dnsmasq gateways a killed lab left behind for one of `bridges`.
 /// A gateway keeps its socket on the lab's address after the bridge is
 /// gone, so the next lab with that address could not start its own. Only
-/// gateways whose configuration lives under the temporary directory (a
-/// lab's state directory) and names one of the lab's bridges are stopped:
-/// the caller holds the host lock and has checked those bridges do not
-/// exist, so no live lab or deployment owns them.
+/// gateways running in this network namespace whose configuration lives
+/// under the temporary directory (a lab's state directory) and names one
+/// of the lab's bridges are stopped: the caller holds the host lock and
+/// has checked those bridges do not exist here, so no live lab or
+/// deployment owns them.
 fn sweep_stale_gateways(bridges: &[&str]) {
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return;
@@ -119,6 +120,12 @@ fn sweep_stale_gateways(bridges: &[&str]) {
             continue;
         };
         if !conf.starts_with(&tmp) {
+            continue;
+        }
+        // Another network namespace's gateway (a cluster lab member's, whose
+        // bridges of the same names live there) is not this lab's.
+        let ns = |p: &std::path::Path| std::fs::read_link(p.join("ns/net")).ok();
+        if ns(&entry.path()) != ns(std::path::Path::new("/proc/self")) {
             continue;
         }
         let head = std::fs::read_to_string(&conf).unwrap_or_default();

@@ -2,8 +2,9 @@
 //! every online one for its attestation at once (each bounded by a
 //! timeout), feeds each outcome to the [`Rotation`], drains members whose
 //! attestation aged out, records every change of standing on the event
-//! log, re-verifies a newly drained member's sandboxes ([`OnDrain`]) and
-//! writes the standings where other processes read them
+//! log, starts re-verifying a newly drained member's sandboxes
+//! ([`OnDrain`], in the background: a slow member must not hold up the
+//! rotation) and writes the standings where other processes read them
 //! ([`RotationFile`]). corrald runs it every attestation interval.
 
 use std::collections::BTreeMap;
@@ -63,17 +64,23 @@ impl MemberList for crate::SandboxService {
 pub struct Tick {
     /// The changes of standing, in the order they were recorded.
     pub changes: Vec<Change>,
-    /// The sandboxes of newly drained members, re-verified.
-    pub reverified: Vec<Reverified>,
+    /// Newly drained members whose sandboxes are being re-verified (in
+    /// the background: a slow or unreachable member must not hold up the
+    /// rotation; [`Controller::reverified`] waits for them).
+    pub reverifying: Vec<String>,
     /// The standings written.
     pub written: RotationFile,
+    /// Incus did not list the members (in time): the ones it listed last
+    /// were asked.
+    pub list_error: Option<String>,
 }
 
 /// Why a tick could not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum TickError {
-    /// Incus did not list its members: nothing was attested, the rotation
-    /// only aged (written all the same).
+    /// Incus did not list its members and none is known from an earlier
+    /// tick: nothing was attested, the rotation only aged (written all
+    /// the same).
     #[error("cannot list the cluster's members: {0}; fix the Incus connection")]
     Members(String),
     /// The server is not clustered: there is no rotation to keep.
@@ -104,6 +111,7 @@ pub struct Controller {
     members: Arc<dyn MemberList>,
     attester: Arc<dyn Attester>,
     on_drain: Option<Arc<dyn OnDrain>>,
+    draining: Vec<tokio::task::JoinHandle<Vec<Reverified>>>,
     store: Arc<Store>,
     clock: Arc<dyn Clock>,
     state_dir: PathBuf,
@@ -123,8 +131,9 @@ impl std::fmt::Debug for Controller {
 impl Controller {
     /// A controller whose attestations hold for `interval`, asking
     /// `attester`, listing `members`, recording into `store` and writing
-    /// under `state_dir`. Each attestation may take half the interval
-    /// (at least one second) before it counts as no answer. The standings
+    /// under `state_dir`. The member list and each attestation may take a
+    /// quarter of the interval (at least one second) before they count as
+    /// no answer, so a tick fits in the half interval between two. The standings
     /// a previous controller wrote there are taken up again, so a restart
     /// keeps a drain (and its reason) until a fresh attestation passes.
     pub fn new(
@@ -166,10 +175,11 @@ impl Controller {
             members,
             attester,
             on_drain: None,
+            draining: Vec::new(),
             store,
             clock,
             state_dir,
-            timeout: (interval / 2).max(Duration::from_secs(1)),
+            timeout: (interval / 4).max(Duration::from_secs(1)),
         }
     }
 
@@ -201,22 +211,32 @@ impl Controller {
                 self.timeout.as_millis()
             )),
         };
-        let members = match listed {
-            Ok(Some(m)) => m,
+        let (members, list_error) = match listed {
+            Ok(Some(m)) => {
+                for m in &m {
+                    let n = self.notes.entry(m.name.clone()).or_default();
+                    n.incus_status.clone_from(&m.status);
+                    n.incus_message.clone_from(&m.message);
+                }
+                (m, None)
+            }
             Ok(None) => return Err(TickError::NotClustered),
+            // Incus did not list them (in time): a degraded cluster can be
+            // slow to. The members it last listed are asked all the same —
+            // an attestation comes from each member's corral, not from
+            // Incus, and placement checks Incus's own word live.
+            Err(e) if !self.notes.is_empty() => {
+                tracing::warn!(error = %e, "cluster: asking the members Incus last listed");
+                (self.last_listed(), Some(e))
+            }
             Err(e) => {
                 let changes = self.rotation.expire(now);
-                let reverified = self.settle(&changes).await;
+                self.settle(&changes);
                 self.write(now)?;
-                tracing::error!(error = %e, ?changes, ?reverified, "cluster: no member list");
+                tracing::error!(error = %e, ?changes, "cluster: no member list");
                 return Err(TickError::Members(e));
             }
         };
-        for m in &members {
-            let n = self.notes.entry(m.name.clone()).or_default();
-            n.incus_status.clone_from(&m.status);
-            n.incus_message.clone_from(&m.message);
-        }
         // Offline or evacuated members are not asked: Incus already
         // keeps work off them, and asking would only wait out the timeout.
         let asked: Vec<&ClusterMember> = members.iter().filter(|m| m.takes_work()).collect();
@@ -244,18 +264,34 @@ impl Controller {
             changes.extend(change);
         }
         changes.extend(self.rotation.expire(now));
-        let reverified = self.settle(&changes).await;
+        let reverifying = self.settle(&changes);
         let written = self.write(now)?;
         Ok(Tick {
             changes,
-            reverified,
+            reverifying,
             written,
+            list_error,
         })
     }
 
-    /// Record each change and act on each drain.
-    async fn settle(&mut self, changes: &[Change]) -> Vec<Reverified> {
-        let mut reverified = Vec::new();
+    /// The members as Incus last listed them.
+    fn last_listed(&self) -> Vec<ClusterMember> {
+        self.notes
+            .iter()
+            .map(|(name, n)| ClusterMember {
+                name: name.clone(),
+                url: String::new(),
+                status: n.incus_status.clone(),
+                message: n.incus_message.clone(),
+                roles: Vec::new(),
+            })
+            .collect()
+    }
+
+    /// Record each change, and start re-verifying each newly drained
+    /// member's sandboxes in the background; the members handed over.
+    fn settle(&mut self, changes: &[Change]) -> Vec<String> {
+        let mut reverifying = Vec::new();
         let now = self.clock.now();
         for change in changes {
             let (member, event) = match change {
@@ -284,10 +320,29 @@ impl Controller {
                 tracing::error!(error = %e, "cluster: cannot record a change of standing");
             }
             if let (Change::Drained { .. }, Some(on_drain)) = (change, &self.on_drain) {
-                reverified.extend(on_drain.drained(member).await);
+                let on_drain = Arc::clone(on_drain);
+                let m = member.clone();
+                self.draining.push(tokio::spawn(async move {
+                    let done = on_drain.drained(&m).await;
+                    tracing::info!(member = %m, reverified = ?done, "cluster: drained member's sandboxes re-verified");
+                    done
+                }));
+                reverifying.push(member.clone());
             }
         }
-        reverified
+        reverifying
+    }
+
+    /// Wait for every re-verification started so far; what each did.
+    pub async fn reverified(&mut self) -> Vec<Reverified> {
+        let mut out = Vec::new();
+        for task in std::mem::take(&mut self.draining) {
+            match task.await {
+                Ok(done) => out.extend(done),
+                Err(e) => tracing::error!(error = %e, "cluster: a re-verification task failed"),
+            }
+        }
+        out
     }
 
     /// The standings at `now`, written atomically.
@@ -338,12 +393,17 @@ impl Controller {
         }
     }
 
-    /// A tick every interval until the task is dropped; a failed tick is
-    /// logged (the standings it could not refresh age out: fail closed).
+    /// A tick every half interval until the task is dropped: a healthy
+    /// member's attestation is then never older than the interval when
+    /// placement reads it (a tick every interval would leave it just past
+    /// the interval while the next tick runs), and a failing one is seen
+    /// within one interval. A failed tick is logged (the standings it
+    /// could not refresh age out: fail closed).
     pub async fn run(mut self) {
-        let interval = self.rotation.interval();
+        let period = self.rotation.interval() / 2;
         loop {
             let started = tokio::time::Instant::now();
+            self.draining.retain(|t| !t.is_finished());
             match self.tick(SystemTime::now()).await {
                 Ok(t) if !t.changes.is_empty() => {
                     tracing::info!(changes = ?t.changes, "cluster: standings changed");
@@ -351,7 +411,7 @@ impl Controller {
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "cluster: tick failed"),
             }
-            tokio::time::sleep_until(started + interval).await;
+            tokio::time::sleep_until(started + period).await;
         }
     }
 }

@@ -140,10 +140,13 @@ async fn drift_drains_once_records_it_reverifies_and_a_pass_restores() {
         "{:?}",
         t.changes
     );
+    assert_eq!(t.reverifying, ["m2"]);
+    assert!(c.reverified().await.is_empty());
     assert_eq!(*rig.seen.0.lock().unwrap(), ["m2"]);
     // Still failing: no second event, no second re-verification.
     let t = c.tick(at(10)).await.unwrap();
-    assert!(t.changes.is_empty(), "{:?}", t.changes);
+    assert!(t.changes.is_empty() && t.reverifying.is_empty(), "{t:?}");
+    c.reverified().await;
     assert_eq!(rig.seen.0.lock().unwrap().len(), 1);
 
     // What another process reads: m2 drained with its reason, m1 placeable.
@@ -210,7 +213,7 @@ async fn a_member_that_hangs_is_drained_within_the_timeout_and_others_are_not_he
 }
 
 #[tokio::test]
-async fn offline_members_are_not_asked_and_age_out_and_a_lost_member_list_only_ages() {
+async fn offline_members_are_not_asked_and_age_out_and_a_lost_member_list_asks_the_last_listed() {
     let (rig, mut c) = rig();
     c.tick(at(0)).await.unwrap();
     *rig.listed.0.lock().unwrap() = Ok(Some(vec![member("m1", "Online"), member("m2", "Offline")]));
@@ -230,18 +233,40 @@ async fn offline_members_are_not_asked_and_age_out_and_a_lost_member_list_only_a
     let m2 = t.written.members.iter().find(|m| m.member == "m2").unwrap();
     assert_eq!(m2.incus_status, "Offline");
 
+    // Incus does not list them: the members it listed last are asked
+    // (m1 online: attested, stays in rotation; m2 offline: not asked).
     *rig.listed.0.lock().unwrap() = Err("connection refused".into());
-    let e = c.tick(at(30)).await.unwrap_err().to_string();
-    assert!(e.contains("connection refused"), "{e}");
-    let file = RotationFile::load(rig.dir.path()).unwrap().unwrap();
+    let t = c.tick(at(30)).await.unwrap();
     assert!(
+        t.list_error
+            .as_deref()
+            .unwrap()
+            .contains("connection refused")
+    );
+    assert!(t.changes.is_empty(), "{:?}", t.changes);
+    let file = RotationFile::load(rig.dir.path()).unwrap().unwrap();
+    let standing = |m: &str| {
         file.members
             .iter()
-            .all(|m| m.standing == StandingName::Drained)
-    );
+            .find(|r| r.member == m)
+            .unwrap()
+            .standing
+    };
+    assert_eq!(standing("m1"), StandingName::InRotation);
+    assert_eq!(standing("m2"), StandingName::Drained);
 
     *rig.listed.0.lock().unwrap() = Ok(None);
     assert!(matches!(c.tick(at(31)).await, Err(TickError::NotClustered)));
+}
+
+#[tokio::test]
+async fn without_any_member_list_nothing_is_asked_and_the_rotation_only_ages() {
+    let (rig, mut c) = rig();
+    *rig.listed.0.lock().unwrap() = Err("connection refused".into());
+    let e = c.tick(at(0)).await.unwrap_err().to_string();
+    assert!(e.contains("connection refused"), "{e}");
+    let file = RotationFile::load(rig.dir.path()).unwrap().unwrap();
+    assert!(file.members.is_empty(), "{file:?}");
 }
 
 #[tokio::test]
