@@ -220,6 +220,8 @@ mod tests {
         Command::new("dnsmasq")
             .arg(format!("--conf-file={}", conf.display()))
             .arg("--keep-in-foreground")
+            // Two at once: the default pid file would be shared.
+            .arg("--pid-file=")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
