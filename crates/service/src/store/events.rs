@@ -5,7 +5,7 @@ use corral_sandbox_core::verify::Timestamp;
 use rusqlite::params;
 use serde::Serialize;
 
-use super::{Store, StoreError};
+use super::{SandboxRecord, Store, StoreError};
 use crate::hooks::Event;
 
 /// One stored event.
@@ -41,11 +41,26 @@ impl Store {
     /// Append `event`, recorded at `at`, and mirror it to the audit
     /// trail; returns its id.
     pub fn record(&self, event: &Event, at: Timestamp) -> Result<i64, StoreError> {
+        self.record_with(event, at, None)
+    }
+
+    /// Append `event` and, in the same transaction (one commit, one
+    /// sync), the record of the sandbox it made; then mirror the event to
+    /// the audit trail. Returns the event's id.
+    pub fn record_with(
+        &self,
+        event: &Event,
+        at: Timestamp,
+        sandbox: Option<&SandboxRecord>,
+    ) -> Result<i64, StoreError> {
         let body = serde_json::to_string(event).map_err(|e| self.corrupt("event to write", e))?;
         let at_ts = at;
         let at = i64::try_from(at.millis()).unwrap_or(i64::MAX);
-        let conn = self.conn();
-        conn.execute(
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction()
+            .map_err(self.sql("begin recording an event"))?;
+        tx.execute(
             "INSERT INTO events (at_ms, sandbox, event, alert, body) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![
                 at,
@@ -57,7 +72,11 @@ impl Store {
             ],
         )
         .map_err(self.sql("record an event"))?;
-        let id = conn.last_insert_rowid();
+        let id = tx.last_insert_rowid();
+        if let Some(rec) = sandbox {
+            super::sandboxes::insert_sandbox(&tx, rec).map_err(self.sql("record a sandbox"))?;
+        }
+        tx.commit().map_err(self.sql("commit an event"))?;
         drop(conn);
         self.audit
             .append(at_ts, crate::audit::Entry::Sandbox(event.clone()))?;
@@ -170,5 +189,43 @@ mod tests {
         let json = serde_json::to_value(&all[1]).unwrap();
         assert_eq!(json["event"], "alert");
         assert_eq!(json["name"], "b");
+    }
+
+    #[test]
+    fn a_create_records_its_event_and_its_sandbox_together_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let created = |name: &str| Event::Created {
+            name: name.into(),
+            kind: Some(corral_sandbox_core::SandboxKind::Incus),
+            profile: None,
+            owner: Some(1000),
+            template: Some("blank".into()),
+            from: None,
+        };
+        let rec = |name: &str| SandboxRecord {
+            name: name.into(),
+            kind: corral_sandbox_core::SandboxKind::Incus,
+            profile: None,
+            created: Timestamp(7),
+            last_verified: None,
+            verdict: None,
+            owner: Some(1000),
+            template: Some("blank".into()),
+        };
+        store
+            .record_with(&created("a"), Timestamp(7), Some(&rec("a")))
+            .unwrap();
+        assert_eq!(store.sandbox("a").unwrap(), Some(rec("a")));
+        assert_eq!(store.events(&EventQuery::default()).unwrap().len(), 1);
+        // The record cannot be written: the event is not committed either.
+        store.conn().execute_batch("DROP TABLE sandboxes").unwrap();
+        assert!(
+            store
+                .record_with(&created("b"), Timestamp(8), Some(&rec("b")))
+                .is_err()
+        );
+        let events = store.events(&EventQuery::default()).unwrap();
+        assert_eq!(events.len(), 1, "{events:?}");
     }
 }

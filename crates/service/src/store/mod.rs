@@ -10,7 +10,9 @@
 //! the commit returns; a gate change is one transaction, committed before
 //! the caller acts on it. The file is created 0600 in the trusted state
 //! directory (the state-files rule), and SQLite gives its `-wal` and `-shm`
-//! files the database file's mode.
+//! files the database file's mode. Closing does not checkpoint: the WAL
+//! and its index stay beside the database for the next opener (a commit
+//! checkpoints once the WAL passes SQLite's threshold).
 //!
 //! Schema changes are numbered migrations ([`migrations::MIGRATIONS`]),
 //! each applied once in a transaction; `PRAGMA user_version` holds the last.
@@ -30,6 +32,7 @@ use std::time::Duration;
 
 use corral_state_files::{StateDir, StateFileError};
 use rusqlite::Connection;
+use rusqlite::config::DbConfig;
 
 pub use events::{EventQuery, StoredEvent};
 pub use grants::GrantRecord;
@@ -113,6 +116,13 @@ impl Store {
             .map_err(sql("switch to WAL mode"))?;
         conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
             .map_err(sql("set synchronous=FULL"))?;
+        // Every commit is already durable in the WAL, so closing need not
+        // checkpoint it into the database (and then sync and delete it):
+        // that cost each short-lived `corral` command up to tens of ms on
+        // its way out. Commits still checkpoint once the WAL passes
+        // SQLite's threshold, and the next opener reads the WAL as it is.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+            .map_err(sql("keep the WAL on close"))?;
         migrations::apply(&mut conn, migrations::MIGRATIONS).map_err(|source| {
             StoreError::Migration {
                 path: path.clone(),
@@ -192,6 +202,29 @@ mod tests {
         drop(store);
         // A second open (corral and corrald alike) finds it as it was.
         Store::open(&state).unwrap();
+    }
+
+    #[test]
+    fn a_commit_outlives_the_close_that_skips_the_checkpoint() {
+        use corral_sandbox_core::verify::Timestamp;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let event = crate::hooks::Event::Started { name: "a".into() };
+        store.record(&event, Timestamp(10)).unwrap();
+        drop(store);
+        // Not checkpointed on close: the commit is still in the WAL, which
+        // stays private like the database.
+        let wal = dir.path().join(format!("{FILE}-wal"));
+        let meta = std::fs::metadata(&wal).expect("the WAL is kept on close");
+        assert!(meta.len() > 0);
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+        let events = Store::open(dir.path())
+            .unwrap()
+            .events(&EventQuery::default())
+            .unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].event, event);
     }
 
     #[test]

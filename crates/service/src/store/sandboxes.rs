@@ -5,7 +5,7 @@
 
 use corral_sandbox_core::SandboxKind;
 use corral_sandbox_core::verify::{EventOutcome, Timestamp};
-use rusqlite::{OptionalExtension as _, params};
+use rusqlite::{Connection, OptionalExtension as _, params};
 use serde::{Deserialize, Serialize};
 
 use super::{Store, StoreError};
@@ -78,25 +78,7 @@ fn ts(v: i64) -> Timestamp {
 impl Store {
     /// Record a sandbox corral created (replacing an old record of the name).
     pub fn add_sandbox(&self, rec: &SandboxRecord) -> Result<(), StoreError> {
-        self.conn()
-            .execute(
-                "INSERT OR REPLACE INTO sandboxes
-                     (name, kind, profile, created_ms, last_verified_ms, verdict,
-                      owner_uid, template)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    rec.name,
-                    rec.kind.as_str(),
-                    rec.profile,
-                    ms(rec.created),
-                    rec.last_verified.map(ms),
-                    rec.verdict.map(Verdict::as_str),
-                    rec.owner,
-                    rec.template
-                ],
-            )
-            .map_err(self.sql("record a sandbox"))?;
-        Ok(())
+        insert_sandbox(&self.conn(), rec).map_err(self.sql("record a sandbox"))
     }
 
     /// Record a canary run's verdict for `name` (a sandbox created before
@@ -240,6 +222,27 @@ fn raw(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
         r.get(6)?,
         r.get(7)?,
     ))
+}
+
+/// Insert (or replace) `rec` through `conn` (a transaction or not).
+pub(super) fn insert_sandbox(conn: &Connection, rec: &SandboxRecord) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT OR REPLACE INTO sandboxes
+             (name, kind, profile, created_ms, last_verified_ms, verdict,
+              owner_uid, template)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            rec.name,
+            rec.kind.as_str(),
+            rec.profile,
+            ms(rec.created),
+            rec.last_verified.map(ms),
+            rec.verdict.map(Verdict::as_str),
+            rec.owner,
+            rec.template
+        ],
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]

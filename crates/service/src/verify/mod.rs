@@ -390,10 +390,8 @@ impl Verifier {
             );
         }
         let now = self.clock.now();
-        if let Err(e) = self.store.record(event, now) {
-            tracing::error!(error = %e, "cannot record an event");
-        }
-        let bookkeeping = match event {
+        // A create's event and the sandbox's record: one transaction.
+        let made = match event {
             Event::Created {
                 name,
                 kind: Some(kind),
@@ -401,7 +399,7 @@ impl Verifier {
                 owner,
                 template,
                 ..
-            } => self.store.add_sandbox(&SandboxRecord {
+            } => Some(SandboxRecord {
                 name: name.clone(),
                 kind: *kind,
                 profile: profile.clone(),
@@ -411,6 +409,12 @@ impl Verifier {
                 owner: *owner,
                 template: template.clone(),
             }),
+            _ => None,
+        };
+        if let Err(e) = self.store.record_with(event, now, made.as_ref()) {
+            tracing::error!(error = %e, "cannot record an event");
+        }
+        let bookkeeping = match event {
             Event::Deleted { name } => self.store.remove_sandbox(name).map(|_| ()),
             Event::Renamed { name, from } => self.store.rename_sandbox(from, name),
             Event::Stopped { name } => self.store.clear_verdict(name),
@@ -512,6 +516,11 @@ impl Hooks for Verifier {
     }
 
     async fn record(&self, event: &Event) {
-        self.record_now(event);
+        // The commit syncs to disk: off the async threads, so whatever the
+        // caller runs beside it (a fresh sandbox's start) goes on meanwhile.
+        let (this, event) = (self.clone(), event.clone());
+        if let Err(e) = tokio::task::spawn_blocking(move || this.record_now(&event)).await {
+            tracing::error!(error = %e, "cannot record an event");
+        }
     }
 }
