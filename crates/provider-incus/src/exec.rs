@@ -1,5 +1,6 @@
 //! Running a command in an instance: Incus records stdout and stderr
 //! server-side (no websockets), corral fetches and then deletes the logs.
+//! A command run for its exit status alone (readiness) records nothing.
 //!
 //! Recorded-output exec takes no standard input, so stdin is pushed to a
 //! private file in the guest (owned by the exec user, mode 0600), and the
@@ -204,15 +205,7 @@ async fn run_inner(
     let cap = sandbox.provider.config().max_exec_output;
     let meta = op.metadata.unwrap_or(Value::Null);
     let fetched = async {
-        let exit_code = meta
-            .get("return")
-            .and_then(Value::as_i64)
-            .and_then(|c| i32::try_from(c).ok())
-            .ok_or_else(|| ProviderError::Malformed {
-                kind: sandbox.provider.inner.kind,
-                operation: what.clone(),
-                detail: format!("no exit code in {meta}"),
-            })?;
+        let exit_code = exit_code(sandbox, &what, Some(&meta))?;
         let (stdout, out_cut) = fetch_log(sandbox, &meta, "1", cap).await?;
         let (stderr, err_cut) = fetch_log(sandbox, &meta, "2", cap).await?;
         Ok(ExecOutput {
@@ -225,6 +218,79 @@ async fn run_inner(
     .await;
     delete_logs(sandbox, &id).await;
     fetched
+}
+
+/// Run `request` in `sandbox` (already checked: owned and running) for
+/// its exit status alone: Incus records no output, so there are no logs to
+/// fetch and delete, and the exit code comes from the operation's
+/// metadata. A request with environment or standard input takes the full
+/// path ([`run`]), which pushes them as files.
+pub async fn status(sandbox: &IncusSandbox, request: &ExecRequest) -> Result<i32, ProviderError> {
+    if !request.env.is_empty() || request.stdin.is_some() || request.tty.is_some() {
+        return Ok(run(sandbox, request).await?.exit_code);
+    }
+    if request.argv.is_empty() {
+        return Err(ProviderError::InvalidSpec {
+            field: "argv",
+            reason: "empty; expected a program and its arguments".into(),
+        });
+    }
+    let client = sandbox.provider.client();
+    let mut env = std::collections::BTreeMap::new();
+    let marker = match request.timeout {
+        Some(_) => {
+            let id = crate::stamp::Stamp::new(None, None, "exec")?.id;
+            env.insert(MARKER_VAR.to_owned(), id.clone());
+            Some(format!("{MARKER_VAR}={id}"))
+        }
+        None => None,
+    };
+    let mut body = api::exec_body(
+        &request.argv,
+        &env,
+        request.user.map(|u| (u.uid, u.gid)),
+        request.cwd.as_deref(),
+    );
+    body["record-output"] = Value::Bool(false);
+    let what = format!("exec in {}", sandbox.name);
+    let (id, _) = client
+        .start_operation(Method::POST, &sandbox.path("/exec"), Some(&body))
+        .await
+        .map_err(|e| sandbox.provider.err(e))?;
+    let wait = request
+        .timeout
+        .unwrap_or(sandbox.provider.config().operation_timeout);
+    let op = match client.wait(&what, &id, wait).await {
+        Ok(op) => op,
+        Err(ClientError::Timeout { .. }) => {
+            if let Some(marker) = &marker {
+                kill_marked(sandbox, marker).await;
+            }
+            return Err(ProviderError::Timeout {
+                operation: format!("{what}: {:?}", request.argv),
+                after: wait,
+            });
+        }
+        Err(e) => return Err(command_error(sandbox, &request.argv, e)),
+    };
+    exit_code(sandbox, &what, op.metadata.as_ref())
+}
+
+/// The exit code in a finished exec operation's metadata.
+fn exit_code(
+    sandbox: &IncusSandbox,
+    what: &str,
+    meta: Option<&Value>,
+) -> Result<i32, ProviderError> {
+    let meta = meta.unwrap_or(&Value::Null);
+    meta.get("return")
+        .and_then(Value::as_i64)
+        .and_then(|c| i32::try_from(c).ok())
+        .ok_or_else(|| ProviderError::Malformed {
+            kind: sandbox.provider.inner.kind,
+            operation: what.to_owned(),
+            detail: format!("no exit code in {meta}"),
+        })
 }
 
 /// The error of a failed exec operation: Incus fails the operation with

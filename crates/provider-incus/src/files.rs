@@ -1,7 +1,8 @@
 //! File push and pull through Incus's file API (works on stopped
 //! containers too, which clone, import and templates rely on). A push
 //! makes the missing directories above its file (root's, 0755), never
-//! touching one that exists.
+//! touching one that exists (Incus leaves an existing path as it is when
+//! asked to make a directory there).
 //!
 //! The guest decides what lies at a path, so a pull looks before it reads:
 //! a `HEAD` gives the type and size without opening the file. Directories
@@ -67,19 +68,75 @@ pub async fn push_owned(
         // Incus answers 404 when a directory above the file is missing.
         Err(e) if e.is_not_found() => {
             make_parents(sandbox, path).await?;
-            client
-                .send_bytes(Method::POST, &url, &headers, bytes)
-                .await
-                .map(|_| ())
-                .map_err(|e| sandbox.provider.err(e))
+            match client.send_bytes(Method::POST, &url, &headers, bytes).await {
+                Ok(_) => Ok(()),
+                Err(e) => Err(not_a_directory(sandbox, path)
+                    .await
+                    .unwrap_or_else(|| sandbox.provider.err(e))),
+            }
         }
         Err(e) => Err(sandbox.provider.err(e)),
     }
 }
 
-/// Make each missing directory above `path` (root's, 0755), top down;
-/// one that exists is left as it is.
+/// The directory above `path` (`None` at the root).
+fn parent(path: &str) -> Option<&str> {
+    match path.trim_end_matches('/').rsplit_once('/') {
+        Some(("", _)) | None => None,
+        Some((dir, _)) => Some(dir),
+    }
+}
+
+/// Make each missing directory above `path` (root's, 0755), the nearest
+/// first: Incus answers 404 when a directory's own parent is missing, and
+/// then that one is made first. Incus leaves whatever already exists at a
+/// path it is asked to make a directory (a directory keeps its owner and
+/// mode), so nothing that exists is touched and no request is spent
+/// looking first; what is in the way shows when the file is written.
 async fn make_parents(sandbox: &IncusSandbox, path: &str) -> Result<(), ProviderError> {
+    let client = sandbox.provider.client();
+    let headers = [
+        ("X-Incus-uid", "0".to_owned()),
+        ("X-Incus-gid", "0".to_owned()),
+        ("X-Incus-mode", "0755".to_owned()),
+        ("X-Incus-type", "directory".to_owned()),
+    ];
+    // Directories still to make, the deepest first; and those that
+    // already answered 404 once (a second 404, after the one above was
+    // made, means something other than a directory is in the way).
+    let mut pending: Vec<&str> = parent(path).into_iter().collect();
+    let mut refused: Vec<&str> = Vec::new();
+    while let Some(dir) = pending.last().copied() {
+        let url = sandbox.path(&format!("/files?path={}", encode_query(dir)));
+        match client
+            .send_bytes(Method::POST, &url, &headers, Bytes::new())
+            .await
+        {
+            Ok(_) => {
+                pending.pop();
+            }
+            Err(e) if e.is_not_found() && !refused.contains(&dir) => {
+                refused.push(dir);
+                match parent(dir) {
+                    Some(up) => pending.push(up),
+                    None => return Err(sandbox.provider.err(e)),
+                }
+            }
+            Err(e) if e.is_not_found() => {
+                return Err(not_a_directory(sandbox, path)
+                    .await
+                    .unwrap_or_else(|| sandbox.provider.err(e)));
+            }
+            Err(e) => return Err(sandbox.provider.err(e)),
+        }
+    }
+    Ok(())
+}
+
+/// After a write failed although its directories were made: the first
+/// path above `path` that is not a directory in the guest, as the error
+/// to report (`None` when each one is a directory).
+async fn not_a_directory(sandbox: &IncusSandbox, path: &str) -> Option<ProviderError> {
     let client = sandbox.provider.client();
     let parts: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
     let mut dir = String::new();
@@ -87,38 +144,22 @@ async fn make_parents(sandbox: &IncusSandbox, path: &str) -> Result<(), Provider
         dir.push('/');
         dir.push_str(part);
         let url = sandbox.path(&format!("/files?path={}", encode_query(&dir)));
-        match client.head(&url).await {
-            Ok(head) => {
-                let kind = head
-                    .get("X-Incus-type")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("file");
-                if kind != "directory" {
-                    return Err(ProviderError::InvalidSpec {
-                        field: "path",
-                        reason: format!(
-                            "{} is a {kind} in the guest, not a directory",
-                            corral_sandbox_core::text::Shown(&dir)
-                        ),
-                    });
-                }
-            }
-            Err(e) if e.is_not_found() => {
-                let headers = [
-                    ("X-Incus-uid", "0".to_owned()),
-                    ("X-Incus-gid", "0".to_owned()),
-                    ("X-Incus-mode", "0755".to_owned()),
-                    ("X-Incus-type", "directory".to_owned()),
-                ];
-                client
-                    .send_bytes(Method::POST, &url, &headers, Bytes::new())
-                    .await
-                    .map_err(|e| sandbox.provider.err(e))?;
-            }
-            Err(e) => return Err(sandbox.provider.err(e)),
+        let head = client.head(&url).await.ok()?;
+        let kind = head
+            .get("X-Incus-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("file");
+        if kind != "directory" {
+            return Some(ProviderError::InvalidSpec {
+                field: "path",
+                reason: format!(
+                    "{} is a {kind} in the guest, not a directory",
+                    corral_sandbox_core::text::Shown(&dir)
+                ),
+            });
         }
     }
-    Ok(())
+    None
 }
 
 /// What is at a guest path.
@@ -212,6 +253,14 @@ pub async fn pull(sandbox: &IncusSandbox, path: &str) -> Result<Vec<u8>, Provide
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_parent_of_a_guest_path() {
+        assert_eq!(parent("/home/agent/AGENTS.md"), Some("/home/agent"));
+        assert_eq!(parent("/home/agent/"), Some("/home"));
+        assert_eq!(parent("/home"), None);
+        assert_eq!(parent("/"), None);
+    }
 
     #[test]
     fn guest_paths_must_be_absolute_without_dotdot() {

@@ -183,6 +183,14 @@ impl Sandbox for IncusSandbox {
         crate::exec::run(self, request).await
     }
 
+    async fn exec_status(&self, request: &ExecRequest) -> Result<i32, ProviderError> {
+        let (inst, _) = self.owned().await?;
+        if !inst.state().can_exec() {
+            return Err(self.invalid(inst.state(), Operation::Exec, "start it first"));
+        }
+        crate::exec::status(self, request).await
+    }
+
     async fn exec_streamed(
         &self,
         request: &ExecRequest,

@@ -95,3 +95,56 @@ async fn pulls_and_exec_output_are_bounded_and_logs_never_stay() {
     );
     assert_eq!(logs, Value::Array(Vec::new()), "exec logs left behind");
 }
+
+#[tokio::test]
+async fn an_exec_for_its_status_alone_reports_the_exit_code_and_keeps_no_output() {
+    let Some(p) = provider_with(config()).await else {
+        return;
+    };
+    let name = unique("status");
+    let _cleanup = common::Cleanup::new(&p, &[&name]);
+    let sb = ok(p.create(&spec(&name)).await, "create");
+    ok(sb.start().await, "start");
+    let probe = |argv: &[&str]| ExecRequest::new(argv.iter().copied());
+    assert_eq!(ok(sb.exec_status(&probe(&["true"])).await, "true"), 0);
+    // Control: a failing command is not reported as a success.
+    assert_eq!(
+        ok(
+            sb.exec_status(&probe(&["sh", "-c", "head -c 100000 /dev/zero; exit 3"]))
+                .await,
+            "exit 3"
+        ),
+        3
+    );
+    let err = sb.exec_status(&probe(&["/no/such/program"])).await.err();
+    assert!(
+        matches!(err, Some(ProviderError::InvalidSpec { field: "argv", .. })),
+        "{err:?}"
+    );
+    let err = sb
+        .exec_status(&probe(&["sleep", "600"]).with_timeout(Duration::from_secs(1)))
+        .await
+        .err();
+    assert!(
+        matches!(err, Some(ProviderError::Timeout { .. })),
+        "{err:?}"
+    );
+    // The timed-out command was killed: nothing is left sleeping.
+    let left = ok(
+        sb.exec(&ExecRequest::new([
+            "sh",
+            "-c",
+            "ps | grep -c '[s]leep 600'",
+        ]))
+        .await,
+        "ps",
+    );
+    assert_eq!(left.stdout_text().trim(), "0", "{}", left.stderr_text());
+    let logs: Value = ok(
+        p.client()
+            .get(&format!("/1.0/instances/{name}/logs/exec-output"))
+            .await,
+        "list exec logs",
+    );
+    assert_eq!(logs, Value::Array(Vec::new()), "exec logs left behind");
+}

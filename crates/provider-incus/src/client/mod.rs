@@ -94,12 +94,23 @@ impl IncusClient {
             what: what.clone(),
             detail: format!("request could not be built: {e}"),
         })?;
-        tokio::time::timeout(timeout, transport::send(&*self.connector, request, &what))
-            .await
-            .map_err(|_| ClientError::Timeout {
-                what: what.clone(),
-                after: timeout,
-            })?
+        let started = std::time::Instant::now();
+        let answer =
+            tokio::time::timeout(timeout, transport::send(&*self.connector, request, &what))
+                .await
+                .map_err(|_| ClientError::Timeout {
+                    what: what.clone(),
+                    after: timeout,
+                })?;
+        // Where a command's time goes (`RUST_LOG=corral_provider_incus=debug`):
+        // each request with the time to its answer's headers.
+        tracing::debug!(
+            request = %what,
+            status = answer.as_ref().map_or(0, |r| r.status().as_u16()),
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "incus"
+        );
+        answer
     }
 
     async fn read_body(

@@ -185,6 +185,13 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     /// Run a command inside it.
     async fn exec(&self, request: &ExecRequest) -> Result<ExecOutput, ProviderError>;
 
+    /// Run a command inside it for its exit status alone (a readiness
+    /// probe): its output is discarded, which a backend may do without
+    /// fetching it (Incus: no recorded logs to read and delete).
+    async fn exec_status(&self, request: &ExecRequest) -> Result<i32, ProviderError> {
+        Ok(self.exec(request).await?.exit_code)
+    }
+
     /// Delete it, with its snapshots.
     async fn delete(self: Box<Self>) -> Result<(), ProviderError>;
 
