@@ -131,18 +131,17 @@ impl SandboxService {
         if let Some(g) = gate.as_mut() {
             g.binding.clone_from(&binding);
         }
-        self.hooks
-            .record(&Event::Created {
-                name: name.to_owned(),
-                kind: Some(sandbox.kind()),
-                profile: profile.as_ref().map(ToString::to_string),
-                owner: options.owner,
-                template: None,
-                from: Some(from.to_owned()),
-            })
-            .await;
+        let created = Event::Created {
+            name: name.to_owned(),
+            kind: Some(sandbox.kind()),
+            profile: profile.as_ref().map(ToString::to_string),
+            owner: options.owner,
+            template: None,
+            from: Some(from.to_owned()),
+        };
         self.hand_out(
             sandbox,
+            &created,
             profile.as_ref(),
             gate,
             None,

@@ -69,18 +69,17 @@ impl SandboxService {
             }
         };
         drop(claim);
-        self.hooks
-            .record(&Event::Created {
-                name: req.name.clone(),
-                kind: Some(sandbox.kind()),
-                profile: profile.as_ref().map(ToString::to_string),
-                owner: options.owner,
-                template: Some(rendered.template.clone()),
-                from: None,
-            })
-            .await;
+        let created = Event::Created {
+            name: req.name.clone(),
+            kind: Some(sandbox.kind()),
+            profile: profile.as_ref().map(ToString::to_string),
+            owner: options.owner,
+            template: Some(rendered.template.clone()),
+            from: None,
+        };
         self.hand_out(
             sandbox,
+            &created,
             profile.as_ref(),
             gate,
             Some((&rendered, spec.instance_type)),
@@ -121,12 +120,15 @@ impl SandboxService {
         }
     }
 
-    /// After the provider made `sandbox` (a create or a copy): put its
-    /// template (`rendered`, a create's) in place and leave it stopped, or
-    /// start it and hand it out; a failure deletes it again.
+    /// After the provider made `sandbox` (a create or a copy): record
+    /// `created`, then put its template (`rendered`, a create's) in place
+    /// and leave it stopped, or start it (recording `created` meanwhile)
+    /// and hand it out; a failure deletes it again.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn hand_out(
         &self,
         sandbox: Box<dyn Sandbox>,
+        created: &Event,
         profile: Option<&ProfileName>,
         gate: Option<GatePass>,
         rendered: Option<(&Rendered, InstanceType)>,
@@ -137,6 +139,7 @@ impl SandboxService {
         let bound = gate.as_ref().and_then(|g| g.binding.clone());
         let binding = bound.as_ref();
         if !options.start {
+            self.hooks.record(created).await;
             let done = async {
                 let template = match rendered {
                     Some((r, t)) => Some(templates::apply::apply(sandbox.as_ref(), r, t).await?),
@@ -161,7 +164,13 @@ impl SandboxService {
             });
         }
         match self
-            .start_and_hand_out(sandbox.as_ref(), profile, rendered, options.ready_timeout)
+            .start_and_hand_out(
+                sandbox.as_ref(),
+                Some(created),
+                profile,
+                rendered,
+                options.ready_timeout,
+            )
             .await
         {
             Ok((info, ready, template)) => Ok(HandedOut {
@@ -179,24 +188,35 @@ impl SandboxService {
         }
     }
 
-    /// Start; wait until ready while a fresh sandbox's template
-    /// (`rendered`) is put in place (the file API takes a running
+    /// Start (a fresh sandbox's `created` event is recorded meanwhile);
+    /// wait until ready, then read its state, while a fresh sandbox's
+    /// template (`rendered`) is put in place (the file API takes a running
     /// container too, so neither waits for the other); run the hooks; on
     /// a hook refusal stop it.
     pub(super) async fn start_and_hand_out(
         &self,
         sandbox: &dyn Sandbox,
+        created: Option<&Event>,
         profile: Option<&ProfileName>,
         rendered: Option<(&Rendered, InstanceType)>,
         ready_timeout: Duration,
     ) -> Result<(SandboxInfo, Ready, Option<TemplateApplied>), ServiceError> {
-        sandbox.start().await?;
+        let (started, ()) = tokio::join!(sandbox.start(), async {
+            if let Some(event) = created {
+                self.hooks.record(event).await;
+            }
+        });
+        started?;
         let profile = match profile {
             Some(p) => Some(self.profile(p.as_str())?),
             None => None,
         };
-        let (ready, template) = tokio::try_join!(
-            wait_ready(sandbox, profile, &self.settings.state_dir, ready_timeout),
+        let ((ready, info), template) = tokio::try_join!(
+            async {
+                let ready =
+                    wait_ready(sandbox, profile, &self.settings.state_dir, ready_timeout).await?;
+                Ok::<_, ServiceError>((ready, sandbox.info().await?))
+            },
             async {
                 match rendered {
                     Some((r, t)) => Ok(Some(templates::apply::apply(sandbox, r, t).await?)),
@@ -204,7 +224,6 @@ impl SandboxService {
                 }
             }
         )?;
-        let info = sandbox.info().await?;
         if let Err(e) = self.hooks.before_handout(sandbox, &info).await {
             let _ = sandbox
                 .stop(StopOptions {

@@ -61,7 +61,13 @@ impl SandboxService {
             .gate_or_record(name, info.profile.as_ref(), self.binding_check(&info))
             .await?;
         let (info, ready, _) = self
-            .start_and_hand_out(sandbox.as_ref(), info.profile.as_ref(), None, ready_timeout)
+            .start_and_hand_out(
+                sandbox.as_ref(),
+                None,
+                info.profile.as_ref(),
+                None,
+                ready_timeout,
+            )
             .await?;
         Ok(HandedOut {
             info,
@@ -115,7 +121,13 @@ impl SandboxService {
             sandbox.stop(options).await?;
         }
         let (info, ready, _) = self
-            .start_and_hand_out(sandbox.as_ref(), info.profile.as_ref(), None, ready_timeout)
+            .start_and_hand_out(
+                sandbox.as_ref(),
+                None,
+                info.profile.as_ref(),
+                None,
+                ready_timeout,
+            )
             .await?;
         Ok(HandedOut {
             info,

@@ -62,14 +62,11 @@ pub async fn wait_ready(
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let probe = ExecRequest::new(["true"]).with_timeout(left.max(Duration::from_secs(1)));
-        match sandbox.exec(&probe).await {
-            Ok(out) if out.success() => break,
-            Ok(out) => {
+        match sandbox.exec_status(&probe).await {
+            Ok(0) => break,
+            Ok(code) => {
                 if Instant::now() >= deadline {
-                    return Err(not_ready(format!(
-                        "exec of `true` exited {}",
-                        out.exit_code
-                    )));
+                    return Err(not_ready(format!("exec of `true` exited {code}")));
                 }
             }
             Err(e) => {

@@ -111,7 +111,13 @@ impl SandboxService {
             });
         }
         let (info, ready, _) = self
-            .start_and_hand_out(sandbox.as_ref(), info.profile.as_ref(), None, ready_timeout)
+            .start_and_hand_out(
+                sandbox.as_ref(),
+                None,
+                info.profile.as_ref(),
+                None,
+                ready_timeout,
+            )
             .await?;
         Ok(HandedOut {
             info,
