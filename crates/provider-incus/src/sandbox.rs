@@ -123,6 +123,11 @@ impl Sandbox for IncusSandbox {
         self.provider.info_of(&inst, &stamp, addresses)
     }
 
+    async fn nic(&self) -> Result<Option<BoundNic>, ProviderError> {
+        let (inst, _) = self.owned().await?;
+        Ok(inst.nic_device().and_then(api::bound_nic))
+    }
+
     /// A local container's network namespace is entered from the host
     /// through its init's pid; a VM, or any instance of a remote daemon,
     /// is probed through exec.

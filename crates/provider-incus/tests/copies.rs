@@ -44,6 +44,7 @@ async fn clones_get_a_fresh_identity() {
     });
     let orig = ok(p.create(&s).await, "create");
     assert_eq!(ok(orig.info().await, "info").nic, Some(bound.clone()));
+    assert_eq!(ok(orig.nic().await, "nic"), Some(bound.clone()));
     assert_eq!(
         ok(orig.pull_file("/etc/machine-id").await, "pull"),
         IMAGE_MACHINE_ID
@@ -90,6 +91,7 @@ async fn clones_get_a_fresh_identity() {
         assert!(!other.config.contains_key("user.corral.port"));
     }
     assert_eq!(ok(cloned.info().await, "info").nic, None);
+    assert_eq!(ok(cloned.nic().await, "nic"), None);
     assert_eq!(
         ok(cloned.pull_file("/etc/machine-id").await, "pull clone"),
         b""

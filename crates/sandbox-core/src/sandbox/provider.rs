@@ -176,6 +176,13 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     /// Fresh information from the backend.
     async fn info(&self) -> Result<SandboxInfo, ProviderError>;
 
+    /// The port binding its NIC carries (`info().nic`), fresh from the
+    /// backend, which may read it for less than the whole information
+    /// (Incus: no runtime state for the addresses).
+    async fn nic(&self) -> Result<Option<BoundNic>, ProviderError> {
+        Ok(self.info().await?.nic)
+    }
+
     /// Start it (after the provider re-checks its topology).
     async fn start(&self) -> Result<(), ProviderError>;
 

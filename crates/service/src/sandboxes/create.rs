@@ -2,7 +2,8 @@
 //! (start, ready, context file, hooks).
 
 use super::{
-    CreateOptions, CreatePlan, HandedOut, NewSandbox, Ready, SandboxService, plan, wait_ready,
+    CreateOptions, CreatePlan, HandedOut, NewSandbox, Ready, SandboxService, plan,
+    wait_ready_with_info,
 };
 use crate::error::ServiceError;
 use crate::gate::GatePass;
@@ -189,7 +190,7 @@ impl SandboxService {
     }
 
     /// Start (a fresh sandbox's `created` event is recorded meanwhile);
-    /// wait until ready, then read its state, while a fresh sandbox's
+    /// wait until ready (its state is read meanwhile), while a fresh sandbox's
     /// template (`rendered`) is put in place (the file API takes a running
     /// container too, so neither waits for the other); run the hooks; on
     /// a hook refusal stop it.
@@ -212,11 +213,7 @@ impl SandboxService {
             None => None,
         };
         let ((ready, info), template) = tokio::try_join!(
-            async {
-                let ready =
-                    wait_ready(sandbox, profile, &self.settings.state_dir, ready_timeout).await?;
-                Ok::<_, ServiceError>((ready, sandbox.info().await?))
-            },
+            wait_ready_with_info(sandbox, profile, &self.settings.state_dir, ready_timeout),
             async {
                 match rendered {
                     Some((r, t)) => Ok(Some(templates::apply::apply(sandbox, r, t).await?)),

@@ -145,7 +145,7 @@ impl SandboxService {
     pub async fn delete(&self, name: &str) -> Result<(), ServiceError> {
         let sandbox = self.open(name).await?;
         let nic = match self.backend.binds_ports() {
-            true => sandbox.info().await?.nic,
+            true => sandbox.nic().await?,
             false => None,
         };
         if let Err(e) = sandbox.delete().await {

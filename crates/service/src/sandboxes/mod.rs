@@ -46,7 +46,7 @@ use corral_sandbox_core::sandbox::{BoundNic, ProviderError, SandboxInfo, Sandbox
 use corral_sandbox_core::{Profile, ProfileName};
 use serde::Serialize;
 
-pub use ready::{Ready, wait_ready};
+pub use ready::{Ready, wait_ready, wait_ready_with_info};
 pub use spec::{
     ByteSize, CreatePlan, NewSandbox, Size, SizeError, default_profile, filled, plan, sandbox_name,
     spec_for,

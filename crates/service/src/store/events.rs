@@ -34,6 +34,15 @@ pub struct EventQuery {
     pub limit: Option<u32>,
 }
 
+/// What an event changes in the sandbox records, committed with it.
+#[derive(Debug, Clone, Copy)]
+pub enum RecordChange<'a> {
+    /// A sandbox was made: its record.
+    Add(&'a SandboxRecord),
+    /// A sandbox was deleted: forget the record of this name.
+    Remove(&'a str),
+}
+
 /// Events listed when the caller does not say how many.
 pub const DEFAULT_LIMIT: u32 = 100;
 
@@ -45,13 +54,13 @@ impl Store {
     }
 
     /// Append `event` and, in the same transaction (one commit, one
-    /// sync), the record of the sandbox it made; then mirror the event to
-    /// the audit trail. Returns the event's id.
+    /// sync), the change it makes to the sandbox records; then mirror the
+    /// event to the audit trail. Returns the event's id.
     pub fn record_with(
         &self,
         event: &Event,
         at: Timestamp,
-        sandbox: Option<&SandboxRecord>,
+        change: Option<RecordChange<'_>>,
     ) -> Result<i64, StoreError> {
         let body = serde_json::to_string(event).map_err(|e| self.corrupt("event to write", e))?;
         let at_ts = at;
@@ -73,8 +82,15 @@ impl Store {
         )
         .map_err(self.sql("record an event"))?;
         let id = tx.last_insert_rowid();
-        if let Some(rec) = sandbox {
-            super::sandboxes::insert_sandbox(&tx, rec).map_err(self.sql("record a sandbox"))?;
+        match change {
+            Some(RecordChange::Add(rec)) => {
+                super::sandboxes::insert_sandbox(&tx, rec).map_err(self.sql("record a sandbox"))?;
+            }
+            Some(RecordChange::Remove(name)) => {
+                tx.execute("DELETE FROM sandboxes WHERE name = ?1", params![name])
+                    .map_err(self.sql("forget a sandbox"))?;
+            }
+            None => {}
         }
         tx.commit().map_err(self.sql("commit an event"))?;
         drop(conn);
@@ -214,18 +230,42 @@ mod tests {
             template: Some("blank".into()),
         };
         store
-            .record_with(&created("a"), Timestamp(7), Some(&rec("a")))
+            .record_with(
+                &created("a"),
+                Timestamp(7),
+                Some(RecordChange::Add(&rec("a"))),
+            )
             .unwrap();
         assert_eq!(store.sandbox("a").unwrap(), Some(rec("a")));
         assert_eq!(store.events(&EventQuery::default()).unwrap().len(), 1);
+        // A delete forgets the record in its event's transaction.
+        store
+            .record_with(
+                &Event::Deleted { name: "a".into() },
+                Timestamp(8),
+                Some(RecordChange::Remove("a")),
+            )
+            .unwrap();
+        assert_eq!(store.sandbox("a").unwrap(), None);
+        store
+            .record_with(
+                &created("a"),
+                Timestamp(9),
+                Some(RecordChange::Add(&rec("a"))),
+            )
+            .unwrap();
         // The record cannot be written: the event is not committed either.
         store.conn().execute_batch("DROP TABLE sandboxes").unwrap();
         assert!(
             store
-                .record_with(&created("b"), Timestamp(8), Some(&rec("b")))
+                .record_with(
+                    &created("b"),
+                    Timestamp(8),
+                    Some(RecordChange::Add(&rec("b"))),
+                )
                 .is_err()
         );
         let events = store.events(&EventQuery::default()).unwrap();
-        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events.len(), 3, "{events:?}");
     }
 }

@@ -34,7 +34,7 @@ use corral_state_files::{StateDir, StateFileError};
 use rusqlite::Connection;
 use rusqlite::config::DbConfig;
 
-pub use events::{EventQuery, StoredEvent};
+pub use events::{EventQuery, RecordChange, StoredEvent};
 pub use grants::GrantRecord;
 pub use sandboxes::{SandboxRecord, Verdict};
 

@@ -42,7 +42,7 @@ use crate::error::ServiceError;
 use crate::hooks::{Event, HookError, Hooks};
 use crate::provider::Backend;
 use crate::settings::Settings;
-use crate::store::{SandboxRecord, Store, StoreError, Verdict};
+use crate::store::{RecordChange, SandboxRecord, Store, StoreError, Verdict};
 use crate::target::{Target, TargetError};
 
 /// Running sandboxes asked for an address when looking for a sibling.
@@ -390,7 +390,8 @@ impl Verifier {
             );
         }
         let now = self.clock.now();
-        // A create's event and the sandbox's record: one transaction.
+        // A create's or delete's event and its sandbox record: one
+        // transaction.
         let made = match event {
             Event::Created {
                 name,
@@ -411,11 +412,15 @@ impl Verifier {
             }),
             _ => None,
         };
-        if let Err(e) = self.store.record_with(event, now, made.as_ref()) {
+        let change = match (event, &made) {
+            (_, Some(rec)) => Some(RecordChange::Add(rec)),
+            (Event::Deleted { name }, _) => Some(RecordChange::Remove(name)),
+            _ => None,
+        };
+        if let Err(e) = self.store.record_with(event, now, change) {
             tracing::error!(error = %e, "cannot record an event");
         }
         let bookkeeping = match event {
-            Event::Deleted { name } => self.store.remove_sandbox(name).map(|_| ()),
             Event::Renamed { name, from } => self.store.rename_sandbox(from, name),
             Event::Stopped { name } => self.store.clear_verdict(name),
             _ => Ok(()),
