@@ -95,6 +95,15 @@ impl Instance {
         }
     }
 
+    /// True when any device of the instance (profiles' included) is a
+    /// NIC.
+    pub fn has_any_nic(&self) -> bool {
+        self.devices
+            .values()
+            .chain(self.expanded_devices.values())
+            .any(|d| d.get("type").map(String::as_str) == Some("nic"))
+    }
+
     /// The NIC device Incus applies (the expanded view, which profiles
     /// could add to; the local one when the record has no expanded view).
     pub fn nic_device(&self) -> Option<&Device> {
@@ -508,5 +517,19 @@ mod tests {
         assert_eq!(state_of("Running"), SandboxState::Running);
         assert_eq!(state_of("Stopped"), SandboxState::Stopped);
         assert_eq!(state_of("Wat"), SandboxState::Unknown);
+    }
+
+    #[test]
+    fn any_nic_counts_wherever_it_comes_from() {
+        let disk = Device::from([("type".to_owned(), "disk".to_owned())]);
+        let nic = Device::from([("type".to_owned(), "nic".to_owned())]);
+        let mut inst = Instance::default();
+        inst.devices.insert("root".into(), disk);
+        assert!(!inst.has_any_nic());
+        inst.expanded_devices.insert("eth9".into(), nic.clone());
+        assert!(inst.has_any_nic());
+        inst.expanded_devices.clear();
+        inst.devices.insert("eth0".into(), nic);
+        assert!(inst.has_any_nic());
     }
 }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use corral_sandbox_core::sandbox::{
-    Attachment, Capabilities, Operation, ProviderError, Sandbox, SandboxInfo, SandboxProvider,
-    SandboxSpec,
+    Attachment, Capabilities, Made, Operation, ProviderError, Sandbox, SandboxInfo,
+    SandboxProvider, SandboxSpec,
 };
 use corral_sandbox_core::{SandboxKind, SandboxName};
 use http::Method;
@@ -210,9 +210,54 @@ impl IncusProvider {
         })
     }
 
-    async fn create_inner(&self, spec: &SandboxSpec, stamp: &Stamp) -> Result<(), ProviderError> {
+    /// Create (and with `start`, start) the instance `spec` asks for;
+    /// `Err`: nothing was made (a mount's staging is removed again);
+    /// `Ok(Err(_))`: made, but its start failed.
+    async fn made(
+        &self,
+        spec: &SandboxSpec,
+        start: bool,
+    ) -> Result<Result<(), ProviderError>, ProviderError> {
+        if self.inner.kind == SandboxKind::IncusRemote
+            && let Some(m) = spec.mounts.first()
+        {
+            // A host path names a directory on this machine, not the remote's.
+            return Err(ProviderError::Mount {
+                source_path: m.source.display().to_string(),
+                reason: "host mounts need the sandbox on this host; an incus-remote sandbox runs elsewhere".into(),
+            });
+        }
+        let (profile, bridge, nic) = match &spec.network {
+            Some(net) => (
+                Some(net.profile.clone()),
+                Some(net.bridge.clone()),
+                net.nic.clone(),
+            ),
+            None => (None, None, None),
+        };
+        let stamp = Stamp::new(profile, bridge, spec.image.clone())?.with_nic(nic);
+        match self.create_inner(spec, &stamp, start).await {
+            Ok(started) => Ok(started),
+            Err(e) => {
+                let _ = self.inner.config.mounts.remove_staging(&stamp.id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Create the instance (and with `start`, start it in the same
+    /// request). `Ok(Err(_))`: made, carrying `stamp`, but not started.
+    async fn create_inner(
+        &self,
+        spec: &SandboxSpec,
+        stamp: &Stamp,
+        start: bool,
+    ) -> Result<Result<(), ProviderError>, ProviderError> {
         let mounts = self.inner.config.mounts.prepare(&stamp.id, &spec.mounts)?;
-        let body = api::create_body(spec, &self.inner.config.storage_pool, stamp, &mounts)?;
+        let mut body = api::create_body(spec, &self.inner.config.storage_pool, stamp, &mounts)?;
+        if start {
+            body["start"] = serde_json::Value::Bool(true);
+        }
         let path = self.create_path(spec.target.as_deref()).await?;
         let created = self
             .inner
@@ -225,7 +270,17 @@ impl IncusProvider {
             )
             .await;
         match created {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(Ok(())),
+            // Made (it carries this create's stamp), but its start failed.
+            Err(e)
+                if start
+                    && self
+                        .owned(spec.name.as_str())
+                        .await
+                        .is_ok_and(|(_, s)| s.id == stamp.id) =>
+            {
+                Ok(Err(self.err(e)))
+            }
             Err(e) => {
                 // Say "no such image" plainly when that is what went wrong.
                 let alias = format!("/1.0/images/aliases/{}", spec.image);
@@ -266,29 +321,16 @@ impl SandboxProvider for IncusProvider {
     }
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>, ProviderError> {
-        if self.inner.kind == SandboxKind::IncusRemote
-            && let Some(m) = spec.mounts.first()
-        {
-            // A host path names a directory on this machine, not the remote's.
-            return Err(ProviderError::Mount {
-                source_path: m.source.display().to_string(),
-                reason: "host mounts need the sandbox on this host; an incus-remote sandbox runs elsewhere".into(),
-            });
-        }
-        let (profile, bridge, nic) = match &spec.network {
-            Some(net) => (
-                Some(net.profile.clone()),
-                Some(net.bridge.clone()),
-                net.nic.clone(),
-            ),
-            None => (None, None, None),
-        };
-        let stamp = Stamp::new(profile, bridge, spec.image.clone())?.with_nic(nic);
-        if let Err(e) = self.create_inner(spec, &stamp).await {
-            let _ = self.inner.config.mounts.remove_staging(&stamp.id);
-            return Err(e);
-        }
+        self.made(spec, false).await??;
         Ok(self.handle(spec.name.clone()))
+    }
+
+    async fn create_started(&self, spec: &SandboxSpec) -> Result<Made, ProviderError> {
+        let started = self.made(spec, true).await?;
+        Ok(Made {
+            sandbox: self.handle(spec.name.clone()),
+            started,
+        })
     }
 
     async fn open(&self, name: &SandboxName) -> Result<Box<dyn Sandbox>, ProviderError> {

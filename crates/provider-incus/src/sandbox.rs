@@ -101,7 +101,10 @@ impl Sandbox for IncusSandbox {
     async fn info(&self) -> Result<SandboxInfo, ProviderError> {
         let (inst, stamp) = self.owned().await?;
         let mut addresses: Vec<std::net::IpAddr> = Vec::new();
-        if inst.state() == SandboxState::Running {
+        // Without a NIC it has loopback alone, which is not listed: no
+        // need for the runtime state (a costly read on a container that
+        // just started).
+        if inst.state() == SandboxState::Running && inst.has_any_nic() {
             let state: InstanceState = self
                 .provider
                 .client()

@@ -10,7 +10,7 @@ mod streams;
 
 pub use error::ProviderError;
 pub use exec::{BackendClient, ExecOutput, ExecRequest, ExecUser, TerminalCommand, TerminalSize};
-pub use provider::{Capabilities, Operation, Sandbox, SandboxProvider, StopOptions};
+pub use provider::{Capabilities, Made, Operation, Sandbox, SandboxProvider, StopOptions};
 pub use site::ProbeSite;
 pub use spec::{
     Attachment, BoundNic, InstanceType, MountSpec, NetworkAttachment, Resources, SandboxInfo,

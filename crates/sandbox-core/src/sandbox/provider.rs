@@ -119,6 +119,16 @@ pub struct StopOptions {
     pub timeout: Option<Duration>,
 }
 
+/// A sandbox [`SandboxProvider::create_started`] made, and how its start
+/// went.
+#[derive(Debug)]
+pub struct Made {
+    /// The sandbox (it exists on the backend).
+    pub sandbox: Box<dyn Sandbox>,
+    /// Its start: `Err` leaves it made but not running.
+    pub started: Result<(), ProviderError>,
+}
+
 /// A backend that makes sandboxes. Object-safe: corral holds providers as
 /// `Box<dyn SandboxProvider>` and picks one at start-up from the platform
 /// matrix.
@@ -135,6 +145,17 @@ pub trait SandboxProvider: Send + Sync + fmt::Debug {
 
     /// Create (but do not start) a sandbox.
     async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>, ProviderError>;
+
+    /// Create a sandbox and start it, as one step where the backend has
+    /// one (Incus: one create request that also starts the instance; no
+    /// window between the two). `Err`: nothing was made. A sandbox made
+    /// whose start failed comes back with that failure in
+    /// [`Made::started`], for the caller to dispose of.
+    async fn create_started(&self, spec: &SandboxSpec) -> Result<Made, ProviderError> {
+        let sandbox = self.create(spec).await?;
+        let started = sandbox.start().await;
+        Ok(Made { sandbox, started })
+    }
 
     /// A handle on an existing sandbox corral owns.
     async fn open(&self, name: &SandboxName) -> Result<Box<dyn Sandbox>, ProviderError>;
