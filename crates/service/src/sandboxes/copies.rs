@@ -141,7 +141,10 @@ impl SandboxService {
         };
         self.hand_out(
             sandbox,
-            &created,
+            super::create::Fresh {
+                created: &created,
+                started: None,
+            },
             profile.as_ref(),
             gate,
             None,

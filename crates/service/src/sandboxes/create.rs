@@ -62,8 +62,18 @@ impl SandboxService {
         if let Some(g) = gate.as_mut() {
             g.binding.clone_from(&binding);
         }
-        let sandbox = match provider.create(&spec).await {
-            Ok(s) => s,
+        // A create that starts at once asks the backend for both in one
+        // step (Incus: one request, cheaper than a create and a start).
+        let made = if options.start {
+            provider
+                .create_started(&spec)
+                .await
+                .map(|m| (m.sandbox, Some(m.started)))
+        } else {
+            provider.create(&spec).await.map(|s| (s, None))
+        };
+        let (sandbox, started) = match made {
+            Ok(m) => m,
             Err(e) => {
                 self.release(binding.as_ref()).await;
                 return Err(e.into());
@@ -80,7 +90,10 @@ impl SandboxService {
         };
         self.hand_out(
             sandbox,
-            &created,
+            Fresh {
+                created: &created,
+                started,
+            },
             profile.as_ref(),
             gate,
             Some((&rendered, spec.instance_type)),
@@ -121,15 +134,16 @@ impl SandboxService {
         }
     }
 
-    /// After the provider made `sandbox` (a create or a copy): record
-    /// `created`, then put its template (`rendered`, a create's) in place
-    /// and leave it stopped, or start it (recording `created` meanwhile)
-    /// and hand it out; a failure deletes it again.
+    /// After the provider made `sandbox` (a create or a copy): record its
+    /// creation, then put its template (`rendered`, a create's) in place
+    /// and leave it stopped, or start it unless the provider did
+    /// (recording the creation meanwhile) and hand it out; a failure
+    /// deletes it again.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn hand_out(
         &self,
         sandbox: Box<dyn Sandbox>,
-        created: &Event,
+        fresh: Fresh<'_>,
         profile: Option<&ProfileName>,
         gate: Option<GatePass>,
         rendered: Option<(&Rendered, InstanceType)>,
@@ -140,7 +154,7 @@ impl SandboxService {
         let bound = gate.as_ref().and_then(|g| g.binding.clone());
         let binding = bound.as_ref();
         if !options.start {
-            self.hooks.record(created).await;
+            self.hooks.record(fresh.created).await;
             let done = async {
                 let template = match rendered {
                     Some((r, t)) => Some(templates::apply::apply(sandbox.as_ref(), r, t).await?),
@@ -167,7 +181,7 @@ impl SandboxService {
         match self
             .start_and_hand_out(
                 sandbox.as_ref(),
-                Some(created),
+                Some(fresh),
                 profile,
                 rendered,
                 options.ready_timeout,
@@ -189,24 +203,37 @@ impl SandboxService {
         }
     }
 
-    /// Start (a fresh sandbox's `created` event is recorded meanwhile);
-    /// wait until ready (its state is read meanwhile), while a fresh sandbox's
+    /// Start (a fresh sandbox's creation is recorded meanwhile; one the
+    /// provider started as it made it is not started again); wait until
+    /// ready (its state is read meanwhile), while a fresh sandbox's
     /// template (`rendered`) is put in place (the file API takes a running
     /// container too, so neither waits for the other); run the hooks; on
     /// a hook refusal stop it.
     pub(super) async fn start_and_hand_out(
         &self,
         sandbox: &dyn Sandbox,
-        created: Option<&Event>,
+        fresh: Option<Fresh<'_>>,
         profile: Option<&ProfileName>,
         rendered: Option<(&Rendered, InstanceType)>,
         ready_timeout: Duration,
     ) -> Result<(SandboxInfo, Ready, Option<TemplateApplied>), ServiceError> {
-        let (started, ()) = tokio::join!(sandbox.start(), async {
-            if let Some(event) = created {
-                self.hooks.record(event).await;
+        let (created, done) = match fresh {
+            Some(f) => (Some(f.created), f.started),
+            None => (None, None),
+        };
+        let (started, ()) = tokio::join!(
+            async {
+                match done {
+                    Some(result) => result,
+                    None => sandbox.start().await,
+                }
+            },
+            async {
+                if let Some(event) = created {
+                    self.hooks.record(event).await;
+                }
             }
-        });
+        );
         started?;
         let profile = match profile {
             Some(p) => Some(self.profile(p.as_str())?),
@@ -243,4 +270,12 @@ impl SandboxService {
             .await;
         Ok((info, ready, template))
     }
+}
+
+/// A sandbox the provider just made: its creation event (recorded before
+/// it is handed out) and, when the provider started it as it made it, how
+/// that start went.
+pub(super) struct Fresh<'a> {
+    pub(super) created: &'a Event,
+    pub(super) started: Option<Result<(), ProviderError>>,
 }
