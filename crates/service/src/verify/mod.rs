@@ -203,29 +203,39 @@ impl Verifier {
     }
 
     /// Another running sandbox on `profile`'s subnet, other than `me` (the
-    /// list carries no addresses: each candidate is asked, at most a few).
+    /// list carries no addresses: each candidate is asked, at most a few),
+    /// in any project corral manages: a granted user's sandboxes sit on
+    /// the same bridges as corral's own.
     async fn sibling(&self, me: &SandboxName, profile: &Profile) -> Option<IpAddr> {
-        let provider = self.backend.as_ref()?.provider().await.ok()?;
-        let list = provider.list().await.ok()?;
-        let candidates = list
-            .iter()
-            .filter(|s| &s.name != me && s.state == SandboxState::Running)
-            .filter(|s| s.profile.as_ref() == Some(&profile.name))
-            .take(MAX_SIBLINGS_ASKED);
-        for c in candidates {
-            let Ok(sandbox) = provider.open(&c.name).await else {
+        let providers = self.backend.as_ref()?.providers().await.ok()?;
+        let mut asked = 0;
+        for provider in &providers {
+            let Ok(list) = provider.list().await else {
                 continue;
             };
-            let Ok(info) = sandbox.info().await else {
-                continue;
-            };
-            let found = info
-                .addresses
+            let candidates = list
                 .iter()
-                .copied()
-                .find(|a| matches!(a, IpAddr::V4(v4) if profile.subnet_v4.contains(v4)));
-            if found.is_some() {
-                return found;
+                .filter(|s| &s.name != me && s.state == SandboxState::Running)
+                .filter(|s| s.profile.as_ref() == Some(&profile.name));
+            for c in candidates {
+                if asked == MAX_SIBLINGS_ASKED {
+                    return None;
+                }
+                asked += 1;
+                let Ok(sandbox) = provider.open(&c.name).await else {
+                    continue;
+                };
+                let Ok(info) = sandbox.info().await else {
+                    continue;
+                };
+                let found = info
+                    .addresses
+                    .iter()
+                    .copied()
+                    .find(|a| matches!(a, IpAddr::V4(v4) if profile.subnet_v4.contains(v4)));
+                if found.is_some() {
+                    return found;
+                }
             }
         }
         None
