@@ -12,7 +12,7 @@
 //! directory (the state-files rule), and SQLite gives its `-wal` and `-shm`
 //! files the database file's mode. Closing does not checkpoint: the WAL
 //! and its index stay beside the database for the next opener (a commit
-//! checkpoints once the WAL passes SQLite's threshold).
+//! checkpoints once the WAL passes 1 MiB).
 //!
 //! Schema changes are numbered migrations ([`migrations::MIGRATIONS`]),
 //! each applied once in a transaction; `PRAGMA user_version` holds the last.
@@ -119,10 +119,14 @@ impl Store {
         // Every commit is already durable in the WAL, so closing need not
         // checkpoint it into the database (and then sync and delete it):
         // that cost each short-lived `corral` command up to tens of ms on
-        // its way out. Commits still checkpoint once the WAL passes
-        // SQLite's threshold, and the next opener reads the WAL as it is.
+        // its way out. The next opener reads the WAL as it is.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
             .map_err(sql("keep the WAL on close"))?;
+        // The next opener reads the WAL back (no connection kept its
+        // index): a commit checkpoints once it passes 1 MiB, which keeps
+        // that read short.
+        conn.execute_batch("PRAGMA wal_autocheckpoint = 256;")
+            .map_err(sql("bound the WAL"))?;
         migrations::apply(&mut conn, migrations::MIGRATIONS).map_err(|source| {
             StoreError::Migration {
                 path: path.clone(),
