@@ -9,9 +9,10 @@
 //! start gate → bind its port (on a local corral bridge: MAC, address and
 //! port name chosen by corral, the DHCP reservation and the rules in force
 //! and recorded, see [`crate::ports`]) → provider create with that MAC and
-//! port name → (start → ready: DHCP lease from the profile's gateway and
-//! exec answering, while the template's context file is put in place
-//! where the image has no cloud-init → [`Hooks::before_handout`]) → hand
+//! port name (and start, in the same step when the create starts at once:
+//! [`create_started`]) → (ready: DHCP lease from the profile's gateway and
+//! exec answering, while the template's context file is put in place where
+//! the image has no cloud-init → [`Hooks::before_handout`]) → hand
 //! out; a create left stopped gets its context file before it is handed
 //! out. A failure after the binding deletes the sandbox again and unbinds
 //! its port, so a failed create leaves nothing behind. Start and restart
@@ -26,6 +27,8 @@
 //! live in a module named for what they touch: [`copies`] (clone, export,
 //! import), [`snapshots`], [`files`] (push, pull), [`terminal`] (shell),
 //! [`rename`].
+//!
+//! [`create_started`]: corral_sandbox_core::sandbox::SandboxProvider::create_started
 
 mod binding;
 pub mod copies;
