@@ -1,19 +1,22 @@
-//! `corral new` as an operator runs it: the real (release) binary, one
-//! process per command, against the local Incus daemon and the busybox
-//! test image.
+//! `corral new` as an operator runs it: the real binary, one process per
+//! command, against the local Incus daemon and the busybox test image.
 //!
 //! 1. **new → exec `true` → rm** against `incus launch` → `incus exec` →
 //!    `incus delete -f` of the same image in corral's project (no
 //!    profiles, the same pool), interleaved round by round so load on the
-//!    machine hits both alike; the ratio of medians.
+//!    machine hits both alike; the ratio of medians. With
+//!    `CORRAL_BENCH_BASELINE=/path/to/an/older/corral`, that binary runs
+//!    the same cycle in the same rounds (its own state directory), for a
+//!    before/after in one run.
 //! 2. **new to ready on a built-in profile**: the built-in profiles applied
 //!    for real in the host namespace (the built-in test lab), then `corral
-//!    new --profile P --json` until it returns — start gate, create, the
-//!    template's context file, start, a DHCP lease from the profile's
-//!    gateway and exec answering, the canary — with the `ready.ms` it
-//!    reports (start → lease and exec) beside it.
+//!    new --profile P --json` until it returns — start gate, create and
+//!    start (one Incus request), a DHCP lease from the profile's gateway
+//!    and exec answering while the template's context file is written, the
+//!    canary — with the `ready.ms` it reports (start → lease and exec)
+//!    beside it.
 //!
-//! `cargo bench -p corral-cli --bench new [-- N]` (root; Incus and the test
+//! `cargo bench --profile dev -p corral-cli --bench new [-- N]` (root; Incus and the test
 //! image from scripts/incus-setup.sh and scripts/incus-image.sh; the host
 //! must be free of corral state for part 2).
 
@@ -67,13 +70,14 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// `corral new` (no network) → exec → rm; the time of each step.
-fn corral_cycle(state: &Path, name: &str) -> [Duration; 3] {
+/// `corral new` (no network) → exec → rm with the `corral` binary at
+/// `corral`; the time of each step.
+fn corral_cycle(corral: &str, state: &Path, name: &str) -> [Duration; 3] {
     let _gone = Gone(name.to_owned());
     let s = state.to_str().unwrap();
     [
         run(
-            CORRAL,
+            corral,
             &[
                 "new",
                 name,
@@ -84,8 +88,8 @@ fn corral_cycle(state: &Path, name: &str) -> [Duration; 3] {
                 s,
             ],
         ),
-        run(CORRAL, &["exec", name, "-n", "--", "true"]),
-        run(CORRAL, &["rm", "--force", name, "--state-dir", s]),
+        run(corral, &["exec", name, "-n", "--", "true"]),
+        run(corral, &["rm", "--force", name, "--state-dir", s]),
     ]
 }
 
@@ -132,13 +136,31 @@ fn main() {
     let state = tempfile::tempdir().unwrap();
     let pid = std::process::id();
 
-    // Part 1. One untimed round each first: both clients' caches warm.
-    corral_cycle(state.path(), &format!("bench-new-warm-{pid}"));
+    // Part 1. One untimed round each first: the clients' caches warm. An
+    // older corral (CORRAL_BENCH_BASELINE: its binary) runs the same cycle
+    // in the same rounds, with a state directory of its own.
+    let baseline = std::env::var("CORRAL_BENCH_BASELINE").ok();
+    let base_state = tempfile::tempdir().unwrap();
+    corral_cycle(CORRAL, state.path(), &format!("bench-new-warm-{pid}"));
     incus_cycle(&format!("bench-launch-warm-{pid}"));
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    if let Some(b) = &baseline {
+        corral_cycle(b, base_state.path(), &format!("bench-base-warm-{pid}"));
+    }
+    let (mut ours, mut theirs, mut base) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..n {
-        ours.push(corral_cycle(state.path(), &format!("bench-new-{pid}-{i}")));
+        ours.push(corral_cycle(
+            CORRAL,
+            state.path(),
+            &format!("bench-new-{pid}-{i}"),
+        ));
         theirs.push(incus_cycle(&format!("bench-launch-{pid}-{i}")));
+        if let Some(b) = &baseline {
+            base.push(corral_cycle(
+                b,
+                base_state.path(),
+                &format!("bench-base-{pid}-{i}"),
+            ));
+        }
     }
     let total = |p: &[Duration; 3]| p.iter().sum::<Duration>();
     let m_ours = median(ours.iter().map(total).collect());
@@ -154,13 +176,24 @@ fn main() {
         "ratio corral/incus (median): {:.2}",
         m_ours.as_secs_f64() / m_theirs.as_secs_f64()
     );
+    if let Some(b) = &baseline {
+        let m_base = median(base.iter().map(total).collect());
+        println!("baseline ({b}): median {:.0} ms", ms(m_base));
+        println!("{}", phases("baseline", &base));
+        println!(
+            "ratio baseline/incus (median): {:.2}",
+            m_base.as_secs_f64() / m_theirs.as_secs_f64()
+        );
+    }
 
     // Part 2.
     let lab = BuiltinLab::new().unwrap_or_else(|e| panic!("{e}"));
     let (config, lab_state) = (lab.config_path(), lab.state_dir());
     let (c, s) = (config.to_str().unwrap(), lab_state.to_str().unwrap());
     run(CORRAL, &["host", "apply", "--config", c, "--state-dir", s]);
-    println!("\ncorral new to ready (gate, create, lease, exec, canary), {n} each, medians");
+    println!(
+        "\ncorral new to ready (gate, create and start, lease, exec, canary), {n} each, medians"
+    );
     println!(
         "| profile | new wall (ms) | to `created` (ms) | `created` to `started` (ms) | of it, start -> ready (ms) | exec round trip (ms) |"
     );
