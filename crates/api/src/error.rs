@@ -50,6 +50,8 @@ pub const CODES: &[&str] = &[
     "not_enforced",
     "refused_by_check",
     "not_ready",
+    // Sandboxes: placement on an Incus cluster.
+    "not_in_rotation",
     // Sandboxes: verification.
     "not_profiled",
     "profile_not_configured",
