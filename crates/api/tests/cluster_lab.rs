@@ -1,0 +1,387 @@
+//! The rotation kept by real corrald instances on the real two-member
+//! Incus cluster (`corral_tests::cluster`): one `corrald --cluster` per
+//! member, inside its member's network namespace (enforcing there with
+//! `--netns`), on its member's Incus socket, its listener on the member's
+//! cluster address, certificates from scripts/cluster-certs.sh, the other
+//! member as its peer. Everything is read back through corrald's own
+//! outputs (`GET /v1/cluster`, `GET /v1/events`, placements through
+//! `POST /v1/sandboxes`): both members in rotation; corral's table deleted
+//! on m2 drains it within an interval and a tick (a target of m2 refused,
+//! no target lands on m1); re-applied, back; m2's cluster link cut drains
+//! it because its corrald does not answer, long before Incus would call it
+//! offline; the link back restores it.
+
+// Test helpers panic to report a failure, like the tests themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Server, assert_error, request};
+use corral_provider_incus::{Endpoint, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
+use corral_sandbox_core::sandbox::SandboxProvider as _;
+use corral_tests::cluster::{ClusterLab, Member, MemberCorral};
+use serde_json::{Value, json};
+
+/// The attestation interval every member's cluster.toml sets: the
+/// controllers tick every half of it.
+const INTERVAL: Duration = Duration::from_secs(2);
+/// One controller tick.
+const TICK: Duration = Duration::from_secs(1);
+/// The cluster listeners' port, on each member's lab address.
+const PORT: u16 = 7443;
+
+fn needs() -> bool {
+    corral_test_support::gate::root()
+        && corral_test_support::gate::netns()
+        && corral_test_support::gate::tool("nft", "nftables")
+        && openssl()
+        && corral_test_support::gate::incus().is_some()
+}
+
+/// `openssl` runs (it has `version`, not `--version`), else a counted skip.
+fn openssl() -> bool {
+    let ran = Command::new("openssl").arg("version").output();
+    if ran.is_ok_and(|o| o.status.success()) {
+        return true;
+    }
+    corral_test_support::gate::skip(
+        "needs `openssl` (Debian package openssl) to make certificates",
+    );
+    false
+}
+
+/// One member's corrald: started in the member's namespace, answering on a
+/// unix socket in its state directory.
+struct Daemon {
+    _server: Server,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(m: &Member, state: &Path, config: &Path, cluster: &Path) -> Self {
+        let socket = state.join("corrald.sock");
+        let args: Vec<String> = [
+            "--socket".to_owned(),
+            socket.display().to_string(),
+            "--incus-socket".to_owned(),
+            m.socket().display().to_string(),
+            "--netns".to_owned(),
+            m.netns.clone(),
+            "--state-dir".to_owned(),
+            state.display().to_string(),
+            "--config".to_owned(),
+            config.display().to_string(),
+            "--cluster".to_owned(),
+            cluster.display().to_string(),
+        ]
+        .into();
+        // In the member's namespace: its listener binds the member's
+        // cluster address, and reaches the peer only over the lab's link.
+        let wrapper = [
+            "nsenter".to_owned(),
+            format!("--net=/run/netns/{}", m.netns),
+        ];
+        let log = state.with_extension("corrald.log");
+        let server = Server::start_under(&wrapper, &args, &[("RUST_LOG", "info")], Some(log));
+        Self {
+            _server: server,
+            socket,
+        }
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        request(
+            UnixStream::connect(&self.socket).unwrap(),
+            method,
+            path,
+            body,
+        )
+    }
+
+    /// `member`'s row of `GET /v1/cluster`.
+    fn row(&self, member: &str) -> Value {
+        let (s, doc) = self.call("GET", "/v1/cluster", None);
+        assert_eq!(s, 200, "{doc}");
+        doc["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["member"] == member)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {member} in {doc}"))
+    }
+
+    /// Poll `GET /v1/cluster` every 50 ms until `member` stands as
+    /// `standing`; the time it took.
+    fn wait_standing(&self, member: &str, standing: &str, within: Duration) -> Duration {
+        let started = Instant::now();
+        loop {
+            let row = self.row(member);
+            if row["standing"] == standing {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < within,
+                "{member} not {standing} within {within:?}: {row}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The event log's member events about `member` after event `after`,
+    /// oldest first.
+    fn member_events(&self, member: &str, after: i64) -> Vec<Value> {
+        let (s, doc) = self.call(
+            "GET",
+            &format!("/v1/events?after={after}&limit=10000"),
+            None,
+        );
+        assert_eq!(s, 200, "{doc}");
+        doc["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["member"] == member)
+            .cloned()
+            .collect()
+    }
+}
+
+fn certs(dir: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/cluster-certs.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(dir)
+        .args(["m1", "m2"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cluster-certs.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn cluster_toml(path: &Path, me: &Member, peer: &Member, pki: &Path) {
+    std::fs::write(
+        path,
+        format!(
+            "member = \"{n}\"\nlisten = \"{a}:{PORT}\"\nca = \"{ca}\"\ncert = \"{pki}/{n}.pem\"\nkey = \"{pki}/{n}.key\"\ninterval_secs = {i}\n\n[[peers]]\nname = \"{p}\"\nurl = \"https://{pa}:{PORT}\"\n",
+            n = me.name,
+            a = me.address,
+            ca = pki.join("ca.pem").display(),
+            pki = pki.display(),
+            i = INTERVAL.as_secs(),
+            p = peer.name,
+            pa = peer.address,
+        ),
+    )
+    .unwrap();
+}
+
+fn nft_delete_corral(netns: &str) {
+    let out = Command::new("ip")
+        .args([
+            "netns", "exec", netns, "nft", "delete", "table", "inet", "corral",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn corrald_on_each_member_keeps_the_rotation_over_mutual_tls() {
+    if !needs() {
+        return;
+    }
+    let formed = Instant::now();
+    let lab = ClusterLab::new().unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("cluster of 2 formed in {} ms", formed.elapsed().as_millis());
+    let (m1, m2) = (lab.member("m1"), lab.member("m2"));
+    // The first connection makes corral's project, where the image goes.
+    let rt = common::incus::runtime();
+    let provider = rt
+        .block_on(IncusProvider::connect(IncusConfig {
+            endpoint: Endpoint::Unix(m1.socket()),
+            ..IncusConfig::local()
+        }))
+        .unwrap();
+    lab.import_image(TEST_IMAGE_ALIAS, "corral", "corral")
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("corral.toml");
+    std::fs::write(
+        &config,
+        corral_sandbox_core::Config::builtin_default().to_toml_string(),
+    )
+    .unwrap();
+    let pki = dir.path().join("pki");
+    certs(&pki);
+    let states: Vec<PathBuf> = ["m1", "m2"].iter().map(|m| dir.path().join(m)).collect();
+    // Declared after the lab: torn down before the members go.
+    let corral: Vec<MemberCorral> = [m1, m2]
+        .iter()
+        .zip(&states)
+        .map(|(m, s)| MemberCorral::apply(&config, m, s.clone()).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let started = Instant::now();
+    // Declared last: stopped before corral's enforcement is torn down.
+    let daemons: Vec<Daemon> = [(m1, m2), (m2, m1)]
+        .iter()
+        .zip(&states)
+        .map(|((me, peer), state)| {
+            let toml = dir.path().join(format!("{}.cluster.toml", me.name));
+            cluster_toml(&toml, me, peer, &pki);
+            Daemon::start(me, state, &config, &toml)
+        })
+        .collect();
+    let (d1, d2) = (&daemons[0], &daemons[1]);
+
+    // Both corrald see both members in rotation.
+    for d in &daemons {
+        for m in ["m1", "m2"] {
+            d.wait_standing(m, "in_rotation", 5 * INTERVAL);
+        }
+    }
+    eprintln!(
+        "MEASURED: both members in rotation in both corrald {} ms after they started",
+        started.elapsed().as_millis()
+    );
+    let row = d1.row("m2");
+    assert_eq!(row["placeable"], true, "{row}");
+    // Until m2's corrald listens, m1's found no answer there: drained and
+    // restored already. What follows is counted from here.
+    let start_events = d1.member_events("m2", 0);
+    eprintln!("m2's events in m1's corrald while both started: {start_events:?}");
+    let after = start_events.last().map_or(0, |e| e["id"].as_i64().unwrap());
+
+    // corral's table deleted behind its back on m2: m1's corrald drains m2
+    // within one interval and one tick, and so does m2's own.
+    nft_delete_corral(&m2.netns);
+    let took = d1.wait_standing("m2", "drained", INTERVAL + TICK);
+    eprintln!(
+        "MEASURED: m2 drained in m1's corrald {} ms after its table was deleted (interval {} ms, tick {} ms)",
+        took.as_millis(),
+        INTERVAL.as_millis(),
+        TICK.as_millis()
+    );
+    d2.wait_standing("m2", "drained", INTERVAL + TICK);
+    let row = d1.row("m2");
+    assert_eq!(row["placeable"], false, "{row}");
+    assert!(
+        row["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("table inet corral")),
+        "{row}"
+    );
+
+    // Placement through corrald: m2 as a target refused (409, nothing
+    // created); no target lands on m1.
+    let pid = std::process::id();
+    let refused = format!("cle-refused-{pid}");
+    let (s, body) = d2.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"name": refused, "image": TEST_IMAGE_ALIAS, "profile": "allowlist", "target": "m2"})),
+    );
+    assert_error(s, &body, 409, "not_in_rotation");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("m2") && message.contains("table inet corral"),
+        "{body}"
+    );
+    assert!(
+        rt.block_on(provider.open(&refused.parse().unwrap()))
+            .is_err(),
+        "a refused placement leaves no instance"
+    );
+    let placed = format!("cle-placed-{pid}");
+    let created = Instant::now();
+    let (s, info) = d1.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"name": placed, "image": TEST_IMAGE_ALIAS, "profile": "allowlist"})),
+    );
+    assert_eq!(s, 201, "{info}");
+    assert_eq!(info["location"], "m1", "{info}");
+    eprintln!(
+        "placed {placed} without a target on {} in {} ms",
+        info["location"],
+        created.elapsed().as_millis()
+    );
+
+    // Re-applied on m2: back in rotation at the next passing attestation.
+    corral[1].reapply().unwrap();
+    let took = d1.wait_standing("m2", "in_rotation", INTERVAL + TICK);
+    eprintln!(
+        "MEASURED: m2 back in rotation in m1's corrald {} ms after the re-apply",
+        took.as_millis()
+    );
+    d2.wait_standing("m2", "in_rotation", INTERVAL + TICK);
+
+    // m2's cluster link cut: its corrald does not answer m1's, which
+    // drains it (Incus itself still lists it online for seconds more).
+    lab.set_link("m2", false).unwrap();
+    let took = d1.wait_standing("m2", "drained", INTERVAL + TICK);
+    eprintln!(
+        "MEASURED: m2 drained in m1's corrald {} ms after its link was cut",
+        took.as_millis()
+    );
+    let row = d1.row("m2");
+    assert_eq!(row["placeable"], false, "{row}");
+    assert!(
+        row["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no answer")),
+        "{row}"
+    );
+    lab.set_link("m2", true).unwrap();
+    let took = d1.wait_standing("m2", "in_rotation", 3 * INTERVAL);
+    eprintln!(
+        "MEASURED: m2 back in rotation in m1's corrald {} ms after its link came back",
+        took.as_millis()
+    );
+
+    // The event log of m1's corrald: m2 drained twice, restored twice,
+    // each drain with its reason.
+    let events = d1.member_events("m2", after);
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "member_drained",
+            "member_restored",
+            "member_drained",
+            "member_restored"
+        ],
+        "{events:?}"
+    );
+    assert!(
+        events[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("table inet corral")),
+        "{events:?}"
+    );
+    assert!(
+        events[2]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no answer")),
+        "{events:?}"
+    );
+    assert_eq!(events[0]["alert"], true, "{events:?}");
+    drop(daemons);
+    drop(provider);
+}
