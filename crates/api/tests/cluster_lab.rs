@@ -8,8 +8,8 @@
 //! `POST /v1/sandboxes`): both members in rotation; corral's table deleted
 //! on m2 drains it within an interval and a tick (a target of m2 refused,
 //! no target lands on m1); re-applied, back; m2's cluster link cut drains
-//! it because its corrald does not answer, long before Incus would call it
-//! offline; the link back restores it.
+//! it because its corrald does not answer, long before Incus calls it
+//! offline (both measured); the link back restores it.
 
 // Test helpers panic to report a failure, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -32,6 +32,8 @@ use serde_json::{Value, json};
 const INTERVAL: Duration = Duration::from_secs(2);
 /// One controller tick.
 const TICK: Duration = Duration::from_secs(1);
+/// The longest Incus may take to change its view of a member.
+const INCUS: Duration = Duration::from_secs(90);
 /// The cluster listeners' port, on each member's lab address.
 const PORT: u16 = 7443;
 
@@ -114,6 +116,22 @@ impl Daemon {
             .find(|m| m["member"] == member)
             .cloned()
             .unwrap_or_else(|| panic!("no {member} in {doc}"))
+    }
+
+    /// Poll `GET /v1/cluster` every 100 ms until `member`'s row is `what`.
+    fn wait_row(&self, member: &str, what: &str, within: Duration, done: impl Fn(&Value) -> bool) {
+        let started = Instant::now();
+        loop {
+            let row = self.row(member);
+            if done(&row) {
+                return;
+            }
+            assert!(
+                started.elapsed() < within,
+                "{member} not {what} within {within:?}: {row}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Poll `GET /v1/cluster` every 50 ms until `member` stands as
@@ -330,12 +348,23 @@ fn corrald_on_each_member_keeps_the_rotation_over_mutual_tls() {
     d2.wait_standing("m2", "in_rotation", INTERVAL + TICK);
 
     // m2's cluster link cut: its corrald does not answer m1's, which
-    // drains it (Incus itself still lists it online for seconds more).
+    // drains it; Incus (offline threshold lowered to 11 s, as low as it
+    // goes) calls m2 offline only later, measured in the same run. The
+    // lower threshold can report a member whose last heartbeat is older
+    // offline until its next one: start from both online.
+    m1.incus(&["config", "set", "cluster.offline_threshold", "11"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    for m in ["m1", "m2"] {
+        d1.wait_row(m, "Online in Incus", INCUS, |r| {
+            r["incus_status"] == "Online"
+        });
+    }
     lab.set_link("m2", false).unwrap();
-    let took = d1.wait_standing("m2", "drained", INTERVAL + TICK);
+    let cut = Instant::now();
+    let drained = d1.wait_standing("m2", "drained", INTERVAL + TICK);
     eprintln!(
         "MEASURED: m2 drained in m1's corrald {} ms after its link was cut",
-        took.as_millis()
+        drained.as_millis()
     );
     let row = d1.row("m2");
     assert_eq!(row["placeable"], false, "{row}");
@@ -345,11 +374,43 @@ fn corrald_on_each_member_keeps_the_rotation_over_mutual_tls() {
             .is_some_and(|r| r.contains("no answer")),
         "{row}"
     );
+    // While Incus still lists m2 online, corrald refuses it as a target
+    // for its silence alone.
+    let (s, body) = d1.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"name": format!("cle-cut-{pid}"), "image": TEST_IMAGE_ALIAS, "profile": "allowlist", "target": "m2"})),
+    );
+    assert_error(s, &body, 409, "not_in_rotation");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no answer")),
+        "{body}"
+    );
+    d1.wait_row("m2", "offline in Incus", INCUS, |r| {
+        r["incus_status"] != "Online"
+    });
+    let offline = cut.elapsed();
+    eprintln!(
+        "MEASURED: m2 {} in Incus {} ms after its link was cut ({:.1}x corrald's drain)",
+        d1.row("m2")["incus_status"],
+        offline.as_millis(),
+        offline.as_secs_f64() / drained.as_secs_f64()
+    );
+    assert!(drained < offline, "{drained:?} vs Incus {offline:?}");
     lab.set_link("m2", true).unwrap();
-    let took = d1.wait_standing("m2", "in_rotation", 3 * INTERVAL);
+    let back = Instant::now();
+    // Bounded by Incus, not the interval: m2 back in Incus's view first.
+    let took = d1.wait_standing("m2", "in_rotation", INCUS);
     eprintln!(
         "MEASURED: m2 back in rotation in m1's corrald {} ms after its link came back",
         took.as_millis()
+    );
+    d1.wait_row("m2", "placeable", INCUS, |r| r["placeable"] == true);
+    eprintln!(
+        "MEASURED: m2 placeable again (Online in Incus, in rotation) {} ms after its link came back",
+        back.elapsed().as_millis()
     );
 
     // The event log of m1's corrald: m2 drained twice, restored twice,
