@@ -4,22 +4,26 @@
 //! client certificate that chains to the cluster CA and names one of the
 //! peers (or this member, for a self-check), and serves only `GET
 //! /v1/cluster/attestation`, taken fresh per request in corrald's own
-//! namespace against what it applied. Everything else is 404; no token.
+//! namespace against what it applied, and `POST
+//! /v1/cluster/verify/{sandbox}`: the canary of a sandbox located on this
+//! member, run here (where its host side is), a failing one stopped, the
+//! verdict answered. Everything else is 404; no token.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
-use corral_service::cluster::remote::ATTESTATION_PATH;
+use corral_service::cluster::remote::{ATTESTATION_PATH, VERIFY_ROUTE};
 use corral_service::cluster::settings::{self, ClusterSettingsError};
 use corral_service::cluster::tls::{Identity, TlsError};
 use corral_service::cluster::{AttestationDoc, ClusterSettings};
+use corral_service::cluster::{Reverified, reverify};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -110,6 +114,10 @@ fn router(served: Served) -> Router {
             ATTESTATION_PATH,
             get(attestation).fallback(|| async { StatusCode::NOT_FOUND }),
         )
+        .route(
+            VERIFY_ROUTE,
+            post(verify).fallback(|| async { StatusCode::NOT_FOUND }),
+        )
         .fallback(|| async { StatusCode::NOT_FOUND })
         .with_state(Arc::new(served))
 }
@@ -170,4 +178,48 @@ async fn attestation(State(served): State<Arc<Served>>) -> Response {
             .into_response(),
         Err(e) => ApiError::internal(e).into_response(),
     }
+}
+
+/// `POST /v1/cluster/verify/{sandbox}`: the canary of `sandbox`, which must
+/// be located on this member, run through this corrald's verifier (kept
+/// running when it passes, stopped when it fails or cannot run, as a
+/// drain's re-verification does); the verdict.
+async fn verify(State(served): State<Arc<Served>>, UrlPath(name): UrlPath<String>) -> Response {
+    let service = served.state.sandboxes();
+    let sandbox = match service.open(&name).await {
+        Ok(s) => s,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let info = match sandbox.info().await {
+        Ok(i) => i,
+        Err(e) => return ApiError::from(corral_service::ServiceError::from(e)).into_response(),
+    };
+    if info.location.as_deref() != Some(served.member.as_str()) {
+        return ApiError::new(
+            StatusCode::CONFLICT,
+            "invalid_state",
+            anyhow::anyhow!(
+                "sandbox `{name}` is located on {}, not on {}: ask that member's corrald",
+                info.location.as_deref().unwrap_or("no member"),
+                served.member
+            ),
+        )
+        .into_response();
+    }
+    let verdict = reverify(
+        served.state.verifier(),
+        &served.member,
+        &name,
+        sandbox.as_ref(),
+    )
+    .await
+    .unwrap_or_else(|| Reverified {
+        sandbox: name.clone(),
+        member: served.member.clone(),
+        passed: false,
+        action: "not running".to_owned(),
+        detail: format!("sandbox `{name}` is not running: nothing to verify"),
+    });
+    tracing::info!(sandbox = %name, passed = verdict.passed, action = %verdict.action, "cluster: verified a sandbox for a peer");
+    Json(verdict).into_response()
 }

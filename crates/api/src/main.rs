@@ -331,8 +331,10 @@ fn main() -> ExitCode {
     // The rotation asks every member (itself included, at its own
     // listener) over the same mutually authenticated TLS.
     let controller = match cluster.as_ref().map(|c| {
-        RemoteAttester::new(c.settings(), &state.settings().config)
-            .map(|a| corral_api::rotation::controller(&state, c.settings(), Arc::new(a)))
+        RemoteAttester::new(c.settings(), &state.settings().config).map(|a| {
+            let a = Arc::new(a);
+            corral_api::rotation::controller(&state, c.settings(), a.clone(), Some(a))
+        })
     }) {
         None => None,
         Some(Ok(c)) => Some(c),

@@ -24,7 +24,7 @@ pub mod tls;
 
 pub use attestation::{Attestation, AttestationDoc, Attester, SCHEMA, attest, config_sha256};
 pub use controller::{Controller, MemberList, Tick, TickError};
-pub use drain::{OnDrain, Reverified, Reverifier};
+pub use drain::{MemberCanary, OnDrain, Reverified, Reverifier, reverify};
 pub use persisted::RotationFile;
 pub use placement::{PlacementRefused, place};
 pub use remote::RemoteAttester;

@@ -2,10 +2,13 @@
 //! authenticated TLS: this member's certificate as the client's, the
 //! server's certificate checked against the cluster CA and the name of the
 //! member asked, one `GET /v1/cluster/attestation` within a timeout, and
-//! the answer judged against this member's configuration.
+//! the answer judged against this member's configuration. The same client
+//! asks a drained member's corrald to run the canary of a sandbox located
+//! there (`POST /v1/cluster/verify/{sandbox}`).
 
 use std::time::Duration;
 
+use super::drain::{MemberCanary, Reverified};
 use corral_sandbox_core::Config;
 use http_body_util::{BodyExt as _, Empty, Limited};
 use hyper::body::Bytes;
@@ -19,6 +22,14 @@ use super::{Attestation, Attester, ClusterSettings};
 
 /// The path a member's corrald serves its attestation on.
 pub const ATTESTATION_PATH: &str = "/v1/cluster/attestation";
+
+/// The route a member's corrald runs a sandbox's canary on (`{sandbox}`:
+/// its name).
+pub const VERIFY_ROUTE: &str = "/v1/cluster/verify/{sandbox}";
+
+/// The longest a member's canary may take: a canary probes several
+/// destinations, each bounded by seconds; this runs off the tick.
+pub const CANARY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The longest an attestation may take, whatever the interval.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(5);
@@ -83,12 +94,7 @@ impl RemoteAttester {
 
     /// `member`'s answer, unjudged.
     pub async fn fetch(&self, member: &str) -> Result<AttestationDoc, String> {
-        let Some((_, address)) = self.endpoints.iter().find(|(m, _)| m == member) else {
-            return Err(format!(
-                "`{member}` is not a peer in this member's cluster settings"
-            ));
-        };
-        let at = format!("{member} (https://{address})");
+        let (address, at) = self.endpoint(member)?;
         let doc = tokio::time::timeout(self.timeout, self.get(member, address, &at))
             .await
             .map_err(|_| format!("no answer from {at} within {} ms", self.timeout.as_millis()))??;
@@ -96,6 +102,32 @@ impl RemoteAttester {
     }
 
     async fn get(&self, member: &str, address: &str, at: &str) -> Result<AttestationDoc, String> {
+        let (status, body) = self
+            .request(member, address, at, http::Method::GET, ATTESTATION_PATH)
+            .await?;
+        parse_answer(at, status, &body)
+    }
+
+    /// `member`'s endpoint, and how errors name it.
+    fn endpoint(&self, member: &str) -> Result<(&str, String), String> {
+        let Some((_, address)) = self.endpoints.iter().find(|(m, _)| m == member) else {
+            return Err(format!(
+                "`{member}` is not a peer in this member's cluster settings"
+            ));
+        };
+        Ok((address, format!("{member} (https://{address})")))
+    }
+
+    /// One request without a body to `member` over mutual TLS: the status
+    /// and the answer's body (at most [`MAX_ANSWER`] bytes).
+    async fn request(
+        &self,
+        member: &str,
+        address: &str,
+        at: &str,
+        method: http::Method,
+        path: &str,
+    ) -> Result<(http::StatusCode, Bytes), String> {
         let name = server_name(member).map_err(|e| format!("{at}: {e}"))?;
         let tcp = TcpStream::connect(address)
             .await
@@ -112,7 +144,9 @@ impl RemoteAttester {
         // Aborted when this future is dropped (timeout): a server that
         // stalls after the handshake holds no task and no socket.
         let _conn = AbortOnDrop(tokio::spawn(conn));
-        let request = http::Request::get(ATTESTATION_PATH)
+        let request = http::Request::builder()
+            .method(method)
+            .uri(path)
             .header(http::header::HOST, member)
             .body(Empty::<Bytes>::new())
             .map_err(|e| format!("{at}: cannot build the request: {e}"))?;
@@ -126,8 +160,49 @@ impl RemoteAttester {
             .await
             .map_err(|e| format!("{at}: reading the answer: {e}"))?
             .to_bytes();
-        parse_answer(at, status, &body)
+        Ok((status, body))
     }
+}
+
+#[async_trait::async_trait]
+impl MemberCanary for RemoteAttester {
+    async fn verify(&self, member: &str, sandbox: &str) -> Result<Reverified, String> {
+        let (address, at) = self.endpoint(member)?;
+        let path = VERIFY_ROUTE.replace("{sandbox}", sandbox);
+        let (status, body) = tokio::time::timeout(
+            CANARY_TIMEOUT,
+            self.request(member, address, &at, http::Method::POST, &path),
+        )
+        .await
+        .map_err(|_| format!("no verdict from {at} within {} s", CANARY_TIMEOUT.as_secs()))??;
+        parse_verdict(&at, member, sandbox, status, &body)
+    }
+}
+
+/// The verdict of the member at `at` on `sandbox`: a 2xx with what its
+/// canary found, for that sandbox on that member, else why not.
+fn parse_verdict(
+    at: &str,
+    member: &str,
+    sandbox: &str,
+    status: http::StatusCode,
+    body: &[u8],
+) -> Result<Reverified, String> {
+    if !status.is_success() {
+        return Err(format!(
+            "{at} answered HTTP {status}: {}",
+            String::from_utf8_lossy(body).trim()
+        ));
+    }
+    let verdict: Reverified =
+        serde_json::from_slice(body).map_err(|e| format!("{at}: bad verdict JSON: {e}"))?;
+    if verdict.member != member || verdict.sandbox != sandbox {
+        return Err(format!(
+            "{at} answered for sandbox `{}` on `{}`, not for `{sandbox}` on `{member}`",
+            verdict.sandbox, verdict.member
+        ));
+    }
+    Ok(verdict)
 }
 
 struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
@@ -285,6 +360,38 @@ mod tests {
         let doc = parse_answer(AT, ok, &body("m1", SCHEMA, &sha)).unwrap();
         let e = answered_for(AT, "m2", doc).unwrap_err();
         assert!(e.contains("answered for member `m1`, not for `m2`"), "{e}");
+    }
+
+    #[test]
+    fn a_verdict_for_another_sandbox_or_member_is_no_verdict() {
+        let ok = http::StatusCode::OK;
+        let answer = |sandbox: &str, member: &str| {
+            serde_json::json!({
+                "sandbox": sandbox, "member": member, "passed": false,
+                "action": "stopped", "detail": "reached 198.51.100.7:443",
+            })
+            .to_string()
+            .into_bytes()
+        };
+        let v = parse_verdict(AT, "m2", "s1", ok, &answer("s1", "m2")).unwrap();
+        assert_eq!((v.passed, v.action.as_str()), (false, "stopped"));
+        for (status, body, expected) in [
+            (
+                ok,
+                answer("s2", "m2"),
+                "answered for sandbox `s2` on `m2`, not for `s1` on `m2`",
+            ),
+            (ok, answer("s1", "m1"), "answered for sandbox `s1` on `m1`"),
+            (ok, b"{}".to_vec(), "bad verdict JSON: missing field"),
+            (
+                http::StatusCode::NOT_FOUND,
+                b"{\"error\":{\"code\":\"not_found\"}}".to_vec(),
+                "answered HTTP 404 Not Found",
+            ),
+        ] {
+            let e = parse_verdict(AT, "m2", "s1", status, &body).unwrap_err();
+            assert!(e.starts_with(AT) && e.contains(expected), "{e}");
+        }
     }
 
     #[test]
