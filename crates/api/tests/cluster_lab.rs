@@ -9,7 +9,11 @@
 //! on m2 drains it within an interval and a tick (a target of m2 refused,
 //! no target lands on m1); re-applied, back; m2's cluster link cut drains
 //! it because its corrald does not answer, long before Incus calls it
-//! offline (both measured); the link back restores it.
+//! offline (both measured); the link back restores it. A drained
+//! member's running sandbox is verified by that member's own corrald
+//! (`POST /v1/cluster/verify/{sandbox}`, its canary where the sandbox's
+//! host side is; a passing canary is the control) and stopped there when
+//! it fails; with m2's corrald gone, m1's stops it (fail closed).
 
 // Test helpers panic to report a failure, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -23,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use common::{Server, assert_error, request};
 use corral_provider_incus::{Endpoint, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
-use corral_sandbox_core::sandbox::SandboxProvider as _;
+use corral_sandbox_core::sandbox::{SandboxProvider as _, SandboxState};
 use corral_tests::cluster::{ClusterLab, Member, MemberCorral};
 use serde_json::{Value, json};
 
@@ -60,7 +64,8 @@ fn openssl() -> bool {
 /// One member's corrald: started in the member's namespace, answering on a
 /// unix socket in its state directory.
 struct Daemon {
-    _server: Server,
+    server: Server,
+    log: PathBuf,
     socket: PathBuf,
 }
 
@@ -89,9 +94,11 @@ impl Daemon {
             format!("--net=/run/netns/{}", m.netns),
         ];
         let log = state.with_extension("corrald.log");
-        let server = Server::start_under(&wrapper, &args, &[("RUST_LOG", "info")], Some(log));
+        let server =
+            Server::start_under(&wrapper, &args, &[("RUST_LOG", "info")], Some(log.clone()));
         Self {
-            _server: server,
+            server,
+            log,
             socket,
         }
     }
@@ -443,6 +450,181 @@ fn corrald_on_each_member_keeps_the_rotation_over_mutual_tls() {
         "{events:?}"
     );
     assert_eq!(events[0]["alert"], true, "{events:?}");
-    drop(daemons);
+
+    canary_by_the_member(&rt, &provider, &lab, &corral[1], daemons, &pki);
     drop(provider);
+}
+
+/// A drained member's running sandbox is verified by that member's own
+/// corrald (its canary runs where the sandbox's host side is), and stopped
+/// there when it fails; with no answer from the member, the asking
+/// corrald stops it (fail closed).
+fn canary_by_the_member(
+    rt: &tokio::runtime::Runtime,
+    provider: &IncusProvider,
+    lab: &ClusterLab,
+    m2_corral: &MemberCorral,
+    mut daemons: Vec<Daemon>,
+    pki: &Path,
+) {
+    let (m1, m2) = (lab.member("m1"), lab.member("m2"));
+    // Incus may fail to read a container's state while it stops: an
+    // error is "not yet" while waiting.
+    let state = |name: &str| {
+        rt.block_on(async { provider.open(&name.parse().unwrap()).await?.info().await })
+            .map(|i| i.state)
+    };
+    let name = format!("cle-m2-{}", std::process::id());
+    let start = |d: &Daemon| {
+        let (s, info) = d.call("POST", &format!("/v1/sandboxes/{name}/start"), None);
+        assert_eq!(s, 200, "{info}");
+    };
+    let (d1, d2) = (&daemons[0], &daemons[1]);
+    let (s, info) = d2.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"name": name, "image": TEST_IMAGE_ALIAS, "profile": "allowlist", "target": "m2"})),
+    );
+    assert_eq!(s, 201, "{info}");
+    assert_eq!(info["location"], "m2", "{info}");
+    start(d2);
+
+    // Control: asked by m1 (its certificate, from m1's namespace, as m1's
+    // corrald asks), m2's corrald runs the canary and it passes; m1's
+    // corrald, asked the same, sends the asker to the member it runs on.
+    let ask = |member: &Member, client: &str| -> (String, Value) {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &m1.netns,
+                "curl",
+                "-sS",
+                "--max-time",
+                "60",
+            ])
+            .arg("--cacert")
+            .arg(pki.join("ca.pem"))
+            .arg("--cert")
+            .arg(pki.join(format!("{client}.pem")))
+            .arg("--key")
+            .arg(pki.join(format!("{client}.key")))
+            .arg("--resolve")
+            .arg(format!("{}:{PORT}:{}", member.name, member.address))
+            .args(["-X", "POST", "-w", "\n%{http_code}"])
+            .arg(format!(
+                "https://{}:{PORT}/v1/cluster/verify/{name}",
+                member.name
+            ))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text
+            .rsplit_once('\n')
+            .unwrap_or_else(|| panic!("curl: {text} {}", String::from_utf8_lossy(&out.stderr)));
+        (
+            code.to_owned(),
+            serde_json::from_str(body).unwrap_or(Value::Null),
+        )
+    };
+    let asked = Instant::now();
+    let (code, verdict) = ask(m2, "m1");
+    assert_eq!(code, "200", "{verdict}");
+    eprintln!(
+        "MEASURED: m2's corrald verified {name} for m1 in {} ms: {verdict}",
+        asked.elapsed().as_millis()
+    );
+    assert_eq!(verdict["passed"], true, "{verdict}");
+    assert_eq!(verdict["action"], "kept running", "{verdict}");
+    assert_eq!(state(&name).unwrap(), SandboxState::Running);
+    let (code, answer) = ask(m1, "m1");
+    assert_eq!(code, "409", "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("located on m2, not on m1")),
+        "{answer}"
+    );
+
+    // corral's table deleted on m2: the drain's re-verification asks
+    // m2's corrald, whose canary now gets through, and m2 stops it.
+    nft_delete_corral(&m2.netns);
+    let deleted = Instant::now();
+    wait_until("the sandbox on m2 stopped", CANARY, || {
+        state(&name).is_ok_and(|s| s == SandboxState::Stopped)
+    });
+    eprintln!(
+        "MEASURED: {name} stopped by m2's corrald's canary {} ms after m2's table was deleted",
+        deleted.elapsed().as_millis()
+    );
+    let (s, doc) = d2.call("GET", &format!("/v1/events?sandbox={name}"), None);
+    assert_eq!(s, 200, "{doc}");
+    let events = doc["events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "verification" && e["outcome"] == "failed"),
+        "m2's corrald recorded the failed canary: {doc}"
+    );
+    assert!(
+        events.iter().any(|e| e["event"] == "stopped"),
+        "m2's corrald recorded the stop: {doc}"
+    );
+    wait_until("m1's corrald logged m2's verdict", CANARY, || {
+        std::fs::read_to_string(&d1.log).is_ok_and(|l| {
+            l.lines().any(|l| {
+                l.contains("re-verified")
+                    && l.contains(&format!("sandbox: \"{name}\""))
+                    && l.contains("member: \"m2\"")
+            })
+        })
+    });
+
+    // No answer from m2's corrald (stopped): m1's corrald drains m2 and,
+    // with no verdict to go on, stops the sandbox itself.
+    m2_corral.reapply().unwrap();
+    d1.wait_standing("m2", "in_rotation", INTERVAL + TICK);
+    start(d2);
+    assert_eq!(state(&name).unwrap(), SandboxState::Running);
+    daemons.pop().unwrap().server.kill();
+    let killed = Instant::now();
+    let d1 = &daemons[0];
+    d1.wait_standing("m2", "drained", INTERVAL + TICK);
+    wait_until("the sandbox on m2 stopped by m1", CANARY, || {
+        state(&name).is_ok_and(|s| s == SandboxState::Stopped)
+    });
+    eprintln!(
+        "MEASURED: {name} stopped by m1's corrald {} ms after m2's corrald was killed (no verdict)",
+        killed.elapsed().as_millis()
+    );
+    let (s, doc) = d1.call("GET", &format!("/v1/events?sandbox={name}"), None);
+    assert_eq!(s, 200, "{doc}");
+    let alert = doc["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|e| e["event"] == "alert")
+        .cloned()
+        .unwrap_or_else(|| panic!("no alert in m1's corrald: {doc}"));
+    let reason = alert["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("its corrald did not verify the sandbox")
+            && reason.contains("no answer from m2")
+            && reason.ends_with("; stopped"),
+        "{alert}"
+    );
+}
+
+/// How long a sandbox's re-verification may take (a canary probes with
+/// timeouts of seconds).
+const CANARY: Duration = Duration::from_secs(60);
+
+/// Poll `done` every 100 ms for at most `within`.
+fn wait_until(what: &str, within: Duration, done: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < within, "not {what} within {within:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
