@@ -480,6 +480,11 @@ fn canary_by_the_member(
         assert_eq!(s, 200, "{info}");
     };
     let (d1, d2) = (&daemons[0], &daemons[1]);
+    // m2's own corrald keeps its own standings: after the cut, m2 is back
+    // in them once m2's Incus and its controller have caught up.
+    d2.wait_row("m2", "placeable in m2's corrald", INCUS, |r| {
+        r["placeable"] == true
+    });
     let (s, info) = d2.call(
         "POST",
         "/v1/sandboxes",
