@@ -420,34 +420,35 @@ fn corrald_on_each_member_keeps_the_rotation_over_mutual_tls() {
         back.elapsed().as_millis()
     );
 
-    // The event log of m1's corrald: m2 drained twice, restored twice,
-    // each drain with its reason.
+    // The event log of m1's corrald: m2 drained and restored in turn,
+    // first for the drift, then for its silence, and restored last. (Incus
+    // around the cut, with its threshold lowered, may list m2 offline once
+    // more: its attestation then ages out, another drain and restore.)
     let events = d1.member_events("m2", after);
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| e["event"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        kinds,
-        [
-            "member_drained",
-            "member_restored",
-            "member_drained",
-            "member_restored"
-        ],
+    assert!(
+        kinds.len() >= 4
+            && kinds.len().is_multiple_of(2)
+            && kinds
+                .chunks(2)
+                .all(|p| p == ["member_drained", "member_restored"]),
         "{events:?}"
     );
+    if kinds.len() > 4 {
+        eprintln!("m2 drained and restored again around the cut: {events:?}");
+    }
+    let drain = |why: &str| {
+        events.iter().position(|e| {
+            e["event"] == "member_drained" && e["reason"].as_str().is_some_and(|r| r.contains(why))
+        })
+    };
+    let (drift, silence) = (drain("table inet corral"), drain("no answer"));
     assert!(
-        events[0]["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("table inet corral")),
-        "{events:?}"
-    );
-    assert!(
-        events[2]["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("no answer")),
-        "{events:?}"
+        drift.is_some() && drift < silence,
+        "a drain for the drift, then one for the silence: {events:?}"
     );
     assert_eq!(events[0]["alert"], true, "{events:?}");
 
