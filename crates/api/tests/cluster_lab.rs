@@ -407,10 +407,24 @@ fn canary_by_the_member(
         })
     });
 
+    // A start is a placement: m2 drained, the stopped sandbox stays
+    // stopped, asked through either corrald (the start after the re-apply
+    // below is the control).
+    for d in [d1, d2] {
+        d.wait_standing("m2", "drained", INTERVAL + TICK);
+    }
+    for d in [d1, d2] {
+        let (s, body) = d.call("POST", &format!("/v1/sandboxes/{name}/start"), None);
+        assert_error(s, &body, 409, "not_in_rotation");
+    }
+    assert_eq!(state(&name).unwrap(), SandboxState::Stopped);
+
     // No answer from m2's corrald (stopped): m1's corrald drains m2 and,
     // with no verdict to go on, stops the sandbox itself.
     m2_corral.reapply().unwrap();
-    d1.wait_standing("m2", "in_rotation", INTERVAL + TICK);
+    for d in [d1, d2] {
+        d.wait_standing("m2", "in_rotation", INTERVAL + TICK);
+    }
     start(d2);
     assert_eq!(state(&name).unwrap(), SandboxState::Running);
     daemons.pop().unwrap().server.kill();

@@ -116,6 +116,17 @@ impl SandboxService {
         let profile = info.profile.clone();
         let mut gate = self.gate_or_record(name, profile.as_ref(), None).await?;
         let sandbox = source.clone_to(&target, snapshot).await?;
+        // Incus picks the copy's member: it runs only where profiled work
+        // may go.
+        if options.start
+            && let Err(e) = match sandbox.info().await {
+                Ok(copy) => self.refuse_unattested_member(name, &copy).await,
+                Err(e) => Err(e.into()),
+            }
+        {
+            self.discard(sandbox, None).await;
+            return Err(e);
+        }
         // The copy never carries its source's binding: it gets a port of
         // its own before it ever runs.
         let binding = match (&profile, self.backend.binds_ports()) {

@@ -121,6 +121,35 @@ impl SandboxService {
         Ok(())
     }
 
+    /// A profiled sandbox already on a cluster member starts only while
+    /// that member is in rotation with a fresh attestation (a start is a
+    /// placement of profiled work: a drained member's stopped sandboxes
+    /// stay stopped). A refusal is recorded like the start gate's.
+    pub(super) async fn refuse_unattested_member(
+        &self,
+        name: &str,
+        info: &SandboxInfo,
+    ) -> Result<(), ServiceError> {
+        let (Some(_), Some(member)) = (&info.profile, &info.location) else {
+            return Ok(());
+        };
+        let mut target = Some(member.clone());
+        match self.place_on_cluster(&mut target).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if matches!(e, ServiceError::Placement(_)) {
+                    self.hooks
+                        .record(&Event::Refused {
+                            name: name.to_owned(),
+                            reason: e.to_string(),
+                        })
+                        .await;
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// Delete a sandbox whose create failed (a failure is logged: the
     /// original error is what the caller needs), then unbind its port.
     pub(super) async fn discard(&self, sandbox: Box<dyn Sandbox>, binding: Option<&PortBinding>) {

@@ -57,6 +57,7 @@ impl SandboxService {
     ) -> Result<HandedOut, ServiceError> {
         let sandbox = self.open(name).await?;
         let info = sandbox.info().await?;
+        self.refuse_unattested_member(name, &info).await?;
         let gate = self
             .gate_or_record(name, info.profile.as_ref(), self.binding_check(&info))
             .await?;
@@ -114,6 +115,7 @@ impl SandboxService {
         let sandbox = self.open(name).await?;
         let info = sandbox.info().await?;
         // Check before stopping: a refused restart leaves it as it was.
+        self.refuse_unattested_member(name, &info).await?;
         let gate = self
             .gate_or_record(name, info.profile.as_ref(), self.binding_check(&info))
             .await?;

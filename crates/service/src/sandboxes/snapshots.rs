@@ -80,6 +80,9 @@ impl SandboxService {
             .into());
         }
         let running = info.state == SandboxState::Running;
+        if running {
+            self.refuse_unattested_member(name, &info).await?;
+        }
         let gate = if running {
             self.gate_or_record(name, info.profile.as_ref(), self.binding_check(&info))
                 .await?
