@@ -11,7 +11,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -28,7 +27,7 @@ use corral_service::store::{EventQuery, StoredEvent};
 use corral_service::{
     CreateOptions, Event, SandboxService, ServiceError, Store, Verifier, WallClock,
 };
-use corral_tests::cluster::{ALLOWED, ClusterLab, LabAttester, MemberCorral, UNLISTED};
+use corral_tests::cluster::{ALLOWED, ClusterLab, LabAttester, UNLISTED};
 use corral_tests::incus::tcp_probe;
 
 fn reached_from_ns(ns: &str, to: SocketAddr) -> bool {
@@ -78,19 +77,11 @@ fn sandboxes_land_on_the_member_asked_for_and_each_member_enforces() {
         .unwrap_or_else(|e| panic!("{e}"));
 
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("corral.toml");
-    std::fs::write(
-        &config,
-        corral_sandbox_core::Config::builtin_default().to_toml_string(),
-    )
-    .unwrap();
-    let states: Vec<PathBuf> = ["m1", "m2"].iter().map(|m| dir.path().join(m)).collect();
     // Declared after the lab: torn down before the members go.
-    let corral: Vec<MemberCorral> = [m1, m2]
-        .iter()
-        .zip(&states)
-        .map(|(m, s)| MemberCorral::apply(&config, m, s.clone()).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
+    let enforced = lab
+        .enforce_builtin(dir.path())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (states, corral) = (&enforced.states, &enforced.corral);
 
     // Every member's corrald runs the controller over its own state
     // directory, asking every member (in-process here; over mTLS for real).
@@ -145,7 +136,7 @@ fn sandboxes_land_on_the_member_asked_for_and_each_member_enforces() {
         }
         loops.push(rt.spawn(controller.run()));
     }
-    for s in &states {
+    for s in states {
         wait_standing(s, "m1", StandingName::InRotation);
         wait_standing(s, "m2", StandingName::InRotation);
     }

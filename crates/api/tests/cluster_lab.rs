@@ -22,7 +22,7 @@ mod common;
 #[path = "cluster_lab/daemon.rs"]
 mod daemon;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
@@ -65,30 +65,22 @@ fn corrald_on_each_member_keeps_the_rotation_over_mutual_tls() {
         .unwrap_or_else(|e| panic!("{e}"));
 
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("corral.toml");
-    std::fs::write(
-        &config,
-        corral_sandbox_core::Config::builtin_default().to_toml_string(),
-    )
-    .unwrap();
     let pki = dir.path().join("pki");
     certs(&pki);
-    let states: Vec<PathBuf> = ["m1", "m2"].iter().map(|m| dir.path().join(m)).collect();
     // Declared after the lab: torn down before the members go.
-    let corral: Vec<MemberCorral> = [m1, m2]
-        .iter()
-        .zip(&states)
-        .map(|(m, s)| MemberCorral::apply(&config, m, s.clone()).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
+    let enforced = lab
+        .enforce_builtin(dir.path())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (config, states, corral) = (&enforced.config, &enforced.states, &enforced.corral);
     let started = Instant::now();
     // Declared last: stopped before corral's enforcement is torn down.
     let daemons: Vec<Daemon> = [(m1, m2), (m2, m1)]
         .iter()
-        .zip(&states)
+        .zip(states)
         .map(|((me, peer), state)| {
             let toml = dir.path().join(format!("{}.cluster.toml", me.name));
             cluster_toml(&toml, me, peer, &pki);
-            Daemon::start(me, state, &config, &toml)
+            Daemon::start(me, state, config, &toml)
         })
         .collect();
     let (d1, d2) = (&daemons[0], &daemons[1]);

@@ -3,6 +3,7 @@
 
 use super::{HandedOut, SandboxService, elapsed_ms, real_elapsed, sandbox_name};
 use crate::error::ServiceError;
+use crate::gate::GatePass;
 use crate::hooks::Event;
 use corral_sandbox_core::sandbox::{
     ExecOutput, ExecRequest, ExecStreams, ProviderError, Sandbox, SandboxInfo, StopOptions,
@@ -57,18 +58,35 @@ impl SandboxService {
     ) -> Result<HandedOut, ServiceError> {
         let sandbox = self.open(name).await?;
         let info = sandbox.info().await?;
-        self.refuse_unattested_member(name, &info).await?;
-        let gate = self
-            .gate_or_record(name, info.profile.as_ref(), self.binding_check(&info))
-            .await?;
+        let gate = self.admit(name, &info).await?;
+        self.start_admitted(sandbox.as_ref(), &info, gate, ready_timeout)
+            .await
+    }
+
+    /// What every start of an existing sandbox passes first, before
+    /// anything changes: its cluster member in rotation (a start is a
+    /// placement), then the start gate for its profile.
+    pub(super) async fn admit(
+        &self,
+        name: &str,
+        info: &SandboxInfo,
+    ) -> Result<Option<GatePass>, ServiceError> {
+        self.refuse_unattested_member(name, info).await?;
+        self.gate_or_record(name, info.profile.as_ref(), self.binding_check(info))
+            .await
+    }
+
+    /// Start an existing sandbox that passed [`Self::admit`] (`gate`),
+    /// wait until it is ready and hand it out.
+    pub(super) async fn start_admitted(
+        &self,
+        sandbox: &dyn Sandbox,
+        info: &SandboxInfo,
+        gate: Option<GatePass>,
+        ready_timeout: Duration,
+    ) -> Result<HandedOut, ServiceError> {
         let (info, ready, _) = self
-            .start_and_hand_out(
-                sandbox.as_ref(),
-                None,
-                info.profile.as_ref(),
-                None,
-                ready_timeout,
-            )
+            .start_and_hand_out(sandbox, None, info.profile.as_ref(), None, ready_timeout)
             .await?;
         Ok(HandedOut {
             info,
@@ -115,29 +133,12 @@ impl SandboxService {
         let sandbox = self.open(name).await?;
         let info = sandbox.info().await?;
         // Check before stopping: a refused restart leaves it as it was.
-        self.refuse_unattested_member(name, &info).await?;
-        let gate = self
-            .gate_or_record(name, info.profile.as_ref(), self.binding_check(&info))
-            .await?;
+        let gate = self.admit(name, &info).await?;
         if info.state.can_stop() {
             sandbox.stop(options).await?;
         }
-        let (info, ready, _) = self
-            .start_and_hand_out(
-                sandbox.as_ref(),
-                None,
-                info.profile.as_ref(),
-                None,
-                ready_timeout,
-            )
-            .await?;
-        Ok(HandedOut {
-            info,
-            gate,
-            ready: Some(ready),
-            template: None,
-            from: None,
-        })
+        self.start_admitted(sandbox.as_ref(), &info, gate, ready_timeout)
+            .await
     }
 
     /// Delete a sandbox and its snapshots (stopping it first), then unbind

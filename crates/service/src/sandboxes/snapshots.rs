@@ -80,12 +80,8 @@ impl SandboxService {
             .into());
         }
         let running = info.state == SandboxState::Running;
-        if running {
-            self.refuse_unattested_member(name, &info).await?;
-        }
         let gate = if running {
-            self.gate_or_record(name, info.profile.as_ref(), self.binding_check(&info))
-                .await?
+            self.admit(name, &info).await?
         } else {
             None
         };
@@ -113,22 +109,8 @@ impl SandboxService {
                 from: None,
             });
         }
-        let (info, ready, _) = self
-            .start_and_hand_out(
-                sandbox.as_ref(),
-                None,
-                info.profile.as_ref(),
-                None,
-                ready_timeout,
-            )
-            .await?;
-        Ok(HandedOut {
-            info,
-            gate,
-            ready: Some(ready),
-            template: None,
-            from: None,
-        })
+        self.start_admitted(sandbox.as_ref(), &info, gate, ready_timeout)
+            .await
     }
 }
 
