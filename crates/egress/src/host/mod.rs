@@ -12,6 +12,12 @@
 //! conntrack (`crate::conntrack`), so narrowing a profile also ends what
 //! it no longer allows. Refresh ends the same way.
 //!
+//! Every step after the commit is part of one transaction: when one fails
+//! the previous plan's ruleset is committed again and its revocation run
+//! (or, with no previous plan to return to, the new one is completed), so
+//! the error always names one plan in force, never a mix
+//! ([`HostError::AfterCommit`]).
+//!
 //! Ports: [`Host::bind_port`] / [`Host::unbind_port`] add or remove one
 //! port's binding as set elements (no rule rebuilt) and return the new
 //! plan; [`Host::sweep_ports`] isolates and quarantines ports that appeared
@@ -36,6 +42,7 @@ use crate::nft::{self, NftError};
 use crate::plan::{HostPlan, PlanError, PortBinding, SysctlPlan};
 use crate::sysctl::{SysctlError, Sysctls};
 use corral_sandbox_core::ProfileSet;
+use serde::Serialize;
 
 pub use ports::PortReport;
 
@@ -66,6 +73,21 @@ pub enum HostError {
     /// The plan cannot take the change (a bad binding).
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// A step after the nftables commit failed; the error says which
+    /// ruleset is in force now.
+    #[error("{step} failed after the new ruleset was committed, so {in_force}")]
+    AfterCommit {
+        /// The step that failed.
+        step: ApplyStep,
+        /// Why it failed.
+        #[source]
+        cause: Box<HostError>,
+        /// What is in force now, and what the caller must record.
+        in_force: InForce,
+    },
+    /// A failure injected by a fault test.
+    #[error("fault injected at: {0}")]
+    Injected(ApplyStep),
     /// After apply, the live state still differs from the plan.
     #[error(
         "applied, but the host does not match the plan ({} difference(s), first: {}); run `corral host verify` for the list",
@@ -144,10 +166,42 @@ impl Host {
     /// as [`Host::apply`], carrying over the learned elements `plan` still
     /// admits for the same name and class, each with the lifetime it had
     /// left, in the same transaction (the rule: `carry`).
+    ///
+    /// Transactional to the end: a failure at any step after the nftables
+    /// commit never leaves a mix. With `before`, the previous ruleset is
+    /// committed again, the flows it does not allow are revoked and the
+    /// bridges this apply created are removed
+    /// ([`HostError::AfterCommit`] with [`InForce::Previous`]). Without
+    /// `before`, or when that roll-back itself fails, the new ruleset
+    /// stays and the apply is completed as far as it can be: its
+    /// revocation runs ([`InForce::New`]), and the caller must record the
+    /// new plan as applied.
     pub fn apply_after(
         &self,
         plan: &HostPlan,
         before: Option<&HostPlan>,
+    ) -> Result<ApplyReport, HostError> {
+        self.apply_faulted(plan, before, None)
+    }
+
+    /// [`Host::apply_after`] failing on purpose at `step` (fault tests:
+    /// every step after the commit must leave the previous ruleset in
+    /// force or the new one complete).
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn apply_with_fault(
+        &self,
+        plan: &HostPlan,
+        before: Option<&HostPlan>,
+        step: ApplyStep,
+    ) -> Result<ApplyReport, HostError> {
+        self.apply_faulted(plan, before, Some(step))
+    }
+
+    fn apply_faulted(
+        &self,
+        plan: &HostPlan,
+        before: Option<&HostPlan>,
+        fault: Option<ApplyStep>,
     ) -> Result<ApplyReport, HostError> {
         self.within(|| async {
             let start = Instant::now();
@@ -156,25 +210,47 @@ impl Host {
             let keep = carry::kept_learned(plan, before, &nft::read_learned()?);
             let carried = keep.values().map(Vec::len).sum();
             let stats = nft::apply_keeping(plan, &keep)?;
-            let links = Links::connect()?;
-            let outcomes = links.ensure_bridges(&plan.bridges).await?;
-            let bridges: Vec<BridgeReport> = plan
-                .bridges
-                .iter()
-                .zip(outcomes)
-                .map(|(b, outcome)| BridgeReport {
-                    name: b.name.to_string(),
-                    profile: b.profile.to_string(),
-                    outcome,
-                })
-                .collect();
-            sysctls.extend(Sysctls::default().apply(&per_bridge)?);
-            let ports = ports::sweep(plan, &links).await?;
-            let drift = verify_inside(plan, &links, false).await?;
-            if !drift.is_empty() {
-                return Err(HostError::NotEnforced(drift));
+            // From here on the new ruleset is in force: every failure goes
+            // through `after_commit`, never straight out.
+            let mut created = Vec::new();
+            let finished = async {
+                let links = Links::connect()?;
+                fail_at(fault, ApplyStep::Bridges)?;
+                let outcomes = links.ensure_bridges(&plan.bridges).await?;
+                let bridges: Vec<BridgeReport> = plan
+                    .bridges
+                    .iter()
+                    .zip(outcomes)
+                    .map(|(b, outcome)| BridgeReport {
+                        name: b.name.to_string(),
+                        profile: b.profile.to_string(),
+                        outcome,
+                    })
+                    .collect();
+                created.extend(
+                    bridges
+                        .iter()
+                        .filter(|b| b.outcome == crate::link::BridgeOutcome::Created)
+                        .map(|b| b.name.clone()),
+                );
+                fail_at(fault, ApplyStep::BridgeSysctls)?;
+                sysctls.extend(Sysctls::default().apply(&per_bridge)?);
+                fail_at(fault, ApplyStep::Ports)?;
+                let ports = ports::sweep(plan, &links).await?;
+                fail_at(fault, ApplyStep::ReadBack)?;
+                let drift = verify_inside(plan, &links, false).await?;
+                if !drift.is_empty() {
+                    return Err(HostError::NotEnforced(drift));
+                }
+                fail_at(fault, ApplyStep::Revoke)?;
+                let revoked = revoke::revoke(plan)?;
+                Ok((bridges, ports, revoked))
             }
-            let revoked = revoke::revoke(plan)?;
+            .await;
+            let (bridges, ports, revoked) = match finished {
+                Ok(done) => done,
+                Err(cause) => return Err(after_commit(plan, before, &created, cause).await),
+            };
             Ok(ApplyReport {
                 sysctls,
                 bridges,
@@ -188,6 +264,14 @@ impl Host {
                 ms: elapsed_ms(start),
             })
         })
+    }
+
+    /// Puts `to` back in force in place of `from` (whose commit succeeded
+    /// but whose apply could not be completed or recorded): `to`'s ruleset
+    /// in one transaction, keeping what was learned that `to` admits, then
+    /// the flows `to` does not allow revoked.
+    pub fn roll_back(&self, from: &HostPlan, to: &HostPlan) -> Result<RevokeReport, HostError> {
+        self.within(|| async { roll_back_inside(from, to) })
     }
 
     /// Every difference between the plan and the live host: nftables
@@ -357,14 +441,196 @@ impl Host {
     ) -> Result<(nft::RefreshReport, RevokeReport), HostError> {
         self.within(|| async {
             let report = nft::refresh_sets(old, new)?;
-            let links = Links::connect()?;
-            let drift = verify_inside(new, &links, false).await?;
-            if !drift.is_empty() {
-                return Err(HostError::NotEnforced(drift));
+            // As in apply: once the new elements are in force a failure
+            // puts the old ones back (or completes the revocation).
+            let finished = async {
+                let links = Links::connect()?;
+                let drift = verify_inside(new, &links, false).await?;
+                if !drift.is_empty() {
+                    return Err(HostError::NotEnforced(drift));
+                }
+                revoke::revoke(new)
             }
-            let revoked = revoke::revoke(new)?;
-            Ok((report, revoked))
+            .await;
+            match finished {
+                Ok(revoked) => Ok((report, revoked)),
+                Err(cause) => {
+                    let step = match &cause {
+                        HostError::NotEnforced(_) => ApplyStep::ReadBack,
+                        _ => ApplyStep::Revoke,
+                    };
+                    let in_force = match nft::refresh_sets(new, old)
+                        .map_err(HostError::from)
+                        .and_then(|_| revoke::revoke(old))
+                    {
+                        Ok(revoked) => InForce::Previous { revoked },
+                        Err(e) => InForce::New {
+                            revoked: revoke::revoke(new).map_err(|e| e.to_string()),
+                            roll_back: Some(e.to_string()),
+                        },
+                    };
+                    Err(HostError::AfterCommit {
+                        step,
+                        cause: Box::new(cause),
+                        in_force,
+                    })
+                }
+            }
         })
+    }
+}
+
+/// A step of an apply after its nftables commit (where a failure must
+/// be rolled back or completed, never left half done).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApplyStep {
+    /// Creating or adopting the bridges, their addresses, bringing them up.
+    Bridges,
+    /// The bridges' own sysctls.
+    BridgeSysctls,
+    /// Isolating, binding and quarantining the bridges' ports.
+    Ports,
+    /// Reading everything back and comparing it with the plan.
+    ReadBack,
+    /// Deleting the tracked flows the new plan does not allow.
+    Revoke,
+}
+
+impl ApplyStep {
+    /// Every step, in the order an apply runs them.
+    pub const ALL: [ApplyStep; 5] = [
+        ApplyStep::Bridges,
+        ApplyStep::BridgeSysctls,
+        ApplyStep::Ports,
+        ApplyStep::ReadBack,
+        ApplyStep::Revoke,
+    ];
+}
+
+impl std::fmt::Display for ApplyStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ApplyStep::Bridges => "setting up the bridges",
+            ApplyStep::BridgeSysctls => "writing the bridges' sysctls",
+            ApplyStep::Ports => "sweeping the bridges' ports",
+            ApplyStep::ReadBack => "reading the result back",
+            ApplyStep::Revoke => "revoking flows the new plan refuses",
+        })
+    }
+}
+
+/// Which ruleset a failed apply left in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "in_force")]
+pub enum InForce {
+    /// The previous plan's: committed again, the flows it does not allow
+    /// revoked, the bridges the apply created removed. Keep the previous
+    /// record.
+    Previous {
+        /// What the revocation under the previous plan deleted.
+        revoked: RevokeReport,
+    },
+    /// The new plan's (there was no previous plan to return to, or
+    /// returning failed): its revocation ran. Record the new plan as
+    /// applied; `verify` names what is still missing.
+    New {
+        /// What the revocation under the new plan deleted, or why it
+        /// could not run.
+        revoked: Result<RevokeReport, String>,
+        /// Why the previous plan could not be put back, when there was one.
+        roll_back: Option<String>,
+    },
+}
+
+impl std::fmt::Display for InForce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InForce::Previous { revoked } => write!(
+                f,
+                "the previous ruleset was put back in force ({} flow(s) it refuses revoked)",
+                revoked.deleted.len()
+            ),
+            InForce::New { revoked, roll_back } => {
+                f.write_str("the new ruleset stays in force")?;
+                if let Some(why) = roll_back {
+                    write!(f, " (the previous one could not be put back: {why})")?;
+                }
+                match revoked {
+                    Ok(r) => write!(
+                        f,
+                        "; {} flow(s) it refuses revoked; run `corral host verify` for what is missing",
+                        r.deleted.len()
+                    ),
+                    Err(e) => write!(f, "; revoking the flows it refuses failed too: {e}"),
+                }
+            }
+        }
+    }
+}
+
+fn fail_at(fault: Option<ApplyStep>, step: ApplyStep) -> Result<(), HostError> {
+    if fault == Some(step) {
+        return Err(HostError::Injected(step));
+    }
+    Ok(())
+}
+
+/// The failure `cause` hit after `plan`'s commit: roll back to `before`
+/// (removing the bridges this apply `created` that `before` lacks), or,
+/// without it or when that fails, complete the revocation under `plan`.
+async fn after_commit(
+    plan: &HostPlan,
+    before: Option<&HostPlan>,
+    created: &[String],
+    cause: HostError,
+) -> HostError {
+    let step = match &cause {
+        HostError::Injected(step) => *step,
+        HostError::NotEnforced(_) => ApplyStep::ReadBack,
+        HostError::Conntrack(_) => ApplyStep::Revoke,
+        HostError::Sysctl(_) => ApplyStep::BridgeSysctls,
+        _ => ApplyStep::Bridges,
+    };
+    let mut roll_back = None;
+    if let Some(before) = before {
+        match roll_back_inside(plan, before) {
+            Ok(revoked) => {
+                remove_created(before, created).await;
+                return HostError::AfterCommit {
+                    step,
+                    cause: Box::new(cause),
+                    in_force: InForce::Previous { revoked },
+                };
+            }
+            Err(e) => roll_back = Some(e.to_string()),
+        }
+    }
+    let revoked = revoke::revoke(plan).map_err(|e| e.to_string());
+    HostError::AfterCommit {
+        step,
+        cause: Box::new(cause),
+        in_force: InForce::New { revoked, roll_back },
+    }
+}
+
+fn roll_back_inside(from: &HostPlan, to: &HostPlan) -> Result<RevokeReport, HostError> {
+    let keep = carry::kept_learned(to, Some(from), &nft::read_learned()?);
+    nft::apply_keeping(to, &keep)?;
+    revoke::revoke(to)
+}
+
+/// Best effort: a bridge the failed apply created has no port yet and is
+/// not in the plan put back; left in place it would only be refused
+/// (nothing plans it), so a failure to remove it is not reported.
+async fn remove_created(kept: &HostPlan, created: &[String]) {
+    let Ok(links) = Links::connect() else {
+        return;
+    };
+    for name in created {
+        if !kept.bridges.iter().any(|b| b.name.as_str() == name) {
+            let _ = links.delete_stamped_bridge(name).await;
+        }
     }
 }
 

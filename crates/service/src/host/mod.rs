@@ -21,7 +21,8 @@ pub mod wiring;
 use std::path::{Path, PathBuf};
 
 use corral_egress::host::{
-    ApplyReport, HostDrift, HostError, PortReport, StateError, StateStore, Status, TeardownReport,
+    ApplyReport, HostDrift, HostError, InForce, PortReport, StateError, StateStore, Status,
+    TeardownReport,
 };
 use corral_egress::link::BridgeOutcome;
 use corral_egress::nft::RefreshReport;
@@ -68,11 +69,16 @@ pub enum ApplyError {
         #[source]
         source: HostError,
     },
-    /// The rules are in force but the record of them could not be written.
-    #[error(
-        "the ruleset is applied, but recording it failed; status, verify, refresh and sandbox starts will not know it"
-    )]
-    Record(#[source] StateError),
+    /// The rules were committed but the record of them could not be
+    /// written; `restored` says what is in force now.
+    #[error("recording the applied ruleset failed, so {restored}")]
+    Record {
+        /// Why the record could not be written.
+        #[source]
+        source: StateError,
+        /// What was done about it, in words.
+        restored: String,
+    },
     /// The rules are in force but a gateway did not start.
     #[error(
         "the ruleset is applied (sandboxes can reach only what it allows), but the gateway DHCP/DNS services did not start"
@@ -246,16 +252,44 @@ impl HostService {
                     .map_err(ApplyError::GatewayStop)?;
             }
         }
-        let report = self
-            .target
-            .host
-            .apply_after(&planned.plan, before.as_ref())
-            .map_err(|e| {
-                let (target, source) = self.host_error(e);
-                ApplyError::Host { target, source }
-            })?;
         let store = self.store();
-        store.save(&planned.inputs()).map_err(ApplyError::Record)?;
+        let report = match self.target.host.apply_after(&planned.plan, before.as_ref()) {
+            Ok(report) => report,
+            Err(e) => {
+                // The new ruleset stayed in force (nothing to return to, or
+                // returning failed): it is what was applied, so it is what
+                // the record must say, or verify and the gate would judge
+                // the host against a plan that is no longer there.
+                if let HostError::AfterCommit {
+                    in_force: InForce::New { .. },
+                    ..
+                } = &e
+                    && let Err(record) = store.save(&planned.inputs())
+                {
+                    tracing::error!(error = %record, "recording the plan left in force by a failed apply");
+                }
+                let (target, source) = self.host_error(e);
+                return Err(ApplyError::Host { target, source });
+            }
+        };
+        if let Err(e) = store.save(&planned.inputs()) {
+            // Unrecorded rules would be judged against the old record by
+            // every later verify, refresh and start: put the old ones back.
+            let restored = before
+                .as_ref()
+                .map(|b| self.target.host.roll_back(&planned.plan, b));
+            return Err(ApplyError::Record {
+                source: e,
+                restored: match restored {
+                    Some(Ok(_)) => "the previous ruleset was put back in force".to_owned(),
+                    Some(Err(r)) => format!(
+                        "putting the previous ruleset back failed too ({r}); the new one is in force unrecorded"
+                    ),
+                    None => "there was no previous ruleset; the new one is in force unrecorded"
+                        .to_owned(),
+                },
+            });
+        }
         // The bound ports' DHCP reservations first, so each gateway starts
         // serving exactly them.
         corral_gateway::reserve_all(
@@ -325,14 +359,22 @@ impl HostService {
             .host
             .sweep_ports(&new.plan)
             .map_err(RefreshError::Sweep)?;
-        let (report, revoked) = self
-            .target
-            .host
-            .refresh(&old.plan, &new.plan)
-            .map_err(|e| {
+        let (report, revoked) = match self.target.host.refresh(&old.plan, &new.plan) {
+            Ok(done) => done,
+            Err(e) => {
+                // As in apply: new elements left in force are recorded.
+                if let HostError::AfterCommit {
+                    in_force: InForce::New { .. },
+                    ..
+                } = &e
+                    && let Err(record) = store.save(&new.inputs())
+                {
+                    tracing::error!(error = %record, "recording the sets left in force by a failed refresh");
+                }
                 let (target, source) = self.host_error(e);
-                RefreshError::Host { target, source }
-            })?;
+                return Err(RefreshError::Host { target, source });
+            }
+        };
         store.save(&new.inputs()).map_err(RefreshError::Record)?;
         Ok((
             new,

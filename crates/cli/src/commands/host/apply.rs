@@ -41,8 +41,10 @@ struct RefreshJson<'a> {
 
 /// An apply or refresh failed; drift after the change gets its own table.
 fn host_failure(out: &Output, e: &HostError) {
-    if let HostError::NotEnforced(drift) = e {
-        out.table(&drift_table(out, drift), true);
+    match e {
+        HostError::NotEnforced(drift) => out.table(&drift_table(out, drift), true),
+        HostError::AfterCommit { cause, .. } => host_failure(out, cause),
+        _ => {}
     }
 }
 
