@@ -4,7 +4,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 step() { printf '==> %s\n' "$*" >&2; }
 
 need_root() {
-    [ "$(id -u)" = 0 ] || die "$1 needs root (network namespaces, nftables, Incus): run it with sudo"
+    [ "$(id -u)" = 0 ] || die "$1 needs root (network namespaces, nftables, Incus): run it as root (or with sudo)"
 }
 
 # Cargo may live in the invoking user's home when run through sudo.
