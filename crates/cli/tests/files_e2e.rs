@@ -70,6 +70,37 @@ fn push_and_pull_files() {
     ]);
     assert_eq!(run.code, Some(2), "{run:?}");
     assert_eq!(std::fs::read(&out).unwrap(), bytes);
+    // A dangling symlink planted where the pull writes (by anyone who can
+    // write the directory) is never followed: `exists()` says no for it,
+    // so before this the pull wrote the guest's bytes to its target.
+    let victim = s.join("victim");
+    let planted = s.join("planted.txt");
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    let pull_to = |extra: &[&str]| {
+        let mut args = vec![
+            "pull",
+            &name,
+            "/etc/hostname",
+            planted.to_str().unwrap(),
+            "--state-dir",
+            s.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        no_terminal(&args)
+    };
+    let run = pull_to(&[]);
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(!victim.exists(), "the pull followed a dangling symlink");
+    // Asked to replace it, the link itself is replaced, never its target.
+    let run = pull_to(&["--force"]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(!victim.exists(), "the replacing pull followed the symlink");
+    assert!(
+        std::fs::symlink_metadata(&planted)
+            .unwrap()
+            .file_type()
+            .is_file()
+    );
     // Standard input and output.
     let mut child = Command::new(CORRAL)
         .args(["push", &name, "-", "/tmp/from-stdin"])

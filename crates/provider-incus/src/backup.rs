@@ -65,9 +65,7 @@ pub async fn export(sandbox: &IncusSandbox, dest: &Path) -> Result<(), ProviderE
             timeout,
         )
         .await;
-    if downloaded.is_err() {
-        let _ = std::fs::remove_file(dest);
-    }
+    // A failed download has removed what it created, and only that.
     downloaded.map_err(|e| provider.err(e))?;
     removed.map(|_| ()).map_err(|e| provider.err(e))
 }

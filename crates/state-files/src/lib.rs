@@ -27,6 +27,7 @@
 mod dir;
 mod error;
 mod log;
+pub mod output;
 mod search;
 mod sys;
 mod trust;

@@ -24,6 +24,9 @@ impl IncusClient {
     ) -> Result<u64, ClientError> {
         let what = format!("GET {path}");
         let io = |context: String| move |source| ClientError::Io { context, source };
+        // Only a file this download created is removed when it fails: one
+        // that appeared at `dest` first is someone else's.
+        let created = std::sync::atomic::AtomicBool::new(false);
         let transfer = async {
             let response = self
                 .exchange(Method::GET, path, full(Bytes::new()), &[], timeout)
@@ -45,6 +48,7 @@ impl IncusClient {
                 .open(dest)
                 .await
                 .map_err(io(format!("cannot create {}", dest.display())))?;
+            created.store(true, std::sync::atomic::Ordering::Relaxed);
             let mut body = response.into_body();
             let mut written = 0u64;
             while let Some(frame) = body.frame().await {
@@ -64,12 +68,17 @@ impl IncusClient {
                 .map_err(io(format!("cannot flush {}", dest.display())))?;
             Ok(written)
         };
-        tokio::time::timeout(timeout, transfer)
+        let result = tokio::time::timeout(timeout, transfer)
             .await
             .map_err(|_| ClientError::Timeout {
                 what: what.clone(),
                 after: timeout,
-            })?
+            })
+            .and_then(|r| r);
+        if result.is_err() && created.load(std::sync::atomic::Ordering::Relaxed) {
+            let _ = tokio::fs::remove_file(dest).await;
+        }
+        result
     }
 
     /// Stream `source` as the body of POST `path` (with `headers`), then

@@ -6,6 +6,7 @@
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
+use corral_state_files::output::{Existing, is_already_exists, write_output};
 use serde::Serialize;
 
 use super::confirm::destructive;
@@ -76,6 +77,10 @@ pub fn push(args: &PushArgs, out: Output) -> CmdResult {
     Ok(Outcome::Ok)
 }
 
+/// The mode of a pulled file: its content is the guest's, so it is the
+/// caller's alone until they share it.
+const PULLED_MODE: u32 = 0o600;
+
 /// Pull.
 pub fn pull(args: &PullArgs, out: Output) -> CmdResult {
     let local = match &args.local {
@@ -101,8 +106,10 @@ pub fn pull(args: &PullArgs, out: Output) -> CmdResult {
             "--json and LOCAL `-` both want standard output; give a file"
         )));
     }
-    if !to_stdout
-        && local.exists()
+    // `symlink_metadata`: a dangling symlink planted there exists too
+    // (`exists()` follows it and says no).
+    let occupied = !to_stdout && std::fs::symlink_metadata(&local).is_ok();
+    if occupied
         && !destructive(
             args.force,
             &format!("replace {}", local.display()),
@@ -132,10 +139,22 @@ pub fn pull(args: &PullArgs, out: Output) -> CmdResult {
             })?;
         return Ok(Outcome::Ok);
     }
-    std::fs::write(&local, &contents).map_err(|e| {
-        CliError::failure(
-            anyhow::Error::new(e).context(format!("cannot write {}", local.display())),
-        )
+    // Never through a symlink, never over a file the operator did not
+    // agree to replace (one may appear while the pull runs).
+    let existing = if occupied {
+        Existing::Replace
+    } else {
+        Existing::Refuse
+    };
+    write_output(&local, &contents, PULLED_MODE, existing).map_err(|e| {
+        if is_already_exists(&e) {
+            CliError::usage(anyhow::anyhow!(
+                "{} appeared while pulling; nothing was written (pull again to be asked whether to replace it)",
+                local.display()
+            ))
+        } else {
+            CliError::failure(anyhow::Error::new(e))
+        }
     })?;
     if args.json {
         print_json(&FileJson {
