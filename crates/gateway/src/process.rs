@@ -32,7 +32,7 @@ use corral_egress::netns::Netns;
 pub const DEFAULT_DNSMASQ: &str = "dnsmasq";
 
 /// How long a daemon gets to exit after SIGTERM before SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// Whether a gateway's dnsmasq runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -368,7 +368,7 @@ fn conf_arg(conf: &Path) -> String {
 /// running as root or dnsmasq's unprivileged user, started with
 /// `--conf-file=<conf>`. The command line alone is not enough: any local
 /// user can start a process whose arguments look like that.
-fn is_ours(pid: u32, conf: &Path, binary: &Path) -> Result<(), String> {
+pub(crate) fn is_ours(pid: u32, conf: &Path, binary: &Path) -> Result<(), String> {
     let proc_dir = PathBuf::from(format!("/proc/{pid}"));
     let cmdline = match fs::read(proc_dir.join("cmdline")) {
         Ok(c) => c,
@@ -420,7 +420,7 @@ fn is_ours(pid: u32, conf: &Path, binary: &Path) -> Result<(), String> {
 
 /// `binary` as the kernel names a process's executable: searched on
 /// `PATH` when it is a bare name, symlinks resolved.
-fn executable(binary: &Path) -> Option<PathBuf> {
+pub(crate) fn executable(binary: &Path) -> Option<PathBuf> {
     let found = if binary.components().count() > 1 {
         Some(binary.to_owned())
     } else {
@@ -441,7 +441,7 @@ fn process_uids(pid: u32) -> Option<Vec<u32>> {
 }
 
 /// The uid of the local user `name`, from `/etc/passwd`.
-fn user_uid(name: &str) -> Option<u32> {
+pub(crate) fn user_uid(name: &str) -> Option<u32> {
     let passwd = fs::read_to_string("/etc/passwd").ok()?;
     passwd.lines().find_map(|line| {
         let mut fields = line.split(':');
@@ -463,7 +463,7 @@ fn is_zombie(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-fn wait_gone(pid: u32, grace: Duration) -> bool {
+pub(crate) fn wait_gone(pid: u32, grace: Duration) -> bool {
     let deadline = Instant::now() + grace;
     loop {
         if !Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid) {
@@ -476,7 +476,7 @@ fn wait_gone(pid: u32, grace: Duration) -> bool {
     }
 }
 
-fn signal(pid: u32, sig: i32) {
+pub(crate) fn signal(pid: u32, sig: i32) {
     let Ok(pid) = i32::try_from(pid) else { return };
     // SAFETY: kill(2) takes plain integers; `pid` was just verified to be
     // our dnsmasq (a positive pid, never 0 or -1, which would broadcast).

@@ -178,6 +178,9 @@ pub struct TeardownReport {
     pub tables_deleted: bool,
     /// Stamped bridges deleted.
     pub bridges_deleted: Vec<String>,
+    /// Gateways found running for a deleted bridge with no record of them
+    /// (filled by the caller that knows the gateways), stopped.
+    pub gateways_stopped: Vec<String>,
     /// Every error met; teardown does not stop at the first.
     pub errors: Vec<String>,
 }

@@ -388,7 +388,8 @@ impl HostService {
     }
 
     /// Stop the gateways, remove corral's tables and the bridges corral
-    /// created, then forget what was applied; keeps going past failures and
+    /// created (and stop any gateway still serving one of them that no
+    /// record names), then forget what was applied; keeps going past failures and
     /// reports every one.
     pub fn teardown(&self) -> Result<TeardownReport, TeardownError> {
         let _lock = self.store().lock().map_err(TeardownError::Lock)?;
@@ -400,6 +401,17 @@ impl HostService {
                 .into_iter()
                 .map(|e| format!("stop gateway services: {e}")),
         );
+        // Gateways this state directory has no record of (it was lost, or
+        // another one started them) still serve the bridges just deleted.
+        let (stopped, errors) = corral_gateway::stop_gateways(
+            self.target.host.netns(),
+            &report.bridges_deleted,
+            Path::new(corral_gateway::DEFAULT_DNSMASQ),
+        );
+        report
+            .gateways_stopped
+            .extend(stopped.iter().map(ToString::to_string));
+        report.errors.extend(errors);
         if report.is_clean()
             && let Err(e) = self.store().clear()
         {

@@ -110,6 +110,11 @@ pub fn run(args: &TeardownArgs, out: Output) -> CmdResult {
                 report.bridges_deleted.join(", ")
             }
         ));
+        for g in &report.gateways_stopped {
+            out.info(&format!(
+                "stopped a gateway no state directory recorded: {g}"
+            ));
+        }
     }
     if report.is_clean() {
         Ok(Outcome::Ok)
