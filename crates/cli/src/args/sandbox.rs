@@ -203,7 +203,9 @@ pub struct PowerArgs {
         conflicts_with = "all"
     )]
     pub names: Vec<String>,
-    /// Every sandbox corral owns (that the verb applies to).
+    /// Every sandbox this state directory made (that the verb applies to;
+    /// a caller who is not root: their own), not every corral instance the
+    /// backend holds.
     #[arg(long)]
     pub all: bool,
     /// Wait at most this many seconds for each sandbox: to be ready after a

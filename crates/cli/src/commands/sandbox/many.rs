@@ -13,8 +13,9 @@ use crate::args::PowerArgs;
 use crate::error::{CmdResult, Outcome};
 use crate::output::{Output, Style, print_json};
 
-/// The names a verb acts on: those given, or with `--all` every owned
-/// sandbox whose state `wanted` accepts.
+/// The names a verb acts on: those given, or with `--all` every sandbox
+/// of this state directory (and, for a caller who is not root, their own)
+/// whose state `wanted` accepts.
 pub fn names(
     svc: &SandboxService,
     rt: &tokio::runtime::Runtime,
@@ -24,11 +25,25 @@ pub fn names(
     if !args.all {
         return Ok(args.names.clone());
     }
+    // `--all` is this state directory's sandboxes (those its store made),
+    // not every corral instance the backend holds: another state directory
+    // (another operator, a test, a lab) may have stopped one on purpose.
+    // A caller who is not root gets only their own.
+    let (_, store) = super::context::store(&args.ctx)?;
+    let records = store.sandboxes().map_err(|e| {
+        crate::error::CliError::failure(anyhow::Error::new(e).context("cannot read corral's store"))
+    })?;
+    let uid = corral_state_files::effective_uid();
+    let ours: std::collections::BTreeSet<String> = records
+        .into_iter()
+        .filter(|r| uid == 0 || r.owner == Some(uid))
+        .map(|r| r.name)
+        .collect();
     let mut all: Vec<SandboxInfo> = rt.block_on(svc.list()).map_err(fail)?;
     all.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(all
         .into_iter()
-        .filter(|i| wanted(i.state))
+        .filter(|i| wanted(i.state) && ours.contains(i.name.as_str()))
         .map(|i| i.name.to_string())
         .collect())
 }
