@@ -1,0 +1,260 @@
+//! DHCP through the quarantine and through fragments, and the gateway's
+//! broadcast replies as a channel between siblings (issue 26, classes 2
+//! and 3), with real frames and the real gateway (dnsmasq with the
+//! reservations the lifecycle writes): each attack first lands on the lab
+//! without corral's rules (the control), then is held once corral is
+//! applied, while the legitimate exchange still works.
+
+// Test code: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use corral_drill::attack::dhcp::{self, Shape};
+use corral_drill::attack::l2::Attacker;
+use corral_drill::attack::{Outcome, gateway_mac};
+use corral_drill::lab::topology::SandboxNs;
+use corral_drill::lab::{Lab, LabGateways};
+use corral_egress::resolve::Resolution;
+use corral_sandbox_core::config::Config;
+
+const T: Duration = Duration::from_millis(1500);
+
+fn lab() -> Lab {
+    Lab::new(&Config::builtin_default().profiles, &Resolution::new()).unwrap()
+}
+
+/// The attacker and its sibling: two sandboxes of the `internet` profile
+/// (IPv4 and IPv6, a resolver on the gateway).
+fn pair(lab: &Lab) -> (&SandboxNs, &SandboxNs) {
+    let mut it = lab.topo.sandboxes_of("internet");
+    (it.next().unwrap(), it.next().unwrap())
+}
+
+fn landed(o: Outcome, what: &str) {
+    assert!(o.landed, "control: {what} did not land: {}", o.detail);
+    eprintln!("control, {what}: {}", o.detail);
+}
+
+fn held(o: Outcome, what: &str) {
+    assert!(!o.landed, "{what} landed through corral: {}", o.detail);
+    eprintln!("enforced, {what}: {}", o.detail);
+}
+
+/// The victim's own lease, as its own MAC.
+fn leases(sb: &SandboxNs, xid: u32) {
+    let l = dhcp::lease(sb, xid, T).unwrap();
+    assert_eq!(l.map(|l| l.addr), Some(sb.v4), "{}'s own lease", sb.name);
+}
+
+/// busybox udhcpc in `sb` on eth0 (its client identifier included, as a
+/// real client sends it): the address it was given.
+fn udhcpc(sb: &SandboxNs, dir: &Path) -> String {
+    let script = dir.join("udhcpc.sh");
+    let log = dir.join("udhcpc.log");
+    corral_test_support::write_executable(
+        &script,
+        format!("#!/bin/sh\necho \"$1 ip=$ip\" >> {}\n", log.display()),
+    );
+    let mut cmd = Command::new("busybox");
+    cmd.args([
+        "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "6", "-T", "1", "-s",
+    ])
+    .arg(&script)
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    let status = sb.ns.spawn(cmd).unwrap().wait().unwrap();
+    assert!(status.success(), "udhcpc got no lease ({status})");
+    std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("bound ip="))
+        .unwrap()
+        .to_owned()
+}
+
+/// Class 2 from a bound port: a DISCOVER and a DECLINE cut into fragments
+/// (the first ends before `chaddr`, the second has no transport header)
+/// and fragmented DNS queries, IPv4 and IPv6. Control: without corral's
+/// rules each lands (the fragmented DECLINE takes the sibling's lease
+/// away); with them the unfragmented DISCOVER and queries are still
+/// answered and the fragmented ones are not.
+#[test]
+fn class2_fragments_from_a_bound_port_never_reach_the_gateway() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let lab = lab();
+    let (a, b) = pair(&lab);
+    let mac = |sb| gateway_mac(&lab.topo, sb).unwrap();
+    let servers = [IpAddr::from(a.gateway_v4), a.gateway_v6.unwrap().into()];
+    lab.control().unwrap();
+    {
+        let gw = LabGateways::start(&lab).unwrap();
+        gw.upstream
+            .set(dhcp::QUERY_NAME, &["198.18.1.2".parse().unwrap()], 60);
+        let att = Attacker::new(a).unwrap();
+        landed(
+            dhcp::offer_for(&att, att.mac(), 0x0f01, Shape::Fragments, T).unwrap(),
+            "a fragmented DISCOVER",
+        );
+        for s in servers {
+            assert!(
+                dhcp::dns_answered(a, s, mac(a), true, T).unwrap(),
+                "control: a fragmented query to {s} was not answered"
+            );
+        }
+        leases(b, 0x0f02);
+        landed(
+            dhcp::declined(&att, b, Shape::Fragments, T).unwrap(),
+            "a fragmented DECLINE of the sibling's address",
+        );
+    }
+    // Fresh gateways: dnsmasq holds a declined reservation back for ten
+    // minutes.
+    lab.apply().unwrap();
+    let gw = LabGateways::start(&lab).unwrap();
+    gw.upstream
+        .set(dhcp::QUERY_NAME, &["198.18.1.2".parse().unwrap()], 60);
+    let att = Attacker::new(a).unwrap();
+    landed(
+        dhcp::offer_for(&att, att.mac(), 0x0f03, Shape::Whole, T).unwrap(),
+        "the unfragmented DISCOVER through corral",
+    );
+    held(
+        dhcp::offer_for(&att, att.mac(), 0x0f04, Shape::Fragments, T).unwrap(),
+        "a fragmented DISCOVER",
+    );
+    for s in servers {
+        assert!(
+            dhcp::dns_answered(a, s, mac(a), false, T).unwrap(),
+            "an unfragmented query to {s} was not answered through corral"
+        );
+        assert!(
+            !dhcp::dns_answered(a, s, mac(a), true, T).unwrap(),
+            "a fragmented query to {s} was answered through corral"
+        );
+    }
+    for shape in [Shape::Fragments, Shape::Whole] {
+        held(
+            dhcp::declined(&att, b, shape, T).unwrap(),
+            &format!("a {shape:?} DECLINE of the sibling's address"),
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(udhcpc(b, dir.path()), b.v4.to_string());
+}
+
+/// Class 2 from a quarantined port (one nobody bound): a DISCOVER naming
+/// a bound sibling's MAC gets the sibling's reservation offered, and its
+/// DECLINE disables it, without corral's rules; through corral neither
+/// reaches the gateway, the sibling keeps its lease and its reservation
+/// is still offered to it.
+#[test]
+fn class2_a_quarantined_port_cannot_name_a_bound_mac() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let mut lab = lab();
+    let (a, b) = pair(&lab);
+    let a_port = a.port.clone();
+    let b_mac = b.mac.octets();
+    lab.control().unwrap();
+    {
+        let _gw = LabGateways::start(&lab).unwrap();
+        let (a, b) = pair(&lab);
+        let att = Attacker::new(a).unwrap();
+        let o = dhcp::offer_for(&att, b_mac, 0x0e01, Shape::Whole, T).unwrap();
+        assert!(o.detail.contains(&b.v4.to_string()), "{}", o.detail);
+        landed(o, "a DISCOVER naming the sibling's MAC");
+        landed(
+            dhcp::declined(&att, b, Shape::Whole, T).unwrap(),
+            "a DECLINE naming the sibling's MAC",
+        );
+    }
+    // Everyone but `a` bound (and reserved).
+    let rest: Vec<_> = lab
+        .plan
+        .bindings
+        .iter()
+        .filter(|x| x.port.as_str() != a_port)
+        .cloned()
+        .collect();
+    lab.plan = lab.plan.with_bindings(&lab.profiles, rest).unwrap();
+    let report = lab.apply().unwrap();
+    assert!(
+        report.ports.iter().any(|p| p.port == a_port && !p.bound),
+        "{:#?}",
+        report.ports
+    );
+    let _gw = LabGateways::start(&lab).unwrap();
+    let (a, b) = pair(&lab);
+    let att = Attacker::new(a).unwrap();
+    held(
+        dhcp::offer_for(&att, b_mac, 0x0e02, Shape::Whole, T).unwrap(),
+        "a DISCOVER naming the sibling's MAC",
+    );
+    held(
+        dhcp::declined(&att, b, Shape::Whole, T).unwrap(),
+        "a DECLINE naming the sibling's MAC",
+    );
+    // Its own MAC still reaches the gateway (which has no reservation for
+    // it): the quarantine still lets DHCP through.
+    let cap = corral_drill::raw::Capture::open(&lab.topo.host, &a.bridge).unwrap();
+    att.send(
+        &corral_drill::raw::dhcp::ClientMessage::discover(0x0e03, att.mac())
+            .frame(att.mac())
+            .unwrap(),
+    )
+    .unwrap();
+    // Ethernet 14 + IPv4 20 + UDP 8, then the xid at BOOTP offset 4.
+    let xid_at = 14 + 20 + 8 + 4;
+    let seen = cap
+        .wait_for(T, |r| {
+            r.direction == corral_drill::raw::Direction::Incoming
+                && r.frame.get(6..12) == Some(&att.mac()[..])
+                && r.frame.get(xid_at..xid_at + 4) == Some(&0x0e03u32.to_be_bytes()[..])
+        })
+        .unwrap();
+    assert!(
+        seen.is_some(),
+        "the quarantined port's own DISCOVER was dropped"
+    );
+    leases(b, 0x0e04);
+}
+
+/// Class 3: the gateway's broadcast OFFER to one client (which echoes
+/// its transaction id) reaches a sibling's port without corral's rules;
+/// through corral only the client's own port gets it, and real clients
+/// still get their leases.
+#[test]
+fn class3_a_broadcast_offer_reaches_its_client_alone() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let lab = lab();
+    let (a, b) = pair(&lab);
+    lab.control().unwrap();
+    {
+        let _gw = LabGateways::start(&lab).unwrap();
+        let att = Attacker::new(a).unwrap();
+        let (own, o) = dhcp::broadcast_echo(&att, b, 0x0d01, T).unwrap();
+        assert!(own, "control: the attacker got no offer");
+        landed(o, "the broadcast offer seen by a sibling");
+    }
+    lab.apply().unwrap();
+    let _gw = LabGateways::start(&lab).unwrap();
+    let att = Attacker::new(a).unwrap();
+    let (own, o) = dhcp::broadcast_echo(&att, b, 0x0d02, T).unwrap();
+    assert!(own, "the client got no offer of its own through corral");
+    held(o, "the broadcast offer seen by a sibling");
+    let (own, o) = dhcp::broadcast_echo(&Attacker::new(b).unwrap(), a, 0x0d03, T).unwrap();
+    assert!(own, "the sibling got no offer of its own through corral");
+    held(o, "the sibling's broadcast offer seen by the first");
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(udhcpc(a, dir.path()), a.v4.to_string());
+    assert!(lab.host.verify(&lab.plan).unwrap().is_empty());
+}
