@@ -258,3 +258,109 @@ fn class3_a_broadcast_offer_reaches_its_client_alone() {
     assert_eq!(udhcpc(a, dir.path()), a.v4.to_string());
     assert!(lab.host.verify(&lab.plan).unwrap().is_empty());
 }
+
+/// The drop log follows the new rules: a fragment from a bound port is
+/// recorded under `l2-port-ip4/fragment` naming its sandbox, the
+/// gateway's broadcast OFFER withheld from a sibling's port under
+/// `l2-postrouting/dhcp-reply`. Control: on bare bridges neither is
+/// recorded (and both frames get through).
+#[test]
+fn the_new_drops_are_logged_under_their_rule_ids() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    use corral_drill::lab::topology::PUBLIC_V4;
+    use corral_drill::raw::fragment;
+    use corral_drill::raw::frame::{self, Link, Transport};
+    use corral_egress::droplog::{self as log, BindingAttribution, Entry, Reader};
+    use std::net::Ipv4Addr;
+    use std::time::Instant;
+
+    fn entries_to(reader: &mut Reader, dst: IpAddr, wait: Duration) -> Vec<Entry> {
+        let end = Instant::now() + wait;
+        let mut out = Vec::new();
+        while let Some(e) = reader
+            .next_timeout(Some(end.saturating_duration_since(Instant::now())))
+            .unwrap()
+        {
+            if e.dst == dst {
+                out.push(e);
+            }
+        }
+        out
+    }
+
+    let lab = lab();
+    let (a, b) = pair(&lab);
+    lab.control().unwrap();
+    let mut reader = Reader::open_in(&lab.topo.host, log::GROUP).unwrap();
+    let target = IpAddr::V4(PUBLIC_V4[0]);
+    let shoot = || {
+        let f = frame::ip(
+            &Link::new(a.mac.octets(), gateway_mac(&lab.topo, a).unwrap()),
+            a.v4.into(),
+            target,
+            64,
+            Transport::Udp {
+                sport: 40_000,
+                dport: 4500,
+            },
+            &[0x55; 64],
+        )
+        .unwrap();
+        let tx = corral_drill::raw::PacketSocket::open(&a.ns, "eth0").unwrap();
+        for piece in fragment::split(&f, 16).unwrap() {
+            tx.send(&piece).unwrap();
+        }
+    };
+    let offer = |xid| {
+        let att = Attacker::new(a).unwrap();
+        dhcp::broadcast_echo(&att, b, xid, T).unwrap()
+    };
+    let broadcast = IpAddr::V4(Ipv4Addr::BROADCAST);
+    {
+        let _gw = LabGateways::start(&lab).unwrap();
+        shoot();
+        let (own, seen) = offer(0x0c01);
+        assert!(own && seen.landed, "control: {}", seen.detail);
+        assert!(entries_to(&mut reader, target, Duration::from_millis(500)).is_empty());
+        assert!(entries_to(&mut reader, broadcast, Duration::from_millis(100)).is_empty());
+    }
+    lab.apply().unwrap();
+    let _gw = LabGateways::start(&lab).unwrap();
+    let who = BindingAttribution::new(&lab.plan.bindings, |p| {
+        lab.topo
+            .sandboxes
+            .iter()
+            .find(|s| s.port == p.port.as_str())
+            .map(|s| s.name.clone())
+    });
+    shoot();
+    let got = entries_to(&mut reader, target, Duration::from_millis(500));
+    assert!(!got.is_empty(), "no record of the fragments");
+    for e in &got {
+        let rec = e.blocked(&who);
+        eprintln!("{}", serde_json::to_string(&rec).unwrap());
+        assert_eq!(rec.rule, "l2-port-ip4/fragment");
+        assert_eq!(rec.sandbox.as_deref(), Some(a.name.as_str()));
+    }
+    let (own, seen) = offer(0x0c02);
+    assert!(own && !seen.landed, "{}", seen.detail);
+    // The host's own copy of its broadcast meets the inet rules too (and
+    // is logged there, as before): only the bridge table's records count.
+    let got: Vec<Entry> = entries_to(&mut reader, broadcast, Duration::from_millis(500))
+        .into_iter()
+        .filter(|e| {
+            e.blocked(&who)
+                .rule
+                .starts_with(corral_egress::plan::droplog::L2_PREFIX)
+        })
+        .collect();
+    assert!(!got.is_empty(), "no record of the withheld offer");
+    for e in &got {
+        let rec = e.blocked(&who);
+        eprintln!("{}", serde_json::to_string(&rec).unwrap());
+        assert_eq!(rec.rule, "l2-postrouting/dhcp-reply");
+        assert_eq!(e.indev, None, "postrouting has no input interface");
+    }
+}
