@@ -1,6 +1,6 @@
 //! DHCP through the quarantine and through fragments, and the gateway's
-//! broadcast replies as a channel between siblings (issue 26, classes 2
-//! and 3), with real frames and the real gateway (dnsmasq with the
+//! broadcast replies as a channel between siblings (docs/security.md, L2
+//! classes 6 and 7), with real frames and the real gateway (dnsmasq with the
 //! reservations the lifecycle writes): each attack first lands on the lab
 //! without corral's rules (the control), then is held once corral is
 //! applied, while the legitimate exchange still works.
@@ -76,14 +76,14 @@ fn udhcpc(sb: &SandboxNs, dir: &Path) -> String {
         .to_owned()
 }
 
-/// Class 2 from a bound port: a DISCOVER and a DECLINE cut into fragments
+/// Class 6 from a bound port: a DISCOVER and a DECLINE cut into fragments
 /// (the first ends before `chaddr`, the second has no transport header)
 /// and fragmented DNS queries, IPv4 and IPv6. Control: without corral's
 /// rules each lands (the fragmented DECLINE takes the sibling's lease
 /// away); with them the unfragmented DISCOVER and queries are still
 /// answered and the fragmented ones are not.
 #[test]
-fn class2_fragments_from_a_bound_port_never_reach_the_gateway() {
+fn class6_fragments_from_a_bound_port_never_reach_the_gateway() {
     if !corral_test_support::gate::netns() {
         return;
     }
@@ -148,13 +148,13 @@ fn class2_fragments_from_a_bound_port_never_reach_the_gateway() {
     assert_eq!(udhcpc(b, dir.path()), b.v4.to_string());
 }
 
-/// Class 2 from a quarantined port (one nobody bound): a DISCOVER naming
+/// Class 6 from a quarantined port (one nobody bound): a DISCOVER naming
 /// a bound sibling's MAC gets the sibling's reservation offered, and its
 /// DECLINE disables it, without corral's rules; through corral neither
 /// reaches the gateway, the sibling keeps its lease and its reservation
 /// is still offered to it.
 #[test]
-fn class2_a_quarantined_port_cannot_name_a_bound_mac() {
+fn class6_a_quarantined_port_cannot_name_a_bound_mac() {
     if !corral_test_support::gate::netns() {
         return;
     }
@@ -226,12 +226,12 @@ fn class2_a_quarantined_port_cannot_name_a_bound_mac() {
     leases(b, 0x0e04);
 }
 
-/// Class 3: the gateway's broadcast OFFER to one client (which echoes
+/// Class 7: the gateway's broadcast OFFER to one client (which echoes
 /// its transaction id) reaches a sibling's port without corral's rules;
 /// through corral only the client's own port gets it, and real clients
 /// still get their leases.
 #[test]
-fn class3_a_broadcast_offer_reaches_its_client_alone() {
+fn class7_a_broadcast_offer_reaches_its_client_alone() {
     if !corral_test_support::gate::netns() {
         return;
     }

@@ -1,6 +1,6 @@
 //! DHCP against a sibling's lease, and DHCP replies as a channel between
-//! siblings (issue 26, classes 2 and 3), from one lab sandbox with the
-//! real gateway:
+//! siblings (docs/security.md, L2 classes 6 and 7), from one lab sandbox
+//! with the real gateway:
 //! - a DISCOVER or DECLINE naming the sibling's MAC as `chaddr` (a bound
 //!   port may name only its own; a quarantined port no bound one), and the
 //!   same cut into IPv4 fragments so that the first ends before `chaddr`
@@ -246,7 +246,7 @@ fn victim_lease(b: &SandboxNs, xid: u32, timeout: Duration) -> Observed {
     }
 }
 
-/// The drill's rows for issue 26's classes 2 and 3, from the first two
+/// The drill's rows for L2 classes 6 and 7 (`DHCP class 6: …`), from the first two
 /// sandboxes of a profile with a gateway (the capacity rows' pair), with
 /// corral's rules in force and the real gateway. Each control is the
 /// gateway serving what the attack aims at, before the attack: the
@@ -293,7 +293,7 @@ pub fn rows(
     };
     let mut rows = vec![
         row(
-            2,
+            6,
             "a DISCOVER cut into fragments gets no offer",
             gw.clone(),
             own_offer(0xf7a9_0001),
@@ -306,14 +306,14 @@ pub fn rows(
             )),
         ),
         row(
-            2,
+            6,
             "a DECLINE of a sibling's address naming its MAC leaves it its lease",
             gw.clone(),
             victim_lease(b, 0xf7a9_0003, timeout),
             observed(declined(&att, b, Shape::Whole, timeout)),
         ),
         row(
-            2,
+            6,
             "the same DECLINE cut into fragments leaves it its lease",
             gw.clone(),
             victim_lease(b, 0xf7a9_0004, timeout),
@@ -331,7 +331,7 @@ pub fn rows(
             Ok(m) => m,
             Err(e) => {
                 rows.push(row(
-                    2,
+                    6,
                     "a fragmented DNS query",
                     server.to_string(),
                     Observed::Error(e.to_string()),
@@ -352,7 +352,7 @@ pub fn rows(
             Err(e) => Observed::Error(e.to_string()),
         };
         rows.push(row(
-            2,
+            6,
             "a DNS query cut into fragments is not answered",
             format!("gateway {server} port 53"),
             control,
@@ -364,7 +364,7 @@ pub fn rows(
         Err(e) => (false, Err(e)),
     };
     rows.push(row(
-        3,
+        7,
         "a sibling port sees no broadcast OFFER to another client",
         format!("{}'s port", b.name),
         if own {
