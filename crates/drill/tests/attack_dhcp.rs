@@ -364,3 +364,124 @@ fn the_new_drops_are_logged_under_their_rule_ids() {
         assert_eq!(e.indev, None, "postrouting has no input interface");
     }
 }
+
+/// A DECLINE with the attacker's own `chaddr` (all the bridge lets a bound
+/// port name) but the sibling's client identifier (option 61, which no
+/// nft rule can read): dnsmasq finds the sibling's lease by that
+/// identifier and drops it. Control: the gateway's configuration without
+/// `dhcp-ignore-clid`, run by hand on the bare bridges (the sibling's
+/// lease leaves the lease file). Through corral's gateway the sibling's
+/// lease stays.
+#[test]
+fn class6_a_siblings_client_identifier_does_not_reach_its_lease() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    use corral_drill::lab::gateways::UPSTREAM;
+    use corral_gateway::{DnsTiming, GatewayPaths, GatewaySpec, render, reservations_text};
+    use std::net::SocketAddr;
+
+    // The DECLINE, from `a`'s own MAC and `chaddr`, with `b`'s client
+    // identifier as busybox udhcpc sends it (type 1, the MAC).
+    let decline = |a: &SandboxNs, b: &SandboxNs| {
+        let mut p = corral_drill::raw::dhcp::ClientMessage::discover(0x0b01, a.mac.octets())
+            .payload()[..240]
+            .to_vec();
+        p.extend_from_slice(&[53, 1, 4, 50, 4]);
+        p.extend_from_slice(&b.v4.octets());
+        p.extend_from_slice(&[54, 4]);
+        p.extend_from_slice(&a.gateway_v4.octets());
+        p.extend_from_slice(&[61, 7, 1]);
+        p.extend_from_slice(&b.mac.octets());
+        p.push(255);
+        p.resize(300, 0);
+        let f = corral_drill::raw::frame::ip(
+            &corral_drill::raw::frame::Link::new(a.mac.octets(), [0xff; 6]),
+            std::net::Ipv4Addr::UNSPECIFIED.into(),
+            std::net::Ipv4Addr::BROADCAST.into(),
+            64,
+            corral_drill::raw::frame::Transport::Udp {
+                sport: 68,
+                dport: 67,
+            },
+            &p,
+        )
+        .unwrap();
+        Attacker::new(a).unwrap().send(&f).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let holds = |leases: &Path, b: &SandboxNs| {
+        std::fs::read_to_string(leases)
+            .unwrap_or_default()
+            .contains(&format!(" {} ", b.v4))
+    };
+
+    let lab = lab();
+    let (a, b) = pair(&lab);
+    let profile = lab.profiles.get("internet").unwrap();
+    lab.control().unwrap();
+    {
+        // The control gateway: corral's configuration less the one line.
+        let spec = GatewaySpec::from_profile(
+            profile,
+            &[SocketAddr::new(UPSTREAM.into(), 53)],
+            DnsTiming::default(),
+        )
+        .unwrap();
+        let text = render(&spec).unwrap();
+        assert!(text.contains("\ndhcp-ignore-clid\n"), "{text}");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let file = |n: &str| dir.path().join(n);
+        std::fs::write(file("conf"), text.replace("\ndhcp-ignore-clid\n", "\n")).unwrap();
+        std::fs::write(
+            file("hosts"),
+            reservations_text(&profile.bridge, &lab.plan.bindings),
+        )
+        .unwrap();
+        let mut cmd = Command::new(corral_gateway::DEFAULT_DNSMASQ);
+        cmd.arg(format!("--conf-file={}", file("conf").display()))
+            .arg(format!("--pid-file={}", file("pid").display()))
+            .arg(format!("--dhcp-leasefile={}", file("leases").display()))
+            .arg(format!("--dhcp-hostsfile={}", file("hosts").display()))
+            .arg(format!("--log-facility={}", file("log").display()));
+        let status = lab.topo.host.spawn(cmd).unwrap().wait().unwrap();
+        assert!(status.success(), "the control dnsmasq did not start");
+        let pid: i32 = std::fs::read_to_string(file("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let dir_for_udhcpc = tempfile::tempdir().unwrap();
+        assert_eq!(udhcpc(b, dir_for_udhcpc.path()), b.v4.to_string());
+        std::thread::sleep(Duration::from_millis(300));
+        let before = holds(&file("leases"), b);
+        decline(a, b);
+        let after = holds(&file("leases"), b);
+        // SAFETY: a plain signal to the daemon this test started.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert!(before, "control: the sibling's lease was not recorded");
+        assert!(!after, "control: the sibling's lease survived the DECLINE");
+        eprintln!("control: the DECLINE with the sibling's identifier dropped its lease");
+    }
+    lab.apply().unwrap();
+    let gw = LabGateways::start(&lab).unwrap();
+    let lease_file = GatewayPaths::new(gw.state_dir(), &profile.bridge).leases();
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(udhcpc(b, dir.path()), b.v4.to_string());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        holds(&lease_file, b),
+        "the sibling's lease was not recorded"
+    );
+    decline(a, b);
+    assert!(
+        holds(&lease_file, b),
+        "the sibling's lease left with a DECLINE naming its identifier"
+    );
+    leases(b, 0x0b02);
+}
