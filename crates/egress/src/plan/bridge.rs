@@ -296,21 +296,23 @@ pub(super) fn table(profiles: &ProfileSet, bindings: &[PortBinding]) -> TablePla
 /// quarantined port, so a broadcast OFFER, ACK or NAK (which echo the
 /// client's transaction id) reaches its client alone.
 fn dhcp_replies() -> Vec<RulePlan> {
+    // The compares first: every frame leaving by any port meets this
+    // chain, and most fail on them before a set lookup.
     let reply = || [vec![Match::EtherType(ETH_IP)], udp(None, Some(67))].concat();
     let word = |rule| logged(chains::POSTROUTING, "dhcp-reply", rule);
     [
         word(r(
             [
-                vec![in_set(vec![Field::OifName], sets::QUARANTINE)],
                 reply(),
+                vec![in_set(vec![Field::OifName], sets::QUARANTINE)],
             ]
             .concat(),
             Verdict::Drop,
         )),
         word(r(
             [
-                vec![in_set(vec![Field::OifName], sets::PORTS)],
                 reply(),
+                vec![in_set(vec![Field::OifName], sets::PORTS)],
                 vec![not_in_set(
                     vec![Field::OifName, dhcp_chaddr()],
                     sets::PORT_LLADDR,

@@ -296,8 +296,8 @@ fn dhcp_rules_read_chaddr_and_drop_fragments_first() {
     assert_eq!(
         drops,
         [
-            "oifname @quarantine ether type ip meta l4proto udp th sport 67 counter drop",
-            "oifname @ports ether type ip meta l4proto udp th sport 67 oifname . @th,288,48 != @port-lladdr counter drop",
+            "ether type ip meta l4proto udp th sport 67 oifname @quarantine counter drop",
+            "ether type ip meta l4proto udp th sport 67 oifname @ports oifname . @th,288,48 != @port-lladdr counter drop",
         ]
     );
     let post_chain = chain(&plan, TableFamily::Bridge, "postrouting");
