@@ -120,7 +120,12 @@ impl Enforced {
             Ok(Ok(g)) => {
                 let mut dns = dns::profile_rows(lab, &g, timeout);
                 let (l2_results, capacity) = std::thread::scope(|s| {
-                    let capacity = s.spawn(|| attack::gateway::rows(lab, &g, timeout));
+                    let capacity = s.spawn(|| {
+                        // The same pair as the capacity rows: one after the other.
+                        let mut rows = attack::gateway::rows(lab, &g, timeout);
+                        rows.extend(attack::dhcp::rows(lab, &g, timeout));
+                        rows
+                    });
                     (l2(lab, l2_planned), capacity.join())
                 });
                 match capacity {

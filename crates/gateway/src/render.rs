@@ -153,6 +153,12 @@ fn dhcp_leases(c: &mut Conf, spec: &GatewaySpec) {
         format!("{},static,{mask},{lease}s", net.network()),
     );
     c.kv("dhcp-ignore", "tag:!known");
+    // dnsmasq finds a lease by client identifier (option 61) before
+    // chaddr: a DECLINE or RELEASE naming a sibling's identifier would
+    // reach the sibling's lease. The bridge binds chaddr to the port, and
+    // no nft rule can read a variable-position option, so the identifier
+    // is ignored and the MAC alone names the client.
+    c.line("dhcp-ignore-clid");
 }
 
 /// IPv6 addressing, on profiles with a /64 only: router advertisements
@@ -298,6 +304,7 @@ mod tests {
             "listen-address=fd00:99:2::1",
             "dhcp-range=10.99.2.0,static,255.255.255.0,3600s",
             "dhcp-ignore=tag:!known",
+            "dhcp-ignore-clid",
             "dns-forward-max=16384",
             "max-tcp-connections=100",
             "dhcp-option=option:router,10.99.2.1",

@@ -10,9 +10,12 @@
 //! [`l2`] the frames between sandboxes and against the host's neighbour
 //! tables and bridge forwarding database; [`gateway`] the attacks on the
 //! gateway services' capacity (DHCP pool starvation, TCP/53 connection
-//! exhaustion, a DNS flood). The helpers here are what any attack needs;
+//! exhaustion, a DNS flood); [`dhcp`] DHCP against a sibling's lease
+//! (quarantine, fragments) and the gateway's replies as a channel
+//! between siblings. The helpers here are what any attack needs;
 //! the L2 and gateway attacks return an [`Outcome`].
 
+pub mod dhcp;
 pub mod gateway;
 pub mod l2;
 pub mod l3;

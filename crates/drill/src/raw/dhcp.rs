@@ -41,6 +41,9 @@ pub enum MessageType {
     Offer,
     /// 3.
     Request,
+    /// 4: the client found the address in use (the server then holds it
+    /// back).
+    Decline,
     /// 5.
     Ack,
     /// 6.
@@ -57,6 +60,7 @@ impl MessageType {
             MessageType::Discover => 1,
             MessageType::Offer => 2,
             MessageType::Request => 3,
+            MessageType::Decline => 4,
             MessageType::Ack => 5,
             MessageType::Nak => 6,
             MessageType::Release => 7,
@@ -69,6 +73,7 @@ impl MessageType {
             1 => MessageType::Discover,
             2 => MessageType::Offer,
             3 => MessageType::Request,
+            4 => MessageType::Decline,
             5 => MessageType::Ack,
             6 => MessageType::Nak,
             7 => MessageType::Release,
@@ -111,6 +116,18 @@ impl ClientMessage {
             xid,
             chaddr,
             requested: Some(requested),
+            server: Some(server),
+        }
+    }
+
+    /// A DECLINE of `addr`, offered by `server` (broadcast, like a
+    /// DISCOVER: the client has no address).
+    pub fn decline(xid: u32, chaddr: Mac, addr: Ipv4Addr, server: Ipv4Addr) -> Self {
+        Self {
+            kind: MessageType::Decline,
+            xid,
+            chaddr,
+            requested: Some(addr),
             server: Some(server),
         }
     }

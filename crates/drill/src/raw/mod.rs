@@ -10,6 +10,7 @@
 //!   no route, no source check and no netfilter on the sending side.
 //! - [`dhcp`]: DHCP DISCOVER/REQUEST with any client hardware address, in
 //!   frames from any MAC; replies parsed; a whole lease exchange, timed.
+//! - [`fragment`]: a frame's IP datagram cut into two fragments.
 //! - [`nd`]: IPv6 neighbour and router advertisements and solicitations
 //!   with any target, link-layer option or prefix.
 //! - [`neigh`]: the victim's view (a namespace's neighbour table, a
@@ -25,6 +26,7 @@
 //! never mistakes another test's or an earlier attempt's frame for it.
 
 pub mod dhcp;
+pub mod fragment;
 pub mod frame;
 mod marker;
 pub mod nd;

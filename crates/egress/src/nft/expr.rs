@@ -34,6 +34,13 @@ const CT_INVALID: u32 = 1;
 const FIB_RESULT_ADDRTYPE: u32 = 3;
 /// `NFTA_FIB_F_SADDR`: look the source address up.
 const FIB_F_SADDR: u32 = 1;
+/// The IPv6 fragment header's next-header number.
+const IPPROTO_FRAGMENT: u8 = 44;
+/// `NFT_EXTHDR_F_PRESENT`: the exthdr expression yields whether the
+/// header exists (1) or not (0).
+const EXTHDR_F_PRESENT: u32 = 1;
+/// `NFT_EXTHDR_OP_IPV6`: walk the IPv6 extension headers.
+const EXTHDR_OP_IPV6: u32 = 0;
 
 fn e(name: &'static std::ffi::CStr) -> Result<Expr, NftError> {
     Expr::new(name)
@@ -331,6 +338,21 @@ fn match_exprs(m: &Match, family: TableFamily, ctx: &mut Ctx) -> Result<Vec<Expr
             v
         }
         Match::Bytes { field, value } => concat::bytes_eq(*field, value)?,
+        Match::BitsSet { field, mask } => vec![
+            concat::load(*field, REG1)?,
+            bitwise(mask)?,
+            cmp(libc::NFT_CMP_NEQ, &vec![0u8; mask.len()])?,
+        ],
+        Match::Ip6Fragment => vec![
+            e(c"exthdr")?
+                .u32(sys::NFTNL_EXPR_EXTHDR_DREG, REG1)
+                .u8(sys::NFTNL_EXPR_EXTHDR_TYPE, IPPROTO_FRAGMENT)
+                .u32(sys::NFTNL_EXPR_EXTHDR_OFFSET, 0)
+                .u32(sys::NFTNL_EXPR_EXTHDR_LEN, 1)
+                .u32(sys::NFTNL_EXPR_EXTHDR_FLAGS, EXTHDR_F_PRESENT)
+                .u32(sys::NFTNL_EXPR_EXTHDR_OP, EXTHDR_OP_IPV6),
+            cmp(libc::NFT_CMP_EQ, &[1])?,
+        ],
         Match::Meter { set, fields, limit } => {
             let mut v = field_deps(fields, family, ctx)?;
             v.extend(concat::meter(fields, set, *limit)?);

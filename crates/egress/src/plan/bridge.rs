@@ -19,13 +19,19 @@
 //!   redirects and DHCP server messages are dropped; DHCP requests must
 //!   name the port's MAC as client; any other ethertype — 802.1Q tags and
 //!   802.1Q-in-802.1Q included — is dropped. DHCP and DNS are rate-limited
-//!   per port. A port corral found on one of its bridges without a binding
-//!   (`@quarantine`) may only send DHCP requests, never from a bound MAC.
+//!   per port. IPv4 fragments and IPv6 packets with a fragment header are
+//!   dropped first: a rule cannot read a transport field a fragment lacks.
+//!   A port corral found on one of its bridges without a binding
+//!   (`@quarantine`) may only send unfragmented DHCP requests, never from
+//!   a bound MAC nor naming one as `chaddr`.
 //! - `forward` (frames from one port to another): every frame from or to a
 //!   bound or quarantined port is dropped, whatever it carries; then, for
 //!   ports corral does not know yet, frames carrying a profile's addresses
 //!   (`<profile>-ports`, reached through verdict maps keyed by the
 //!   profiles' subnets: `super::unknown_ports`).
+//! - `postrouting` (every frame leaving by a port, the gateway's own
+//!   included): a DHCP server message leaves by a bound port only when its
+//!   `chaddr` is that port's MAC, and never by a quarantined port.
 //!
 //! The kernels we run on lack `CONFIG_NFT_BRIDGE_META` (`meta ibrname`
 //! fails with EOPNOTSUPP), so a rule cannot name the bridge: ports are
@@ -83,6 +89,8 @@ pub mod sets {
     /// Port . link-layer address in an ND option or a DHCP request (raw,
     /// same elements as `port-mac`).
     pub const PORT_LLADDR: &str = "port-lladdr";
+    /// Every bound MAC as a DHCP `chaddr` (raw, same elements as `macs`).
+    pub const BOUND_CHADDR: &str = "bound-chaddr";
     /// Per-port DHCP rate meter.
     pub const DHCP_RATE: &str = "dhcp-rate";
     /// Per-port DNS rate meter.
@@ -102,6 +110,7 @@ mod chains {
     pub const PORT_NS: &str = "port-ns";
     pub const PORT_RS: &str = "port-rs";
     pub const QUARANTINE_IN: &str = "quarantine-in";
+    pub const POSTROUTING: &str = "postrouting";
 }
 
 const ETH_IP: u16 = 0x0800;
@@ -137,6 +146,23 @@ fn option_mac(at: u32) -> Field {
 /// `chaddr` of a DHCP message (UDP header 8 + BOOTP offset 28).
 fn dhcp_chaddr() -> Field {
     th(36, 6)
+}
+
+/// An IPv4 fragment: more-fragments set or a fragment offset (the flags
+/// and offset word, bytes 6..8 of the header, but the don't-fragment bit).
+fn ip4_fragment() -> [Match; 2] {
+    [
+        Match::EtherType(ETH_IP),
+        Match::BitsSet {
+            field: nh(6, 2),
+            mask: vec![0x3f, 0xff],
+        },
+    ]
+}
+
+/// An IPv6 packet with a fragment header.
+fn ip6_fragment() -> [Match; 2] {
+    [Match::EtherType(ETH_IP6), Match::Ip6Fragment]
 }
 
 fn port(p: u16) -> PortRange {
@@ -254,7 +280,49 @@ pub(super) fn table(profiles: &ProfileSet, bindings: &[PortBinding]) -> TablePla
         PRIORITY,
         forward,
     ));
+    t.chains.push(base(
+        chains::POSTROUTING,
+        ChainType::Filter,
+        Hook::Postrouting,
+        PRIORITY,
+        dhcp_replies(),
+    ));
     t
+}
+
+/// Frames leaving by a sandbox port, the gateway's own included (the
+/// bridge's local output reaches postrouting too): a DHCP server message
+/// goes only to the port whose bound MAC it names as `chaddr`, never to a
+/// quarantined port, so a broadcast OFFER, ACK or NAK (which echo the
+/// client's transaction id) reaches its client alone.
+fn dhcp_replies() -> Vec<RulePlan> {
+    // The compares first: every frame leaving by any port meets this
+    // chain, and most fail on them before a set lookup.
+    let reply = || [vec![Match::EtherType(ETH_IP)], udp(None, Some(67))].concat();
+    let word = |rule| logged(chains::POSTROUTING, "dhcp-reply", rule);
+    [
+        word(r(
+            [
+                reply(),
+                vec![in_set(vec![Field::OifName], sets::QUARANTINE)],
+            ]
+            .concat(),
+            Verdict::Drop,
+        )),
+        word(r(
+            [
+                reply(),
+                vec![in_set(vec![Field::OifName], sets::PORTS)],
+                vec![not_in_set(
+                    vec![Field::OifName, dhcp_chaddr()],
+                    sets::PORT_LLADDR,
+                )],
+            ]
+            .concat(),
+            Verdict::Drop,
+        )),
+    ]
+    .concat()
 }
 
 /// The keyed sets, their static elements from `bindings`.
@@ -280,11 +348,17 @@ fn keyed_sets(bindings: &[PortBinding]) -> Vec<KeyedSetPlan> {
         vec![IfName, KeyPart::Raw(option_mac(24))],
         KeyedKind::Static,
     );
+    let mut chaddr = KeyedSetPlan::new(
+        sets::BOUND_CHADDR,
+        vec![KeyPart::Raw(dhcp_chaddr())],
+        KeyedKind::Static,
+    );
     for b in bindings {
         let name = KeyValue::IfName(b.port.to_string());
         let mac = KeyValue::Ether(b.mac.octets());
         ports.elements.push(vec![name.clone()]);
         macs.elements.push(vec![mac.clone()]);
+        chaddr.elements.push(vec![mac.clone()]);
         port_mac.elements.push(vec![name.clone(), mac.clone()]);
         lladdr.elements.push(vec![name.clone(), mac.clone()]);
         ip4.elements
@@ -306,6 +380,7 @@ fn keyed_sets(bindings: &[PortBinding]) -> Vec<KeyedSetPlan> {
         ip6,
         target,
         lladdr,
+        chaddr,
         KeyedSetPlan::new(sets::DHCP_RATE, vec![IfName], meter_kind),
         KeyedSetPlan::new(sets::DNS_RATE, vec![IfName], meter_kind),
     ];
@@ -391,7 +466,12 @@ fn port_chains() -> Vec<ChainPlan> {
         m
     };
     let ip4 = |word: &str, rule: RulePlan| logged(chains::PORT_IP4, word, rule);
+    // A fragment's transport header is missing (offset ≠ 0) or may end
+    // before the fields the rules below read (a first fragment cut before
+    // `chaddr`): a rule whose load fails does not match, so a fragment would
+    // pass every drop here. The host's stack reassembles what reaches it.
     let port_ip4 = [
+        ip4("fragment", r(ip4_fragment().to_vec(), Verdict::Drop)),
         ip4("dhcp-server", r(udp(None, Some(67)), Verdict::Drop)),
         ip4(
             "dhcp-flood",
@@ -450,7 +530,7 @@ fn port_chains() -> Vec<ChainPlan> {
     ]
     .concat();
     let ip6 = |word: &str, rule: RulePlan| logged(chains::PORT_IP6, word, rule);
-    let mut port_ip6 = Vec::new();
+    let mut port_ip6 = ip6("fragment", r(ip6_fragment().to_vec(), Verdict::Drop));
     // Router advertisements, redirects and router renumbering: a sandbox
     // is never a router.
     for t in [134, 137, 138] {
@@ -546,6 +626,26 @@ fn port_chains() -> Vec<ChainPlan> {
             vec![in_set(vec![Field::EtherSaddr], sets::MACS)],
             Verdict::Drop,
         )),
+        logged(
+            chains::QUARANTINE_IN,
+            "fragment",
+            r(ip4_fragment().to_vec(), Verdict::Drop),
+        ),
+        // A bound sandbox's MAC as `chaddr`: the gateway would offer that
+        // sandbox's reservation, and a DECLINE of it would disable it.
+        logged(
+            chains::QUARANTINE_IN,
+            "bound-chaddr",
+            r(
+                [
+                    vec![Match::EtherType(ETH_IP)],
+                    udp(Some(67), None),
+                    vec![in_set(vec![dhcp_chaddr()], sets::BOUND_CHADDR)],
+                ]
+                .concat(),
+                Verdict::Drop,
+            ),
+        ),
         quarantined(r(
             [
                 vec![Match::EtherType(ETH_IP)],

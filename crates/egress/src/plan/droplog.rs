@@ -128,6 +128,7 @@ pub const L2_RULE_IDS: &[(&str, &str, &str)] = &[
         "spoofed",
         "ARP whose sender is not the port's binding",
     ),
+    ("port-ip4", "fragment", "an IPv4 fragment from a sandbox"),
     (
         "port-ip4",
         "dhcp-server",
@@ -144,6 +145,11 @@ pub const L2_RULE_IDS: &[(&str, &str, &str)] = &[
         "port-ip4",
         "forged-source",
         "IPv4 from an address its port was not bound to",
+    ),
+    (
+        "port-ip6",
+        "fragment",
+        "an IPv6 packet with a fragment header from a sandbox",
     ),
     (
         "port-ip6",
@@ -185,6 +191,21 @@ pub const L2_RULE_IDS: &[(&str, &str, &str)] = &[
         "quarantine-in",
         "quarantined",
         "a frame from a port nobody bound",
+    ),
+    (
+        "quarantine-in",
+        "fragment",
+        "an IPv4 fragment from a port nobody bound",
+    ),
+    (
+        "quarantine-in",
+        "bound-chaddr",
+        "DHCP from a port nobody bound naming a bound sandbox's MAC",
+    ),
+    (
+        "postrouting",
+        "dhcp-reply",
+        "a DHCP server message to a port other than its client's",
     ),
     (
         "ports",

@@ -311,6 +311,17 @@ pub enum Match {
         /// What they must be.
         value: Vec<u8>,
     },
+    /// `@nh,O,L & MASK != 0`: some bit of `mask` is set in the raw
+    /// field (an IPv4 fragment: more-fragments or a fragment offset).
+    BitsSet {
+        /// Where the bits are (raw).
+        field: Field,
+        /// Which bits; as long as the field.
+        mask: Vec<u8>,
+    },
+    /// `exthdr frag exists`: an IPv6 packet with a fragment header
+    /// anywhere in its chain of extension headers.
+    Ip6Fragment,
     /// `update @set { F limit rate over R/second burst B packets }` or
     /// `add @set { F ct count over N }`: holds when this key is over its
     /// limit.

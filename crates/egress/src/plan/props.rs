@@ -254,10 +254,54 @@ fn internet_none_host_and_bridge_chains() {
 fn bridge_chains_run_before_br_netfilter_whatever_the_order() {
     let plan = sample_plan();
     let bases: Vec<_> = plan.bridge.chains.iter().filter_map(|c| c.base).collect();
-    assert_eq!(bases.len(), 2);
+    assert_eq!(bases.len(), 3);
     for b in bases {
         assert!(b.priority < bridge::BR_NETFILTER_LOWEST, "{b:?}");
     }
+}
+
+/// Issue 26, classes 2 and 3, as rules: fragments are dropped before any
+/// rule reads a transport field; a quarantined port may not name a bound
+/// MAC as `chaddr`; a DHCP server message leaves only by its client's
+/// port (each with its drop-log twin first).
+#[test]
+fn dhcp_rules_read_chaddr_and_drop_fragments_first() {
+    let plan = sample_plan();
+    let first_drop = |name: &str| -> String {
+        texts(chain(&plan, TableFamily::Bridge, name))
+            .into_iter()
+            .find(|t| t.ends_with("counter drop"))
+            .unwrap()
+    };
+    assert_eq!(
+        first_drop("port-ip4"),
+        "ether type ip @nh,48,16 & 0x3fff != 0x0000 counter drop"
+    );
+    assert_eq!(
+        first_drop("port-ip6"),
+        "ether type ip6 exthdr frag exists counter drop"
+    );
+    let q = texts(chain(&plan, TableFamily::Bridge, "quarantine-in"));
+    let at = |t: &str| q.iter().position(|x| x == t).unwrap();
+    let frag = at("ether type ip @nh,48,16 & 0x3fff != 0x0000 counter drop");
+    let chaddr =
+        at("ether type ip meta l4proto udp th dport 67 @th,288,48 @bound-chaddr counter drop");
+    let accept = q.iter().position(|x| x.ends_with("accept")).unwrap();
+    assert!(frag < chaddr && chaddr < accept, "{q:#?}");
+    let post = texts(chain(&plan, TableFamily::Bridge, "postrouting"));
+    let drops: Vec<&String> = post
+        .iter()
+        .filter(|t| t.ends_with("counter drop"))
+        .collect();
+    assert_eq!(
+        drops,
+        [
+            "ether type ip meta l4proto udp th sport 67 oifname @quarantine counter drop",
+            "ether type ip meta l4proto udp th sport 67 oifname @ports oifname . @th,288,48 != @port-lladdr counter drop",
+        ]
+    );
+    let post_chain = chain(&plan, TableFamily::Bridge, "postrouting");
+    assert_eq!(post_chain.base.map(|b| b.hook), Some(Hook::Postrouting));
 }
 
 #[test]

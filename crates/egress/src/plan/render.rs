@@ -411,6 +411,17 @@ fn match_text(m: &Match) -> String {
             let hex: String = value.iter().map(|b| format!("{b:02x}")).collect();
             format!("{} 0x{hex}", field_text(*field))
         }
+        Match::BitsSet { field, mask } => {
+            let hex = |b: &[u8]| -> String { b.iter().map(|x| format!("{x:02x}")).collect() };
+            let zero = vec![0u8; mask.len()];
+            format!(
+                "{} & 0x{} != 0x{}",
+                field_text(*field),
+                hex(mask),
+                hex(&zero)
+            )
+        }
+        Match::Ip6Fragment => "exthdr frag exists".to_owned(),
         Match::Meter { set, fields, limit } => match limit {
             Limit::RateOver { per_second, burst } => format!(
                 "update @{set} {{ {} limit rate over {per_second}/second burst {burst} packets }}",

@@ -367,7 +367,9 @@ impl HostPlan {
                 | Match::EtherType(_)
                 | Match::Sport(_)
                 | Match::InSet { .. }
-                | Match::Bytes { .. } => false,
+                | Match::Bytes { .. }
+                | Match::BitsSet { .. }
+                | Match::Ip6Fragment => false,
             };
             if !holds {
                 return None;

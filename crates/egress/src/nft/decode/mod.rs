@@ -37,6 +37,8 @@ enum Kind {
     CtDirection,
     FibAddrType,
     Mac,
+    /// Whether a header exists (`exthdr ... present`: 1 or 0).
+    Present,
     Raw,
 }
 
@@ -184,6 +186,7 @@ impl Decoder {
             "payload" => self.payload(rest),
             "ct" => self.ct(rest),
             "fib" => self.fib(rest),
+            "exthdr" => self.exthdr(rest),
             "bitwise" => self.bitwise(rest),
             "cmp" => self.cmp(rest),
             "range" => self.range(rest),
@@ -331,6 +334,18 @@ impl Decoder {
         true
     }
 
+    /// `load ipv6 1b @ TYPE + OFF present => reg N` (only the existence
+    /// test of the fragment header is named; other loads stay visible).
+    fn exthdr(&mut self, t: &[&str]) -> bool {
+        let (Some(&"load"), Some(&"ipv6"), Some(&"44"), Some(&"present"), Some(reg)) =
+            (t.first(), t.get(1), t.get(4), t.get(7), reg_of(t.get(10)))
+        else {
+            return false;
+        };
+        self.load(reg, Self::field("exthdr frag", Kind::Present, 1));
+        true
+    }
+
     /// `reg N = ( reg N & MASK ) ^ XOR`
     fn bitwise(&mut self, t: &[&str]) -> bool {
         let Some(reg) = reg_of(t.get(1)) else {
@@ -403,6 +418,28 @@ impl Decoder {
         {
             let states = ct_states(u32::from_ne_bytes(first4(mask)));
             self.emit(format!("ct state {states}"));
+            return true;
+        }
+        if f.kind == Kind::Present && *op == "eq" {
+            let word = if data.first() == Some(&1) {
+                "exists"
+            } else {
+                "missing"
+            };
+            self.emit(format!("{} {word}", f.text));
+            return true;
+        }
+        // A masked raw field: `@nh,48,16 & 0x3fff != 0x0000`.
+        if f.kind == Kind::Raw
+            && let Some(mask) = &f.mask
+        {
+            let hex: String = mask
+                .iter()
+                .take(f.len)
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            let v = value(&f, &data);
+            self.emit(format!("{} & 0x{hex} {sym}{v}", f.text));
             return true;
         }
         let v = value(&f, &data);
