@@ -114,6 +114,11 @@ struct Args {
     /// configuration's 60 s minimum does not apply; at least 1).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     reverify_interval_secs: Option<u64>,
+    /// How long the watchdog lets a running sandbox go without a passing
+    /// verdict (a hand-out may be under way) before it verifies it anyway
+    /// (default 120; for drills and tests).
+    #[arg(long, value_name = "SECS")]
+    handout_grace_secs: Option<u64>,
     /// This member's cluster.toml: serve its attestation to the peers it
     /// names over mutually authenticated TLS, and keep the Incus cluster's
     /// rotation (attest every member each interval, drain and restore,
@@ -343,7 +348,10 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let watchdog = state.watchdog(interval);
+    let mut watchdog = state.watchdog(interval);
+    if let Some(secs) = args.handout_grace_secs {
+        watchdog = watchdog.with_handout_grace(std::time::Duration::from_secs(secs));
+    }
     tracing::info!(
         interval_secs = interval.as_secs(),
         "watchdog: re-verifying running profiled sandboxes"

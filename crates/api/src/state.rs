@@ -114,7 +114,8 @@ impl AppState {
     }
 
     /// The watchdog that re-verifies this server's sandboxes every
-    /// `interval`.
+    /// `interval`; its `handle()` (taken before `run()`) is how another
+    /// component, the kernel watcher, asks for a re-verification at once.
     pub fn watchdog(&self, interval: std::time::Duration) -> Watchdog {
         Watchdog::new(self.verifier.clone(), self.sandboxes.clone(), interval)
     }

@@ -29,7 +29,9 @@ use corral_egress::netns::Netns;
 use corral_gateway::test_upstream::TestUpstream;
 use corral_provider_multipass::{MultipassConfig, MultipassProvider};
 use corral_provider_tart::{TartConfig, TartProvider};
-use corral_sandbox_core::sandbox::{InstanceType, ProbeSite, Sandbox, SandboxProvider};
+use corral_sandbox_core::sandbox::{
+    InstanceType, ProbeSite, Sandbox, SandboxProvider, SandboxState,
+};
 use corral_sandbox_core::verify::{EventOutcome, FilterHealth, KindStatus};
 use corral_sandbox_core::{Config, HostOs, SandboxKind};
 use corral_service::hooks::{Event, Hooks};
@@ -481,5 +483,297 @@ async fn tart_unknown_filter_health_fails_closed_in(host: &HostSide) {
         ),
         KindStatus::Demoted { .. }
     ));
+    let _ = sandbox.stop(Default::default()).await;
+}
+
+/// The fake `multipass` behind a wrapper whose `stop` fails while
+/// `state/stop.fail` holds a count above zero (one less after each
+/// failure), and logs every stop to `state/stop.log`: a VM that will not
+/// stop, which no real backend here can be made to be on demand.
+const STOP_FAILS: &str = r#"#!/bin/sh
+d='@STATE@'
+if [ "$1" = stop ]; then
+  echo "stop $*" >> "$d/stop.log"
+  n=$(cat "$d/stop.fail" 2>/dev/null || echo 0)
+  if [ "$n" -gt 0 ]; then
+    echo $((n - 1)) > "$d/stop.fail"
+    echo "stop failed: the instance is wedged (injected)" >&2
+    exit 2
+  fi
+fi
+exec '@BIN@/multipass-real' "$@"
+"#;
+
+/// A multipass provider on `fake`, the watchdog's service on it, and a
+/// verifier whose host side is `host`'s namespace.
+fn multipass_watchdog_parts(
+    fake: &FakeTool,
+    cfg: &Config,
+    state: &Path,
+    host: &HostSide,
+) -> (
+    Arc<dyn SandboxProvider>,
+    Arc<Store>,
+    Verifier,
+    SandboxService,
+) {
+    let mut mp = MultipassConfig::new(fake.staging(), cfg.profiles.clone());
+    mp.timeouts.command = Duration::from_secs(20);
+    let runner = corral_provider_multipass::ProcessRunner::with_search_path(fake.search_path());
+    let provider: Arc<dyn SandboxProvider> = Arc::new(
+        MultipassProvider::with_runner(mp, Arc::new(runner), SandboxKind::Multipass).unwrap(),
+    );
+    let settings = settings(cfg.clone(), state);
+    let store = Arc::new(Store::open(state).unwrap());
+    let verifier = Verifier::new(
+        Arc::clone(&settings),
+        Arc::clone(&store),
+        Arc::new(WallClock),
+    )
+    .with_host_namespace(host.ns.try_clone().unwrap());
+    let backend =
+        Arc::new(Backend::with_provider(HostOs::Linux, &cfg.host, Arc::clone(&provider)).unwrap());
+    let service = SandboxService::new(settings, backend);
+    (provider, store, verifier, service)
+}
+
+/// The VM's state as the provider reads it from the fake.
+async fn vm_state(sandbox: &dyn Sandbox) -> SandboxState {
+    sandbox.info().await.unwrap().state
+}
+
+fn alerts(store: &Store, sandbox: &str) -> Vec<String> {
+    store
+        .events(&EventQuery {
+            sandbox: Some(sandbox.to_owned()),
+            ..EventQuery::default()
+        })
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.event {
+            Event::Alert { reason, .. } => Some(reason),
+            _ => None,
+        })
+        .collect()
+}
+
+fn stopped_events(store: &Store, sandbox: &str) -> usize {
+    store
+        .events(&EventQuery {
+            sandbox: Some(sandbox.to_owned()),
+            ..EventQuery::default()
+        })
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(e.event, Event::Stopped { .. }))
+        .count()
+}
+
+/// The watchdog re-verifies a running sandbox whatever its last verdict,
+/// and tells the truth about its stop. A fake provider is used because the
+/// failures are injected: a canary the guest reaches (the fake guest
+/// tools) and a stop that fails (the wrapper above).
+#[test]
+fn the_watchdog_reverifies_a_failed_verdict_and_says_not_stopped_when_the_stop_fails() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    // Built outside the runtime: the listeners' setup blocks.
+    let host = host_side();
+    runtime().block_on(the_watchdog_reverifies_a_failed_verdict_in(&host));
+}
+
+async fn the_watchdog_reverifies_a_failed_verdict_in(host: &HostSide) {
+    let fake = FakeTool::multipass();
+    install_guest_tools(&fake);
+    fake.install_copy("multipass-real", &fake.bin().join("multipass"));
+    fake.install("multipass", STOP_FAILS);
+    let state = tempfile::tempdir().unwrap();
+    let cfg = config(&[]);
+    let (provider, store, verifier, service) =
+        multipass_watchdog_parts(&fake, &cfg, state.path(), host);
+    let name = "mp-wd";
+    let sandbox = vm(provider.as_ref(), &cfg, name, "isolated").await;
+    let report = verifier.verify(sandbox.as_ref()).await.unwrap();
+    assert!(report.passed, "{:#?}", report.event);
+
+    let watchdog = Watchdog::new(verifier.clone(), service.clone(), Duration::from_secs(3600))
+        .with_handout_grace(Duration::ZERO);
+    // Control: a passing verdict inside the interval is left alone.
+    assert!(watchdog.pass().await.is_empty());
+
+    // The guest reaches the canary: a run fails, the verdict is `failed`,
+    // and (no stop asked for here) the VM runs on.
+    let reach = fake.state().join("guest.reach");
+    std::fs::write(&reach, "198.51.100.7 443\n").unwrap();
+    assert!(!verifier.verify(sandbox.as_ref()).await.unwrap().passed);
+    assert_eq!(
+        store.sandbox(name).unwrap().unwrap().verdict,
+        Some(corral_service::store::Verdict::Failed)
+    );
+    assert_eq!(vm_state(sandbox.as_ref()).await, SandboxState::Running);
+
+    // Control: with the default hand-out grace the same pass waits (the
+    // sandbox could be mid-hand-out).
+    let patient = Watchdog::new(verifier.clone(), service.clone(), Duration::from_secs(3600));
+    assert!(patient.pass().await.is_empty());
+
+    // Every stop fails: the pass re-verifies it (a failed verdict), the
+    // run fails, each of the attempts is made, and the alert and action
+    // say "not stopped", with no `stopped` event.
+    let _ = std::fs::remove_file(fake.state().join("stop.log"));
+    std::fs::write(fake.state().join("stop.fail"), "99").unwrap();
+    let watched = watchdog.pass().await;
+    assert_eq!(watched.len(), 1, "{watched:#?}");
+    assert!(
+        watched[0].why.contains("a failed verdict"),
+        "{}",
+        watched[0].why
+    );
+    let run = watched[0].report.as_ref().unwrap();
+    assert!(!run.passed);
+    let action = run.action.as_deref().unwrap();
+    assert!(
+        action.starts_with("not stopped: ") && action.contains("wedged (injected)"),
+        "{action}"
+    );
+    let stops = std::fs::read_to_string(fake.state().join("stop.log")).unwrap();
+    assert_eq!(stops.lines().count(), 4, "{stops}");
+    assert!(stops.lines().all(|l| l.contains("--force")), "{stops}");
+    assert_eq!(vm_state(sandbox.as_ref()).await, SandboxState::Running);
+    let said = alerts(&store, name);
+    let last = said.last().unwrap();
+    assert!(
+        last.contains("not stopped: ") && !last.contains("corral stopped it"),
+        "{said:#?}"
+    );
+    assert_eq!(stopped_events(&store, name), 0);
+
+    // The next pass tries again at once; the stop fails once, then works:
+    // "stopped on attempt 2", a `stopped` event, the VM stopped.
+    std::fs::write(fake.state().join("stop.fail"), "1").unwrap();
+    let watched = watchdog.pass().await;
+    assert_eq!(watched.len(), 1, "{watched:#?}");
+    assert!(
+        watched[0].why.contains("could not stop it"),
+        "{}",
+        watched[0].why
+    );
+    let action = watched[0].report.as_ref().unwrap().action.clone();
+    assert_eq!(action.as_deref(), Some("stopped on attempt 2 of 4"));
+    assert_eq!(vm_state(sandbox.as_ref()).await, SandboxState::Stopped);
+    assert_eq!(stopped_events(&store, name), 1);
+    let said = alerts(&store, name);
+    assert!(
+        said.last()
+            .unwrap()
+            .contains("corral stopped it on attempt 2"),
+        "{said:#?}"
+    );
+
+    // Started again behind the gate's back with the filter mended: its
+    // verdict is still `failed`, and the watchdog verifies it all the same
+    // (passing now, so it runs on).
+    std::fs::remove_file(&reach).unwrap();
+    sandbox.start().await.unwrap();
+    let watched = watchdog.pass().await;
+    assert_eq!(watched.len(), 1, "{watched:#?}");
+    assert!(watched[0].report.as_ref().unwrap().passed);
+    assert_eq!(
+        store.sandbox(name).unwrap().unwrap().verdict,
+        Some(corral_service::store::Verdict::Passed)
+    );
+    assert_eq!(vm_state(sandbox.as_ref()).await, SandboxState::Running);
+    let _ = sandbox.stop(Default::default()).await;
+}
+
+/// A nudge for a profile re-verifies its sandboxes at once, through the
+/// running loop, with an interval (an hour, so a 30 s tick) that would not
+/// have. Fake provider: the canary's answers come from the fake guest
+/// tools.
+#[test]
+fn a_nudge_for_a_profile_reverifies_its_sandboxes_at_once() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let host = host_side();
+    runtime().block_on(a_nudge_for_a_profile_in(&host));
+}
+
+async fn a_nudge_for_a_profile_in(host: &HostSide) {
+    use corral_service::verify::watchdog::Scope;
+
+    let fake = FakeTool::multipass();
+    install_guest_tools(&fake);
+    let state = tempfile::tempdir().unwrap();
+    let cfg = config(&[]);
+    let (provider, store, verifier, service) =
+        multipass_watchdog_parts(&fake, &cfg, state.path(), host);
+    let name = "mp-nudge";
+    let sandbox = vm(provider.as_ref(), &cfg, name, "isolated").await;
+    assert!(verifier.verify(sandbox.as_ref()).await.unwrap().passed);
+    let runs = || {
+        store
+            .events(&EventQuery {
+                sandbox: Some(name.to_owned()),
+                ..EventQuery::default()
+            })
+            .unwrap()
+            .iter()
+            .filter(|e| matches!(e.event, Event::Verification(_)))
+            .count()
+    };
+    assert_eq!(runs(), 1);
+
+    let watchdog = Watchdog::new(verifier.clone(), service, Duration::from_secs(3600));
+    assert_eq!(watchdog.tick(), Duration::from_secs(30));
+    let handle = watchdog.handle();
+    let task = tokio::spawn(watchdog.run());
+    // Well inside the tick: what is served, a nudge served.
+    let soon = Duration::from_secs(15);
+
+    // Controls: another profile, another sandbox: served, nothing verified.
+    for scope in [
+        Scope::Profile("internet".into()),
+        Scope::Sandbox("mp-other".into()),
+    ] {
+        let watched = tokio::time::timeout(soon, handle.reverify(scope.clone()))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(watched.is_empty(), "{scope:?}: {watched:#?}");
+    }
+    assert_eq!(runs(), 1);
+
+    // Its profile: verified at once, and the answer says why.
+    let t = std::time::Instant::now();
+    let watched = tokio::time::timeout(soon, handle.reverify(Scope::Profile("isolated".into())))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(watched.len(), 1, "{watched:#?}");
+    assert_eq!(watched[0].sandbox, name);
+    assert!(
+        watched[0].why.contains("profile `isolated`"),
+        "{}",
+        watched[0].why
+    );
+    assert!(watched[0].report.as_ref().unwrap().passed);
+    assert_eq!(runs(), 2);
+    eprintln!("nudge served in {} ms", t.elapsed().as_millis());
+
+    // A fire-and-forget nudge for the sandbox: a run appears, well inside
+    // the tick.
+    handle.nudge(Scope::Sandbox(name.into())).unwrap();
+    let t = std::time::Instant::now();
+    while runs() < 3 {
+        assert!(t.elapsed() < soon, "the nudge was not served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The loop gone, a handle says so.
+    task.abort();
+    let _ = task.await;
+    assert!(handle.nudge(Scope::All).is_err());
     let _ = sandbox.stop(Default::default()).await;
 }

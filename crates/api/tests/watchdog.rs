@@ -9,7 +9,12 @@
 //! clock: of the runs recorded after the sabotage, only the one already
 //! under way may pass; the next one fails.
 //! Then the endpoints `POST /v1/sandboxes/{name}/verify` and
-//! `GET /v1/verification` are checked against the same sandbox.
+//! `GET /v1/verification` are checked against the same sandbox. Last, the
+//! stopped sandbox (verdict `failed`) is started behind corral's back with
+//! Incus's API: the watchdog verifies it anyway, whatever its last verdict,
+//! and stops it while the sabotage stands; the control, the sabotage taken
+//! out and the same start behind corral's back, is verified, passes and
+//! runs on.
 
 // Test helpers panic to report a failure, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -31,6 +36,9 @@ const INTERVAL_SECS: u64 = 2;
 /// A generous bound for the watchdog to act (the machine is loaded; the
 /// assertion about timeliness is the ordering one, not this).
 const PATIENCE: Duration = Duration::from_secs(120);
+/// The watchdog's hand-out grace in this test: longer than a start through
+/// corrald takes here, so it never races the hand-outs the test makes.
+const GRACE_SECS: u64 = 20;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -100,6 +108,8 @@ fn the_watchdog_stops_a_sandbox_whose_rules_were_sabotaged() {
         lab.state_dir().display().to_string(),
         "--reverify-interval-secs".into(),
         INTERVAL_SECS.to_string(),
+        "--handout-grace-secs".into(),
+        GRACE_SECS.to_string(),
     ]);
     for (n, profile) in [(&name, "isolated"), (&other, "allowlist")] {
         let (s, body) = srv.call(
@@ -211,4 +221,94 @@ fn the_watchdog_stops_a_sandbox_whose_rules_were_sabotaged() {
     assert_eq!(rec["verdict"], "failed", "{rec}");
     // Incus never served this kind's opt-in: nothing is demoted.
     assert_eq!(gate["kinds"], json!([]));
+
+    // Started behind corral's back with its verdict `failed` and the
+    // sabotage still in: verified anyway, failed, stopped again.
+    let mark = max_id(&events(&srv, &name, 0));
+    start_behind_corrals_back(&client, &name);
+    let after = wait_for(&srv, &name, mark, |e| e["event"] == "stopped");
+    let run = after
+        .iter()
+        .find(|e| e["event"] == "verification")
+        .unwrap_or_else(|| panic!("stopped without a run: {after:#?}"));
+    assert_eq!(run["outcome"], "failed", "{run:#}");
+    let alert = after
+        .iter()
+        .find(|e| e["event"] == "alert")
+        .unwrap_or_else(|| panic!("{after:#?}"));
+    assert!(
+        alert["reason"]
+            .as_str()
+            .unwrap()
+            .contains("corral stopped it"),
+        "{alert:#}"
+    );
+    assert_eq!(status(&client, &name).as_deref(), Some("Stopped"));
+
+    // Control: the sabotage taken out, the same start behind corral's
+    // back: verified, passed, running.
+    let listed = Command::new("nft")
+        .args(["-a", "list", "chain", "inet", "corral", "isolated-out"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    let sabotage = format!("ip daddr {} accept # handle ", CANARY.ip());
+    let handle = listed
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(&sabotage))
+        .unwrap_or_else(|| panic!("the inserted rule is gone: {listed}"));
+    let out = Command::new("nft")
+        .args(["delete", "rule", "inet", "corral", "isolated-out"])
+        .args(["handle", handle.trim()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mark = max_id(&events(&srv, &name, 0));
+    start_behind_corrals_back(&client, &name);
+    let after = wait_for(&srv, &name, mark, |e| e["event"] == "verification");
+    let run = after.iter().find(|e| e["event"] == "verification").unwrap();
+    assert_eq!(run["outcome"], "passed", "{run:#}");
+    assert_eq!(status(&client, &name).as_deref(), Some("Running"));
+}
+
+fn max_id(events: &[Value]) -> i64 {
+    events
+        .iter()
+        .filter_map(|e| e["id"].as_i64())
+        .max()
+        .unwrap_or(0)
+}
+
+/// `PUT /1.0/instances/NAME/state {"action": "start"}`: no gate, no canary.
+fn start_behind_corrals_back(client: &IncusClient, name: &str) {
+    let start = json!({"action": "start"});
+    runtime()
+        .block_on(client.run(
+            Method::PUT,
+            &format!("/1.0/instances/{name}/state"),
+            Some(&start),
+            Duration::from_secs(60),
+        ))
+        .unwrap();
+    assert_eq!(status(client, name).as_deref(), Some("Running"));
+}
+
+/// The sandbox's events after `mark`, once one matches `until`.
+fn wait_for(srv: &Server, name: &str, mark: i64, until: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let now = events(srv, name, mark);
+        if now.iter().any(&until) {
+            eprintln!(
+                "the watchdog acted {} ms after the start behind corral's back (grace {GRACE_SECS} s)",
+                started.elapsed().as_millis()
+            );
+            return now;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "nothing after {PATIENCE:?}: {now:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }

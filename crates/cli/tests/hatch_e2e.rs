@@ -12,7 +12,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::sandboxes::{Cleanup, in_state, incus, instance, unique};
+use common::sandboxes::{Cleanup, in_state, incus, incus_status, instance, unique};
 use common::{Run, corral};
 use corral_provider_incus::TEST_IMAGE_ALIAS;
 
@@ -147,4 +147,112 @@ fn the_escape_hatch_runs_incus_on_its_own_sandbox_only() {
         serde_json::json!(["device"]),
         "{events}"
     );
+}
+
+/// Every start goes through corral's gate: a stopped sandbox stays stopped
+/// through `corral incus NAME -- start NAME` (and the other words that
+/// start it, with --i-know, after a global flag), and through an alias of
+/// the user's client that hides a start behind an allowed word. Controls:
+/// the same alias in Incus's own client starts the instance, and
+/// `corral start NAME` starts it.
+#[test]
+fn the_escape_hatch_never_starts_a_sandbox() {
+    let Some(client) = incus() else { return };
+    if !corral_test_support::gate::tool("incus", "incus-client") {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let s = state.path();
+    let name = unique("hatch-start");
+    let _guard = Cleanup {
+        client: client.clone(),
+        names: vec![name.clone()],
+    };
+    plain(s, &name);
+    in_state(s, &["stop", &name]).expect_code(0);
+    let status = || incus_status(&client, &name).unwrap();
+    assert_eq!(status(), "Stopped");
+
+    for (flags, args, instead) in [
+        (
+            &[][..],
+            vec!["start", &name],
+            format!("corral start {name}"),
+        ),
+        (
+            &["--i-know"],
+            vec!["start", &name],
+            format!("corral start {name}"),
+        ),
+        (
+            &["--i-know"],
+            vec!["-q", "start", &name],
+            format!("corral start {name}"),
+        ),
+        (
+            &[],
+            vec!["restart", &name],
+            format!("corral restart {name}"),
+        ),
+        (
+            &["--i-know"],
+            vec!["snapshot", "restore", &name, "snap0"],
+            format!("corral restore {name} SNAP"),
+        ),
+        (
+            &["--i-know"],
+            vec!["config", "set", &name, "boot.autostart=true"],
+            format!("corral start {name}"),
+        ),
+    ] {
+        let run = hatch(s, &name, flags, &args).expect_code(2);
+        assert!(
+            run.stderr.contains("outside corral's start gate") && run.stderr.contains(&instead),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert_eq!(status(), "Stopped", "{args:?}");
+    }
+
+    // A user's alias shadowing `info` with `start`, in a client
+    // configuration of the test's own.
+    let conf = tempfile::tempdir().unwrap();
+    let aliased = || {
+        let mut cmd = Command::new("incus");
+        cmd.env("INCUS_CONF", conf.path());
+        cmd
+    };
+    let added = aliased()
+        .args(["alias", "add", "info", "start"])
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{added:?}");
+    let run: Run = Command::new(common::CORRAL)
+        .args(["incus", &name, "--state-dir", s.to_str().unwrap(), "--"])
+        .args(["info", &name])
+        .env("INCUS_CONF", conf.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+        .into();
+    let run = run.expect_code(0);
+    assert!(run.stdout.contains(&format!("Name: {name}")), "{run:?}");
+    assert_eq!(status(), "Stopped", "the alias ran through the hatch");
+    // Control: the alias does start it in Incus's own client.
+    let started = aliased()
+        .args(["--force-local", "--project", "corral", "info", &name])
+        .output()
+        .unwrap();
+    assert!(started.status.success(), "{started:?}");
+    assert_eq!(
+        status(),
+        "Running",
+        "the alias did not start it: {started:?}"
+    );
+    in_state(s, &["stop", &name]).expect_code(0);
+    assert_eq!(status(), "Stopped");
+
+    // Control: corral's own verb starts it.
+    in_state(s, &["start", &name]).expect_code(0);
+    assert_eq!(status(), "Running");
 }

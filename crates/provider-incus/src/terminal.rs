@@ -1,6 +1,6 @@
 //! Incus's own client, pointed at the daemon corral talks to
 //! (`INCUS_SOCKET`, `--force-local`: never a remote from the user's client
-//! configuration) and at corral's project: an interactive terminal in an
+//! configuration) and at corral's project, with the user's aliases off: an interactive terminal in an
 //! instance (`incus exec --mode interactive`), and the escape hatch's
 //! client. The caller checks ownership first; for the terminal the
 //! instance name is a validated sandbox name and the command follows `--`,
@@ -37,7 +37,14 @@ pub fn client(sandbox: &IncusSandbox, operation: &str) -> Result<TerminalCommand
             "--project".to_owned(),
             config.project.clone(),
         ],
-        env: vec![("INCUS_SOCKET".to_owned(), socket.display().to_string())],
+        env: vec![
+            ("INCUS_SOCKET".to_owned(), socket.display().to_string()),
+            // The client expands the user's aliases before it parses, and
+            // an alias may shadow any command (`info` → `start`): with
+            // expansion off the words corral judged are the words Incus
+            // runs. (The client sets this itself to stop alias loops.)
+            ("INCUS_ALIASES".to_owned(), "1".to_owned()),
+        ],
     })
 }
 

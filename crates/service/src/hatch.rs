@@ -1,16 +1,28 @@
 //! What `corral incus NAME -- ARGS…` may run: a pure judgement of the
 //! arguments, before anything reaches the backend's client.
 //!
-//! Two rules. Another instance of the project named anywhere in ARGS (as a
-//! word, before a `/` as in `other/snap` or `other/path`, after a
+//! Three rules. Another instance of the project named anywhere in ARGS (as
+//! a word, before a `/` as in `other/snap` or `other/path`, after a
 //! `remote:`, as the value of a `key=value` word) is refused, always: the
-//! hatch is for the one sandbox whose ownership corral checked. And an
-//! argument that moves isolation (profiles, networks, devices, security
-//! and raw settings, whole-config edits, moving, copying or publishing the
-//! instance, another project, the raw API, daemon administration) is
-//! refused unless the caller says `--i-know`; then it runs, and each one
-//! is named with the isolation it moves. ARGS must name NAME itself, so
-//! a command about the project as a whole (`list`) is refused too.
+//! hatch is for the one sandbox whose ownership corral checked. A command
+//! that starts an instance, or makes one that can start, without corral's
+//! start gate (`start`, `restart`, `restore`, `resume`, `copy`, `move`,
+//! `publish`, `launch`, the raw API, `boot.autostart`) is refused, always,
+//! naming corral's own verb that gates: every start of a sandbox goes
+//! through the gate, the topology check and the canary. And an argument
+//! that moves isolation (profiles, networks, devices, security and raw
+//! settings, whole-config edits, another project, daemon administration)
+//! is refused unless the caller says `--i-know`; then it runs, and each
+//! one is named with the isolation it moves. ARGS must name NAME itself,
+//! so a command about the project as a whole (`list`) is refused too.
+//!
+//! Words are matched anywhere before an `exec`'s guest command, not only
+//! as the verb: global flags may come first (`-q start`, `--project x
+//! start`) and a sub-command may carry the word (`snapshot restore`,
+//! `cluster restore`). Incus's client expands the user's aliases (which
+//! may shadow any command) before it parses, so the client the hatch runs
+//! has alias expansion off (see the Incus provider's terminal module): the
+//! words judged here are the words Incus runs.
 
 use std::collections::BTreeSet;
 
@@ -59,6 +71,19 @@ pub enum HatchRefusal {
         /// The other instance.
         other: String,
     },
+    /// A command that would start the sandbox (or an instance made from
+    /// it) outside corral's start gate.
+    #[error(
+        "`{arg}` {what}, outside corral's start gate (refused even with --i-know); use `{instead}`, which gates"
+    )]
+    Ungated {
+        /// The argument as given.
+        arg: String,
+        /// What it does, in words.
+        what: &'static str,
+        /// corral's own verb for it, with the sandbox's name.
+        instead: String,
+    },
     /// Isolation-moving arguments without `--i-know`.
     #[error("{}; add --i-know to run it anyway", moves_text(.0))]
     MovesIsolation(Vec<Moves>),
@@ -91,24 +116,8 @@ const WORDS: &[(&[&str], &str)] = &[
         "NICs: another interface bypasses the sandbox's one filtered bridge port",
     ),
     (
-        &["move", "mv"],
-        "moving the instance takes it out of corral's records, project or host",
-    ),
-    (
-        &["copy", "cp"],
-        "a copy carries the sandbox's data (perhaps credentials) and escapes corral's checks",
-    ),
-    (
-        &["publish"],
-        "an image of the sandbox (perhaps holding credentials) leaves corral",
-    ),
-    (
         &["project", "projects"],
         "corral's project holds its restrictions and its instances; another project has neither",
-    ),
-    (
-        &["query"],
-        "the raw Incus API can change anything about any instance",
     ),
     (&["admin"], "daemon administration reaches every instance"),
     (
@@ -120,6 +129,60 @@ const WORDS: &[(&[&str], &str)] = &[
         "cluster commands move instances between hosts",
     ),
 ];
+
+/// Words (lower-cased, as given) that start an instance outside the gate:
+/// what they do and corral's verb (`{name}`: the sandbox) that gates. Each
+/// alias Incus's client accepts for a command is listed with it.
+const UNGATED: &[(&[&str], &str, &str)] = &[
+    (&["start"], "starts the instance", "corral start {name}"),
+    (
+        &["restart"],
+        "starts the instance again",
+        "corral restart {name}",
+    ),
+    (
+        &["restore"],
+        "puts a snapshot back and starts the instance again when it was running",
+        "corral restore {name} SNAP",
+    ),
+    (
+        &["resume", "unfreeze"],
+        "lets a paused instance run again with no fresh check of its isolation",
+        "corral restart {name}",
+    ),
+    (
+        &["copy", "cp"],
+        "makes a copy of the sandbox (its data, perhaps credentials) that starts with no gate",
+        "corral new NEW --from {name}[/SNAP]",
+    ),
+    (
+        &["move", "mv"],
+        "moves the instance (renamed, to another project or host) out of corral's records and gate",
+        "corral rename {name} NEW",
+    ),
+    (
+        &["publish"],
+        "makes an image of the sandbox (perhaps holding credentials) that launches with no gate",
+        "corral export {name}",
+    ),
+    (
+        &["launch"],
+        "creates and starts an instance with no gate",
+        "corral new NAME",
+    ),
+    (
+        &["query"],
+        "sends a raw Incus API request, which can start any instance with no gate",
+        "corral start {name} (or corral's other verbs)",
+    ),
+];
+
+/// Settings with which the daemon starts the instance by itself.
+const AUTOSTART: (&str, &str, &str) = (
+    "boot.autostart",
+    "has the Incus daemon start the instance at boot",
+    "corral start {name}",
+);
 
 const SECURITY: &str = "security.* settings: privilege, nesting, idmaps, syscall interception — how close root in the sandbox is to root on the host";
 const RAW: &str =
@@ -158,6 +221,9 @@ pub fn judge(
             }
         }
     }
+    if let Some(refusal) = ungated(name, args) {
+        return Err(refusal);
+    }
     if !named {
         return Err(HatchRefusal::NameMissing {
             name: name.to_owned(),
@@ -187,14 +253,75 @@ fn names_in(arg: &str) -> BTreeSet<&str> {
     out
 }
 
+/// Incus's global flags that take no value; any other flag before the
+/// verb is read as taking the next word (as the client's parser does).
+const BOOL_FLAGS: &[&str] = &[
+    "--all",
+    "--debug",
+    "--force-local",
+    "--help",
+    "-h",
+    "--quiet",
+    "-q",
+    "--sub-commands",
+    "--verbose",
+    "-v",
+    "--version",
+];
+
+/// The words that are Incus's to read: all of them, but for an `exec`
+/// only those before its `--` (after it comes the guest command's argv,
+/// which runs inside the sandbox and moves nothing of the instance).
+fn client_words(args: &[String]) -> &[String] {
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        if arg == "--" {
+            return args;
+        }
+        if !arg.starts_with('-') {
+            break;
+        }
+        let takes_value = !arg.contains('=') && !BOOL_FLAGS.contains(&arg.as_str());
+        i += if takes_value { 2 } else { 1 };
+    }
+    if args.get(i).is_some_and(|verb| verb == "exec") {
+        let end = args[i..]
+            .iter()
+            .position(|a| a == "--")
+            .map_or(args.len(), |p| i + p);
+        return &args[..end];
+    }
+    args
+}
+
+/// The first argument that starts an instance outside the gate.
+fn ungated(name: &str, args: &[String]) -> Option<HatchRefusal> {
+    let refusal = |arg: &String, what: &'static str, instead: &str| HatchRefusal::Ungated {
+        arg: arg.clone(),
+        what,
+        instead: instead.replace("{name}", name),
+    };
+    for arg in client_words(args) {
+        let word = arg.to_ascii_lowercase();
+        if let Some((_, what, instead)) =
+            UNGATED.iter().find(|(w, _, _)| w.contains(&word.as_str()))
+        {
+            return Some(refusal(arg, what, instead));
+        }
+        // `boot.autostart=true`, `-c boot.autostart=1,…`, `boot.autostart true`.
+        let (key, what, instead) = AUTOSTART;
+        if word
+            .split(['=', ','])
+            .any(|part| part.trim_start_matches('-').starts_with(key))
+        {
+            return Some(refusal(arg, what, instead));
+        }
+    }
+    None
+}
+
 /// The isolation-moving arguments, in order, each once.
 fn isolation_moves(args: &[String]) -> Vec<Moves> {
-    // After `exec NAME … --` the words are the guest command's argv, which
-    // runs inside the sandbox and moves nothing of the instance.
-    let end = match args.first().map(String::as_str) {
-        Some("exec") => args.iter().position(|a| a == "--").unwrap_or(args.len()),
-        _ => args.len(),
-    };
     let mut out: Vec<Moves> = Vec::new();
     let mut push = |arg: &str, isolation: &'static str| {
         if !out.iter().any(|m| m.arg == arg && m.isolation == isolation) {
@@ -204,7 +331,7 @@ fn isolation_moves(args: &[String]) -> Vec<Moves> {
             });
         }
     };
-    let args = &args[..end];
+    let args = client_words(args);
     for (i, arg) in args.iter().enumerate() {
         let bare = arg.trim_start_matches('-').to_ascii_lowercase();
         let flag = bare.split_once('=').map_or(bare.as_str(), |(k, _)| k);
@@ -318,7 +445,7 @@ mod tests {
                 "profiles",
             ),
             (
-                &["launch", "img", "box", "--profile=x"],
+                &["create", "img", "box", "--profile=x"],
                 "--profile=x",
                 "profiles",
             ),
@@ -358,11 +485,6 @@ mod tests {
                 "raw LXC",
             ),
             (&["config", "edit", "box"], "config edit", "whole instance"),
-            (&["move", "box", "box2"], "move", "corral's records"),
-            (&["mv", "box", "box2"], "mv", "corral's records"),
-            (&["copy", "box", "box2"], "copy", "escapes"),
-            (&["cp", "box", "box2"], "cp", "escapes"),
-            (&["publish", "box"], "publish", "image"),
             (
                 &["info", "box", "--project", "default"],
                 "--project",
@@ -372,11 +494,6 @@ mod tests {
                 &["info", "box", "--project=default"],
                 "--project=default",
                 "corral's project",
-            ),
-            (
-                &["query", "/1.0/instances/box", "box"],
-                "query",
-                "raw Incus API",
             ),
             (
                 &["exec", "box", "--project", "x", "--", "true"],
@@ -399,6 +516,129 @@ mod tests {
             let allowed = judge_of(args, true).unwrap();
             assert_eq!(&allowed, moves, "{args:?}");
         }
+    }
+
+    /// Every word that starts an instance outside the gate, each alias
+    /// Incus accepts for it, with and without --i-know, as the verb, after
+    /// global flags and as a sub-command: refused, naming corral's verb.
+    #[test]
+    fn every_ungated_start_is_refused_even_with_i_know_naming_corrals_verb() {
+        let cases: &[(&[&str], &str, &str)] = &[
+            (&["start", "box"], "start", "corral start box"),
+            (&["restart", "box"], "restart", "corral restart box"),
+            (
+                &["restore", "box", "snap0"],
+                "restore",
+                "corral restore box SNAP",
+            ),
+            (
+                &["snapshot", "restore", "box", "snap0"],
+                "restore",
+                "corral restore box SNAP",
+            ),
+            (&["resume", "box"], "resume", "corral restart box"),
+            (&["unfreeze", "box"], "unfreeze", "corral restart box"),
+            (
+                &["copy", "box", "box2"],
+                "copy",
+                "corral new NEW --from box",
+            ),
+            (&["cp", "box", "box2"], "cp", "corral new NEW --from box"),
+            (&["copy", "box/snap0", "box2"], "copy", "--from box[/SNAP]"),
+            (&["move", "box", "box2"], "move", "corral rename box NEW"),
+            (&["mv", "box", "box2"], "mv", "corral rename box NEW"),
+            (&["publish", "box"], "publish", "corral export box"),
+            (&["launch", "img", "box"], "launch", "corral new NAME"),
+            (
+                &["query", "/1.0/instances/box/state", "box"],
+                "query",
+                "corral start box",
+            ),
+            (
+                &["config", "set", "box", "boot.autostart=true"],
+                "boot.autostart=true",
+                "corral start box",
+            ),
+            (
+                &["config", "set", "box", "boot.autostart", "1"],
+                "boot.autostart",
+                "corral start box",
+            ),
+            (&["START", "box"], "START", "corral start box"),
+        ];
+        let prefixes: &[&[&str]] = &[
+            &[],
+            &["-q"],
+            &["--quiet"],
+            &["--debug", "-v"],
+            &["--project", "x"],
+            &["--project=x"],
+            &["--force-local"],
+        ];
+        for (args, arg, instead) in cases {
+            for prefix in prefixes {
+                let mut all: Vec<&str> = prefix.to_vec();
+                all.extend_from_slice(args);
+                for i_know in [false, true] {
+                    let got = judge_of(&all, i_know);
+                    let Err(HatchRefusal::Ungated {
+                        arg: a,
+                        instead: use_,
+                        ..
+                    }) = &got
+                    else {
+                        panic!("{all:?} {i_know}: {got:?}");
+                    };
+                    assert_eq!(a, arg, "{all:?}");
+                    assert!(use_.contains(instead), "{all:?}: {use_}");
+                    let text = got.clone().unwrap_err().to_string();
+                    assert!(
+                        text.contains("start gate")
+                            && text.contains("even with --i-know")
+                            && text.contains(instead),
+                        "{text}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The same words inside an exec's guest command run in the sandbox
+    /// and start nothing (control: the words above, outside it, are
+    /// refused), with global flags before `exec` too.
+    #[test]
+    fn ungated_words_in_an_execs_guest_command_are_the_guests() {
+        for args in [
+            &["exec", "box", "--", "start", "x"][..],
+            &["-q", "exec", "box", "--", "restart"],
+            &["--debug", "-v", "exec", "box", "--", "cp", "a", "b"],
+            &["exec", "box", "--", "sh", "-c", "mv a b; publish"],
+        ] {
+            assert_eq!(judge_of(args, false), Ok(vec![]), "{args:?}");
+        }
+        // A global flag's value is not the verb: the guest command after
+        // `--project corral exec box --` is still the guest's.
+        let moves = judge_of(
+            &["--project", "corral", "exec", "box", "--", "cp", "a", "b"],
+            true,
+        )
+        .unwrap();
+        assert_eq!(moves.len(), 1, "{moves:?}");
+        assert_eq!(moves[0].arg, "--project");
+        // Before the `--` an exec's own words still count.
+        let got = judge_of(
+            &["exec", "box", "--env", "boot.autostart=1", "--", "true"],
+            true,
+        );
+        assert!(matches!(got, Err(HatchRefusal::Ungated { .. })), "{got:?}");
+    }
+
+    /// A `--` before any verb ends the client's flags and leaves no
+    /// command: every word is still judged.
+    #[test]
+    fn a_leading_double_dash_hides_nothing() {
+        let got = judge_of(&["--", "start", "box"], true);
+        assert!(matches!(got, Err(HatchRefusal::Ungated { .. })), "{got:?}");
     }
 
     #[test]

@@ -12,8 +12,9 @@ pub const MIN_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 pub const MAX_CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default demotion after a failed canary.
 pub const DEFAULT_COOL_DOWN: Duration = Duration::from_secs(15 * 60);
-/// Default re-verification cadence for long-lived sandboxes.
-pub const DEFAULT_REVERIFY_INTERVAL: Duration = Duration::from_secs(60 * 60);
+/// Default re-verification cadence for running profiled sandboxes: minutes,
+/// not hours, so what no kernel event shows is found soon.
+pub const DEFAULT_REVERIFY_INTERVAL: Duration = Duration::from_secs(5 * 60);
 /// Shortest re-verification cadence (a canary costs several checks).
 pub const MIN_REVERIFY_INTERVAL: Duration = Duration::from_secs(60);
 /// Default cap on probe output kept in an event.
@@ -132,7 +133,7 @@ mod tests {
                 "check_timeout_secs: 31 s is out of range; use 1 to 30 seconds (default 5)",
                 "cool_down_secs: 0 would re-admit a failed kind at once; use a positive \
                     number of seconds (default 900)",
-                "reverify_interval_secs: 59 s is too often; use at least 60 seconds (default 3600)",
+                "reverify_interval_secs: 59 s is too often; use at least 60 seconds (default 300)",
                 "max_probe_output_bytes: 10 is out of range; use 256 to 1048576 bytes \
                     (default 4096)",
             ]

@@ -115,7 +115,7 @@ pub async fn reverify(
             Some(done(true, "kept running".into(), report.event.message))
         }
         Ok(report) => {
-            let action = verifier.stop_failed(sandbox, &report).await;
+            let action = verifier.stop_failed(sandbox, &report).await.action();
             Some(done(false, action, report.event.message.clone()))
         }
         Err(VerifyError::NotRunning { .. }) => None,

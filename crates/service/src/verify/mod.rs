@@ -18,6 +18,7 @@ mod host_side;
 pub mod placement;
 mod probe;
 pub mod run;
+pub mod stop;
 pub mod watchdog;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -26,9 +27,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use corral_egress::netns::Netns;
-use corral_sandbox_core::sandbox::{
-    ProbeSite, ProviderError, Sandbox, SandboxInfo, SandboxState, StopOptions,
-};
+use corral_sandbox_core::sandbox::{ProbeSite, ProviderError, Sandbox, SandboxInfo, SandboxState};
 use corral_sandbox_core::verify::{
     Clock, EventOutcome, FilterHealth, PlanError, Requirement, Vantage, VerificationEvent, plan,
 };
@@ -450,37 +449,9 @@ impl Verifier {
         let sandbox = service.open(name).await?;
         let mut report = self.verify(sandbox.as_ref()).await.map_err(verify_error)?;
         if !report.passed {
-            report.action = Some(self.stop_failed(sandbox.as_ref(), &report).await);
+            report.action = Some(self.stop_failed(sandbox.as_ref(), &report).await.action());
         }
         Ok(report)
-    }
-
-    /// Stop a sandbox whose verification failed, with an alert; returns
-    /// what was done.
-    pub async fn stop_failed(&self, sandbox: &dyn Sandbox, report: &Report) -> String {
-        let stopped = sandbox
-            .stop(StopOptions {
-                force: true,
-                timeout: None,
-            })
-            .await;
-        let (action, done) = match &stopped {
-            Ok(()) => ("stopped".to_owned(), "corral stopped it".to_owned()),
-            Err(e) => (
-                format!("not stopped: {e}"),
-                format!("corral could not stop it: {e}"),
-            ),
-        };
-        if stopped.is_ok() {
-            self.record_now(&Event::Stopped {
-                name: report.sandbox.clone(),
-            });
-        }
-        self.record_now(&Event::Alert {
-            name: report.sandbox.clone(),
-            reason: format!("verification failed ({}); {done}", report.event.message),
-        });
-        action
     }
 }
 
