@@ -99,6 +99,7 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
             c.kv("cache-size", 0);
             c.kv("max-ttl", timing.client_ttl_cap.as_secs());
             c.line("address=/#/");
+            refuse_reserved_answers(&mut c);
             for rule in names.domain_rules() {
                 match rule {
                     DomainRule::Forward(domain) => {
@@ -188,6 +189,19 @@ fn router_advertisements(c: &mut Conf, spec: &GatewaySpec) {
             c.kv("dhcp-option", format!("option6:dns-server,[{gw6}]"));
         }
         _ => c.kv("dhcp-option", "option6:dns-server"),
+    }
+}
+
+/// An answer holding an address in corral's reserved list becomes
+/// NXDOMAIN before dnsmasq adds anything to a learned set (it checks
+/// `bogus-nxdomain` ahead of the `nftset` adds, over UDP and TCP alike), so
+/// no listed name can lead into a reserved range even for the moment the
+/// plan's reserved drop would take to refuse it. `stop-dns-rebind` strips
+/// only the private ranges; this is the whole list.
+fn refuse_reserved_answers(c: &mut Conf) {
+    c.comment("answers into corral's reserved ranges (IANA special-purpose registries) become NXDOMAIN and are never learned");
+    for net in corral_sandbox_core::reserved::reserved_nets() {
+        c.kv("bogus-nxdomain", net);
     }
 }
 
