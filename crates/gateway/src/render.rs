@@ -327,6 +327,10 @@ mod tests {
             "server=/*.cdn.test/198.18.0.53",
             "nftset=/api.example.com/4#inet#corral#claude-dns4-443,6#inet#corral#claude-dns6-443",
             "nftset=/cdn.test/4#inet#corral#claude-dns4,6#inet#corral#claude-dns6",
+            // Every range of the one reserved list, the issue-26 ones too.
+            "bogus-nxdomain=198.18.0.0/15",
+            "bogus-nxdomain=2001::/23",
+            "bogus-nxdomain=3fff::/20",
         ] {
             assert!(d.contains(&want), "missing `{want}` in:\n{text}");
         }
@@ -337,6 +341,12 @@ mod tests {
                 .all(|l| l.starts_with("server=/"))
         );
         assert!(!text.contains("port=0"));
+        assert_eq!(
+            d.iter()
+                .filter(|l| l.starts_with("bogus-nxdomain="))
+                .count(),
+            corral_sandbox_core::reserved::reserved_nets().len()
+        );
     }
 
     #[test]
