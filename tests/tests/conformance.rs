@@ -29,6 +29,7 @@ fn profiles() -> ProfileSet {
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
+        learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
         deny: Vec::new(),
     }])
     .unwrap_or_else(|e| panic!("{e}"))

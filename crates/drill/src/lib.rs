@@ -82,6 +82,12 @@ pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, Dr
         setup_rows.push(format!("{} endpoint(s): {e}", needs.len()));
     }
     let attacks = attack::l3::derive(profiles, &lab.topo);
+    if let Err(e) = lab
+        .topo
+        .add_internet_listeners(&attack::l3::listeners(&attacks))
+    {
+        setup_rows.push(format!("reserved-range listeners: {e}"));
+    }
     let all: Vec<usize> = (0..attacks.len()).collect();
     lab.control()?;
     let mut control = schedule::run_all(&lab, &planned, opts.timeout);

@@ -140,6 +140,7 @@ fn profiles(specs: &[ProfileSpec]) -> ProfileSet {
             block: s.block,
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
+            learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
             deny: Vec::new(),
         })
         .collect();

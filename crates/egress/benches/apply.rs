@@ -41,6 +41,7 @@ fn plan_with(addrs: impl Iterator<Item = Ipv4Addr>) -> HostPlan {
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
+        learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
         deny: Vec::new(),
     };
     let set = ProfileSet::new(vec![profile]).expect("valid profile set");

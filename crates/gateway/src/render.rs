@@ -99,6 +99,7 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
             c.kv("cache-size", 0);
             c.kv("max-ttl", timing.client_ttl_cap.as_secs());
             c.line("address=/#/");
+            refuse_reserved_answers(&mut c);
             for rule in names.domain_rules() {
                 match rule {
                     DomainRule::Forward(domain) => {
@@ -194,6 +195,19 @@ fn router_advertisements(c: &mut Conf, spec: &GatewaySpec) {
             c.kv("dhcp-option", format!("option6:dns-server,[{gw6}]"));
         }
         _ => c.kv("dhcp-option", "option6:dns-server"),
+    }
+}
+
+/// An answer holding an address in corral's reserved list becomes
+/// NXDOMAIN before dnsmasq adds anything to a learned set (it checks
+/// `bogus-nxdomain` ahead of the `nftset` adds, over UDP and TCP alike), so
+/// no listed name can lead into a reserved range even for the moment the
+/// plan's reserved drop would take to refuse it. `stop-dns-rebind` strips
+/// only the private ranges; this is the whole list.
+fn refuse_reserved_answers(c: &mut Conf) {
+    c.comment("answers into corral's reserved ranges (IANA special-purpose registries) become NXDOMAIN and are never learned");
+    for net in corral_sandbox_core::reserved::reserved_nets() {
+        c.kv("bogus-nxdomain", net);
     }
 }
 
@@ -320,6 +334,10 @@ mod tests {
             "server=/*.cdn.test/198.18.0.53",
             "nftset=/api.example.com/4#inet#corral#claude-dns4-443,6#inet#corral#claude-dns6-443",
             "nftset=/cdn.test/4#inet#corral#claude-dns4,6#inet#corral#claude-dns6",
+            // Every range of the one reserved list, the issue-26 ones too.
+            "bogus-nxdomain=198.18.0.0/15",
+            "bogus-nxdomain=2001::/23",
+            "bogus-nxdomain=3fff::/20",
         ] {
             assert!(d.contains(&want), "missing `{want}` in:\n{text}");
         }
@@ -330,6 +348,12 @@ mod tests {
                 .all(|l| l.starts_with("server=/"))
         );
         assert!(!text.contains("port=0"));
+        assert_eq!(
+            d.iter()
+                .filter(|l| l.starts_with("bogus-nxdomain="))
+                .count(),
+            corral_sandbox_core::reserved::reserved_nets().len()
+        );
     }
 
     #[test]

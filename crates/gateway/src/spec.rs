@@ -197,6 +197,7 @@ pub(crate) mod tests {
             block: BlockAction::Reject,
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
+            learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
             deny: Vec::new(),
         }
     }

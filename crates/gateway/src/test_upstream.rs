@@ -1,6 +1,8 @@
 //! A tiny authoritative-looking DNS server for tests and the drill: it
 //! answers configured names with A/AAAA records and a TTL, NXDOMAIN for
-//! everything else, over UDP and TCP, and logs every query it receives —
+//! everything else, over UDP and TCP (an answer too long for a datagram —
+//! thousands of records, as a hostile authority sends — goes out over UDP
+//! truncated and whole over TCP), and logs every query it receives —
 //! the log is the proof that a query did (or did not) leave the host.
 //!
 //! Bind it inside the "internet" namespace (e.g. via
@@ -117,13 +119,22 @@ impl Drop for TestUpstream {
     }
 }
 
+/// The largest answer sent over UDP (the EDNS size most resolvers
+/// advertise); a longer one goes out truncated.
+const UDP_MAX: usize = 1232;
+
 fn serve_udp(sock: &UdpSocket, state: &Mutex<State>, stop: &AtomicBool) {
     let mut buf = [0u8; 4096];
     while !stop.load(Ordering::Relaxed) {
         let Ok((n, peer)) = sock.recv_from(&mut buf) else {
             continue;
         };
-        if let Some(reply) = answer(&buf[..n], state) {
+        if let Some(mut reply) = answer(&buf[..n], state) {
+            // Many records (a hostile authority's answer) do not fit a
+            // datagram: say so, and the resolver retries over TCP.
+            if reply.len() > UDP_MAX {
+                reply = wire::truncated(&reply).unwrap_or_default();
+            }
             let _ = sock.send_to(&reply, peer);
         }
     }

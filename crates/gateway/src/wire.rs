@@ -172,6 +172,16 @@ pub fn encode_response(
     m.to_vec().map_err(malformed)
 }
 
+/// `reply` with its records dropped and the TC bit set: what a server
+/// sends over UDP when the answer does not fit, so the client asks again
+/// over TCP.
+pub fn truncated(reply: &[u8]) -> Result<Vec<u8>, WireError> {
+    let mut m = Message::from_vec(reply).map_err(malformed)?;
+    m.take_answers();
+    m.set_truncated(true);
+    m.to_vec().map_err(malformed)
+}
+
 /// Reads a response to the query with id `expected_id`.
 pub fn parse_response(msg: &[u8], expected_id: u16) -> Result<Response, WireError> {
     let m = Message::from_vec(msg).map_err(malformed)?;

@@ -46,6 +46,7 @@ fn profile() -> Profile {
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: true,
+        learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
         deny: Vec::new(),
     }
 }

@@ -22,7 +22,9 @@ use ipnet::IpNet;
 use nftnl::{Batch, MsgType, ProtoFamily, Table, set::Set};
 
 const UPSTREAM: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 53);
-const ANSWER: Ipv4Addr = Ipv4Addr::new(198, 18, 3, 1);
+/// Global (AS112, RFC 7534) and so learnable: the gateway turns answers in
+/// corral's reserved ranges, benchmarking space included, into NXDOMAIN.
+const ANSWER: Ipv4Addr = Ipv4Addr::new(192, 175, 48, 31);
 const SET_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// `table inet corral { set <name> { type ipv4_addr; flags timeout; timeout 3s } }`.
@@ -90,6 +92,7 @@ fn an_answer_enters_the_set_and_expires_with_the_set_timeout() {
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: true,
+        learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
         deny: Vec::new(),
     };
     let timing = DnsTiming {

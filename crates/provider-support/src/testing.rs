@@ -188,6 +188,7 @@ pub fn dev_profiles(subnet_v4: &str) -> ProfileSet {
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
+        learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
         deny: Vec::new(),
     }])
     .unwrap()

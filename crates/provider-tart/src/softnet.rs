@@ -7,8 +7,9 @@
 //! `tart run` arguments from the configuration are validated so none can
 //! change the network (`--net-*` is refused).
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
+use corral_sandbox_core::reserved;
 use corral_sandbox_core::sandbox::NetworkAttachment;
 use ipnet::{IpNet, Ipv4Net};
 use serde::{Deserialize, Serialize};
@@ -64,31 +65,12 @@ pub struct SoftnetPolicy {
     pub skipped_ipv6: usize,
 }
 
-/// True for an IPv4 address routable on the public internet: not
-/// unspecified, "this network", private, shared (CGNAT), loopback,
-/// link-local, IETF protocol assignments, documentation, benchmarking,
-/// multicast, reserved or broadcast.
+/// True for an IPv4 address routable on the public internet: in none of
+/// corral's reserved ranges (`corral_sandbox_core::reserved`, the IANA
+/// special-purpose registries, the same list egress and the gateway use)
+/// and not documentation space.
 pub fn is_global_unicast(addr: Ipv4Addr) -> bool {
-    const NOT_GLOBAL: &[(u32, u8)] = &[
-        (0x0000_0000, 8),  // 0.0.0.0/8
-        (0x0A00_0000, 8),  // 10.0.0.0/8
-        (0x6440_0000, 10), // 100.64.0.0/10
-        (0x7F00_0000, 8),  // 127.0.0.0/8
-        (0xA9FE_0000, 16), // 169.254.0.0/16
-        (0xAC10_0000, 12), // 172.16.0.0/12
-        (0xC000_0000, 24), // 192.0.0.0/24
-        (0xC000_0200, 24), // 192.0.2.0/24
-        (0xC0A8_0000, 16), // 192.168.0.0/16
-        (0xC612_0000, 15), // 198.18.0.0/15
-        (0xC633_6400, 24), // 198.51.100.0/24
-        (0xCB00_7100, 24), // 203.0.113.0/24
-        (0xE000_0000, 4),  // 224.0.0.0/4 multicast
-        (0xF000_0000, 4),  // 240.0.0.0/4 reserved, and broadcast
-    ];
-    let a = u32::from(addr);
-    !NOT_GLOBAL
-        .iter()
-        .any(|&(net, len)| a >> (32 - u32::from(len)) == net >> (32 - u32::from(len)))
+    reserved::is_global(IpAddr::V4(addr))
 }
 
 impl SoftnetPolicy {
@@ -280,6 +262,10 @@ mod tests {
             "100.64.0.1/32",
             "224.0.0.1/32",
             "255.255.255.255/32",
+            "198.18.0.1/32",
+            "192.88.99.1/32",
+            "203.0.113.5/32",
+            "192.0.0.170/32",
         ] {
             assert!(
                 matches!(

@@ -27,6 +27,27 @@ pub enum NetRecord {
     DnsAnswered(DnsDecision),
     /// The gateway's resolver refused a name (not on the profile's list).
     DnsRefused(DnsDecision),
+    /// DNS decisions of one asker over its per-read budget: counted, not
+    /// recorded one by one (a flood of lookups cannot flood the trail).
+    DnsSuppressed {
+        /// The profile whose gateway decided.
+        profile: String,
+        /// The asker's address.
+        src: IpAddr,
+        /// Decisions not recorded since the previous record.
+        decisions: u64,
+    },
+    /// Addresses the gateway resolver answered but could not add to a
+    /// learned set because it was full (the profile's `learned_max`): the
+    /// kernel refused them, the set kept what it had.
+    LearnRefused {
+        /// The profile.
+        profile: String,
+        /// The learned set.
+        set: String,
+        /// Adds refused since the previous record.
+        addresses: u64,
+    },
 }
 
 impl NetRecord {
@@ -35,7 +56,9 @@ impl NetRecord {
         match self {
             NetRecord::Blocked(b) => b.sandbox.as_deref(),
             NetRecord::DnsAnswered(d) | NetRecord::DnsRefused(d) => d.sandbox.as_deref(),
-            NetRecord::Suppressed { .. } => None,
+            NetRecord::Suppressed { .. }
+            | NetRecord::DnsSuppressed { .. }
+            | NetRecord::LearnRefused { .. } => None,
         }
     }
 
@@ -44,7 +67,9 @@ impl NetRecord {
         match self {
             NetRecord::Blocked(b) => &b.profile,
             NetRecord::DnsAnswered(d) | NetRecord::DnsRefused(d) => &d.profile,
-            NetRecord::Suppressed { profile, .. } => profile,
+            NetRecord::Suppressed { profile, .. }
+            | NetRecord::DnsSuppressed { profile, .. }
+            | NetRecord::LearnRefused { profile, .. } => profile,
         }
     }
 }
@@ -116,9 +141,17 @@ pub struct DnsDecision {
     pub name: String,
     /// The query type (`A`, `AAAA`, ...).
     pub qtype: String,
-    /// The addresses answered (empty when refused).
+    /// The addresses answered (empty when refused), at most the first
+    /// few dozen of a long answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<IpAddr>,
+    /// Addresses of the answer beyond those recorded in `addresses`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod names;
 pub mod placement;
 pub mod platform;
 pub mod profile;
+pub mod reserved;
 pub mod sandbox;
 pub mod text;
 pub mod verify;

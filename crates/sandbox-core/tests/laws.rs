@@ -285,6 +285,7 @@ fn profile(i: u8) -> impl Strategy<Value = Profile> {
                     DnsPolicy::Gateway
                 },
                 allow_unresolved: unresolved,
+                learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
                 deny: Vec::new(),
             },
         )

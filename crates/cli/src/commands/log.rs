@@ -196,6 +196,18 @@ fn describe(e: &Entry) -> (String, String) {
                 format!("{user} (uid {uid}) refused from now on; their sandboxes kept")
             },
         ),
+        Entry::Net(NetRecord::DnsSuppressed { src, decisions, .. }) => (
+            "dns_suppressed".to_owned(),
+            format!(
+                "{decisions} more DNS decision(s) for {src} over the log budget, not logged one by one"
+            ),
+        ),
+        Entry::Net(NetRecord::LearnRefused { set, addresses, .. }) => (
+            "learn_refused".to_owned(),
+            format!(
+                "{addresses} answered address(es) not learned: set {set} is full (learned_max)"
+            ),
+        ),
         Entry::Net(NetRecord::Suppressed { packets, .. }) => (
             "suppressed".to_owned(),
             format!("{packets} more blocked packet(s) over the log limit, not logged one by one"),

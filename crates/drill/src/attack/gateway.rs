@@ -1,7 +1,8 @@
 //! Attacks on the gateway services' capacity, from one lab sandbox: DHCP
 //! pool starvation with forged client addresses, TCP/53 connection
-//! exhaustion, and a DNS query flood. The victim is a sibling that then
-//! asks for a lease or a name.
+//! exhaustion, a DNS query flood, and a flood of TCP/53 connects (held to
+//! the UDP query rate). The victim is a sibling that then asks for a lease
+//! or a name.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -113,6 +114,53 @@ pub fn hold_tcp_dns(
         }
         held
     })
+}
+
+/// Opens `count` TCP/53 connections to `server` from `ns` one after
+/// another, `pace` apart, each reset at once (so none stays open against
+/// the per-source count): how many connected, and in how long.
+pub fn connect_flood(
+    ns: &Netns,
+    server: SocketAddr,
+    count: usize,
+    pace: Duration,
+) -> io::Result<(usize, Duration)> {
+    ns.run(|| {
+        let start = Instant::now();
+        let mut ok = 0;
+        for _ in 0..count {
+            if let Ok(s) = TcpStream::connect_timeout(&server, Duration::from_millis(300)) {
+                // A reset leaves conntrack's count at once; a FIN would
+                // hold the slot until the gateway closes too.
+                let _ = reset_on_close(&s);
+                ok += 1;
+            }
+            std::thread::sleep(pace);
+        }
+        (ok, start.elapsed())
+    })
+}
+
+fn reset_on_close(s: &TcpStream) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt reads `l` for its size; the fd is open.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const l).cast(),
+            size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// A DNS query flood from `ns` to `server`: one name (or a fresh random
@@ -254,6 +302,11 @@ pub fn rows(
             victim_udp(b, dns, timeout),
             flooded(a, b, dns, timeout),
         ),
+        row(
+            "a flood of TCP/53 connects is held to the UDP query rate",
+            victim_tcp(b, dns, timeout),
+            connect_flooded(a),
+        ),
     ]
 }
 
@@ -335,6 +388,25 @@ fn tcp_held(a: &SandboxNs, b: &SandboxNs, dns: SocketAddr, timeout: Duration) ->
     let detail = format!("the attacker holds {} connections", held.len());
     if tcp_lookup(b, dns, timeout) {
         Observed::Rejected(format!("{detail}; the victim's TCP lookup was answered"))
+    } else {
+        landed(detail)
+    }
+}
+
+/// 1,000 connects 5 ms apart (longer than conntrack's count GC, so only the
+/// rate meter can refuse): landed when more connected than the per-source
+/// meter (`DNS_RATE`/s after `DNS_BURST`) lets through in that time.
+fn connect_flooded(a: &SandboxNs) -> Observed {
+    use corral_egress::plan::bridge::{DNS_BURST, DNS_RATE};
+    let a_dns = SocketAddr::new(a.gateway_v4.into(), 53);
+    let (ok, elapsed) = match connect_flood(&a.ns, a_dns, 1_000, Duration::from_millis(5)) {
+        Ok(r) => r,
+        Err(e) => return Observed::Error(e.to_string()),
+    };
+    let allowed = DNS_BURST as usize + DNS_RATE as usize * (elapsed.as_secs() as usize + 1) + 1;
+    let detail = format!("{ok} of 1000 TCP/53 connects went through in {elapsed:?}");
+    if ok <= allowed {
+        Observed::Rejected(detail)
     } else {
         landed(detail)
     }

@@ -75,6 +75,8 @@ pub enum Class {
     ReplyDirection,
     /// 3: a host service answering a forged source out of the uplink.
     Reflector,
+    /// 5: reserved ranges (here the IPv6 ones issue 26 found missing).
+    Reserved,
     /// 6: the host's directly connected networks and routers.
     HostNetworks,
     /// 7: a sandbox whose port is no longer on its bridge.
@@ -88,6 +90,7 @@ impl Class {
             Class::ForgedSource => 1,
             Class::ReplyDirection => 2,
             Class::Reflector => 3,
+            Class::Reserved => 5,
             Class::HostNetworks => 6,
             Class::OffBridge => 7,
         }
@@ -99,6 +102,7 @@ impl Class {
             Class::ForgedSource => "forged sources",
             Class::ReplyDirection => "conntrack reply direction",
             Class::Reflector => "gateway as a reflector",
+            Class::Reserved => "rebinding, reserved ranges",
             Class::HostNetworks => "the host's own networks",
             Class::OffBridge => "port off its bridge",
         };
@@ -186,6 +190,40 @@ impl Attack {
 /// A sandbox-side UDP port for forged datagrams.
 const SPORT: u16 = 40_123;
 
+/// Class 5's targets: one address in each IPv6 range corral's first
+/// reserved list missed (issue 26), each with a listener in the lab's
+/// internet namespace.
+pub const RESERVED_TARGETS_V6: [(Ipv6Addr, &str); 3] = [
+    (
+        Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 5),
+        "IPv6 benchmarking space (2001:2::/48) from internet",
+    ),
+    (
+        Ipv6Addr::new(0x2001, 0x20, 0, 0, 0, 0, 0, 5),
+        "ORCHIDv2 (2001:20::/28) from internet",
+    ),
+    (
+        Ipv6Addr::new(0x3fff, 0, 0, 0, 0, 0, 0, 5),
+        "IPv6 documentation space (3fff::/20) from internet",
+    ),
+];
+/// The port class 5's targets listen on.
+pub const RESERVED_PORT: u16 = 4_505;
+
+/// The listeners `attacks` need in the lab's internet namespace.
+pub fn listeners(attacks: &[Attack]) -> Vec<(IpAddr, u16, Transport)> {
+    attacks
+        .iter()
+        .filter(|a| a.class == Class::Reserved)
+        .filter_map(|a| match &a.shot {
+            Shot::Probe(Probe::Tcp { to }) => Some((to.ip(), to.port(), Transport::Tcp)),
+            _ => None,
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
 /// Every attack for `profiles` in `topo`.
 pub fn derive(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
     let mut out = Vec::new();
@@ -243,6 +281,19 @@ pub fn derive(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
                         to: public6,
                     },
                 );
+            }
+            // 5: reserved IPv6 ranges routed into the lab's internet (the
+            // control reaches them without corral's rules).
+            if sb.v6.is_some() {
+                for (to, what) in RESERVED_TARGETS_V6 {
+                    push(
+                        Class::Reserved,
+                        what,
+                        Shot::Probe(Probe::Tcp {
+                            to: SocketAddr::new(IpAddr::V6(to), RESERVED_PORT),
+                        }),
+                    );
+                }
             }
             // 6: a neighbour of the host on a public-looking LAN.
             push(

@@ -121,6 +121,7 @@ mod tests {
             block: corral_sandbox_core::BlockAction::Reject,
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
+            learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
             deny: Vec::new(),
         }
     }

@@ -483,6 +483,15 @@ fn diff_set(s: &SetPlan, ls: &LiveSet, out: &mut Out) {
             ),
         );
     }
+    let want_size = s.size.unwrap_or(0);
+    if ls.size != want_size {
+        out.push(
+            DriftKind::Changed,
+            DriftObject::Set,
+            format!("set {}", s.name),
+            format!("planned size {want_size}, live {}", ls.size),
+        );
+    }
     let want_flag = match s.kind {
         SetKind::Interval => libc::NFT_SET_INTERVAL as u32,
         SetKind::Dynamic => libc::NFT_SET_TIMEOUT as u32,

@@ -14,7 +14,9 @@
 //!   new plan too (`plan::feeds`): the kernel does not record which name
 //!   gave which element, so a set that lost any entry keeps nothing;
 //! - the address is not one the new plan refuses for names (reserved
-//!   ranges, the host's networks, the profile's and the host's deny lists).
+//!   ranges, the host's networks, the profile's and the host's deny lists);
+//! - it fits: a set whose `learned_max` shrank keeps the elements with the
+//!   longest lifetime left, up to its new size.
 //!
 //! Without the previous plan nothing is carried: an element whose origin
 //! is unknown is never vouched for. Flows to elements left behind are
@@ -53,6 +55,16 @@ pub(crate) fn kept_learned(
                 && r.family() == new.family
                 && reserved::refusal(r.start, plan.host_nets(), &deny).is_none()
         });
+        // A set made smaller keeps the elements with the longest lifetime
+        // left: adding more than the size would fail the whole apply.
+        let cap = plan
+            .set(set)
+            .and_then(|s| s.size)
+            .map_or(usize::MAX, |n| n as usize);
+        if elements.len() > cap {
+            elements.sort_by_key(|e| std::cmp::Reverse(e.1));
+            elements.truncate(cap);
+        }
         !elements.is_empty()
     });
     keep
@@ -95,6 +107,7 @@ mod tests {
                     flags: libc::NFT_SET_TIMEOUT as u32,
                     elements,
                     timeout_ms: 600_000,
+                    size: 0,
                     expires_ms,
                     key_len: 4,
                     keys: Vec::new(),
@@ -169,5 +182,36 @@ mod tests {
             ],
         );
         assert_eq!(got, [("192.0.2.200".to_owned(), 5)]);
+    }
+
+    #[test]
+    fn a_smaller_size_keeps_the_longest_lived() {
+        let old = plan(&["*.a.example:443/tcp"], &[]);
+        let elems = [
+            ("192.0.2.1", 1_000),
+            ("192.0.2.2", 9_000),
+            ("192.0.2.3", 5_000),
+        ];
+        // Control: at the default size all three are carried.
+        assert_eq!(kept(&old, Some(&old), &elems).len(), 3);
+        let mut p = profile(
+            "dev",
+            "cb-dev",
+            "10.90.0.0/24",
+            EgressMode::Allowlist,
+            &["*.a.example:443/tcp"],
+        );
+        p.learned_max = 2;
+        let set = ProfileSet::new(vec![p]).unwrap();
+        let new = HostPlan::build(&set, &PlanSettings::default(), &Resolution::new()).unwrap();
+        assert_eq!(new.set(SET).unwrap().size, Some(2));
+        let got = kept(&new, Some(&old), &elems);
+        assert_eq!(
+            got,
+            [
+                ("192.0.2.2".to_owned(), 9_000),
+                ("192.0.2.3".to_owned(), 5_000)
+            ]
+        );
     }
 }

@@ -46,6 +46,8 @@ pub struct LiveSet {
     pub elements: Vec<AddrRange>,
     /// Default element timeout in milliseconds (0 = none).
     pub timeout_ms: u64,
+    /// Most elements the kernel holds (`NFTA_SET_DESC_SIZE`; 0 = no bound).
+    pub size: u32,
     /// Milliseconds until each element of `elements` expires (dynamic
     /// sets; empty for interval sets).
     pub expires_ms: Vec<u64>,
@@ -272,7 +274,7 @@ fn read_sets_with(
 ) -> Result<Vec<LiveSet>, NftError> {
     let mut filter = Set::new()?;
     filter.set_str(sys::NFTNL_SET_TABLE, &cstr(TABLE_NAME)?);
-    let mut found: Vec<(String, u32, u32, u64, Vec<u8>)> = Vec::new();
+    let mut found: Vec<(String, u32, u32, u64, Vec<u8>, u32)> = Vec::new();
     sock.dump(
         "sets",
         |buf, seq| {
@@ -294,13 +296,14 @@ fn read_sets_with(
                     s.get_u32(sys::NFTNL_SET_KEY_LEN),
                     s.get_u64(sys::NFTNL_SET_TIMEOUT),
                     s.get_data(sys::NFTNL_SET_USERDATA),
+                    s.get_u32(sys::NFTNL_SET_DESC_SIZE),
                 ));
             }
             Ok(())
         },
     )?;
     let mut out = Vec::new();
-    for (name, flags, key_len, timeout_ms, userdata) in found {
+    for (name, flags, key_len, timeout_ms, userdata, size) in found {
         if !wanted(&name, flags) {
             continue;
         }
@@ -345,6 +348,7 @@ fn read_sets_with(
             flags,
             elements,
             timeout_ms,
+            size,
             expires_ms,
             key_len,
             keys,

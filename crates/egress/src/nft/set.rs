@@ -63,6 +63,9 @@ pub(crate) fn definition(family: TableFamily, set: &SetPlan, id: u32) -> Result<
     if let Some(t) = set.timeout {
         s.set_u64(sys::NFTNL_SET_TIMEOUT, timeout_ms(t));
     }
+    if let Some(n) = set.size {
+        s.set_u32(sys::NFTNL_SET_DESC_SIZE, n);
+    }
     Ok(s)
 }
 

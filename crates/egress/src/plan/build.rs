@@ -299,6 +299,7 @@ fn nets_set(name: &str, family: AddrFamily, nets: &[IpNet]) -> SetPlan {
         kind: SetKind::Interval,
         elements: merge_ranges(ranges),
         timeout: None,
+        size: None,
     }
 }
 
@@ -529,6 +530,7 @@ fn allowlist(
                 kind: SetKind::Interval,
                 elements: merge_ranges(mine),
                 timeout: None,
+                size: None,
             });
         }
     }
@@ -544,6 +546,7 @@ fn allowlist(
                     kind: SetKind::Dynamic,
                     elements: Vec::new(),
                     timeout: Some(super::DNS_SET_TIMEOUT),
+                    size: Some(p.learned_max),
                 });
             }
         }

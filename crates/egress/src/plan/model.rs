@@ -120,6 +120,11 @@ pub struct SetPlan {
     /// Default element timeout (dynamic sets): an element added without a
     /// timeout of its own expires after this long. `None` for interval sets.
     pub timeout: Option<std::time::Duration>,
+    /// Most elements the kernel holds (`size`; dynamic sets, from the
+    /// profile's `learned_max`): an add to a full set fails and changes
+    /// nothing already there. `None` for interval sets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u32>,
 }
 
 /// A base chain's hook, as nftables names it.

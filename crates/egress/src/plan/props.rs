@@ -80,6 +80,12 @@ fn allowlist_profile_rules_read_as_intended() {
     );
     assert_eq!(plan.set("dev-dns4").unwrap().kind, SetKind::Dynamic);
     assert_eq!(plan.set("dev-dns4-tcp-443").unwrap().kind, SetKind::Dynamic);
+    // Every learned set is bounded by the profile's learned_max.
+    assert_eq!(
+        plan.set("dev-dns4").unwrap().size,
+        Some(corral_sandbox_core::profile::DEFAULT_LEARNED_MAX)
+    );
+    assert!(plan.render_nft().contains("timeout 600s\n\t\tsize 1024\n"));
     assert_eq!(plan.set("dev-dns4").unwrap().timeout, Some(DNS_SET_TIMEOUT));
     assert_eq!(plan.set("dev-allow4").unwrap().timeout, None);
     assert!(
@@ -243,10 +249,15 @@ fn internet_none_host_and_bridge_chains() {
         ]
     );
     let dev_host = texts(chain(&plan, TableFamily::Inet, "dev-host"));
-    // After the two DHCP accepts (broadcast and gateway).
+    // After the two DHCP accepts (broadcast and gateway): the UDP query
+    // rate for new connections first, so a refused one never holds a
+    // count, then the cap on open ones.
     assert_eq!(
-        dev_host[3],
-        "ip daddr 10.90.0.1 meta l4proto tcp th dport 53 ct state new add @dev-dnstcp4 { ip saddr ct count over 4 } counter reject with tcp reset"
+        dev_host[3..5],
+        [
+            "ip daddr 10.90.0.1 meta l4proto tcp th dport 53 ct state new update @dev-dnstcprate4 { ip saddr limit rate over 50/second burst 500 packets } counter reject with tcp reset",
+            "ip daddr 10.90.0.1 meta l4proto tcp th dport 53 ct state new add @dev-dnstcp4 { ip saddr ct count over 4 } counter reject with tcp reset",
+        ]
     );
 }
 

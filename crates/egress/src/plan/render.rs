@@ -65,6 +65,9 @@ fn render_set(out: &mut String, s: &SetPlan) {
             let _ = writeln!(out, "\t\ttimeout {}ms", t.as_millis());
         }
     }
+    if let Some(n) = s.size {
+        let _ = writeln!(out, "\t\tsize {n}");
+    }
     if !s.elements.is_empty() {
         out.push_str("\t\telements = { ");
         for (i, r) in s.elements.iter().enumerate() {

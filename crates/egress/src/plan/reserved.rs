@@ -2,15 +2,18 @@
 //! every mode, before any name-derived accept) and the check that keeps
 //! apply-time name resolution out of them.
 //!
-//! The lists cover what leaves a host towards somewhere that is not "the
-//! internet": private and shared space, loopback, link-local (and so the
-//! cloud metadata address), benchmarking, multicast and class E, and for
-//! IPv6 also the transition prefixes that tunnel to IPv4 or elsewhere
-//! (IPv4-compatible and -mapped, NAT64 well-known and local-use, 6to4,
-//! Teredo, discard-only). Documentation ranges (192.0.2.0/24,
-//! 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32) are deliberately absent:
-//! they route nowhere on the internet, and the drill uses them as its
-//! "public" addresses.
+//! The list itself is `corral_sandbox_core::reserved` (the IANA
+//! special-purpose registries, one list for egress, the gateway, the canary
+//! and Tart): private and shared space, loopback, link-local (and so the
+//! cloud metadata address), benchmarking (198.18.0.0/15, 2001:2::/48),
+//! multicast and class E, and for IPv6 also the transition prefixes that
+//! tunnel to IPv4 or elsewhere (IPv4-compatible and -mapped, NAT64
+//! well-known and local-use, 6to4, Teredo, discard-only), the IETF protocol
+//! block 2001::/23 (ORCHIDv2 and the rest), SRv6 SIDs and the new
+//! documentation prefix 3fff::/20. The older documentation ranges
+//! (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32) are
+//! deliberately absent: they route nowhere on the internet, and the drill
+//! uses them as its "public" addresses.
 //!
 //! An operator's explicit CIDR entries stay as written (they are accepted
 //! before the reserved check); only addresses that come from names — at
@@ -21,50 +24,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-/// IPv4 ranges no name may lead to (and `internet` never reaches).
-pub const RESERVED_V4: [&str; 12] = [
-    "0.0.0.0/8",
-    "10.0.0.0/8",
-    "100.64.0.0/10",
-    "127.0.0.0/8",
-    "169.254.0.0/16",
-    "172.16.0.0/12",
-    "192.0.0.0/24",
-    "192.88.99.0/24",
-    "192.168.0.0/16",
-    "198.18.0.0/15",
-    "224.0.0.0/4",
-    "240.0.0.0/4",
-];
-
-/// IPv6 ranges no name may lead to (and `internet` never reaches).
-pub const RESERVED_V6: [&str; 11] = [
-    "::/96",
-    "::ffff:0:0/96",
-    "64:ff9b::/96",
-    "64:ff9b:1::/48",
-    "100::/64",
-    "2001::/32",
-    "2002::/16",
-    "fc00::/7",
-    "fe80::/10",
-    "fec0::/10",
-    "ff00::/8",
-];
-
-/// Every reserved range, both families.
-pub fn reserved_nets() -> Vec<IpNet> {
-    RESERVED_V4
-        .iter()
-        .chain(RESERVED_V6.iter())
-        .filter_map(|n| n.parse::<IpNet>().ok())
-        .collect()
-}
-
-/// The first of `nets` that contains `addr`.
-pub fn containing(addr: IpAddr, nets: &[IpNet]) -> Option<IpNet> {
-    nets.iter().copied().find(|n| n.contains(&addr))
-}
+pub use corral_sandbox_core::reserved::{RESERVED_V4, RESERVED_V6, containing, reserved_nets};
 
 /// Why a destination learned from a name must not be reachable: the range
 /// of the reserved list, the host's networks or a deny list holding it.
@@ -128,6 +88,9 @@ mod tests {
             "::1",
             "::",
             "::ffff:10.0.0.1",
+            "2001:2::1",
+            "2001:20::1",
+            "3fff::1",
             "100::1",
             "fe80::1",
             "ff02::1",

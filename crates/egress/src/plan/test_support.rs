@@ -30,6 +30,7 @@ pub fn profile(
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
+        learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
         deny: Vec::new(),
     }
 }

@@ -39,6 +39,7 @@ pub fn profile(
 ) -> Profile {
     Profile {
         allow_unresolved: true,
+        learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
         deny: Vec::new(),
         ..corral_egress::plan::test_support::profile(name, bridge, subnet, mode, allow)
     }
@@ -69,6 +70,16 @@ pub struct Env {
 /// profile, with the upstream answering `api.corral.test` → STATIC_ADDR
 /// (also the apply-time resolution).
 pub fn env(profiles: Vec<Profile>, timing: DnsTiming) -> Env {
+    env_with(profiles, timing, |_| {})
+}
+
+/// [`env`], with `tweak` changing the plan before it is applied (a
+/// control that takes one of corral's rules or bounds away).
+pub fn env_with(
+    profiles: Vec<Profile>,
+    timing: DnsTiming,
+    tweak: impl FnOnce(&mut HostPlan),
+) -> Env {
     let profiles = ProfileSet::new(profiles).unwrap();
     let topo = Topology::build(&profiles).unwrap();
     // Addresses the upstream may hand out, each with an echo listener.
@@ -104,6 +115,7 @@ pub fn env(profiles: Vec<Profile>, timing: DnsTiming) -> Env {
     {
         set.timeout = Some(timing.set_timeout);
     }
+    tweak(&mut plan);
     Host::in_netns(topo.host.try_clone().unwrap())
         .apply(&plan)
         .unwrap();

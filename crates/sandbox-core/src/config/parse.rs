@@ -12,7 +12,8 @@ use super::raw::{RawHost, RawPhases, RawProfile, TOP_KEYS};
 use super::{Config, HostConfig, PhaseProfiles, host};
 use crate::names::{BridgeName, ProfileName};
 use crate::profile::{
-    AllowEntry, BlockAction, DnsPolicy, EgressMode, Profile, ProfileField, ProfileSet,
+    AllowEntry, BlockAction, DEFAULT_LEARNED_MAX, DnsPolicy, EgressMode, MAX_LEARNED_MAX, Profile,
+    ProfileField, ProfileSet,
 };
 
 fn start<T>(s: &Spanned<T>) -> Option<usize> {
@@ -259,6 +260,25 @@ fn profile(r: &RawProfile, c: &mut Collector<'_>) -> Option<Profile> {
         }
     };
     let deny = super::deny::parse_list(&r.deny, ctx, c);
+    let learned_max = match &r.learned_max {
+        None => DEFAULT_LEARNED_MAX,
+        Some(s) => match u32::try_from(*s.get_ref()) {
+            Ok(n) if (1..=MAX_LEARNED_MAX).contains(&n) => n,
+            _ => {
+                c.at(
+                    start(s),
+                    ctx,
+                    Some("learned_max"),
+                    format!(
+                        "learned_max = {} is out of range; expected addresses per learned set \
+                         from 1 to {MAX_LEARNED_MAX} (default {DEFAULT_LEARNED_MAX})",
+                        s.get_ref()
+                    ),
+                );
+                DEFAULT_LEARNED_MAX
+            }
+        },
+    };
     if c.errors.len() != before {
         return None;
     }
@@ -273,6 +293,7 @@ fn profile(r: &RawProfile, c: &mut Collector<'_>) -> Option<Profile> {
         dns,
         allow_unresolved: r.allow_unresolved,
         deny,
+        learned_max,
     })
 }
 

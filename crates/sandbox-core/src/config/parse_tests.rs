@@ -149,7 +149,7 @@ fn unknown_keys_name_the_key_and_the_valid_ones() {
         one(text),
         "corral.toml:3:1: profile \"dev\": unknown field `brige`, expected one of \
             `name`, `bridge`, `subnet`, `subnet_v6`, `mode`, `allow`, `block`, \
-            `dns`, `allow_unresolved`, `deny`"
+            `dns`, `allow_unresolved`, `deny`, `learned_max`"
     );
     let text = format!(
         "[host]\nstate_dirr = \"/x\"\n{}",
@@ -461,4 +461,25 @@ fn deny_lists_load_round_trip_and_name_bad_entries() {
             && e.contains("`lan` is not an address or CIDR"),
         "{e}"
     );
+}
+
+#[test]
+fn learned_max_has_a_default_and_a_range() {
+    let base = "[[profile]]\nname = \"dev\"\nbridge = \"br-dev\"\nsubnet = \"10.0.0.0/24\"\nmode = \"none\"\n";
+    let c = Config::from_toml_str(base, "corral.toml").unwrap();
+    assert_eq!(
+        c.profiles.get("dev").unwrap().learned_max,
+        crate::profile::DEFAULT_LEARNED_MAX
+    );
+    let c = Config::from_toml_str(&format!("{base}learned_max = 256\n"), "corral.toml").unwrap();
+    assert_eq!(c.profiles.get("dev").unwrap().learned_max, 256);
+    for bad in ["0", "-1", "65537"] {
+        assert_eq!(
+            one(&format!("{base}learned_max = {bad}\n")),
+            format!(
+                "corral.toml:6:15: profile \"dev\": learned_max: learned_max = {bad} is out of range; \
+                 expected addresses per learned set from 1 to 65536 (default 1024)"
+            )
+        );
+    }
 }

@@ -60,6 +60,7 @@ pub(crate) struct RawProfile {
     pub allow_unresolved: bool,
     #[serde(default)]
     pub deny: Vec<Spanned<String>>,
+    pub learned_max: Option<Spanned<i64>>,
 }
 
 /// `[phases]`.

@@ -56,6 +56,12 @@ struct OutProfile {
     allow_unresolved: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     deny: Vec<String>,
+    #[serde(skip_serializing_if = "is_default_learned_max")]
+    learned_max: u32,
+}
+
+fn is_default_learned_max(n: &u32) -> bool {
+    *n == crate::profile::DEFAULT_LEARNED_MAX
 }
 
 #[derive(Serialize)]
@@ -94,6 +100,7 @@ fn profile(p: &Profile) -> OutProfile {
         },
         allow_unresolved: p.allow_unresolved,
         deny: p.deny.iter().map(ToString::to_string).collect(),
+        learned_max: p.learned_max,
     }
 }
 

@@ -79,6 +79,22 @@ pub struct Profile {
     /// Destinations this profile never reaches, whatever its mode and
     /// allow entries say (on top of the host-wide `deny` list).
     pub deny: Vec<IpNet>,
+    /// Addresses each of the profile's learned sets (what the gateway
+    /// resolver adds for listed names) may hold; the kernel refuses adds
+    /// beyond it and keeps what is there ([`DEFAULT_LEARNED_MAX`]).
+    #[serde(default = "default_learned_max")]
+    pub learned_max: u32,
+}
+
+/// Addresses a learned set holds when the profile does not say: far above
+/// what one agent's listed names resolve to (a CDN name rotates through a
+/// few dozen), far below what a hostile authority can answer.
+pub const DEFAULT_LEARNED_MAX: u32 = 1024;
+/// The largest `learned_max` accepted.
+pub const MAX_LEARNED_MAX: u32 = 65_536;
+
+fn default_learned_max() -> u32 {
+    DEFAULT_LEARNED_MAX
 }
 
 impl Profile {

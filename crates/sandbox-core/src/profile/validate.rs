@@ -302,6 +302,7 @@ mod tests {
             block: BlockAction::Reject,
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
+            learned_max: crate::profile::DEFAULT_LEARNED_MAX,
             deny: Vec::new(),
         }
     }

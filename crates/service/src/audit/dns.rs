@@ -15,6 +15,14 @@
 //! (`reply`, `cached`) is an answer, with every address in it. A reply's
 //! lines come together, so an answer is complete when a line of another
 //! query (or the end of what was read) follows it.
+//!
+//! What one sandbox can put in the trail is bounded: an answer records its
+//! first [`MAX_ADDRESSES`] addresses and counts the rest (`omitted`); an
+//! asker gets [`MAX_DECISIONS_PER_READ`] decisions per read of the log
+//! (the collector reads every 200 ms), the rest counted in one
+//! `dns_suppressed` record. Adds the kernel refused because a learned set
+//! was full (`nftset inet corral <set> Error: …`, one line per address)
+//! become one `learn_refused` count per set and read.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -24,6 +32,11 @@ use corral_sandbox_core::audit::{DnsDecision, NetRecord};
 /// Queries waiting for their reply (forwarded upstream) kept at most; an
 /// upstream that never answers must not grow this without bound.
 const MAX_PENDING: usize = 1024;
+
+/// Addresses one answer records; the rest are counted.
+pub const MAX_ADDRESSES: usize = 64;
+/// Decisions one asker gets recorded per read of the gateway's log.
+pub const MAX_DECISIONS_PER_READ: u64 = 64;
 
 /// A query seen, not yet settled.
 #[derive(Debug, Clone)]
@@ -41,6 +54,12 @@ pub struct DnsTracker {
     profile: String,
     pending: BTreeMap<u64, Pending>,
     last_serial: Option<u64>,
+    /// Decisions recorded this read, per asker.
+    recorded: BTreeMap<IpAddr, u64>,
+    /// Decisions over the budget this read, per asker.
+    suppressed: BTreeMap<IpAddr, u64>,
+    /// Refused learned-set adds this read, per set.
+    refused: BTreeMap<String, u64>,
 }
 
 impl DnsTracker {
@@ -50,12 +69,19 @@ impl DnsTracker {
             profile: profile.to_owned(),
             pending: BTreeMap::new(),
             last_serial: None,
+            recorded: BTreeMap::new(),
+            suppressed: BTreeMap::new(),
+            refused: BTreeMap::new(),
         }
     }
 
     /// Feeds one log line; returns the decisions it completes.
     pub fn line(&mut self, line: &str) -> Vec<NetRecord> {
         let mut out = Vec::new();
+        if let Some(set) = refused_add(line) {
+            *self.refused.entry(set.to_owned()).or_insert(0) += 1;
+            return out;
+        }
         let Some(q) = parse(line) else {
             return out;
         };
@@ -81,10 +107,11 @@ impl DnsTracker {
             }
             What::Config { value } => {
                 if let Some(p) = self.pending.remove(&q.serial) {
-                    match value.parse::<IpAddr>() {
-                        Ok(a) => out.push(NetRecord::DnsAnswered(self.decision(p, vec![a]))),
-                        Err(_) => out.push(NetRecord::DnsRefused(self.decision(p, Vec::new()))),
-                    }
+                    let record = match value.parse::<IpAddr>() {
+                        Ok(a) => NetRecord::DnsAnswered(self.decision(p, vec![a])),
+                        Err(_) => NetRecord::DnsRefused(self.decision(p, Vec::new())),
+                    };
+                    self.emit(&mut out, record);
                 }
             }
             What::Answer { value } => {
@@ -99,11 +126,43 @@ impl DnsTracker {
         out
     }
 
-    /// Everything answered so far (call at the end of what was read).
+    /// Everything answered so far (call at the end of what was read),
+    /// then the counts of what this read did not record one by one; the
+    /// budgets start again.
     pub fn flush(&mut self) -> Vec<NetRecord> {
         let mut out = Vec::new();
         self.flush_answered(&mut out);
+        for (src, decisions) in std::mem::take(&mut self.suppressed) {
+            out.push(NetRecord::DnsSuppressed {
+                profile: self.profile.clone(),
+                src,
+                decisions,
+            });
+        }
+        for (set, addresses) in std::mem::take(&mut self.refused) {
+            out.push(NetRecord::LearnRefused {
+                profile: self.profile.clone(),
+                set,
+                addresses,
+            });
+        }
+        self.recorded.clear();
         out
+    }
+
+    /// Records `record` within its asker's budget, or counts it.
+    fn emit(&mut self, out: &mut Vec<NetRecord>, record: NetRecord) {
+        let (NetRecord::DnsAnswered(d) | NetRecord::DnsRefused(d)) = &record else {
+            out.push(record);
+            return;
+        };
+        let n = self.recorded.entry(d.src).or_insert(0);
+        if *n < MAX_DECISIONS_PER_READ {
+            *n += 1;
+            out.push(record);
+        } else {
+            *self.suppressed.entry(d.src).or_insert(0) += 1;
+        }
     }
 
     fn flush_answered(&mut self, out: &mut Vec<NetRecord>) {
@@ -116,13 +175,17 @@ impl DnsTracker {
         for s in done {
             if let Some(p) = self.pending.remove(&s) {
                 let addresses = p.addresses.clone();
-                out.push(NetRecord::DnsAnswered(self.decision(p, addresses)));
+                let record = NetRecord::DnsAnswered(self.decision(p, addresses));
+                self.emit(out, record);
             }
         }
     }
 
-    fn decision(&self, p: Pending, addresses: Vec<IpAddr>) -> DnsDecision {
+    fn decision(&self, p: Pending, mut addresses: Vec<IpAddr>) -> DnsDecision {
+        let omitted = addresses.len().saturating_sub(MAX_ADDRESSES) as u64;
+        addresses.truncate(MAX_ADDRESSES);
         DnsDecision {
+            omitted,
             sandbox: None,
             profile: self.profile.clone(),
             src: p.src,
@@ -145,6 +208,15 @@ enum What {
     Query { qtype: String, name: String },
     Config { value: String },
     Answer { value: String },
+}
+
+/// The set named by dnsmasq's line for an add the kernel refused
+/// (`nftset inet corral agent-dns4 Error: Could not process rule: …`).
+fn refused_add(line: &str) -> Option<&str> {
+    let (_, rest) = line.split_once("]: nftset ")?;
+    let mut words = rest.split(' ');
+    let (_family, _table, set) = (words.next()?, words.next()?, words.next()?);
+    (words.next()? == "Error:").then_some(set)
 }
 
 /// One `log-queries=extra` line (`None`: any other line).
@@ -256,5 +328,91 @@ Dec  1 10:32:16 dnsmasq[22141]: 3 10.90.0.5/42214 reply up.test is 2001:db8::7
             ));
         }
         assert_eq!(t.pending.len(), MAX_PENDING);
+    }
+
+    #[test]
+    fn one_asker_cannot_flood_the_trail() {
+        let mut t = DnsTracker::new("dev");
+        let n = MAX_DECISIONS_PER_READ + 40;
+        let mut out = Vec::new();
+        for s in 0..n {
+            for src in ["10.0.0.1", "10.0.0.2"] {
+                // The second asker stays under its budget: the control.
+                if src == "10.0.0.2" && s >= 3 {
+                    continue;
+                }
+                out.extend(t.line(&format!(
+                    "D dnsmasq[1]: {s}{} {src}/5 query[A] n{s}.test from {src}",
+                    &src[7..]
+                )));
+                out.extend(t.line(&format!(
+                    "D dnsmasq[1]: {s}{} {src}/5 config n{s}.test is NXDOMAIN",
+                    &src[7..]
+                )));
+            }
+        }
+        out.extend(t.flush());
+        let from = |a: &str| {
+            out.iter()
+                .filter(|r| matches!(r, NetRecord::DnsRefused(d) if d.src.to_string() == a))
+                .count() as u64
+        };
+        assert_eq!(from("10.0.0.1"), MAX_DECISIONS_PER_READ);
+        assert_eq!(from("10.0.0.2"), 3);
+        let suppressed: Vec<_> = out
+            .iter()
+            .filter_map(|r| match r {
+                NetRecord::DnsSuppressed { src, decisions, .. } => {
+                    Some((src.to_string(), *decisions))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(suppressed, [("10.0.0.1".to_owned(), 40)]);
+        // The next read starts a new budget.
+        let next = t.line("D dnsmasq[1]: 999 10.0.0.1/5 query[A] again.test from 10.0.0.1");
+        assert!(next.is_empty());
+        let next = t.line("D dnsmasq[1]: 999 10.0.0.1/5 config again.test is NXDOMAIN");
+        assert_eq!(next.len(), 1);
+    }
+
+    #[test]
+    fn long_answers_keep_their_first_addresses_and_count_the_rest() {
+        let mut t = DnsTracker::new("dev");
+        t.line("D dnsmasq[1]: 7 10.0.0.1/5 query[A] flood.test from 10.0.0.1");
+        for i in 0..300 {
+            t.line(&format!(
+                "D dnsmasq[1]: 7 10.0.0.1/5 reply flood.test is 45.0.{}.{}",
+                i / 256,
+                i % 256
+            ));
+        }
+        let out = t.flush();
+        let [NetRecord::DnsAnswered(d)] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        assert_eq!(d.addresses.len(), MAX_ADDRESSES);
+        assert_eq!(d.omitted, 300 - MAX_ADDRESSES as u64);
+    }
+
+    #[test]
+    fn refused_adds_are_counted_per_set() {
+        let mut t = DnsTracker::new("dev");
+        let full = "D dnsmasq[1]: nftset inet corral dev-dns4 Error: Could not process rule: Too many open files in system";
+        for _ in 0..5 {
+            assert!(t.line(full).is_empty());
+        }
+        // Any other nftset line is not a refusal.
+        t.line("D dnsmasq[1]: nftset add inet corral dev-dns4 45.0.0.1");
+        let out = t.flush();
+        assert_eq!(
+            out,
+            [NetRecord::LearnRefused {
+                profile: "dev".to_owned(),
+                set: "dev-dns4".to_owned(),
+                addresses: 5,
+            }]
+        );
+        assert!(t.flush().is_empty(), "counted once");
     }
 }

@@ -79,7 +79,12 @@ impl Entry {
     pub fn kind(&self) -> EntryKind {
         match self {
             Entry::Net(NetRecord::Blocked(_) | NetRecord::Suppressed { .. }) => EntryKind::Blocked,
-            Entry::Net(NetRecord::DnsAnswered(_) | NetRecord::DnsRefused(_)) => EntryKind::Dns,
+            Entry::Net(
+                NetRecord::DnsAnswered(_)
+                | NetRecord::DnsRefused(_)
+                | NetRecord::DnsSuppressed { .. }
+                | NetRecord::LearnRefused { .. },
+            ) => EntryKind::Dns,
             Entry::Access(_) => EntryKind::Access,
             Entry::Sandbox(Event::Verification(_) | Event::Alert { .. }) => EntryKind::Verification,
             Entry::Sandbox(_) => EntryKind::Lifecycle,

@@ -8,6 +8,7 @@ use super::*;
 use crate::config::VerificationConfig;
 use crate::names::HostName;
 use crate::profile::{AllowTarget, EgressMode, Profile, Protocol};
+use crate::reserved;
 
 /// Build the plan for `profile` under `cfg`, with what the host gathered in
 /// `vantage`; `req` says whether missing settings are an error.
@@ -34,6 +35,19 @@ pub fn plan(
     need("canary_v6", cfg.canary_v6.is_some())?;
     need("unlisted_name", cfg.unlisted_name.is_some())?;
     let unset = |key: &str| format!("host.verification.{key} is not set");
+    let canaries = [
+        ("canary", cfg.canary.map(|c| c.ip())),
+        ("canary_v6", cfg.canary_v6.map(|c| IpAddr::V6(*c.ip()))),
+    ];
+    for (key, ip) in canaries {
+        if let Some((ip, range)) = ip.and_then(|ip| Some((ip, reserved::reserved_range(ip)?))) {
+            return Err(PlanError::Reserved {
+                key,
+                target: ip.to_string(),
+                range: range.to_string(),
+            });
+        }
+    }
 
     match profile.mode {
         EgressMode::None => {}

@@ -337,4 +337,19 @@ pub enum PlanError {
         /// The setting to change.
         key: &'static str,
     },
+    /// A canary target is in corral's reserved list: every mode refuses it,
+    /// so its must-fail check proves nothing and an `internet` profile's
+    /// must-connect check can never pass.
+    #[error(
+        "host.verification.{key} = {target} is in the reserved range {range}, which no \
+            profile reaches; choose a public address outside corral's reserved list"
+    )]
+    Reserved {
+        /// The setting to change.
+        key: &'static str,
+        /// The address.
+        target: String,
+        /// The reserved range holding it.
+        range: String,
+    },
 }

@@ -174,3 +174,34 @@ fn observed_reached_only_for_answers() {
         "sibling-blocked"
     );
 }
+
+/// The canary's targets are held to corral's one reserved list: a target
+/// every mode refuses would make the must-fail checks pass for the wrong
+/// reason and the internet profile's must-connect check never pass.
+/// Control: the documentation addresses of `cfg()` plan fine.
+#[test]
+fn reserved_canary_is_refused() {
+    let config = Config::builtin_default();
+    let internet = config.profiles.get("internet").unwrap();
+    assert!(plan(internet, &cfg(), &vantage(), Requirement::Strict).is_ok());
+    for (v4, v6, key, range) in [
+        (Some("198.18.0.9:443"), None, "canary", "198.18.0.0/15"),
+        (None, Some("[2001:2::9]:443"), "canary_v6", "2001::/23"),
+        (None, Some("[3fff::9]:443"), "canary_v6", "3fff::/20"),
+    ] {
+        let mut c = cfg();
+        if let Some(a) = v4 {
+            c.canary = Some(a.parse().unwrap());
+        }
+        if let Some(a) = v6 {
+            c.canary_v6 = Some(a.parse().unwrap());
+        }
+        let err = plan(internet, &c, &vantage(), Requirement::Strict).unwrap_err();
+        assert!(
+            matches!(&err, PlanError::Reserved { key: k, range: r, .. } if *k == key && r == range),
+            "{err}"
+        );
+    }
+    // The metadata address the canary probes is on the same list.
+    assert!(crate::reserved::reserved_range(METADATA.ip()).is_some());
+}
