@@ -60,6 +60,19 @@ pub(crate) fn summary(e: &Event) -> String {
             format!("cluster member {member} drained: {reason}")
         }
         Event::MemberRestored { member } => format!("cluster member {member} back in rotation"),
+        Event::GatewayDied { bridge, reason, .. } => {
+            format!("gateway of bridge {bridge} died: {reason}")
+        }
+        Event::GatewayRestarted {
+            bridge,
+            pid,
+            attempts,
+            down_ms,
+            ..
+        } => format!(
+            "gateway of bridge {bridge} restarted (pid {pid}, {attempts} attempt(s), down {down_ms} ms)"
+        ),
+        Event::UnmanagedStart { reason, .. } => reason.clone(),
         Event::Verification(v) => {
             let total: u64 = v.checks.iter().map(|c| c.elapsed_ms).max().unwrap_or(0);
             let outcome = match v.outcome {
