@@ -47,6 +47,13 @@ pub enum Event {
         #[serde(default)]
         from: Option<String>,
     },
+    /// Corral is about to start it (recorded before the backend is asked,
+    /// so a watcher of the backend's events tells corral's starts from
+    /// anyone else's).
+    Starting {
+        /// The sandbox.
+        name: String,
+    },
     /// Started, ready and handed out.
     Started {
         /// The sandbox.
@@ -203,6 +210,7 @@ impl Event {
         Some(match self {
             Event::Created { name, .. }
             | Event::Started { name }
+            | Event::Starting { name }
             | Event::Refused { name, .. }
             | Event::Stopped { name }
             | Event::Deleted { name }
@@ -236,6 +244,7 @@ impl Event {
     pub fn type_name(&self) -> &'static str {
         match self {
             Event::Created { .. } => "created",
+            Event::Starting { .. } => "starting",
             Event::Started { .. } => "started",
             Event::Refused { .. } => "refused",
             Event::Stopped { .. } => "stopped",

@@ -250,6 +250,13 @@ impl SandboxService {
             Some(f) => (Some(f.created), f.started),
             None => (None, None),
         };
+        if done.is_none() {
+            self.hooks
+                .record(&Event::Starting {
+                    name: sandbox.name().to_string(),
+                })
+                .await;
+        }
         let (started, ()) = tokio::join!(
             async {
                 match done {

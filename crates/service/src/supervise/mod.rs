@@ -13,8 +13,10 @@
 //! (and waits for it); `run_until` runs it in place until a future resolves.
 
 pub mod gateways;
+pub mod incus;
 
 pub use gateways::{Backoff, GatewaySupervisor, SupervisorHandle};
+pub use incus::{IncusStartWatcher, StartWatchHandle};
 
 /// A supervisor could not start.
 #[derive(Debug, thiserror::Error)]

@@ -54,6 +54,7 @@ pub(crate) fn summary(e: &Event) -> String {
             }
         ),
         Event::Started { .. } => "handed out".to_owned(),
+        Event::Starting { .. } => "start requested by corral".to_owned(),
         Event::Refused { reason, .. } | Event::Alert { reason, .. } => reason.clone(),
         Event::Stopped { .. } | Event::Deleted { .. } => String::new(),
         Event::MemberDrained { member, reason } => {
