@@ -250,7 +250,8 @@ impl SandboxService {
             Some(f) => (Some(f.created), f.started),
             None => (None, None),
         };
-        if done.is_none() {
+        // A fresh sandbox's `created` vouches for its start already.
+        if created.is_none() {
             self.hooks
                 .record(&Event::Starting {
                     name: sandbox.name().to_string(),
