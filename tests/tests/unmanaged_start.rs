@@ -159,7 +159,7 @@ async fn scenario(lab: &BuiltinLab, name: &str) {
     let mut watcher = IncusStartWatcher::new(
         Arc::clone(&service),
         Arc::clone(&store),
-        vec![provider.clone()],
+        backend.incus_providers().await.unwrap().unwrap(),
     )
     .spawn();
     watcher.subscribed().await;

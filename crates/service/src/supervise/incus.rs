@@ -93,7 +93,7 @@ impl StartWatchHandle {
 
 impl IncusStartWatcher {
     /// Watch the projects of `providers` (corral's own and each granted
-    /// user's), judging starts through `service` (whose hooks run the
+    /// user's: `Backend::incus_providers`), judging starts through `service` (whose hooks run the
     /// canary) and recording in `store`.
     pub fn new(
         service: Arc<SandboxService>,
