@@ -64,6 +64,14 @@ pub enum GatewayError {
         /// dnsmasq's log file.
         log: PathBuf,
     },
+    /// A restart from the recorded configuration found none recorded.
+    #[error("gateway of bridge `{bridge}` has no recorded configuration ({} is missing); run `corral host apply`", conf.display())]
+    NoRecord {
+        /// The bridge.
+        bridge: String,
+        /// The configuration file that is missing.
+        conf: PathBuf,
+    },
     /// A running dnsmasq of ours did not exit when asked.
     #[error("dnsmasq pid {pid} for bridge `{bridge}` did not exit after SIGTERM and SIGKILL")]
     WontStop {

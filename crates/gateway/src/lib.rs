@@ -51,6 +51,7 @@
 #![warn(missing_docs)]
 
 mod error;
+mod exit_watch;
 mod fleet;
 pub mod leases;
 mod lifecycle;
@@ -68,6 +69,7 @@ pub mod test_upstream;
 pub mod wire;
 
 pub use error::GatewayError;
+pub use exit_watch::ExitWatch;
 pub use fleet::{Started, start_all, status_all, stop_all, upstreams};
 pub use leases::{Lease, leases};
 pub use lifecycle::{GatewayReport, GatewayState, start_for_host, status_recorded, stop_recorded};

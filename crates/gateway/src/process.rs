@@ -23,6 +23,7 @@ use corral_state_files::StateDir;
 use serde::Serialize;
 
 use super::error::GatewayError;
+use super::exit_watch::ExitWatch;
 use super::paths::{CONF_FILE, GATEWAY_DIR, GatewayPaths, PID_FILE};
 use super::render::{RUN_AS_USER, render};
 use super::spec::GatewaySpec;
@@ -169,6 +170,39 @@ impl Gateway {
         }
     }
 
+    /// Starts dnsmasq again inside `ns` with the configuration and
+    /// reservations recorded by the last start (what a supervisor does
+    /// when the daemon died): nothing is rendered anew, so the daemon
+    /// serves exactly what the last apply gave it. Replaces a running one.
+    pub fn restart_recorded(&self, ns: &Netns) -> Result<u32, GatewayError> {
+        if self.current_config()?.is_none() {
+            return Err(GatewayError::NoRecord {
+                bridge: self.bridge.to_string(),
+                conf: self.paths.conf(),
+            });
+        }
+        super::reservations::ensure_file(self)?;
+        self.launch(|cmd| ns.spawn(cmd))
+    }
+
+    /// Our running dnsmasq with a watch on its exit; its status when it
+    /// does not run. The pid is checked again after the pidfd is open, so
+    /// the watch is on our daemon, never on a process that reused its pid.
+    pub fn watch(&self) -> Result<ExitWatch, GatewayStatus> {
+        let pid = match self.status() {
+            GatewayStatus::Running { pid } => pid,
+            other => return Err(other),
+        };
+        let watch = ExitWatch::open(pid).map_err(|e| GatewayStatus::Stale {
+            pid,
+            reason: format!("process {pid} cannot be watched: {e}"),
+        })?;
+        match is_ours(pid, &self.paths.conf(), &self.binary) {
+            Ok(()) => Ok(watch),
+            Err(reason) => Err(GatewayStatus::Stale { pid, reason }),
+        }
+    }
+
     fn start_with(
         &self,
         spec: &GatewaySpec,
@@ -176,6 +210,15 @@ impl Gateway {
     ) -> Result<u32, GatewayError> {
         self.write_config(spec)?;
         super::reservations::ensure_file(self)?;
+        self.launch(spawn)
+    }
+
+    /// Replaces a running daemon by one started from the configuration
+    /// file as it stands.
+    fn launch(
+        &self,
+        spawn: impl FnOnce(Command) -> io::Result<std::process::Child>,
+    ) -> Result<u32, GatewayError> {
         self.stop()?;
         let conf = self.paths.conf();
         let mut cmd = Command::new(&self.binary);

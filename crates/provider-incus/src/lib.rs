@@ -26,6 +26,7 @@ pub mod backup_index;
 pub mod client;
 pub mod cluster;
 pub mod config;
+pub mod events;
 pub mod exec;
 pub mod exec_stream;
 pub mod files;

@@ -90,6 +90,21 @@ impl IncusProvider {
         &self.inner.config
     }
 
+    /// Refuse unless sandbox `name` (corral's, in this project) still has
+    /// the topology its stamp promises: what a start checks, for a
+    /// sandbox someone else started.
+    pub async fn check_topology_of(&self, name: &str) -> Result<(), ProviderError> {
+        let (inst, stamp) = self.owned(name).await?;
+        self.check_topology(&inst, &stamp)
+    }
+
+    /// Subscribe to the lifecycle events of this provider's project.
+    pub async fn lifecycle_events(&self) -> Result<crate::events::LifecycleStream, ProviderError> {
+        crate::events::LifecycleStream::open(&self.inner.client, &self.inner.config.project)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
     pub(crate) fn err(&self, e: ClientError) -> ProviderError {
         e.into_provider(self.inner.kind)
     }

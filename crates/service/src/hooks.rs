@@ -47,6 +47,13 @@ pub enum Event {
         #[serde(default)]
         from: Option<String>,
     },
+    /// Corral is about to start it (recorded before the backend is asked,
+    /// so a watcher of the backend's events tells corral's starts from
+    /// anyone else's).
+    Starting {
+        /// The sandbox.
+        name: String,
+    },
     /// Started, ready and handed out.
     Started {
         /// The sandbox.
@@ -158,6 +165,43 @@ pub enum Event {
         /// The Incus member.
         member: String,
     },
+    /// A profile's gateway (dnsmasq) exited without corral stopping it;
+    /// the supervisor restarts it, and the profile's start gate refuses
+    /// until it runs (docs/gateway.md).
+    GatewayDied {
+        /// The bridge it serves.
+        bridge: String,
+        /// The profile of that bridge, when the applied record names it.
+        profile: Option<String>,
+        /// The pid that exited (0: unknown, a pid file found stale).
+        pid: u32,
+        /// What was found.
+        reason: String,
+    },
+    /// A gateway that died runs again, from its recorded configuration.
+    GatewayRestarted {
+        /// The bridge it serves.
+        bridge: String,
+        /// The profile of that bridge, when the applied record names it.
+        profile: Option<String>,
+        /// The new daemon's pid.
+        pid: u32,
+        /// Restart attempts it took (1: the first worked).
+        attempts: u32,
+        /// How long it was down, from its exit seen to the new daemon up.
+        down_ms: u64,
+    },
+    /// A profiled sandbox was started by someone other than corral (an
+    /// admin's plain `incus start`): it was put through the start gate,
+    /// the topology check and the canary, and stopped when one failed.
+    UnmanagedStart {
+        /// The sandbox.
+        name: String,
+        /// True: every check passed and it keeps running.
+        admitted: bool,
+        /// What was checked and found, and what corral did.
+        reason: String,
+    },
 }
 
 impl Event {
@@ -166,6 +210,7 @@ impl Event {
         Some(match self {
             Event::Created { name, .. }
             | Event::Started { name }
+            | Event::Starting { name }
             | Event::Refused { name, .. }
             | Event::Stopped { name }
             | Event::Deleted { name }
@@ -177,9 +222,13 @@ impl Event {
             | Event::FilePulled { name, .. }
             | Event::Shell { name }
             | Event::Hatch { name, .. }
-            | Event::Alert { name, .. } => name,
+            | Event::Alert { name, .. }
+            | Event::UnmanagedStart { name, .. } => name,
             Event::Verification(v) => v.sandbox.as_str(),
-            Event::MemberDrained { .. } | Event::MemberRestored { .. } => return None,
+            Event::MemberDrained { .. }
+            | Event::MemberRestored { .. }
+            | Event::GatewayDied { .. }
+            | Event::GatewayRestarted { .. } => return None,
         })
     }
 
@@ -195,6 +244,7 @@ impl Event {
     pub fn type_name(&self) -> &'static str {
         match self {
             Event::Created { .. } => "created",
+            Event::Starting { .. } => "starting",
             Event::Started { .. } => "started",
             Event::Refused { .. } => "refused",
             Event::Stopped { .. } => "stopped",
@@ -211,12 +261,24 @@ impl Event {
             Event::Alert { .. } => "alert",
             Event::MemberDrained { .. } => "member_drained",
             Event::MemberRestored { .. } => "member_restored",
+            Event::GatewayDied { .. } => "gateway_died",
+            Event::GatewayRestarted { .. } => "gateway_restarted",
+            Event::UnmanagedStart { .. } => "unmanaged_start",
         }
     }
 
     /// True for events an operator must be told about at once.
     pub fn is_alert(&self) -> bool {
-        matches!(self, Event::Alert { .. } | Event::MemberDrained { .. })
+        matches!(
+            self,
+            Event::Alert { .. }
+                | Event::MemberDrained { .. }
+                | Event::GatewayDied { .. }
+                | Event::UnmanagedStart {
+                    admitted: false,
+                    ..
+                }
+        )
     }
 }
 

@@ -62,6 +62,7 @@ pub mod sandboxes;
 pub mod settings;
 pub mod state_dir;
 pub mod store;
+pub mod supervise;
 pub mod target;
 pub mod templates;
 pub mod verify;

@@ -185,17 +185,33 @@ impl Backend {
     /// This backend's provider first, then those of every other project
     /// corral's sandboxes live in (corral's own, each granted user's).
     pub async fn providers(&self) -> Result<Vec<Arc<dyn SandboxProvider>>, ProviderError> {
-        let mine = self.provider_arc().await?;
+        match self.incus_providers().await? {
+            Some(all) => Ok(all
+                .into_iter()
+                .map(|p| Arc::new(p) as Arc<dyn SandboxProvider>)
+                .collect()),
+            None => Ok(vec![self.provider_arc().await?]),
+        }
+    }
+
+    /// [`Self::providers`] as Incus providers (what a watcher of Incus's
+    /// events needs: one per project); `None` for a provider the embedder
+    /// built.
+    pub async fn incus_providers(&self) -> Result<Option<Vec<IncusProvider>>, ProviderError> {
         let Source::Incus {
             config,
+            provider,
             corral,
             users,
             others,
-            ..
         } = &self.source
         else {
-            return Ok(vec![mine]);
+            return Ok(None);
         };
+        let mine = provider
+            .get_or_try_init(|| IncusProvider::connect(config.as_ref().clone()))
+            .await?
+            .clone();
         let mut projects = Vec::new();
         if config.project != corral.project {
             projects.push(corral.project.clone());
@@ -232,9 +248,9 @@ impl Backend {
                     p
                 }
             };
-            out.push(Arc::new(p));
+            out.push(p);
         }
-        Ok(out)
+        Ok(Some(out))
     }
 
     /// True when Incus has `project` (`false` for a provider the embedder

@@ -71,6 +71,9 @@ impl Entry {
             Entry::Access(_) => None,
             Entry::Sandbox(Event::Created { profile, .. }) => profile.as_deref(),
             Entry::Sandbox(Event::Verification(v)) => v.profile.as_ref().map(|p| p.as_str()),
+            Entry::Sandbox(
+                Event::GatewayDied { profile, .. } | Event::GatewayRestarted { profile, .. },
+            ) => profile.as_deref(),
             Entry::Sandbox(_) => None,
         }
     }
@@ -86,7 +89,14 @@ impl Entry {
                 | NetRecord::LearnRefused { .. },
             ) => EntryKind::Dns,
             Entry::Access(_) => EntryKind::Access,
-            Entry::Sandbox(Event::Verification(_) | Event::Alert { .. }) => EntryKind::Verification,
+            // What supervision found is judged like a verification.
+            Entry::Sandbox(
+                Event::Verification(_)
+                | Event::Alert { .. }
+                | Event::GatewayDied { .. }
+                | Event::GatewayRestarted { .. }
+                | Event::UnmanagedStart { .. },
+            ) => EntryKind::Verification,
             Entry::Sandbox(_) => EntryKind::Lifecycle,
         }
     }

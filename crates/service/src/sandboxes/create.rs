@@ -250,6 +250,14 @@ impl SandboxService {
             Some(f) => (Some(f.created), f.started),
             None => (None, None),
         };
+        // A fresh sandbox's `created` vouches for its start already.
+        if created.is_none() {
+            self.hooks
+                .record(&Event::Starting {
+                    name: sandbox.name().to_string(),
+                })
+                .await;
+        }
         let (started, ()) = tokio::join!(
             async {
                 match done {

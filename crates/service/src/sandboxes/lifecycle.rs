@@ -76,6 +76,35 @@ impl SandboxService {
             .await
     }
 
+    /// For a running sandbox someone else started (an admin's plain
+    /// `incus start`): the admission corral's own start passes
+    /// ([`Self::admit`]: its member in rotation, the start gate with the
+    /// binding its NIC carries), then, once it is ready, the hooks' checks
+    /// before hand-out (the canary). Stops nothing: the caller does, on an
+    /// error. A gate refusal is recorded as for corral's own start.
+    pub async fn admit_started(
+        &self,
+        sandbox: &dyn Sandbox,
+        ready_timeout: Duration,
+    ) -> Result<SandboxInfo, ServiceError> {
+        let name = sandbox.name().to_string();
+        let info = sandbox.info().await?;
+        self.admit(&name, &info).await?;
+        let profile = match info.profile.as_ref() {
+            Some(p) => Some(self.profile(p.as_str())?),
+            None => None,
+        };
+        let (_, info) = super::ready::wait_ready_with_info(
+            sandbox,
+            profile,
+            &self.settings.state_dir,
+            ready_timeout,
+        )
+        .await?;
+        self.hooks.before_handout(sandbox, &info).await?;
+        Ok(info)
+    }
+
     /// Start an existing sandbox that passed [`Self::admit`] (`gate`),
     /// wait until it is ready and hand it out.
     pub(super) async fn start_admitted(

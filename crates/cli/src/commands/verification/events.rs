@@ -54,12 +54,26 @@ pub(crate) fn summary(e: &Event) -> String {
             }
         ),
         Event::Started { .. } => "handed out".to_owned(),
+        Event::Starting { .. } => "start requested by corral".to_owned(),
         Event::Refused { reason, .. } | Event::Alert { reason, .. } => reason.clone(),
         Event::Stopped { .. } | Event::Deleted { .. } => String::new(),
         Event::MemberDrained { member, reason } => {
             format!("cluster member {member} drained: {reason}")
         }
         Event::MemberRestored { member } => format!("cluster member {member} back in rotation"),
+        Event::GatewayDied { bridge, reason, .. } => {
+            format!("gateway of bridge {bridge} died: {reason}")
+        }
+        Event::GatewayRestarted {
+            bridge,
+            pid,
+            attempts,
+            down_ms,
+            ..
+        } => format!(
+            "gateway of bridge {bridge} restarted (pid {pid}, {attempts} attempt(s), down {down_ms} ms)"
+        ),
+        Event::UnmanagedStart { reason, .. } => reason.clone(),
         Event::Verification(v) => {
             let total: u64 = v.checks.iter().map(|c| c.elapsed_ms).max().unwrap_or(0);
             let outcome = match v.outcome {
