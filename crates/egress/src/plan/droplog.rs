@@ -81,14 +81,29 @@ pub const RULE_IDS: &[(&str, &str, &str)] = &[
     ("guard", "loopback", "a loopback destination"),
     (
         "in",
+        "foreign-related",
+        "an ICMP error from another profile's sandbox quoting a flow",
+    ),
+    (
+        "in",
         "unsolicited",
         "traffic to a sandbox that is not a reply",
+    ),
+    (
+        "out",
+        "foreign-related",
+        "an ICMP error quoting a flow the profile did not start",
     ),
     ("out", "dns", "DNS to anything but the gateway"),
     ("out", "denied", "a destination on a deny list"),
     ("out", "reserved", "a reserved or private destination"),
     ("out", "hostnet", "the host's own networks"),
     ("out", "unlisted", "anything the profile does not allow"),
+    (
+        "host",
+        "foreign-related",
+        "an ICMP error to the host quoting a flow not the profile's",
+    ),
     (
         "host",
         "dns-tcp-cap",

@@ -36,6 +36,7 @@ pub mod keyed;
 pub mod model;
 pub mod names;
 mod origins;
+pub mod owner;
 mod ranges;
 pub mod render;
 pub mod reserved;
