@@ -79,6 +79,8 @@ pub enum Class {
     HostNetworks,
     /// 7: a sandbox whose port is no longer on its bridge.
     OffBridge,
+    /// 11: ICMP errors quoting a flow that is not the sender's profile's.
+    ForeignRelated,
 }
 
 impl Class {
@@ -90,6 +92,7 @@ impl Class {
             Class::Reflector => 3,
             Class::HostNetworks => 6,
             Class::OffBridge => 7,
+            Class::ForeignRelated => 11,
         }
     }
 
@@ -101,6 +104,7 @@ impl Class {
             Class::Reflector => "gateway as a reflector",
             Class::HostNetworks => "the host's own networks",
             Class::OffBridge => "port off its bridge",
+            Class::ForeignRelated => "ICMP errors related to another's flow",
         };
         format!("attack {} ({title})", self.number())
     }
@@ -148,6 +152,9 @@ pub enum Shot {
         /// `to` is a host address: look for delivery to a socket there.
         host: bool,
     },
+    /// An ICMP error quoting a flow of another profile or of the host
+    /// (see [`super::related`]).
+    Related(super::related::Shot),
 }
 
 /// One attack.
@@ -174,6 +181,7 @@ impl Attack {
             Shot::Reflect { forged, service } => format!("udp {service} from {forged}"),
             Shot::Probe(p) => p.to_string(),
             Shot::OffBridge { to, .. } => format!("udp {to} off the bridge"),
+            Shot::Related(r) => r.target(),
         }
     }
 
@@ -351,6 +359,7 @@ pub fn derive(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
             }
         }
     }
+    out.extend(foreign_related(profiles, topo));
     // 7: off the bridge, from the second sandbox of the first profile (its
     // first sandbox stays attached for the other rows).
     if let Some(p) = profiles.iter().next()
@@ -434,7 +443,71 @@ pub fn launch(topo: &Topology, attack: &Attack, timeout: Duration) -> Observed {
             lands(sb, &[f], &cap, &marker, timeout)
         })()),
         Shot::OffBridge { to, host } => observed(off_bridge(topo, sb, *to, *host, timeout)),
+        Shot::Related(r) => super::related::launch(topo, sb, r, timeout),
     }
+}
+
+/// 11: from a sandbox of the first profile that is not `internet`, errors
+/// quoting an `internet` sandbox's flow (out to its peer, in to the
+/// sandbox, each family both have); to the host, a "frag needed" for one
+/// of its own flows from any sandbox of the family.
+fn foreign_related(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
+    use super::related::Shot as R;
+    let first = |pred: &dyn Fn(&corral_sandbox_core::Profile) -> bool| {
+        let p = profiles.iter().find(|p| pred(p))?;
+        topo.sandboxes
+            .iter()
+            .position(|s| s.profile == p.name.as_str())
+    };
+    let mut out = Vec::new();
+    let mut push = |what: String, from: usize, shot| {
+        out.push(Attack {
+            class: Class::ForeignRelated,
+            what,
+            from,
+            shot: Shot::Related(shot),
+        });
+    };
+    let victim = first(&|p| p.mode == EgressMode::Internet);
+    let attacker = first(&|p| p.mode != EgressMode::Internet);
+    if let (Some(v), Some(a)) = (victim, attacker) {
+        for v6 in [false, true] {
+            let fam = if v6 { "IPv6" } else { "IPv4" };
+            if v6 && (topo.sandboxes[v].v6.is_none() || topo.sandboxes[a].v6.is_none()) {
+                continue;
+            }
+            let peer = if v6 {
+                SocketAddr::new(IpAddr::V6(PUBLIC_V6[0]), 4500)
+            } else {
+                SocketAddr::new(IpAddr::V4(PUBLIC_V4[1]), 4500)
+            };
+            push(
+                format!("{fam} error to the peer of another profile's flow"),
+                a,
+                R::Out { victim: v, peer },
+            );
+            push(
+                format!("{fam} error injected into another profile's sandbox"),
+                a,
+                R::In { victim: v, peer },
+            );
+        }
+    }
+    if let Some(a) = attacker.or(victim) {
+        push(
+            "IPv4 frag needed for a host flow".to_owned(),
+            a,
+            R::HostMtu { v6: false },
+        );
+    }
+    if let Some(a) = topo.sandboxes.iter().position(|s| s.v6.is_some()) {
+        push(
+            "IPv6 packet too big for a host flow".to_owned(),
+            a,
+            R::HostMtu { v6: true },
+        );
+    }
+    out
 }
 
 /// Detach, send, re-attach (whatever happened in between).

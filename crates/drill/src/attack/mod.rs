@@ -16,6 +16,7 @@
 pub mod gateway;
 pub mod l2;
 pub mod l3;
+pub mod related;
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
