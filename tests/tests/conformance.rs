@@ -29,6 +29,7 @@ fn profiles() -> ProfileSet {
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
+        flows: Default::default(),
         deny: Vec::new(),
     }])
     .unwrap_or_else(|e| panic!("{e}"))

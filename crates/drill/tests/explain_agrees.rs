@@ -140,6 +140,7 @@ fn profiles(specs: &[ProfileSpec]) -> ProfileSet {
             block: s.block,
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
+            flows: Default::default(),
             deny: Vec::new(),
         })
         .collect();

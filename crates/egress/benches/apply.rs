@@ -41,6 +41,7 @@ fn plan_with(addrs: impl Iterator<Item = Ipv4Addr>) -> HostPlan {
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
+        flows: Default::default(),
         deny: Vec::new(),
     };
     let set = ProfileSet::new(vec![profile]).expect("valid profile set");

@@ -197,6 +197,7 @@ pub(crate) mod tests {
             block: BlockAction::Reject,
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
+            flows: Default::default(),
             deny: Vec::new(),
         }
     }

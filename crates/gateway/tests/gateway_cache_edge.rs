@@ -46,6 +46,7 @@ fn profile() -> Profile {
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: true,
+        flows: Default::default(),
         deny: Vec::new(),
     }
 }

@@ -90,6 +90,7 @@ fn an_answer_enters_the_set_and_expires_with_the_set_timeout() {
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: true,
+        flows: Default::default(),
         deny: Vec::new(),
     };
     let timing = DnsTiming {

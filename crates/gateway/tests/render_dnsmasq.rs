@@ -38,6 +38,7 @@ fn a_sixty_name_allowlist_passes_dnsmasqs_own_check() {
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
+        flows: Default::default(),
         deny: Vec::new(),
     };
     let ups = ["198.18.0.53:53".parse().unwrap()];
@@ -80,6 +81,7 @@ fn a_v6_profile_announcing_its_prefix_passes_dnsmasqs_own_check() {
             block: BlockAction::Reject,
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
+            flows: Default::default(),
             deny: Vec::new(),
         };
         let ups = ["198.18.0.53:53".parse().unwrap()];

@@ -188,6 +188,7 @@ pub fn dev_profiles(subnet_v4: &str) -> ProfileSet {
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
+        flows: Default::default(),
         deny: Vec::new(),
     }])
     .unwrap()

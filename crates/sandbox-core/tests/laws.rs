@@ -285,6 +285,7 @@ fn profile(i: u8) -> impl Strategy<Value = Profile> {
                     DnsPolicy::Gateway
                 },
                 allow_unresolved: unresolved,
+                flows: Default::default(),
                 deny: Vec::new(),
             },
         )

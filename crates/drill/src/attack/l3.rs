@@ -81,6 +81,8 @@ pub enum Class {
     OffBridge,
     /// 11: ICMP errors quoting a flow that is not the sender's profile's.
     ForeignRelated,
+    /// 12: one sandbox filling the host's conntrack table.
+    ConntrackFill,
 }
 
 impl Class {
@@ -93,6 +95,7 @@ impl Class {
             Class::HostNetworks => 6,
             Class::OffBridge => 7,
             Class::ForeignRelated => 11,
+            Class::ConntrackFill => 12,
         }
     }
 
@@ -105,6 +108,7 @@ impl Class {
             Class::HostNetworks => "the host's own networks",
             Class::OffBridge => "port off its bridge",
             Class::ForeignRelated => "ICMP errors related to another's flow",
+            Class::ConntrackFill => "one sandbox filling the conntrack table",
         };
         format!("attack {} ({title})", self.number())
     }
@@ -155,6 +159,8 @@ pub enum Shot {
     /// An ICMP error quoting a flow of another profile or of the host
     /// (see [`super::related`]).
     Related(super::related::Shot),
+    /// Bare ACKs or a flood of new flows (see [`super::conntrack_fill`]).
+    Conntrack(super::conntrack_fill::Shot),
 }
 
 /// One attack.
@@ -182,6 +188,7 @@ impl Attack {
             Shot::Probe(p) => p.to_string(),
             Shot::OffBridge { to, .. } => format!("udp {to} off the bridge"),
             Shot::Related(r) => r.target(),
+            Shot::Conntrack(c) => c.target(),
         }
     }
 
@@ -360,6 +367,7 @@ pub fn derive(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
         }
     }
     out.extend(foreign_related(profiles, topo));
+    out.extend(conntrack_fill(profiles, topo));
     // 7: off the bridge, from the second sandbox of the first profile (its
     // first sandbox stays attached for the other rows).
     if let Some(p) = profiles.iter().next()
@@ -444,7 +452,50 @@ pub fn launch(topo: &Topology, attack: &Attack, timeout: Duration) -> Observed {
         })()),
         Shot::OffBridge { to, host } => observed(off_bridge(topo, sb, *to, *host, timeout)),
         Shot::Related(r) => super::related::launch(topo, sb, r, timeout),
+        Shot::Conntrack(c) => {
+            observed(super::conntrack_fill::launch(topo, sb, c).map(|(_, landed)| landed))
+        }
     }
+}
+
+/// 12: from the first `internet` sandbox, bare ACKs, and more new flows
+/// than its profile's per-source limit.
+fn conntrack_fill(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
+    use super::conntrack_fill::Shot as C;
+    let Some(p) = profiles.iter().find(|p| p.mode == EgressMode::Internet) else {
+        return Vec::new();
+    };
+    let Some(from) = topo
+        .sandboxes
+        .iter()
+        .position(|s| s.profile == p.name.as_str())
+    else {
+        return Vec::new();
+    };
+    let limit = p.flows.max_per_source;
+    let row = |what: &str, shot| Attack {
+        class: Class::ConntrackFill,
+        what: what.to_owned(),
+        from,
+        shot: Shot::Conntrack(shot),
+    };
+    vec![
+        row(
+            "bare TCP ACKs (loose pickup)",
+            C::BareAcks {
+                to: SocketAddr::new(IpAddr::V4(super::conntrack_fill::SILENT_V4), 80),
+                count: 200,
+            },
+        ),
+        row(
+            "more new flows than the per-source limit",
+            C::Flood {
+                to: IpAddr::V4(PUBLIC_V4[1]),
+                count: u16::try_from(limit.saturating_add(200)).unwrap_or(u16::MAX),
+                limit,
+            },
+        ),
+    ]
 }
 
 /// 11: from a sandbox of the first profile that is not `internet`, errors

@@ -13,6 +13,7 @@
 //! exhaustion, a DNS flood). The helpers here are what any attack needs;
 //! the L2 and gateway attacks return an [`Outcome`].
 
+pub mod conntrack_fill;
 pub mod gateway;
 pub mod l2;
 pub mod l3;

@@ -121,6 +121,7 @@ mod tests {
             block: corral_sandbox_core::BlockAction::Reject,
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
+            flows: Default::default(),
             deny: Vec::new(),
         }
     }

@@ -118,6 +118,8 @@ pub(super) fn tables(
         ));
         inet.keyed_sets.extend(super::gateway_guard::sets(p));
         inet.keyed_sets.push(super::droplog::meter_plan(&p.name));
+        inet.keyed_sets.extend(super::flow_limits::sets(p));
+        inet.chains.extend(super::flow_limits::chains(p));
         inet.chains
             .push(chain(&names::out_chain(&p.name), p, out_rules));
         inet.chains
@@ -368,6 +370,7 @@ fn out_chain(
 ) -> Result<(Vec<SetPlan>, Vec<RulePlan>), PlanError> {
     let mut sets = Vec::new();
     let mut rules = super::owner::out_rules(p);
+    rules.extend(super::flow_limits::out_rules(p));
     for proto in [L4Proto::Udp, L4Proto::Tcp] {
         rules.extend(out_tap(
             p,

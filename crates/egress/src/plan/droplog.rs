@@ -69,6 +69,11 @@ pub const RULE_IDS: &[(&str, &str, &str)] = &[
     ),
     (
         "guard",
+        "loose-pickup",
+        "TCP starting a flow with anything but a SYN",
+    ),
+    (
+        "guard",
         "forged-source",
         "a source outside the profile's subnet",
     ),
@@ -94,6 +99,12 @@ pub const RULE_IDS: &[(&str, &str, &str)] = &[
         "foreign-related",
         "an ICMP error quoting a flow the profile did not start",
     ),
+    (
+        "out",
+        "flow-cap",
+        "a new flow over the per-source tracked-flow cap",
+    ),
+    ("out", "flow-rate", "a new flow over the per-source rate"),
     ("out", "dns", "DNS to anything but the gateway"),
     ("out", "denied", "a destination on a deny list"),
     ("out", "reserved", "a reserved or private destination"),

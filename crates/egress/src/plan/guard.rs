@@ -10,7 +10,8 @@
 //!   its bridge; everything arriving on a profile bridge jumps to
 //!   `<p>-guard`.
 //! - `<p>-guard`: neighbour discovery from link-local and the DHCP
-//!   broadcast from `0.0.0.0` pass; then `ct state invalid` is dropped; the
+//!   broadcast from `0.0.0.0` pass; then `ct state invalid` is dropped, and
+//!   TCP that is new but no SYN (no loose pickup, [`super::flow_limits`]); the
 //!   source must be in the profile's own subnet (IPv4; IPv6 only when the
 //!   profile has an IPv6 subnet, else every IPv6 packet is dropped); a
 //!   source the host's routing table does not call unicast (local,
@@ -124,6 +125,7 @@ pub fn guard_rules(p: &Profile) -> Vec<RulePlan> {
         "invalid",
         RulePlan::counted(vec![Match::CtInvalid], Verdict::Drop),
     ));
+    rules.extend(super::flow_limits::guard_rules(p));
     rules.extend(guard_tap(
         p,
         "forged-source",

@@ -30,6 +30,7 @@ pub mod droplog;
 pub mod eval;
 pub mod explain;
 pub mod feeds;
+pub mod flow_limits;
 pub mod gateway_guard;
 pub mod guard;
 pub mod keyed;

@@ -42,6 +42,10 @@ fn allowlist_profile_rules_read_as_intended() {
             "ct state established,related ct direction original ct original ip saddr 10.90.0.0/24 counter accept",
             "ct state established,related ct direction original ct original ip6 saddr fd00:90::/64 counter accept",
             "ct state related counter drop",
+            "ct state new add @dev-flows4 { ip saddr ct count over 2048 } counter jump dev-flowcap",
+            "ct state new update @dev-newflows4 { ip saddr limit rate over 200/second burst 400 packets } counter jump dev-flowrate",
+            "ct state new add @dev-flows6 { ip6 saddr ct count over 2048 } counter jump dev-flowcap",
+            "ct state new update @dev-newflows6 { ip6 saddr limit rate over 200/second burst 400 packets } counter jump dev-flowrate",
             "meta l4proto udp th dport 53 counter reject with icmpx type admin-prohibited",
             "meta l4proto tcp th dport 53 counter reject with tcp reset",
             "ip daddr @dev-allow4 counter accept",
@@ -94,7 +98,7 @@ fn allowlist_profile_rules_read_as_intended() {
 fn internet_none_host_and_bridge_chains() {
     let plan = sample_plan();
     assert_eq!(
-        texts(chain(&plan, TableFamily::Inet, "web-out"))[4..],
+        texts(chain(&plan, TableFamily::Inet, "web-out"))[6..],
         [
             "ip daddr @reserved4 meta l4proto tcp counter reject with tcp reset",
             "ip daddr @reserved4 counter reject with icmpx type admin-prohibited",

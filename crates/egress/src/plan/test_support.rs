@@ -30,6 +30,7 @@ pub fn profile(
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
+        flows: Default::default(),
         deny: Vec::new(),
     }
 }

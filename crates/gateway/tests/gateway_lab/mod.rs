@@ -39,6 +39,7 @@ pub fn profile(
 ) -> Profile {
     Profile {
         allow_unresolved: true,
+        flows: Default::default(),
         deny: Vec::new(),
         ..corral_egress::plan::test_support::profile(name, bridge, subnet, mode, allow)
     }

@@ -226,6 +226,7 @@ fn line_profile(n: usize, cols: &[Token<'_>; 4], c: &mut Collector<'_>) -> Optio
         block: BlockAction::Reject,
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
+        flows: Default::default(),
         deny: Vec::new(),
     })
 }

@@ -12,7 +12,7 @@ use super::raw::{RawHost, RawPhases, RawProfile, TOP_KEYS};
 use super::{Config, HostConfig, PhaseProfiles, host};
 use crate::names::{BridgeName, ProfileName};
 use crate::profile::{
-    AllowEntry, BlockAction, DnsPolicy, EgressMode, Profile, ProfileField, ProfileSet,
+    AllowEntry, BlockAction, DnsPolicy, EgressMode, FlowLimits, Profile, ProfileField, ProfileSet,
 };
 
 fn start<T>(s: &Spanned<T>) -> Option<usize> {
@@ -259,6 +259,37 @@ fn profile(r: &RawProfile, c: &mut Collector<'_>) -> Option<Profile> {
         }
     };
     let deny = super::deny::parse_list(&r.deny, ctx, c);
+    let mut limit = |v: &Option<Spanned<i64>>, key: &str, default: u32| match v {
+        None => default,
+        Some(s) => match u32::try_from(*s.get_ref()) {
+            Ok(n) if (1..=FlowLimits::MAX).contains(&n) => n,
+            _ => {
+                c.at(
+                    start(s),
+                    ctx,
+                    Some(key),
+                    format!(
+                        "{} is out of range; expected a whole number from 1 to {}",
+                        s.get_ref(),
+                        FlowLimits::MAX
+                    ),
+                );
+                default
+            }
+        },
+    };
+    let flows = FlowLimits {
+        max_per_source: limit(
+            &r.max_flows_per_source,
+            "max_flows_per_source",
+            FlowLimits::DEFAULT_MAX_PER_SOURCE,
+        ),
+        new_per_second: limit(
+            &r.new_flows_per_second,
+            "new_flows_per_second",
+            FlowLimits::DEFAULT_NEW_PER_SECOND,
+        ),
+    };
     if c.errors.len() != before {
         return None;
     }
@@ -273,6 +304,7 @@ fn profile(r: &RawProfile, c: &mut Collector<'_>) -> Option<Profile> {
         dns,
         allow_unresolved: r.allow_unresolved,
         deny,
+        flows,
     })
 }
 

@@ -60,6 +60,8 @@ pub(crate) struct RawProfile {
     pub allow_unresolved: bool,
     #[serde(default)]
     pub deny: Vec<Spanned<String>>,
+    pub max_flows_per_source: Option<Spanned<i64>>,
+    pub new_flows_per_second: Option<Spanned<i64>>,
 }
 
 /// `[phases]`.

@@ -302,6 +302,7 @@ mod tests {
             block: BlockAction::Reject,
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
+            flows: Default::default(),
             deny: Vec::new(),
         }
     }

@@ -429,6 +429,11 @@ impl Decoder {
         if f.kind == Kind::TcpFlags
             && let Some(mask) = &f.mask
         {
+            // `tcp flags` implies its protocol: `nft` does not print the
+            // check before it.
+            if self.out.last().is_some_and(|t| t == "meta l4proto tcp") {
+                self.out.pop();
+            }
             let flags = |b: Option<&u8>| values::tcp_flags(b.copied().unwrap_or(0));
             self.emit(format!(
                 "tcp flags {sym}{} / {}",
