@@ -18,9 +18,11 @@
 use std::net::{IpAddr, SocketAddr};
 
 use corral_egress::conntrack::Conntrack;
+use corral_sandbox_core::{EgressMode, ProfileSet};
 
+use super::l3::{Attack, Class, Shot as L3Shot};
 use super::{gateway_mac, mac_of, udp_frame};
-use crate::lab::topology::{SandboxNs, Topology};
+use crate::lab::topology::{PUBLIC_V4, SandboxNs, Topology};
 use crate::raw::frame::{self, Link, TcpFlags, Transport};
 use crate::raw::{Marker, PacketSocket};
 
@@ -151,4 +153,44 @@ pub fn launch(topo: &Topology, sb: &SandboxNs, shot: &Shot) -> std::io::Result<(
             Ok((n, n > *limit as usize))
         }
     }
+}
+
+/// The drill's rows: from an `internet` sandbox, bare ACKs, and more new
+/// flows than its profile's per-source limit.
+pub fn derive(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
+    use Shot as C;
+    let Some(p) = profiles.iter().find(|p| p.mode == EgressMode::Internet) else {
+        return Vec::new();
+    };
+    let Some(from) = topo
+        .sandboxes
+        .iter()
+        .position(|s| s.profile == p.name.as_str())
+    else {
+        return Vec::new();
+    };
+    let limit = p.flows.max_per_source;
+    let row = |what: &str, shot| Attack {
+        class: Class::ConntrackFill,
+        what: what.to_owned(),
+        from,
+        shot: L3Shot::Conntrack(shot),
+    };
+    vec![
+        row(
+            "bare TCP ACKs (loose pickup)",
+            C::BareAcks {
+                to: SocketAddr::new(IpAddr::V4(SILENT_V4), 80),
+                count: 200,
+            },
+        ),
+        row(
+            "more new flows than the per-source limit",
+            C::Flood {
+                to: IpAddr::V4(PUBLIC_V4[1]),
+                count: u16::try_from(limit.saturating_add(200)).unwrap_or(u16::MAX),
+                limit,
+            },
+        ),
+    ]
 }

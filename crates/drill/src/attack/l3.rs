@@ -366,8 +366,8 @@ pub fn derive(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
             }
         }
     }
-    out.extend(foreign_related(profiles, topo));
-    out.extend(conntrack_fill(profiles, topo));
+    out.extend(super::related::derive(profiles, topo));
+    out.extend(super::conntrack_fill::derive(profiles, topo));
     // 7: off the bridge, from the second sandbox of the first profile (its
     // first sandbox stays attached for the other rows).
     if let Some(p) = profiles.iter().next()
@@ -456,109 +456,6 @@ pub fn launch(topo: &Topology, attack: &Attack, timeout: Duration) -> Observed {
             observed(super::conntrack_fill::launch(topo, sb, c).map(|(_, landed)| landed))
         }
     }
-}
-
-/// 12: from the first `internet` sandbox, bare ACKs, and more new flows
-/// than its profile's per-source limit.
-fn conntrack_fill(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
-    use super::conntrack_fill::Shot as C;
-    let Some(p) = profiles.iter().find(|p| p.mode == EgressMode::Internet) else {
-        return Vec::new();
-    };
-    let Some(from) = topo
-        .sandboxes
-        .iter()
-        .position(|s| s.profile == p.name.as_str())
-    else {
-        return Vec::new();
-    };
-    let limit = p.flows.max_per_source;
-    let row = |what: &str, shot| Attack {
-        class: Class::ConntrackFill,
-        what: what.to_owned(),
-        from,
-        shot: Shot::Conntrack(shot),
-    };
-    vec![
-        row(
-            "bare TCP ACKs (loose pickup)",
-            C::BareAcks {
-                to: SocketAddr::new(IpAddr::V4(super::conntrack_fill::SILENT_V4), 80),
-                count: 200,
-            },
-        ),
-        row(
-            "more new flows than the per-source limit",
-            C::Flood {
-                to: IpAddr::V4(PUBLIC_V4[1]),
-                count: u16::try_from(limit.saturating_add(200)).unwrap_or(u16::MAX),
-                limit,
-            },
-        ),
-    ]
-}
-
-/// 11: from a sandbox of the first profile that is not `internet`, errors
-/// quoting an `internet` sandbox's flow (out to its peer, in to the
-/// sandbox, each family both have); to the host, a "frag needed" for one
-/// of its own flows from any sandbox of the family.
-fn foreign_related(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
-    use super::related::Shot as R;
-    let first = |pred: &dyn Fn(&corral_sandbox_core::Profile) -> bool| {
-        let p = profiles.iter().find(|p| pred(p))?;
-        topo.sandboxes
-            .iter()
-            .position(|s| s.profile == p.name.as_str())
-    };
-    let mut out = Vec::new();
-    let mut push = |what: String, from: usize, shot| {
-        out.push(Attack {
-            class: Class::ForeignRelated,
-            what,
-            from,
-            shot: Shot::Related(shot),
-        });
-    };
-    let victim = first(&|p| p.mode == EgressMode::Internet);
-    let attacker = first(&|p| p.mode != EgressMode::Internet);
-    if let (Some(v), Some(a)) = (victim, attacker) {
-        for v6 in [false, true] {
-            let fam = if v6 { "IPv6" } else { "IPv4" };
-            if v6 && (topo.sandboxes[v].v6.is_none() || topo.sandboxes[a].v6.is_none()) {
-                continue;
-            }
-            let peer = if v6 {
-                SocketAddr::new(IpAddr::V6(PUBLIC_V6[0]), 4500)
-            } else {
-                SocketAddr::new(IpAddr::V4(PUBLIC_V4[1]), 4500)
-            };
-            push(
-                format!("{fam} error to the peer of another profile's flow"),
-                a,
-                R::Out { victim: v, peer },
-            );
-            push(
-                format!("{fam} error injected into another profile's sandbox"),
-                a,
-                R::In { victim: v, peer },
-            );
-        }
-    }
-    if let Some(a) = attacker.or(victim) {
-        push(
-            "IPv4 frag needed for a host flow".to_owned(),
-            a,
-            R::HostMtu { v6: false },
-        );
-    }
-    if let Some(a) = topo.sandboxes.iter().position(|s| s.v6.is_some()) {
-        push(
-            "IPv6 packet too big for a host flow".to_owned(),
-            a,
-            R::HostMtu { v6: true },
-        );
-    }
-    out
 }
 
 /// Detach, send, re-attach (whatever happened in between).

@@ -21,9 +21,14 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+use corral_sandbox_core::{EgressMode, ProfileSet};
+
+use super::l3::{Attack, Class, Shot as L3Shot};
 use super::{gateway_mac, lands, mac_of, observed};
 use crate::lab::Observed;
-use crate::lab::topology::{HOST_UPLINK_V4, HOST_UPLINK_V6, SandboxNs, Topology};
+use crate::lab::topology::{
+    HOST_UPLINK_V4, HOST_UPLINK_V6, PUBLIC_V4, PUBLIC_V6, SandboxNs, Topology,
+};
 use crate::raw::frame::{self, Link, Transport};
 use crate::raw::{Capture, Marker};
 
@@ -360,4 +365,67 @@ pub fn host_mtu(
     }
     drop(sock);
     Ok(lowered)
+}
+
+/// The drill's rows: from a sandbox of the first profile that is not `internet`, errors
+/// quoting an `internet` sandbox's flow (out to its peer, in to the
+/// sandbox, each family both have); to the host, a "frag needed" for one
+/// of its own flows from any sandbox of the family.
+pub fn derive(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
+    use Shot as R;
+    let first = |pred: &dyn Fn(&corral_sandbox_core::Profile) -> bool| {
+        let p = profiles.iter().find(|p| pred(p))?;
+        topo.sandboxes
+            .iter()
+            .position(|s| s.profile == p.name.as_str())
+    };
+    let mut out = Vec::new();
+    let mut push = |what: String, from: usize, shot| {
+        out.push(Attack {
+            class: Class::ForeignRelated,
+            what,
+            from,
+            shot: L3Shot::Related(shot),
+        });
+    };
+    let victim = first(&|p| p.mode == EgressMode::Internet);
+    let attacker = first(&|p| p.mode != EgressMode::Internet);
+    if let (Some(v), Some(a)) = (victim, attacker) {
+        for v6 in [false, true] {
+            let fam = if v6 { "IPv6" } else { "IPv4" };
+            if v6 && (topo.sandboxes[v].v6.is_none() || topo.sandboxes[a].v6.is_none()) {
+                continue;
+            }
+            let peer = if v6 {
+                SocketAddr::new(IpAddr::V6(PUBLIC_V6[0]), 4500)
+            } else {
+                SocketAddr::new(IpAddr::V4(PUBLIC_V4[1]), 4500)
+            };
+            push(
+                format!("{fam} error to the peer of another profile's flow"),
+                a,
+                R::Out { victim: v, peer },
+            );
+            push(
+                format!("{fam} error injected into another profile's sandbox"),
+                a,
+                R::In { victim: v, peer },
+            );
+        }
+    }
+    if let Some(a) = attacker.or(victim) {
+        push(
+            "IPv4 frag needed for a host flow".to_owned(),
+            a,
+            R::HostMtu { v6: false },
+        );
+    }
+    if let Some(a) = topo.sandboxes.iter().position(|s| s.v6.is_some()) {
+        push(
+            "IPv6 packet too big for a host flow".to_owned(),
+            a,
+            R::HostMtu { v6: true },
+        );
+    }
+    out
 }
