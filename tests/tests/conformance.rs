@@ -30,6 +30,7 @@ fn profiles() -> ProfileSet {
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
         learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
+        flows: Default::default(),
         deny: Vec::new(),
     }])
     .unwrap_or_else(|e| panic!("{e}"))

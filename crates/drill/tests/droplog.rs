@@ -17,12 +17,28 @@ use corral_egress::nft;
 use corral_egress::plan::{AddrFamily, L4Proto, Match, RulePlan, TableFamily, droplog as rules};
 use corral_egress::resolve::Resolution;
 use corral_sandbox_core::config::Config;
+use corral_sandbox_core::{FlowLimits, ProfileSet};
 
 const PROFILE: &str = "internet";
 
 fn lab() -> Lab {
     let cfg = Config::builtin_default();
-    let lab = Lab::new(&cfg.profiles, &Resolution::new()).unwrap();
+    // Every packet of a blocked flow is a new flow to conntrack, and the
+    // flood below sends 10,000 a second: without a rate this high they
+    // would meet the per-source new-flow rate (docs/security.md class 12)
+    // before the rule whose logging this file is about.
+    let profiles = ProfileSet::new(
+        cfg.profiles
+            .iter()
+            .cloned()
+            .map(|mut p| {
+                p.flows.new_per_second = FlowLimits::MAX;
+                p
+            })
+            .collect(),
+    )
+    .unwrap();
+    let lab = Lab::new(&profiles, &Resolution::new()).unwrap();
     lab.control().unwrap();
     lab
 }

@@ -42,6 +42,7 @@ fn plan_with(addrs: impl Iterator<Item = Ipv4Addr>) -> HostPlan {
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
         learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
+        flows: Default::default(),
         deny: Vec::new(),
     };
     let set = ProfileSet::new(vec![profile]).expect("valid profile set");

@@ -3,7 +3,10 @@
 //! address chain as the reference design writes it vs conntrack and
 //! masquerade alone, no filtering (the fixed cost any stateful NAT design
 //! pays; the baselines are loaded with `nft -f`, which only a baseline may
-//! use).
+//! use), and two variants of corral's own plan in the same run: its
+//! profile chains as they were before issue 26's classes 11 and 12, and
+//! without class 12's flow limits, so what each new rule costs is a ratio
+//! measured against the others in one run.
 //!
 //! Two workloads: one bulk TCP stream for a fixed time (per-packet cost of
 //! established traffic), and the median time to open a new TCP connection
@@ -18,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use corral_drill::lab::Lab;
 use corral_egress::netns::Netns;
+use corral_egress::plan::{CtDir, HostPlan, Match, RulePlan, Verdict};
 use corral_egress::resolve::Resolution;
 use corral_sandbox_core::config::Config;
 
@@ -191,20 +195,74 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// The three setups, re-configured before every measurement so that they
+/// The setups, re-configured before every measurement so that they
 /// interleave (A B C A B C …): a noisy shared machine then biases none of
 /// them.
 #[derive(Clone, Copy)]
 enum Setup {
     None,
     Corral,
+    /// corral's plan with its profile chains as they were before issue 26's
+    /// classes 11 and 12 (see [`before_26`]).
+    CorralBefore26,
+    /// corral's plan without class 12's rules only.
+    CorralNoFlowLimits,
     Linear,
     NatOnly,
 }
 
+/// `plan` without class 12's rules: no loose-pickup drop, no per-source
+/// count or rate.
+fn without_flow_limits(plan: &HostPlan) -> HostPlan {
+    let mut p = plan.clone();
+    for c in &mut p.inet.chains {
+        c.rules.retain(|r| {
+            !r.matches.iter().any(|m| match m {
+                Match::TcpNotSyn => true,
+                Match::Meter { set, .. } => set.contains("flows"),
+                _ => false,
+            })
+        });
+    }
+    p
+}
+
+/// `plan` as main had it before classes 11 and 12: also one
+/// `ct state established,related` accept per profile chain (in the chain's
+/// direction) instead of the own-flow accepts and the foreign-related drops.
+fn before_26(plan: &HostPlan) -> HostPlan {
+    let mut p = without_flow_limits(plan);
+    for c in p.inet.chains.iter_mut().filter(|c| c.profile.is_some()) {
+        let dir = if c.name.ends_with("-out") {
+            Some(CtDir::Original)
+        } else if c.name.ends_with("-in") {
+            Some(CtDir::Reply)
+        } else if c.name.ends_with("-host") {
+            None
+        } else {
+            continue;
+        };
+        c.rules.retain(|r| {
+            !r.matches
+                .iter()
+                .any(|m| matches!(m, Match::CtOrigSaddrIn(_) | Match::CtRelated))
+        });
+        let mut m = vec![Match::CtEstablishedRelated];
+        m.extend(dir.map(Match::CtDirection));
+        c.rules.insert(0, RulePlan::counted(m, Verdict::Accept));
+    }
+    p
+}
+
+/// The plans of the corral variants, built once.
+struct Variants {
+    before_26: HostPlan,
+    no_flow_limits: HostPlan,
+}
+
 const DROP_LINEAR: &str = "add table inet refbench\ndelete table inet refbench\nadd table inet natbench\ndelete table inet natbench\n";
 
-fn configure(lab: &Lab, setup: Setup) {
+fn configure(lab: &Lab, setup: Setup, variants: &Variants) {
     let host = &lab.topo.host;
     let drop_corral = || {
         host.run(corral_egress::nft::delete_tables)
@@ -219,6 +277,16 @@ fn configure(lab: &Lab, setup: Setup) {
         Setup::Corral => {
             nft_f(host, DROP_LINEAR);
             lab.apply().unwrap_or_else(|e| panic!("apply: {e}"));
+        }
+        Setup::CorralBefore26 | Setup::CorralNoFlowLimits => {
+            nft_f(host, DROP_LINEAR);
+            let plan = match setup {
+                Setup::CorralBefore26 => &variants.before_26,
+                _ => &variants.no_flow_limits,
+            };
+            lab.host
+                .apply(plan)
+                .unwrap_or_else(|e| panic!("apply: {e}"));
         }
         Setup::Linear => {
             drop_corral();
@@ -244,9 +312,21 @@ fn main() {
     println!(
         "forwarding sandbox -> internet, {ENTRIES} allowlisted addresses, median of {RUNS} interleaved rounds"
     );
+    let variants = Variants {
+        before_26: before_26(&lab.plan),
+        no_flow_limits: without_flow_limits(&lab.plan),
+    };
     let setups = [
         ("no firewall", Setup::None),
         ("corral, 10k-entry sets", Setup::Corral),
+        (
+            "corral before issue 26 (classes 11, 12)",
+            Setup::CorralBefore26,
+        ),
+        (
+            "corral without class 12's flow limits",
+            Setup::CorralNoFlowLimits,
+        ),
         ("one rule per address (10k rules)", Setup::Linear),
         ("conntrack + masquerade only", Setup::NatOnly),
     ];
@@ -254,10 +334,10 @@ fn main() {
     let mut conn = vec![Vec::new(); setups.len()];
     for round in 0..RUNS {
         for (i, (name, setup)) in setups.iter().enumerate() {
-            configure(&lab, *setup);
+            configure(&lab, *setup, &variants);
             let g = bulk(sb);
             let c = connects(sb);
-            println!("round {round} {name:<34} {g:>6.2} Gbit/s {c:>8.0} µs/connect");
+            println!("round {round} {name:<42} {g:>6.2} Gbit/s {c:>8.0} µs/connect");
             gbit[i].push(g);
             conn[i].push(c);
         }

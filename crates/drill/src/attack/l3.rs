@@ -81,6 +81,10 @@ pub enum Class {
     HostNetworks,
     /// 7: a sandbox whose port is no longer on its bridge.
     OffBridge,
+    /// 11: ICMP errors quoting a flow that is not the sender's profile's.
+    ForeignRelated,
+    /// 12: one sandbox filling the host's conntrack table.
+    ConntrackFill,
 }
 
 impl Class {
@@ -93,6 +97,8 @@ impl Class {
             Class::Reserved => 5,
             Class::HostNetworks => 6,
             Class::OffBridge => 7,
+            Class::ForeignRelated => 11,
+            Class::ConntrackFill => 12,
         }
     }
 
@@ -105,6 +111,8 @@ impl Class {
             Class::Reserved => "rebinding, reserved ranges",
             Class::HostNetworks => "the host's own networks",
             Class::OffBridge => "port off its bridge",
+            Class::ForeignRelated => "ICMP errors related to another's flow",
+            Class::ConntrackFill => "one sandbox filling the conntrack table",
         };
         format!("attack {} ({title})", self.number())
     }
@@ -152,6 +160,11 @@ pub enum Shot {
         /// `to` is a host address: look for delivery to a socket there.
         host: bool,
     },
+    /// An ICMP error quoting a flow of another profile or of the host
+    /// (see [`super::related`]).
+    Related(super::related::Shot),
+    /// Bare ACKs or a flood of new flows (see [`super::conntrack_fill`]).
+    Conntrack(super::conntrack_fill::Shot),
 }
 
 /// One attack.
@@ -178,6 +191,8 @@ impl Attack {
             Shot::Reflect { forged, service } => format!("udp {service} from {forged}"),
             Shot::Probe(p) => p.to_string(),
             Shot::OffBridge { to, .. } => format!("udp {to} off the bridge"),
+            Shot::Related(r) => r.target(),
+            Shot::Conntrack(c) => c.target(),
         }
     }
 
@@ -402,6 +417,8 @@ pub fn derive(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
             }
         }
     }
+    out.extend(super::related::derive(profiles, topo));
+    out.extend(super::conntrack_fill::derive(profiles, topo));
     // 7: off the bridge, from the second sandbox of the first profile (its
     // first sandbox stays attached for the other rows).
     if let Some(p) = profiles.iter().next()
@@ -485,6 +502,10 @@ pub fn launch(topo: &Topology, attack: &Attack, timeout: Duration) -> Observed {
             lands(sb, &[f], &cap, &marker, timeout)
         })()),
         Shot::OffBridge { to, host } => observed(off_bridge(topo, sb, *to, *host, timeout)),
+        Shot::Related(r) => super::related::launch(topo, sb, r, timeout),
+        Shot::Conntrack(c) => {
+            observed(super::conntrack_fill::launch(topo, sb, c).map(|(_, landed)| landed))
+        }
     }
 }
 

@@ -16,9 +16,11 @@
 //! the L2 and gateway attacks return an [`Outcome`].
 
 pub mod dhcp;
+pub mod conntrack_fill;
 pub mod gateway;
 pub mod l2;
 pub mod l3;
+pub mod related;
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};

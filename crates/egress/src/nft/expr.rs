@@ -30,6 +30,15 @@ const CT_ESTABLISHED_RELATED: u32 = (1 << 1) | (1 << 2);
 const CT_NEW: u32 = 1 << 3;
 /// `ct state` bit of invalid.
 const CT_INVALID: u32 = 1;
+/// `ct state` bit (host byte order) for related.
+const CT_RELATED: u32 = 1 << 2;
+/// TCP header flag bits (byte 13).
+const TCP_FIN: u8 = 0x01;
+const TCP_SYN: u8 = 0x02;
+const TCP_RST: u8 = 0x04;
+const TCP_ACK: u8 = 0x10;
+/// `IP_CT_DIR_ORIGINAL`: the `dir` of a ct load of the original tuple.
+const CT_DIR_ORIGINAL: u8 = 0;
 /// `NFT_FIB_RESULT_ADDRTYPE`: the fib expression yields an `RTN_*` type.
 const FIB_RESULT_ADDRTYPE: u32 = 3;
 /// `NFTA_FIB_F_SADDR`: look the source address up.
@@ -231,6 +240,30 @@ fn ct(key: i32) -> Result<Expr, NftError> {
         .u32(sys::NFTNL_EXPR_CT_DREG, REG1))
 }
 
+/// `ct original ip saddr NET`: the family's own conntrack key (no
+/// protocol check: the kernel breaks the rule for a flow of the other
+/// family), the whole address loaded, masked and compared whole. The
+/// mask is always there (the plan renders the match as `& MASK == NET`
+/// for `nft -f`, which `nft` encodes the same way): libnftnl's text of a
+/// shortened compare shows whole data words, so a byte-aligned prefix
+/// without a mask would read back without its length.
+fn ct_orig_saddr(net: ipnet::IpNet) -> Result<Vec<Expr>, NftError> {
+    let key = match net {
+        ipnet::IpNet::V4(_) => libc::NFT_CT_SRC_IP,
+        ipnet::IpNet::V6(_) => libc::NFT_CT_SRC_IP6,
+    };
+    let load = e(c"ct")?
+        .u32(sys::NFTNL_EXPR_CT_KEY, key as u32)
+        .u8(sys::NFTNL_EXPR_CT_DIR, CT_DIR_ORIGINAL)
+        .u32(sys::NFTNL_EXPR_CT_DREG, REG1);
+    let bytes = addr_bytes(net.network());
+    if net.prefix_len() == net.max_prefix_len() {
+        return Ok(vec![load, cmp(libc::NFT_CMP_EQ, &bytes)?]);
+    }
+    let mask = addr_bytes(net.netmask());
+    Ok(vec![load, bitwise(&mask)?, cmp(libc::NFT_CMP_EQ, &bytes)?])
+}
+
 /// The protocol checks `nft` puts before loading `fields`.
 fn field_deps(fields: &[Field], family: TableFamily, ctx: &mut Ctx) -> Result<Vec<Expr>, NftError> {
     let mut v = Vec::new();
@@ -318,6 +351,33 @@ fn match_exprs(m: &Match, family: TableFamily, ctx: &mut Ctx) -> Result<Vec<Expr
             ct(libc::NFT_CT_STATE)?,
             bitwise(&CT_NEW.to_ne_bytes())?,
             cmp(libc::NFT_CMP_NEQ, &0u32.to_ne_bytes())?,
+        ],
+        Match::CtRelated => vec![
+            ct(libc::NFT_CT_STATE)?,
+            bitwise(&CT_RELATED.to_ne_bytes())?,
+            cmp(libc::NFT_CMP_NEQ, &0u32.to_ne_bytes())?,
+        ],
+        Match::CtOrigSaddrIn(net) => ct_orig_saddr(*net)?,
+        Match::SaddrInSet(f, set) => {
+            let (off, len) = addr_field(*f, false);
+            let mut v = ctx.need(family, Proto::Ip(*f))?;
+            v.extend([
+                payload(NETWORK, off, len)?,
+                e(c"lookup")?
+                    .u32(sys::NFTNL_EXPR_LOOKUP_SREG, REG1)
+                    .str(sys::NFTNL_EXPR_LOOKUP_SET, &cstr(set)?)
+                    .u32(sys::NFTNL_EXPR_LOOKUP_FLAGS, 0),
+            ]);
+            v
+        }
+        // What `nft` emits for `tcp flags & (fin|syn|rst|ack) != syn`: its
+        // own protocol check, the flags byte, the mask, the compare.
+        Match::TcpNotSyn => vec![
+            meta(libc::NFT_META_L4PROTO)?,
+            cmp(libc::NFT_CMP_EQ, &[libc::IPPROTO_TCP as u8])?,
+            payload(TRANSPORT, 13, 1)?,
+            bitwise(&[TCP_FIN | TCP_SYN | TCP_RST | TCP_ACK])?,
+            cmp(libc::NFT_CMP_NEQ, &[TCP_SYN])?,
         ],
         Match::EtherType(t) => {
             ctx.proto = match *t {

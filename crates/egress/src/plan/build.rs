@@ -3,7 +3,8 @@
 //! Per profile (the source, arrival, direction and host-input rules are
 //! in [`super::guard`], the reserved lists in [`super::reserved`]):
 //! - `inet corral`, chain `<p>-out` (sandbox → world): established/related
-//!   accept in the original direction; DNS to anything blocked (the
+//!   accept in the original direction of the profile's own flows, related
+//!   packets of other flows dropped (see [`super::owner`]); DNS to anything blocked (the
 //!   gateway resolver is reached via input); the deny lists (host-wide and
 //!   the profile's) blocked; then by mode:
 //!   - `internet`: reserved ranges and the host's own networks blocked,
@@ -90,6 +91,7 @@ pub(super) fn tables(
                 settings.host_networks.as_deref().unwrap_or_default(),
             ));
         }
+        inet.sets.extend(super::owner::sets(profiles));
     }
 
     // One verdict map per dispatch (see `super::vmap`): the base chains'
@@ -116,6 +118,8 @@ pub(super) fn tables(
         ));
         inet.keyed_sets.extend(super::gateway_guard::sets(p));
         inet.keyed_sets.push(super::droplog::meter_plan(&p.name));
+        inet.keyed_sets.extend(super::flow_limits::sets(p));
+        inet.chains.extend(super::flow_limits::chains(p));
         inet.chains
             .push(chain(&names::out_chain(&p.name), p, out_rules));
         inet.chains
@@ -366,7 +370,8 @@ fn out_chain(
     resolution: &Resolution,
 ) -> Result<(Vec<SetPlan>, Vec<RulePlan>), PlanError> {
     let mut sets = Vec::new();
-    let mut rules = vec![guard::established_out()];
+    let mut rules = super::owner::out_rules(p);
+    rules.extend(super::flow_limits::out_rules(p));
     for proto in [L4Proto::Udp, L4Proto::Tcp] {
         rules.extend(out_tap(
             p,

@@ -69,6 +69,11 @@ pub const RULE_IDS: &[(&str, &str, &str)] = &[
     ),
     (
         "guard",
+        "loose-pickup",
+        "TCP starting a flow with anything but a SYN",
+    ),
+    (
+        "guard",
         "forged-source",
         "a source outside the profile's subnet",
     ),
@@ -81,14 +86,35 @@ pub const RULE_IDS: &[(&str, &str, &str)] = &[
     ("guard", "loopback", "a loopback destination"),
     (
         "in",
+        "foreign-related",
+        "an ICMP error from another profile's sandbox quoting a flow",
+    ),
+    (
+        "in",
         "unsolicited",
         "traffic to a sandbox that is not a reply",
     ),
+    (
+        "out",
+        "foreign-related",
+        "an ICMP error quoting a flow the profile did not start",
+    ),
+    (
+        "out",
+        "flow-cap",
+        "a new flow over the per-source tracked-flow cap",
+    ),
+    ("out", "flow-rate", "a new flow over the per-source rate"),
     ("out", "dns", "DNS to anything but the gateway"),
     ("out", "denied", "a destination on a deny list"),
     ("out", "reserved", "a reserved or private destination"),
     ("out", "hostnet", "the host's own networks"),
     ("out", "unlisted", "anything the profile does not allow"),
+    (
+        "host",
+        "foreign-related",
+        "an ICMP error to the host quoting a flow not the profile's",
+    ),
     (
         "host",
         "dns-tcp-cap",

@@ -10,7 +10,8 @@
 //!   its bridge; everything arriving on a profile bridge jumps to
 //!   `<p>-guard`.
 //! - `<p>-guard`: neighbour discovery from link-local and the DHCP
-//!   broadcast from `0.0.0.0` pass; then `ct state invalid` is dropped; the
+//!   broadcast from `0.0.0.0` pass; then `ct state invalid` is dropped, and
+//!   TCP that is new but no SYN (no loose pickup, [`super::flow_limits`]); the
 //!   source must be in the profile's own subnet (IPv4; IPv6 only when the
 //!   profile has an IPv6 subnet, else every IPv6 packet is dropped); a
 //!   source the host's routing table does not call unicast (local,
@@ -18,10 +19,11 @@
 //!   gateway's address); loopback
 //!   destinations are dropped (whatever `route_localnet` says).
 //! - `<p>-out` accepts established/related only in the original direction
-//!   (a sandbox's packets "answering" a flow it did not start are new
-//!   traffic, judged by the profile); `<p>-in` only in the reply
-//!   direction.
-//! - `<p>-host`: established/related, DHCP (IPv4, to the broadcast address
+//!   of a flow the profile started (a sandbox's packets "answering" a flow
+//!   it did not start are new traffic, judged by the profile; related
+//!   packets of someone else's flow are dropped); `<p>-in` only in the
+//!   reply direction of the profile's own flows (see [`super::owner`]).
+//! - `<p>-host`: established/related of the profile's own flows, DHCP (IPv4, to the broadcast address
 //!   or the gateway), DNS to the gateway when the profile has a resolver,
 //!   neighbour discovery for IPv6 profiles; everything else dropped.
 //! - `multipass_host`: from Multipass's control bridge only established
@@ -35,7 +37,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use corral_sandbox_core::{DnsPolicy, EgressMode, PortRange, Profile};
 use ipnet::IpNet;
 
-use super::model::{AddrFamily, AddrType, CtDir, L4Proto, Match, RulePlan, Verdict};
+use super::model::{AddrFamily, AddrType, L4Proto, Match, RulePlan, Verdict};
 
 /// ICMPv6 neighbour discovery types a v6 sandbox needs to reach its
 /// gateway: router solicitation, neighbour solicitation and advertisement.
@@ -123,6 +125,7 @@ pub fn guard_rules(p: &Profile) -> Vec<RulePlan> {
         "invalid",
         RulePlan::counted(vec![Match::CtInvalid], Verdict::Drop),
     ));
+    rules.extend(super::flow_limits::guard_rules(p));
     rules.extend(guard_tap(
         p,
         "forged-source",
@@ -174,26 +177,10 @@ pub fn guard_rules(p: &Profile) -> Vec<RulePlan> {
     rules
 }
 
-/// The first rule of `<p>-out`: flows the sandbox started.
-pub fn established_out() -> RulePlan {
-    RulePlan::counted(
-        vec![
-            Match::CtEstablishedRelated,
-            Match::CtDirection(CtDir::Original),
-        ],
-        Verdict::Accept,
-    )
-}
-
-/// `<p>-in` (world → sandbox): answers to the sandbox's own flows only.
+/// `<p>-in` (world → sandbox): answers to the profile's own flows only
+/// (see [`super::owner`]).
 pub fn in_rules(p: &Profile) -> Vec<RulePlan> {
-    let mut rules = vec![RulePlan::counted(
-        vec![
-            Match::CtEstablishedRelated,
-            Match::CtDirection(CtDir::Reply),
-        ],
-        Verdict::Accept,
-    )];
+    let mut rules = super::owner::in_rules(p);
     rules.extend(tap(
         p,
         "in",
@@ -210,10 +197,7 @@ fn dns_port() -> PortRange {
 /// `<p>-host` (sandbox → host): DHCP, DNS to the gateway, neighbour
 /// discovery; everything else blocked by the profile's block action.
 pub fn host_rules(p: &Profile) -> Vec<RulePlan> {
-    let mut rules = vec![RulePlan::counted(
-        vec![Match::CtEstablishedRelated],
-        Verdict::Accept,
-    )];
+    let mut rules = super::owner::host_rules(p);
     for to in [IpAddr::V4(Ipv4Addr::BROADCAST), IpAddr::V4(p.gateway_v4())] {
         rules.push(RulePlan::counted(
             vec![

@@ -299,6 +299,19 @@ pub enum Match {
     Sport(PortRange),
     /// `ct state new`.
     CtNew,
+    /// `ct state related`: an ICMP error (or an expected flow) that
+    /// conntrack ties to an existing flow.
+    CtRelated,
+    /// `ct original ip saddr NET` / `ct original ip6 saddr NET`: the flow
+    /// this packet belongs to (for a related packet: the flow it is related
+    /// to) was started from an address in NET.
+    CtOrigSaddrIn(IpNet),
+    /// `ip saddr @set` / `ip6 saddr @set`.
+    SaddrInSet(AddrFamily, String),
+    /// `tcp flags & (fin|syn|rst|ack) != syn` (needs `L4Proto(Tcp)` before
+    /// it): anything but a plain SYN, the one packet that may start a TCP
+    /// flow.
+    TcpNotSyn,
     /// `F1 . F2 @set` (or `!= @set` when `negate`): the fields, concatenated,
     /// are (not) a key of the keyed set.
     InSet {

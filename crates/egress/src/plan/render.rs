@@ -311,7 +311,7 @@ fn loads_field_of(m: &Match, l3: &L3) -> bool {
         Match::SaddrIn(n) | Match::DaddrIn(n) | Match::SaddrNotIn(n) => {
             *l3 == L3::Ip(AddrFamily::of(n.addr()))
         }
-        Match::DaddrInSet(f, _) => *l3 == L3::Ip(*f),
+        Match::DaddrInSet(f, _) | Match::SaddrInSet(f, _) => *l3 == L3::Ip(*f),
         Match::ArpTargetIn(_) | Match::ArpSenderIn(_) => *l3 == L3::Arp,
         Match::InSet { fields, .. } | Match::Meter { fields, .. } => {
             fields.iter().any(|f| field_l3(f).as_ref() == Some(l3))
@@ -328,6 +328,21 @@ fn rule_words(r: &RulePlan, listing: bool) -> String {
             && let Some(l3) = ethertype_l3(*t)
             && r.matches.get(i + 1).is_some_and(|n| loads_field_of(n, &l3))
         {
+            continue;
+        }
+        // `nft -f` input spells the mask out, so `nft` encodes it as corral
+        // does (see `nft::expr`); a listing shows the prefix, as `nft` does.
+        if !listing
+            && let Match::CtOrigSaddrIn(net) = m
+            && net.prefix_len() < net.max_prefix_len()
+        {
+            let f = AddrFamily::of(net.addr());
+            parts.push(format!(
+                "ct original {} saddr & {} == {}",
+                ip_kw(f),
+                net.netmask(),
+                net.network()
+            ));
             continue;
         }
         parts.push(match_text(m));
@@ -402,6 +417,13 @@ fn match_text(m: &Match) -> String {
         Match::EtherType(t) => format!("ether type {}", ethertype_text(*t)),
         Match::Sport(r) => format!("th sport {r}"),
         Match::CtNew => "ct state new".to_owned(),
+        Match::CtRelated => "ct state related".to_owned(),
+        Match::CtOrigSaddrIn(net) => {
+            let f = AddrFamily::of(net.addr());
+            format!("ct original {} saddr {}", ip_kw(f), net_text(net))
+        }
+        Match::SaddrInSet(f, set) => format!("{} saddr @{set}", ip_kw(*f)),
+        Match::TcpNotSyn => "tcp flags != syn / fin,syn,rst,ack".to_owned(),
         Match::InSet {
             fields,
             set,

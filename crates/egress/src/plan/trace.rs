@@ -326,8 +326,16 @@ impl HostPlan {
         for m in &rule.matches {
             let holds = match m {
                 // The first packet of a flow is new, in the original direction.
-                Match::CtEstablishedRelated | Match::CtInvalid => false,
+                Match::CtEstablishedRelated | Match::CtInvalid | Match::CtRelated => false,
                 Match::CtNew => true,
+                // A new flow's original source is the packet's own.
+                Match::CtOrigSaddrIn(n) => n.contains(&flow.src),
+                Match::SaddrInSet(f, name) => {
+                    *f == AddrFamily::of(flow.src)
+                        && self.set_element(name, flow.src, ctx.learned).is_some()
+                }
+                // The first packet of a TCP flow is a SYN.
+                Match::TcpNotSyn => false,
                 // A new flow is under any per-source limit (the TCP/53 cap).
                 Match::Meter { .. } => false,
                 Match::CtDirection(d) => *d == super::model::CtDir::Original,

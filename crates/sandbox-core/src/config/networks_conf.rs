@@ -227,6 +227,7 @@ fn line_profile(n: usize, cols: &[Token<'_>; 4], c: &mut Collector<'_>) -> Optio
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
         learned_max: crate::profile::DEFAULT_LEARNED_MAX,
+        flows: Default::default(),
         deny: Vec::new(),
     })
 }

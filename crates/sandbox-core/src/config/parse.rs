@@ -12,8 +12,8 @@ use super::raw::{RawHost, RawPhases, RawProfile, TOP_KEYS};
 use super::{Config, HostConfig, PhaseProfiles, host};
 use crate::names::{BridgeName, ProfileName};
 use crate::profile::{
-    AllowEntry, BlockAction, DEFAULT_LEARNED_MAX, DnsPolicy, EgressMode, MAX_LEARNED_MAX, Profile,
-    ProfileField, ProfileSet,
+    AllowEntry, BlockAction, DEFAULT_LEARNED_MAX, DnsPolicy, EgressMode, FlowLimits, MAX_LEARNED_MAX,
+    Profile, ProfileField, ProfileSet,
 };
 
 fn start<T>(s: &Spanned<T>) -> Option<usize> {
@@ -279,6 +279,37 @@ fn profile(r: &RawProfile, c: &mut Collector<'_>) -> Option<Profile> {
             }
         },
     };
+    let mut limit = |v: &Option<Spanned<i64>>, key: &str, default: u32| match v {
+        None => default,
+        Some(s) => match u32::try_from(*s.get_ref()) {
+            Ok(n) if (1..=FlowLimits::MAX).contains(&n) => n,
+            _ => {
+                c.at(
+                    start(s),
+                    ctx,
+                    Some(key),
+                    format!(
+                        "{} is out of range; expected a whole number from 1 to {}",
+                        s.get_ref(),
+                        FlowLimits::MAX
+                    ),
+                );
+                default
+            }
+        },
+    };
+    let flows = FlowLimits {
+        max_per_source: limit(
+            &r.max_flows_per_source,
+            "max_flows_per_source",
+            FlowLimits::DEFAULT_MAX_PER_SOURCE,
+        ),
+        new_per_second: limit(
+            &r.new_flows_per_second,
+            "new_flows_per_second",
+            FlowLimits::DEFAULT_NEW_PER_SECOND,
+        ),
+    };
     if c.errors.len() != before {
         return None;
     }
@@ -294,6 +325,7 @@ fn profile(r: &RawProfile, c: &mut Collector<'_>) -> Option<Profile> {
         allow_unresolved: r.allow_unresolved,
         deny,
         learned_max,
+        flows,
     })
 }
 

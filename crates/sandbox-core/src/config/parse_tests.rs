@@ -149,7 +149,8 @@ fn unknown_keys_name_the_key_and_the_valid_ones() {
         one(text),
         "corral.toml:3:1: profile \"dev\": unknown field `brige`, expected one of \
             `name`, `bridge`, `subnet`, `subnet_v6`, `mode`, `allow`, `block`, \
-            `dns`, `allow_unresolved`, `deny`, `learned_max`"
+            `dns`, `allow_unresolved`, `deny`, `learned_max`, `max_flows_per_source`, \
+            `new_flows_per_second`"
     );
     let text = format!(
         "[host]\nstate_dirr = \"/x\"\n{}",
@@ -482,4 +483,37 @@ fn learned_max_has_a_default_and_a_range() {
             )
         );
     }
+}
+
+#[test]
+fn flow_limits_default_parse_and_refuse_out_of_range_values() {
+    let cfg = Config::from_toml_str(&none("a", "br-a", "10.0.0.0/24"), "corral.toml").unwrap();
+    let p = cfg.profiles.iter().next().unwrap();
+    assert_eq!(p.flows, crate::FlowLimits::default());
+    assert_eq!(p.flows.max_per_source, 2_048);
+    assert_eq!(p.flows.new_per_second, 200);
+    let text = prof(
+        "a",
+        "br-a",
+        "10.0.0.0/24",
+        "mode = \"internet\"\nmax_flows_per_source = 64\nnew_flows_per_second = 5",
+    );
+    let cfg = Config::from_toml_str(&text, "corral.toml").unwrap();
+    let p = cfg.profiles.iter().next().unwrap();
+    assert_eq!((p.flows.max_per_source, p.flows.new_per_second), (64, 5));
+    let round = Config::from_toml_str(&cfg.to_toml_string(), "rt").unwrap();
+    assert_eq!(round, cfg);
+    let bad = prof(
+        "a",
+        "br-a",
+        "10.0.0.0/24",
+        "mode = \"internet\"\nmax_flows_per_source = 0",
+    );
+    let e = one(&bad);
+    assert!(
+        e.starts_with("corral.toml:")
+            && e.contains("max_flows_per_source")
+            && e.contains("expected a whole number from 1 to 1000000"),
+        "{e}"
+    );
 }

@@ -61,6 +61,8 @@ pub(crate) struct RawProfile {
     #[serde(default)]
     pub deny: Vec<Spanned<String>>,
     pub learned_max: Option<Spanned<i64>>,
+    pub max_flows_per_source: Option<Spanned<i64>>,
+    pub new_flows_per_second: Option<Spanned<i64>>,
 }
 
 /// `[phases]`.

@@ -56,6 +56,8 @@ struct OutProfile {
     allow_unresolved: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     deny: Vec<String>,
+    max_flows_per_source: u32,
+    new_flows_per_second: u32,
     #[serde(skip_serializing_if = "is_default_learned_max")]
     learned_max: u32,
 }
@@ -100,6 +102,8 @@ fn profile(p: &Profile) -> OutProfile {
         },
         allow_unresolved: p.allow_unresolved,
         deny: p.deny.iter().map(ToString::to_string).collect(),
+        max_flows_per_source: p.flows.max_per_source,
+        new_flows_per_second: p.flows.new_per_second,
         learned_max: p.learned_max,
     }
 }

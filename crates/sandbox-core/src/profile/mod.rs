@@ -84,6 +84,10 @@ pub struct Profile {
     /// beyond it and keeps what is there ([`DEFAULT_LEARNED_MAX`]).
     #[serde(default = "default_learned_max")]
     pub learned_max: u32,
+    /// How much of the host's conntrack table each of its sandboxes may
+    /// take.
+    #[serde(default)]
+    pub flows: FlowLimits,
 }
 
 /// Addresses a learned set holds when the profile does not say: far above
@@ -95,6 +99,41 @@ pub const MAX_LEARNED_MAX: u32 = 65_536;
 
 fn default_learned_max() -> u32 {
     DEFAULT_LEARNED_MAX
+}
+
+/// Per-sandbox conntrack limits of a profile: the host's conntrack table
+/// is one table for the host and every sandbox, so each sandbox (each
+/// source address) gets a share of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FlowLimits {
+    /// Tracked flows one source address may hold at once
+    /// (`max_flows_per_source`).
+    pub max_per_source: u32,
+    /// New flows one source address may start per second, sustained
+    /// (`new_flows_per_second`); twice as many may start at once.
+    pub new_per_second: u32,
+}
+
+impl FlowLimits {
+    /// Default of `max_flows_per_source`: far above what a build or a
+    /// browser holds open (hundreds), and 1/128 of the kernel's default
+    /// table of 262,144 entries.
+    pub const DEFAULT_MAX_PER_SOURCE: u32 = 2_048;
+    /// Default of `new_flows_per_second`: a package manager's parallel
+    /// fetches start tens of connections a second.
+    pub const DEFAULT_NEW_PER_SECOND: u32 = 200;
+    /// Largest value either field takes (beyond it the limit would not
+    /// protect a table of the kernel's default size).
+    pub const MAX: u32 = 1_000_000;
+}
+
+impl Default for FlowLimits {
+    fn default() -> Self {
+        Self {
+            max_per_source: Self::DEFAULT_MAX_PER_SOURCE,
+            new_per_second: Self::DEFAULT_NEW_PER_SECOND,
+        }
+    }
 }
 
 impl Profile {

@@ -303,6 +303,7 @@ mod tests {
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
             learned_max: crate::profile::DEFAULT_LEARNED_MAX,
+            flows: Default::default(),
             deny: Vec::new(),
         }
     }

@@ -129,6 +129,7 @@ impl ProfileScope {
                             Match::Meter { set, .. }
                                 if set.ends_with(DROPLOG_SUFFIX) && *set != own_meter => {}
                             Match::DaddrInSet(_, set)
+                            | Match::SaddrInSet(_, set)
                             | Match::InSet { set, .. }
                             | Match::Meter { set, .. } => {
                                 scope.sets.insert((table.family, set.clone()));

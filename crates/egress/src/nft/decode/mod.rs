@@ -35,6 +35,7 @@ enum Kind {
     IcmpType,
     CtState,
     CtDirection,
+    TcpFlags,
     FibAddrType,
     Mac,
     /// Whether a header exists (`exthdr ... present`: 1 or 0).
@@ -289,6 +290,9 @@ impl Decoder {
             ("transport", _, 0) if len == 1 && self.l4 == Some(1) => {
                 return named("icmp type", Kind::IcmpType, 1, None);
             }
+            ("transport", _, 13) if len == 1 && self.l4 == Some(6) => {
+                return named("tcp flags", Kind::TcpFlags, 1, None);
+            }
             ("transport", _, 0) if len == 2 => return named("th sport", Kind::Port, 2, None),
             ("transport", _, 2) if len == 2 => return named("th dport", Kind::Port, 2, None),
             _ => {}
@@ -310,6 +314,22 @@ impl Decoder {
         let f = match *key {
             "state" => Self::field("ct state", Kind::CtState, 4),
             "direction" => Self::field("ct direction", Kind::CtDirection, 1),
+            // The prefix length of a compare after a ct load is not in
+            // libnftnl's text (the data words are whole): the network shows.
+            "src_ip" | "src_ip6" | "dst_ip" | "dst_ip6" => {
+                let dir = t.get(7).copied().unwrap_or("original");
+                let (fam, kind, len) = if key.ends_with('6') {
+                    ("ip6", Kind::Ipv6, 16)
+                } else {
+                    ("ip", Kind::Ipv4, 4)
+                };
+                let end = if key.starts_with("src") {
+                    "saddr"
+                } else {
+                    "daddr"
+                };
+                Self::field(format!("ct {dir} {fam} {end}"), kind, len)
+            }
             other => Self::field(format!("ct {other}"), Kind::Raw, 4),
         };
         self.load(reg, f);
@@ -440,6 +460,23 @@ impl Decoder {
                 .collect();
             let v = value(&f, &data);
             self.emit(format!("{} & 0x{hex} {sym}{v}", f.text));
+            return true;
+        }
+        // `tcp flags & MASK OP VALUE`, as `nft` lists it: `VALUE / MASK`.
+        if f.kind == Kind::TcpFlags
+            && let Some(mask) = &f.mask
+        {
+            // `tcp flags` implies its protocol: `nft` does not print the
+            // check before it.
+            if self.out.last().is_some_and(|t| t == "meta l4proto tcp") {
+                self.out.pop();
+            }
+            let flags = |b: Option<&u8>| values::tcp_flags(b.copied().unwrap_or(0));
+            self.emit(format!(
+                "tcp flags {sym}{} / {}",
+                flags(data.first()),
+                flags(mask.first())
+            ));
             return true;
         }
         let v = value(&f, &data);

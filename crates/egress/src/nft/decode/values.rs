@@ -163,6 +163,7 @@ pub(super) fn value(f: &Field, data: &[u8]) -> String {
         }
         Kind::Icmpv6Type => icmpv6_type(d.first().copied().unwrap_or(0)),
         Kind::IcmpType => d.first().copied().unwrap_or(0).to_string(),
+        Kind::TcpFlags => tcp_flags(d.first().copied().unwrap_or(0)),
         Kind::CtState => ct_states(u32::from_ne_bytes(first4(d))),
         Kind::CtDirection => match d.first() {
             Some(0) => "original".to_owned(),
@@ -192,6 +193,16 @@ pub(super) fn value(f: &Field, data: &[u8]) -> String {
             format!("0x{hex}")
         }
     }
+}
+
+/// TCP flag bits by name, lowest first, as `nft` lists them.
+pub(super) fn tcp_flags(b: u8) -> String {
+    const NAMES: [&str; 8] = ["fin", "syn", "rst", "psh", "ack", "urg", "ecn", "cwr"];
+    let names: Vec<&str> = (0..8)
+        .filter(|i| b & (1 << i) != 0)
+        .map(|i| NAMES[i])
+        .collect();
+    names.join(",")
 }
 
 fn icmpv6_type(t: u8) -> String {
