@@ -65,6 +65,14 @@ pub struct AppliedInputs {
     /// store its `bindings` here so a later verify expects them).
     #[serde(default)]
     pub bindings: Vec<PortBinding>,
+    /// Subnets corral planned here before and no longer does, dropped from
+    /// and to whatever interface (absent in older records: none).
+    #[serde(default)]
+    pub retired: Vec<ipnet::IpNet>,
+    /// Ports a forced apply cut off a removed bridge (absent in older
+    /// records: none).
+    #[serde(default)]
+    pub cut_ports: Vec<String>,
 }
 
 impl AppliedInputs {
@@ -80,7 +88,17 @@ impl AppliedInputs {
             applied_at,
             host_networks: None,
             bindings: Vec::new(),
+            retired: Vec::new(),
+            cut_ports: Vec::new(),
         }
+    }
+
+    /// The same record with the retired subnets and cut ports in force.
+    #[must_use]
+    pub fn with_fail_closed(mut self, retired: Vec<ipnet::IpNet>, cut_ports: Vec<String>) -> Self {
+        self.retired = retired;
+        self.cut_ports = cut_ports;
+        self
     }
 
     /// The same record with the host networks the plan was built with.
@@ -94,6 +112,8 @@ impl AppliedInputs {
     pub fn settings(&self, config: &Config) -> PlanSettings {
         PlanSettings {
             host_networks: self.host_networks.clone(),
+            retired: self.retired.clone(),
+            cut_ports: self.cut_ports.clone(),
             ..plan_settings(&config.host)
         }
     }
@@ -200,6 +220,8 @@ pub fn plan_settings(host: &HostConfig) -> PlanSettings {
         uplink: host.uplink.as_ref().map(ToString::to_string),
         host_networks: None,
         deny: host.deny.clone(),
+        retired: Vec::new(),
+        cut_ports: Vec::new(),
     }
 }
 

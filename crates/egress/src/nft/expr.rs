@@ -286,6 +286,14 @@ fn match_exprs(m: &Match, family: TableFamily, ctx: &mut Ctx) -> Result<Vec<Expr
             ct(libc::NFT_CT_DIRECTION)?,
             cmp(libc::NFT_CMP_EQ, &[d.number()])?,
         ],
+        Match::IifGroup(g) => vec![
+            meta(libc::NFT_META_IIFGROUP)?,
+            cmp(libc::NFT_CMP_EQ, &g.to_ne_bytes())?,
+        ],
+        Match::OifGroup(g) => vec![
+            meta(libc::NFT_META_OIFGROUP)?,
+            cmp(libc::NFT_CMP_EQ, &g.to_ne_bytes())?,
+        ],
         Match::IifNameNot(n) => vec![
             meta(libc::NFT_META_IIFNAME)?,
             cmp(libc::NFT_CMP_NEQ, &ifname(n)?)?,
@@ -372,8 +380,8 @@ fn match_exprs(m: &Match, family: TableFamily, ctx: &mut Ctx) -> Result<Vec<Expr
             v
         }
         Match::Icmpv6Type(t) => vec![payload(TRANSPORT, 0, 1)?, cmp(libc::NFT_CMP_EQ, &[*t])?],
-        Match::DaddrInSet(f, set) => {
-            let (off, len) = addr_field(*f, true);
+        Match::DaddrInSet(f, set) | Match::SaddrInSet(f, set) => {
+            let (off, len) = addr_field(*f, matches!(m, Match::DaddrInSet(..)));
             let mut v = ctx.need(family, Proto::Ip(*f))?;
             v.extend([
                 payload(NETWORK, off, len)?,

@@ -272,6 +272,12 @@ pub enum Match {
     Icmpv6Type(u8),
     /// `ip daddr @set` / `ip6 daddr @set`.
     DaddrInSet(AddrFamily, String),
+    /// `ip saddr @set` / `ip6 saddr @set`.
+    SaddrInSet(AddrFamily, String),
+    /// `iifgroup N`: the input interface is in netdev group N.
+    IifGroup(u32),
+    /// `oifgroup N`: the output interface is in netdev group N.
+    OifGroup(u32),
     /// `ip daddr A` / `ip6 daddr A`.
     Daddr(IpAddr),
     /// `ip saddr NET` / `ip6 saddr NET` (in the bridge family the

@@ -135,12 +135,26 @@ fn internet_none_host_and_bridge_chains() {
         &"meta l4proto ipv6-icmp icmpv6 type nd-neighbor-solicit counter accept".to_owned()
     ));
     assert_eq!(
-        texts(chain(&plan, TableFamily::Inet, "forward"))[..4],
+        texts(chain(&plan, TableFamily::Inet, "forward")),
         [
             "iifname \"mpqemubr0\" counter drop",
             "oifname \"mpqemubr0\" counter drop",
             "counter oifname vmap @in_by_oif",
+            "oifgroup 1668248172 counter drop",
+            "ip daddr @retired4 counter drop",
+            "ip6 daddr @retired6 counter drop",
+            "oifname @cut_ports counter drop",
             "counter iifname vmap @out_by_iif",
+            "iifgroup 1668248172 counter drop",
+            "iifname @cut_ports counter drop",
+        ]
+    );
+    assert_eq!(
+        texts(chain(&plan, TableFamily::Inet, "prerouting"))[3..],
+        [
+            "iifname @cut_ports counter drop",
+            "ip saddr @retired4 counter drop",
+            "ip6 saddr @retired6 counter drop",
         ]
     );
     assert_eq!(
@@ -177,6 +191,8 @@ fn internet_none_host_and_bridge_chains() {
     assert_eq!(
         texts(chain(&plan, TableFamily::Bridge, "forward")),
         [
+            "iifname @cut_ports counter drop",
+            "oifname @cut_ports counter drop",
             "iifname @ports counter drop",
             "oifname @ports counter drop",
             "iifname @quarantine counter drop",
@@ -238,6 +254,7 @@ fn internet_none_host_and_bridge_chains() {
     assert_eq!(
         texts(chain(&plan, TableFamily::Bridge, "prerouting")),
         [
+            "iifname @cut_ports counter drop",
             "iifname @ports counter jump port-in",
             "iifname @quarantine counter jump quarantine-in",
         ]
@@ -551,18 +568,26 @@ proptest! {
             let out = chain(&plan, TableFamily::Inet, &names::out_chain(&p.name));
             let last = out.rules.last().unwrap();
             prop_assert!(last.matches.is_empty() && last.verdict.class() == VerdictClass::Blocked);
+            // So does every chain `forward` and `input` dispatch a planned
+            // bridge to: its packets never reach the base chains' drops of
+            // an unplanned bridge's group (`fail_closed`).
+            for c in [names::in_chain(&p.name), names::host_chain(&p.name)] {
+                let last = chain(&plan, TableFamily::Inet, &c).rules.last().unwrap();
+                prop_assert!(last.matches.is_empty() && last.verdict.class() == VerdictClass::Blocked, "{}", c);
+            }
         }
         // The inet base chains hold the same rules whatever the number of
         // profiles: dispatch is one map lookup per direction.
         for c in plan.inet.chains.iter().filter(|c| c.base.is_some()) {
-            // (At most: the Multipass bridge's two drops, two lookups.)
-            prop_assert!(c.rules.len() <= 4, "{} has {} rules", c.name, c.rules.len());
+            // (At most: the Multipass bridge's two drops, two lookups and
+            // the six fail-closed drops of `forward`.)
+            prop_assert!(c.rules.len() <= 10, "{} has {} rules", c.name, c.rules.len());
         }
         // So do the bridge table's: its `forward` reaches a profile's
         // `<p>-ports` by one lookup per address field.
         for c in plan.bridge.chains.iter().filter(|c| c.base.is_some()) {
             // (At most: the port and quarantine drops with their drop-log
-            // twins, six lookups.)
+            // twins, six lookups, the two cut-port drops.)
             prop_assert!(c.rules.len() <= 18, "bridge {} has {} rules", c.name, c.rules.len());
             prop_assert!(c.rules.iter().all(|r| !matches!(r.verdict, Verdict::Jump(ref to) if to.ends_with("-ports"))));
         }

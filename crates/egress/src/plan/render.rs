@@ -308,7 +308,7 @@ fn loads_field_of(m: &Match, l3: &L3) -> bool {
         Match::SaddrIn(n) | Match::DaddrIn(n) | Match::SaddrNotIn(n) => {
             *l3 == L3::Ip(AddrFamily::of(n.addr()))
         }
-        Match::DaddrInSet(f, _) => *l3 == L3::Ip(*f),
+        Match::DaddrInSet(f, _) | Match::SaddrInSet(f, _) => *l3 == L3::Ip(*f),
         Match::ArpTargetIn(_) | Match::ArpSenderIn(_) => *l3 == L3::Arp,
         Match::InSet { fields, .. } | Match::Meter { fields, .. } => {
             fields.iter().any(|f| field_l3(f).as_ref() == Some(l3))
@@ -378,6 +378,9 @@ fn match_text(m: &Match) -> String {
             format!("icmpv6 type {name}")
         }
         Match::DaddrInSet(f, set) => format!("{} daddr @{set}", ip_kw(*f)),
+        Match::SaddrInSet(f, set) => format!("{} saddr @{set}", ip_kw(*f)),
+        Match::IifGroup(g) => format!("iifgroup {g}"),
+        Match::OifGroup(g) => format!("oifgroup {g}"),
         Match::Daddr(a) => {
             let f = AddrFamily::of(*a);
             format!("{} daddr {a}", ip_kw(f))

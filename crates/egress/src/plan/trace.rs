@@ -346,6 +346,19 @@ impl HostPlan {
                             None => false,
                         }
                 }
+                Match::SaddrInSet(f, name) => {
+                    AddrFamily::of(flow.src) == *f
+                        && self.set_element(name, flow.src, ctx.learned).is_some()
+                }
+                // corral stamps every bridge it plans with its group, and a
+                // traced flow enters by a planned bridge or the uplink.
+                Match::IifGroup(g) => {
+                    *g == super::fail_closed::STAMP_GROUP && self.is_bridge(ctx.iif)
+                }
+                Match::OifGroup(g) => {
+                    *g == super::fail_closed::STAMP_GROUP
+                        && ctx.oif.is_some_and(|o| self.is_bridge(o))
+                }
                 Match::Daddr(a) => *a == flow.dst,
                 Match::DaddrIn(n) => n.contains(&flow.dst),
                 Match::SaddrIn(n) => n.contains(&flow.src),
@@ -376,6 +389,10 @@ impl HostPlan {
             }
         }
         Some(hit)
+    }
+
+    fn is_bridge(&self, name: &str) -> bool {
+        self.bridges.iter().any(|b| b.name.as_str() == name)
     }
 
     /// The element of set `name` holding `dst`: the plan's elements for an
