@@ -399,6 +399,17 @@ impl Host {
                     return Ok(report);
                 }
             };
+            // An adopted bridge keeps its place but leaves corral's group.
+            match links.unplanned_bridges(&[]).await {
+                Ok(all) => {
+                    for (b, _) in all.iter().filter(|(b, _)| !b.is_stamped_bridge()) {
+                        if let Err(e) = links.set_group(&b.name, 0).await {
+                            report.errors.push(e.to_string());
+                        }
+                    }
+                }
+                Err(e) => report.errors.push(e.to_string()),
+            }
             match links.stamped_bridges().await {
                 Ok(bridges) => {
                     for b in bridges {

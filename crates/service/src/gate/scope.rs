@@ -162,6 +162,11 @@ impl ProfileScope {
             // Packets from a detached port are dropped: enforcement holds,
             // a new sandbox is not at risk (verify still reports it).
             HostDrift::StraySource { .. } => false,
+            // A bridge of corral's no profile governs: its traffic is
+            // dropped, but the host is not what was applied (and a sandbox
+            // on it is cut off, not enforced): no start until an apply
+            // removes it.
+            HostDrift::UnplannedBridge { .. } => true,
         }
     }
 
