@@ -15,12 +15,11 @@ use corral_drill::lab::topology::{
     probe_from,
 };
 use corral_drill::lab::{Lab, Observed, tcp};
+use corral_drill::removed::{plan_without, without_fail_closed};
 use corral_egress::host::{HostDrift, HostError};
 use corral_egress::link::{Links, STAMP, STAMP_GROUP};
 use corral_egress::netns::Netns;
 use corral_egress::nft;
-use corral_egress::plan::fail_closed::{self, CUT_PORTS};
-use corral_egress::plan::{HostPlan, Match, PlanSettings};
 use corral_egress::resolve::Resolution;
 use corral_sandbox_core::ProfileSet;
 use corral_sandbox_core::config::Config;
@@ -32,54 +31,6 @@ const REMOVED: &str = "internet";
 
 fn builtin() -> ProfileSet {
     Config::builtin_default().profiles
-}
-
-/// The lab's plan without profile `gone`: the same host networks, the
-/// other profiles' bindings kept, `gone`'s subnets retired.
-fn without(lab: &Lab, gone: &str) -> HostPlan {
-    let kept = ProfileSet::new(
-        lab.profiles
-            .iter()
-            .filter(|p| p.name.as_str() != gone)
-            .cloned()
-            .collect(),
-    )
-    .unwrap();
-    let settings = PlanSettings {
-        host_networks: lab.plan.host_networks.clone(),
-        ..PlanSettings::default()
-    };
-    let bindings = lab
-        .plan
-        .bindings
-        .iter()
-        .filter(|b| kept.by_bridge(b.bridge.as_str()).is_some())
-        .cloned()
-        .collect();
-    let plan = HostPlan::build(&kept, &settings, &Resolution::new())
-        .unwrap()
-        .with_bindings(&kept, bindings)
-        .unwrap();
-    let retired = fail_closed::retire(&[], &lab.plan.subnets(), &plan.subnets());
-    plan.with_fail_closed(retired, Vec::new())
-}
-
-/// `plan` as corral planned it before this change: no rule about groups,
-/// retired subnets or cut ports.
-fn as_before(plan: &HostPlan) -> HostPlan {
-    let mut old = plan.clone();
-    let new_rule = |m: &Match| match m {
-        Match::IifGroup(_) | Match::OifGroup(_) | Match::SaddrInSet(..) => true,
-        Match::DaddrInSet(_, s) => s.starts_with("retired"),
-        Match::InSet { set, .. } => set == CUT_PORTS,
-        _ => false,
-    };
-    for t in [&mut old.inet, &mut old.bridge] {
-        for c in &mut t.chains {
-            c.rules.retain(|r| !r.matches.iter().any(new_rule));
-        }
-    }
-    old
 }
 
 #[test]
@@ -104,7 +55,7 @@ fn a_removed_profile_is_refused_with_ports_and_cut_with_force() {
 
     // A plain apply of the plan without the profile refuses, naming the
     // bridge and its ports, and changes nothing.
-    let gone = without(&lab, REMOVED);
+    let gone = plan_without(&lab, REMOVED, &Resolution::new()).unwrap();
     let err = lab
         .host
         .apply_removing(&gone, Some(&lab.plan), false)
@@ -133,7 +84,7 @@ fn a_removed_profile_is_refused_with_ports_and_cut_with_force() {
     // address) lets the sandbox reach the host's TCP service.
     lab.topo
         .host
-        .run(|| nft::apply(&as_before(&gone)))
+        .run(|| nft::apply(&without_fail_closed(&gone)))
         .unwrap()
         .unwrap();
     let r = lab.probe(sb, &host_service, T);
