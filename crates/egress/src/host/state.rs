@@ -253,6 +253,33 @@ mod tests {
     }
 
     #[test]
+    fn an_older_record_has_nothing_retired_or_cut_and_a_new_one_rebuilds_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::new(dir.path().join("state"));
+        let config = Config::builtin_default();
+        let mut old = serde_json::to_value(AppliedInputs::new(&config, Resolution::new())).unwrap();
+        let obj = old.as_object_mut().unwrap();
+        obj.remove("retired");
+        obj.remove("cut_ports");
+        std::fs::create_dir_all(store.dir()).unwrap();
+        std::fs::write(store.path(), old.to_string()).unwrap();
+        let back = store.load().unwrap().unwrap();
+        assert!(back.retired.is_empty() && back.cut_ports.is_empty());
+
+        let retired: ipnet::IpNet = "10.9.0.0/24".parse().unwrap();
+        let inputs = back.with_fail_closed(vec![retired], vec!["veth9".to_owned()]);
+        store.save(&inputs).unwrap();
+        let (_, plan) = store.load_plan().unwrap().unwrap();
+        assert_eq!(plan.retired, vec![retired]);
+        assert_eq!(plan.cut_ports, vec!["veth9".to_owned()]);
+        assert_eq!(plan.set("retired4").unwrap().elements.len(), 1);
+        for t in plan.tables() {
+            let cut = t.keyed_sets.iter().find(|s| s.name == "cut_ports").unwrap();
+            assert_eq!(cut.elements.len(), 1, "{:?}", t.family);
+        }
+    }
+
+    #[test]
     fn a_corrupt_file_says_what_to_do() {
         let dir = tempfile::tempdir().unwrap();
         let store = StateStore::new(dir.path());

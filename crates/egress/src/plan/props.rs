@@ -630,6 +630,36 @@ proptest! {
         }
     }
 
+    /// Retired subnets and cut ports are set elements only: the rules stay
+    /// the same, and a rebinding keeps the cut ports.
+    #[test]
+    fn fail_closed_inputs_change_only_elements(
+        set in arb_set(),
+        nets in prop::collection::vec((0u8..=255, 16u8..=30), 0..5),
+        ports in prop::collection::vec("[a-z]{1,8}", 0..4),
+    ) {
+        let plan = HostPlan::build(&set, &PlanSettings::default(), &Resolution::new()).unwrap();
+        let retired: Vec<ipnet::IpNet> = nets.iter().map(|(o, l)| {
+            ipnet::IpNet::V4(ipnet::Ipv4Net::new(Ipv4Addr::new(172, 16, *o, 0), *l).unwrap().trunc())
+        }).collect();
+        let cut = plan.with_fail_closed(retired.clone(), ports.clone());
+        prop_assert_eq!(cut.rule_count(), plan.rule_count());
+        let rules = |p: &HostPlan| p.tables().iter().flat_map(|t| t.chains.clone()).collect::<Vec<_>>();
+        prop_assert_eq!(rules(&cut), rules(&plan));
+        let rebound = cut.with_bindings(&set, Vec::new()).unwrap();
+        let mut want = ports.clone();
+        want.sort();
+        want.dedup();
+        for t in rebound.tables() {
+            let s = t.keyed_sets.iter().find(|s| s.name == fail_closed::CUT_PORTS).unwrap();
+            prop_assert_eq!(s.elements.len(), want.len());
+        }
+        // The same inputs through the settings build the same plan.
+        let settings = PlanSettings { retired, cut_ports: ports, ..PlanSettings::default() };
+        let built = HostPlan::build(&set, &settings, &Resolution::new()).unwrap();
+        prop_assert_eq!(built.render_nft(), cut.render_nft());
+    }
+
     #[test]
     fn rule_count_does_not_depend_on_address_count(n in 1u32..300, m in 1u32..300) {
         let a = allowlist_plan(n);

@@ -129,6 +129,7 @@ impl ProfileScope {
                             Match::Meter { set, .. }
                                 if set.ends_with(DROPLOG_SUFFIX) && *set != own_meter => {}
                             Match::DaddrInSet(_, set)
+                            | Match::SaddrInSet(_, set)
                             | Match::InSet { set, .. }
                             | Match::Meter { set, .. } => {
                                 scope.sets.insert((table.family, set.clone()));
@@ -304,6 +305,27 @@ mod tests {
             problem: "down".into()
         }));
         assert_eq!(ProfileScope::of(&plan, "nope").bridge, None);
+    }
+
+    #[test]
+    fn an_unplanned_bridge_and_the_fail_closed_sets_hold_every_profile() {
+        let plan = plan();
+        let unplanned = HostDrift::UnplannedBridge {
+            name: "cb-old".to_owned(),
+            ports: vec!["veth1".to_owned()],
+        };
+        for p in ["internet", "isolated", "allowlist"] {
+            let s = ProfileScope::of(&plan, p);
+            assert!(s.covers(&unplanned), "{p}");
+            for (f, set) in [
+                (TableFamily::Inet, "retired4"),
+                (TableFamily::Inet, "retired6"),
+                (TableFamily::Inet, "cut_ports"),
+                (TableFamily::Bridge, "cut_ports"),
+            ] {
+                assert!(s.sets.contains(&(f, set.to_owned())), "{p} {f:?} {set}");
+            }
+        }
     }
 
     fn element(detail: &str) -> HostDrift {
