@@ -249,3 +249,25 @@ fn a_retired_source_is_dropped_whatever_interface_it_arrives_on() {
     // The record of it is read back: a plan without it is drift.
     assert!(!lab.host.verify(&lab.plan).unwrap().is_empty());
 }
+
+#[test]
+fn a_planned_bridge_out_of_corrals_group_is_drift_and_apply_restores_it() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let lab = Lab::new(&builtin(), &Resolution::new()).unwrap();
+    lab.apply().unwrap();
+    assert_eq!(lab.host.verify(&lab.plan).unwrap(), Vec::<HostDrift>::new());
+    let br = lab.plan.bridges[0].name.to_string();
+    stamp(&lab.topo.host, &br, STAMP, 0);
+    let drift = lab.host.verify(&lab.plan).unwrap();
+    assert!(
+        drift
+            .iter()
+            .any(|d| matches!(d, HostDrift::Bridge { name, problem }
+            if *name == br && problem.contains("netdev group 0"))),
+        "{drift:#?}"
+    );
+    lab.apply().unwrap();
+    assert_eq!(lab.host.verify(&lab.plan).unwrap(), Vec::<HostDrift>::new());
+}
