@@ -20,6 +20,7 @@ mod dns;
 pub mod lab;
 mod probes;
 pub mod raw;
+pub mod removed;
 mod report;
 mod schedule;
 mod slaac;
@@ -177,6 +178,8 @@ pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, Dr
     ));
     rows.extend(enforced.checks);
     rows.extend(enforced.dns);
+    // Last: it deletes a bridge of the lab.
+    rows.extend(removed::row(&lab, &resolution, opts.timeout));
     for s in setup_rows {
         rows.push(DrillRow {
             probe: "listener setup".to_owned(),

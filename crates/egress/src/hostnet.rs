@@ -62,12 +62,18 @@ fn route_ip(a: &RouteAddress) -> Option<IpAddr> {
 
 impl Links {
     /// The host's networks and routers, leaving out the interfaces named in
-    /// `exclude` (corral's own bridges) and loopback.
+    /// `exclude` (the plan's bridges), every bridge with corral's stamp or
+    /// group, and loopback.
     pub async fn host_networks(&self, exclude: &[&str]) -> Result<HostNetworks, LinkError> {
         let links = self.list().await?;
         let skip: BTreeSet<u32> = links
             .iter()
-            .filter(|l| l.name == "lo" || exclude.contains(&l.name.as_str()))
+            // A bridge of corral's no plan names is on its way out (an
+            // apply removes it), and its traffic is dropped meanwhile: its
+            // subnet is not one of the host's networks.
+            .filter(|l| {
+                l.name == "lo" || exclude.contains(&l.name.as_str()) || l.is_corral_bridge()
+            })
             .map(|l| l.index)
             .collect();
         let addrs: Vec<_> = self

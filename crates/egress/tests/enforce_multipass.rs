@@ -37,7 +37,9 @@ fn class8_the_multipass_bridge_reaches_no_host_service() {
         .host
         .run_async(|| async {
             let links = Links::connect().unwrap();
-            links.create_bridge(DEFAULT_MULTIPASS_BRIDGE).await.unwrap();
+            // Multipass's own bridge: not corral's, so without its stamp.
+            let msg = rtnetlink::LinkBridge::new(DEFAULT_MULTIPASS_BRIDGE).build();
+            links.handle().link().add(msg).execute().await.unwrap();
             links
                 .add_address(
                     DEFAULT_MULTIPASS_BRIDGE,

@@ -63,6 +63,11 @@ pub struct ApplyArgs {
     /// Change nothing; print what `host plan` prints.
     #[arg(long)]
     pub dry_run: bool,
+    /// Remove the bridges of profiles no longer configured even while
+    /// sandboxes are attached: their ports are set down and cut off (they
+    /// forward nothing, even brought up again), then the bridges deleted.
+    #[arg(short, long)]
+    pub force: bool,
 }
 
 /// `corral host teardown`.

@@ -30,6 +30,7 @@
 
 mod carry;
 mod ports;
+mod removal;
 mod report;
 mod revoke;
 mod state;
@@ -45,9 +46,11 @@ use corral_sandbox_core::ProfileSet;
 use serde::Serialize;
 
 pub use ports::PortReport;
+pub use removal::UnplannedBridge;
 
 pub use report::{
-    ApplyReport, BridgeReport, BridgeStatus, HostDrift, SetStatus, Status, TeardownReport,
+    ApplyReport, BridgeReport, BridgeStatus, HostDrift, RemovedBridge, SetStatus, Status,
+    TeardownReport,
 };
 pub use revoke::RevokeReport;
 pub use state::{AppliedInputs, StateError, StateStore, plan_settings};
@@ -95,6 +98,13 @@ pub enum HostError {
         .0.first().map(ToString::to_string).unwrap_or_default()
     )]
     NotEnforced(Vec<HostDrift>),
+    /// The plan drops bridges that still have ports (sandboxes attached);
+    /// nothing was changed.
+    #[error(
+        "{}; nothing was changed. Stop or remove the sandboxes on them, or pass --force (their ports are set down and cut off, then the bridges removed)",
+        removal::describe(.0)
+    )]
+    PortsAttached(Vec<UnplannedBridge>),
 }
 
 /// A host (or network namespace) corral manages.
@@ -181,7 +191,7 @@ impl Host {
         plan: &HostPlan,
         before: Option<&HostPlan>,
     ) -> Result<ApplyReport, HostError> {
-        self.apply_faulted(plan, before, None)
+        self.apply_faulted(plan, before, false, None)
     }
 
     /// [`Host::apply_after`] failing on purpose at `step` (fault tests:
@@ -194,17 +204,53 @@ impl Host {
         before: Option<&HostPlan>,
         step: ApplyStep,
     ) -> Result<ApplyReport, HostError> {
-        self.apply_faulted(plan, before, Some(step))
+        self.apply_faulted(plan, before, false, Some(step))
+    }
+
+    /// The bridges corral created or uses that `plan` does not name, with
+    /// their ports: what an apply of `plan` removes (and refuses to remove
+    /// without `force` while a port is attached).
+    pub fn unplanned(&self, plan: &HostPlan) -> Result<Vec<UnplannedBridge>, HostError> {
+        self.within(|| async { removal::unplanned(plan, &Links::connect()?).await })
+    }
+
+    /// [`Host::apply_after`], removing the bridges `plan` does not name
+    /// (see [`Host::unplanned`]). A bridge with ports is refused
+    /// ([`HostError::PortsAttached`], before anything changes) unless
+    /// `force`: then its ports are set down and added to `cut_ports` first,
+    /// the new ruleset goes in, and the bridge is deleted (an adopted one
+    /// only leaves corral's group). The report's `cut_ports` is what the
+    /// record must keep.
+    pub fn apply_removing(
+        &self,
+        plan: &HostPlan,
+        before: Option<&HostPlan>,
+        force: bool,
+    ) -> Result<ApplyReport, HostError> {
+        self.apply_faulted(plan, before, force, None)
     }
 
     fn apply_faulted(
         &self,
         plan: &HostPlan,
         before: Option<&HostPlan>,
+        force: bool,
         fault: Option<ApplyStep>,
     ) -> Result<ApplyReport, HostError> {
         self.within(|| async {
             let start = Instant::now();
+            let links = Links::connect()?;
+            let leaving = removal::unplanned(plan, &links).await?;
+            if !force && leaving.iter().any(|b| !b.ports.is_empty()) {
+                return Err(HostError::PortsAttached(
+                    leaving
+                        .into_iter()
+                        .filter(|b| !b.ports.is_empty())
+                        .collect(),
+                ));
+            }
+            let cut = removal::cut_ports(plan, &leaving, &links).await?;
+            let plan = &plan.with_fail_closed(plan.retired.clone(), cut);
             let (early, per_bridge) = split_sysctls(plan);
             let mut sysctls = Sysctls::default().apply(&early)?;
             let keep = carry::kept_learned(plan, before, &nft::read_learned()?);
@@ -216,6 +262,8 @@ impl Host {
             let finished = async {
                 let links = Links::connect()?;
                 fail_at(fault, ApplyStep::Bridges)?;
+                // Already cut and dropped: a failure from here leaves them so.
+                let removed = removal::remove(&leaving, &links).await?;
                 let outcomes = links.ensure_bridges(&plan.bridges).await?;
                 let bridges: Vec<BridgeReport> = plan
                     .bridges
@@ -244,10 +292,10 @@ impl Host {
                 }
                 fail_at(fault, ApplyStep::Revoke)?;
                 let revoked = revoke::revoke(plan)?;
-                Ok((bridges, ports, revoked))
+                Ok((bridges, ports, revoked, removed))
             }
             .await;
-            let (bridges, ports, revoked) = match finished {
+            let (bridges, ports, revoked, removed) = match finished {
                 Ok(done) => done,
                 Err(cause) => return Err(after_commit(plan, before, &created, cause).await),
             };
@@ -261,6 +309,8 @@ impl Host {
                 carried,
                 revoked,
                 ports,
+                removed,
+                cut_ports: plan.cut_ports.clone(),
                 ms: elapsed_ms(start),
             })
         })
@@ -349,6 +399,17 @@ impl Host {
                     return Ok(report);
                 }
             };
+            // An adopted bridge keeps its place but leaves corral's group.
+            match links.unplanned_bridges(&[]).await {
+                Ok(all) => {
+                    for (b, _) in all.iter().filter(|(b, _)| !b.is_stamped_bridge()) {
+                        if let Err(e) = links.set_group(&b.name, 0).await {
+                            report.errors.push(e.to_string());
+                        }
+                    }
+                }
+                Err(e) => report.errors.push(e.to_string()),
+            }
             match links.stamped_bridges().await {
                 Ok(bridges) => {
                     for b in bridges {
@@ -700,6 +761,13 @@ async fn verify_inside(
             });
         }
     }
+    let planned: Vec<&str> = plan.bridges.iter().map(|b| b.name.as_str()).collect();
+    for (b, ports) in links.unplanned_bridges(&planned).await? {
+        out.push(HostDrift::UnplannedBridge {
+            name: b.name,
+            ports,
+        });
+    }
     // One dump of the links and one of the addresses for every bridge.
     let all = links.list().await?;
     let mut addresses = links.all_addresses().await?;
@@ -723,6 +791,16 @@ async fn verify_inside(
             out.push(HostDrift::Bridge {
                 name: name.to_owned(),
                 problem: "down".to_owned(),
+            });
+        }
+        if link.group != crate::link::STAMP_GROUP {
+            out.push(HostDrift::Bridge {
+                name: name.to_owned(),
+                problem: format!(
+                    "in netdev group {} instead of corral's {} (once its profile is removed, the rules that drop an unplanned bridge's traffic would not know it)",
+                    link.group,
+                    crate::link::STAMP_GROUP
+                ),
             });
         }
         let addrs = addresses.remove(&link.index).unwrap_or_default();

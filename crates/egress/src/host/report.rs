@@ -32,8 +32,26 @@ pub struct ApplyReport {
     /// The ports of the profile bridges after the sweep: each isolated,
     /// bound or quarantined.
     pub ports: Vec<super::ports::PortReport>,
+    /// Bridges no profile names any more (removed from the configuration,
+    /// or stamped out of band): what was done with each.
+    pub removed: Vec<RemovedBridge>,
+    /// Every port in `cut_ports` after the apply (earlier cuts that still
+    /// exist included): what the applied record must keep.
+    pub cut_ports: Vec<String>,
     /// Wall time of the whole apply including read-back, milliseconds.
     pub ms: u64,
+}
+
+/// A bridge the plan no longer names, as an apply left it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RemovedBridge {
+    /// Bridge name.
+    pub name: String,
+    /// Its ports, set down and named in `cut_ports` (only with `--force`).
+    pub cut: Vec<String>,
+    /// Deleted (corral created it); `false`: an adopted bridge, left in
+    /// place without corral's group.
+    pub deleted: bool,
 }
 
 /// One bridge of an apply.
@@ -70,6 +88,16 @@ pub enum HostDrift {
         new: String,
         /// Networks and routers in the plan the host no longer has.
         gone: String,
+    },
+    /// A bridge carrying corral's stamp (or group) that no profile of the
+    /// plan names: its traffic is dropped by the fail-closed rules, but a
+    /// sandbox on it is cut off rather than governed.
+    #[serde(rename = "unplanned_bridge")]
+    UnplannedBridge {
+        /// Bridge name.
+        name: String,
+        /// Its ports (sandbox interfaces still attached).
+        ports: Vec<String>,
     },
     /// Packets from a profile's subnet arrived on another interface than
     /// its bridge (and were dropped): a sandbox port is no longer on its
@@ -119,6 +147,15 @@ impl fmt::Display for HostDrift {
                 bridge,
                 problem,
             } => write!(f, "port {port} of bridge {bridge}: {problem}"),
+            HostDrift::UnplannedBridge { name, ports } => write!(
+                f,
+                "bridge {name} carries corral's stamp but no profile names it (ports: {}); its traffic is dropped — `corral host apply` removes it (`--force` when ports are attached, which cuts them)",
+                if ports.is_empty() {
+                    "none".to_owned()
+                } else {
+                    ports.join(", ")
+                }
+            ),
             HostDrift::Sysctl(s) => write!(
                 f,
                 "sysctl {} is {} (planned {})",

@@ -65,6 +65,14 @@ pub struct AppliedInputs {
     /// store its `bindings` here so a later verify expects them).
     #[serde(default)]
     pub bindings: Vec<PortBinding>,
+    /// Subnets corral planned here before and no longer does, dropped from
+    /// and to whatever interface (absent in older records: none).
+    #[serde(default)]
+    pub retired: Vec<ipnet::IpNet>,
+    /// Ports a forced apply cut off a removed bridge (absent in older
+    /// records: none).
+    #[serde(default)]
+    pub cut_ports: Vec<String>,
 }
 
 impl AppliedInputs {
@@ -80,7 +88,17 @@ impl AppliedInputs {
             applied_at,
             host_networks: None,
             bindings: Vec::new(),
+            retired: Vec::new(),
+            cut_ports: Vec::new(),
         }
+    }
+
+    /// The same record with the retired subnets and cut ports in force.
+    #[must_use]
+    pub fn with_fail_closed(mut self, retired: Vec<ipnet::IpNet>, cut_ports: Vec<String>) -> Self {
+        self.retired = retired;
+        self.cut_ports = cut_ports;
+        self
     }
 
     /// The same record with the host networks the plan was built with.
@@ -94,6 +112,8 @@ impl AppliedInputs {
     pub fn settings(&self, config: &Config) -> PlanSettings {
         PlanSettings {
             host_networks: self.host_networks.clone(),
+            retired: self.retired.clone(),
+            cut_ports: self.cut_ports.clone(),
             ..plan_settings(&config.host)
         }
     }
@@ -200,6 +220,8 @@ pub fn plan_settings(host: &HostConfig) -> PlanSettings {
         uplink: host.uplink.as_ref().map(ToString::to_string),
         host_networks: None,
         deny: host.deny.clone(),
+        retired: Vec::new(),
+        cut_ports: Vec::new(),
     }
 }
 
@@ -228,6 +250,33 @@ mod tests {
         store.clear().unwrap();
         assert_eq!(store.load().unwrap(), None);
         store.clear().unwrap();
+    }
+
+    #[test]
+    fn an_older_record_has_nothing_retired_or_cut_and_a_new_one_rebuilds_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::new(dir.path().join("state"));
+        let config = Config::builtin_default();
+        let mut old = serde_json::to_value(AppliedInputs::new(&config, Resolution::new())).unwrap();
+        let obj = old.as_object_mut().unwrap();
+        obj.remove("retired");
+        obj.remove("cut_ports");
+        std::fs::create_dir_all(store.dir()).unwrap();
+        std::fs::write(store.path(), old.to_string()).unwrap();
+        let back = store.load().unwrap().unwrap();
+        assert!(back.retired.is_empty() && back.cut_ports.is_empty());
+
+        let retired: ipnet::IpNet = "10.9.0.0/24".parse().unwrap();
+        let inputs = back.with_fail_closed(vec![retired], vec!["veth9".to_owned()]);
+        store.save(&inputs).unwrap();
+        let (_, plan) = store.load_plan().unwrap().unwrap();
+        assert_eq!(plan.retired, vec![retired]);
+        assert_eq!(plan.cut_ports, vec!["veth9".to_owned()]);
+        assert_eq!(plan.set("retired4").unwrap().elements.len(), 1);
+        for t in plan.tables() {
+            let cut = t.keyed_sets.iter().find(|s| s.name == "cut_ports").unwrap();
+            assert_eq!(cut.elements.len(), 1, "{:?}", t.family);
+        }
     }
 
     #[test]

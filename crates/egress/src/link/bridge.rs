@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{LinkError, LinkState, Links, errno};
 use crate::plan::BridgePlan;
+pub use crate::plan::fail_closed::STAMP_GROUP;
 
 /// The `IFLA_IFALIAS` corral writes on bridges it creates. Teardown deletes
 /// a bridge only when it carries exactly this stamp, so a bridge corral
@@ -83,6 +84,7 @@ impl Links {
         };
         self.set_bridge_netfilter(name, CORRAL_BRIDGE_NETFILTER)
             .await?;
+        self.set_group(name, STAMP_GROUP).await?;
         self.ensure_address(name, IpNet::V4(plan.gateway_v4))
             .await?;
         if let Some(v6) = plan.gateway_v6 {
@@ -113,6 +115,9 @@ impl Links {
             if link.netfilter != Some(CORRAL_BRIDGE_NETFILTER) {
                 self.set_bridge_netfilter(name, CORRAL_BRIDGE_NETFILTER)
                     .await?;
+            }
+            if link.group != STAMP_GROUP {
+                self.set_group(name, STAMP_GROUP).await?;
             }
             let have = addresses.remove(&link.index).unwrap_or_default();
             let wanted =
@@ -173,6 +178,9 @@ impl Links {
         let link = self.require(name).await?;
         let msg = rtnetlink::LinkUnspec::new_with_index(link.index)
             .alias(STAMP)
+            .append_extra_attribute(netlink_packet_route::link::LinkAttribute::Group(
+                STAMP_GROUP,
+            ))
             .build();
         if let Err(e) = self.handle.link().set(msg).execute().await {
             // Without the stamp teardown would never remove it; undo.
@@ -198,6 +206,27 @@ impl Links {
             Err(e) if errno(&e) == Some(libc::ENODEV) => Ok(false),
             Err(e) => Err(LinkError::netlink(format!("delete bridge `{name}`"), e)),
         }
+    }
+
+    /// Every bridge corral created or uses (stamp or group) that `planned`
+    /// does not name, with the names of its ports.
+    pub async fn unplanned_bridges(
+        &self,
+        planned: &[&str],
+    ) -> Result<Vec<(LinkState, Vec<String>)>, LinkError> {
+        let all = self.list().await?;
+        Ok(all
+            .iter()
+            .filter(|l| l.is_corral_bridge() && !planned.contains(&l.name.as_str()))
+            .map(|b| {
+                let ports = all
+                    .iter()
+                    .filter(|l| l.controller == Some(b.index))
+                    .map(|l| l.name.clone())
+                    .collect();
+                (b.clone(), ports)
+            })
+            .collect())
     }
 
     /// Every bridge in the namespace that carries corral's stamp.
@@ -236,6 +265,7 @@ mod tests {
             controller: None,
             isolated: None,
             netfilter: None,
+            group: 0,
         }
     }
 

@@ -15,7 +15,7 @@ use futures::TryStreamExt;
 use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use rtnetlink::Handle;
 
-pub use bridge::{BridgeNetfilter, BridgeOutcome, CORRAL_BRIDGE_NETFILTER, STAMP};
+pub use bridge::{BridgeNetfilter, BridgeOutcome, CORRAL_BRIDGE_NETFILTER, STAMP, STAMP_GROUP};
 pub use watch::{LinkEvent, LinkWatch};
 
 /// A link operation failed.
@@ -100,6 +100,8 @@ pub struct LinkState {
     pub isolated: Option<bool>,
     /// The bridge's own br_netfilter switches, for bridges.
     pub netfilter: Option<BridgeNetfilter>,
+    /// The netdev group (`IFLA_GROUP`; 0 is the default group).
+    pub group: u32,
 }
 
 impl LinkState {
@@ -113,9 +115,11 @@ impl LinkState {
             controller: None,
             isolated: None,
             netfilter: None,
+            group: 0,
         };
         for attr in &msg.attributes {
             match attr {
+                LinkAttribute::Group(g) => state.group = *g,
                 LinkAttribute::IfName(n) => state.name.clone_from(n),
                 LinkAttribute::IfAlias(a) => state.alias = Some(a.clone()),
                 LinkAttribute::Controller(c) => state.controller = Some(*c),
@@ -150,6 +154,14 @@ impl LinkState {
     /// True when this is a bridge carrying corral's stamp.
     pub fn is_stamped_bridge(&self) -> bool {
         self.kind.as_deref() == Some("bridge") && self.alias.as_deref() == Some(STAMP)
+    }
+
+    /// True when this is a bridge corral created (stamped) or uses (its
+    /// group): one whose traffic corral's rules govern.
+    pub fn is_corral_bridge(&self) -> bool {
+        self.kind.as_deref() == Some("bridge")
+            && (self.alias.as_deref() == Some(STAMP)
+                || self.group == crate::plan::fail_closed::STAMP_GROUP)
     }
 }
 
@@ -228,6 +240,34 @@ impl Links {
             .execute()
             .await
             .map_err(|e| LinkError::netlink(format!("set `{name}` up"), e))
+    }
+
+    /// Sets a link down.
+    pub async fn set_down(&self, name: &str) -> Result<(), LinkError> {
+        let link = self.require(name).await?;
+        let msg = rtnetlink::LinkUnspec::new_with_index(link.index)
+            .down()
+            .build();
+        self.handle
+            .link()
+            .set(msg)
+            .execute()
+            .await
+            .map_err(|e| LinkError::netlink(format!("set `{name}` down"), e))
+    }
+
+    /// Puts a link in netdev group `group`.
+    pub async fn set_group(&self, name: &str, group: u32) -> Result<(), LinkError> {
+        let link = self.require(name).await?;
+        let msg = rtnetlink::LinkUnspec::new_with_index(link.index)
+            .append_extra_attribute(LinkAttribute::Group(group))
+            .build();
+        self.handle
+            .link()
+            .set(msg)
+            .execute()
+            .await
+            .map_err(|e| LinkError::netlink(format!("set the group of `{name}`"), e))
     }
 
     /// Sets a link's MAC address (before it is up, so the IPv6 link-local

@@ -319,6 +319,14 @@ fn match_exprs(m: &Match, family: TableFamily, ctx: &mut Ctx) -> Result<Vec<Expr
             ct(libc::NFT_CT_DIRECTION)?,
             cmp(libc::NFT_CMP_EQ, &[d.number()])?,
         ],
+        Match::IifGroup(g) => vec![
+            meta(libc::NFT_META_IIFGROUP)?,
+            cmp(libc::NFT_CMP_EQ, &g.to_ne_bytes())?,
+        ],
+        Match::OifGroup(g) => vec![
+            meta(libc::NFT_META_OIFGROUP)?,
+            cmp(libc::NFT_CMP_EQ, &g.to_ne_bytes())?,
+        ],
         Match::IifNameNot(n) => vec![
             meta(libc::NFT_META_IIFNAME)?,
             cmp(libc::NFT_CMP_NEQ, &ifname(n)?)?,
@@ -358,18 +366,6 @@ fn match_exprs(m: &Match, family: TableFamily, ctx: &mut Ctx) -> Result<Vec<Expr
             cmp(libc::NFT_CMP_NEQ, &0u32.to_ne_bytes())?,
         ],
         Match::CtOrigSaddrIn(net) => ct_orig_saddr(*net)?,
-        Match::SaddrInSet(f, set) => {
-            let (off, len) = addr_field(*f, false);
-            let mut v = ctx.need(family, Proto::Ip(*f))?;
-            v.extend([
-                payload(NETWORK, off, len)?,
-                e(c"lookup")?
-                    .u32(sys::NFTNL_EXPR_LOOKUP_SREG, REG1)
-                    .str(sys::NFTNL_EXPR_LOOKUP_SET, &cstr(set)?)
-                    .u32(sys::NFTNL_EXPR_LOOKUP_FLAGS, 0),
-            ]);
-            v
-        }
         // What `nft` emits for `tcp flags & (fin|syn|rst|ack) != syn`: its
         // own protocol check, the flags byte, the mask, the compare.
         Match::TcpNotSyn => vec![
@@ -432,8 +428,8 @@ fn match_exprs(m: &Match, family: TableFamily, ctx: &mut Ctx) -> Result<Vec<Expr
             v
         }
         Match::Icmpv6Type(t) => vec![payload(TRANSPORT, 0, 1)?, cmp(libc::NFT_CMP_EQ, &[*t])?],
-        Match::DaddrInSet(f, set) => {
-            let (off, len) = addr_field(*f, true);
+        Match::DaddrInSet(f, set) | Match::SaddrInSet(f, set) => {
+            let (off, len) = addr_field(*f, matches!(m, Match::DaddrInSet(..)));
             let mut v = ctx.need(family, Proto::Ip(*f))?;
             v.extend([
                 payload(NETWORK, off, len)?,

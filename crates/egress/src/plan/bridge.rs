@@ -228,12 +228,20 @@ fn ip6_payload_len(n: u16) -> Match {
 }
 
 /// Build `table bridge corral` for `profiles` with `bindings` (validated).
-pub(super) fn table(profiles: &ProfileSet, bindings: &[PortBinding]) -> TablePlan {
+///
+/// `cut_ports` (ports a forced apply cut) forward nothing either way.
+pub(super) fn table(
+    profiles: &ProfileSet,
+    bindings: &[PortBinding],
+    cut_ports: &[String],
+) -> TablePlan {
+    let mut keyed = keyed_sets(bindings);
+    keyed.push(super::fail_closed::cut_ports_set(cut_ports));
     let mut t = TablePlan {
         family: TableFamily::Bridge,
         name: TABLE_NAME.to_owned(),
         sets: Vec::new(),
-        keyed_sets: keyed_sets(bindings),
+        keyed_sets: keyed,
         maps: Vec::new(),
         chains: Vec::new(),
     };
@@ -249,29 +257,37 @@ pub(super) fn table(profiles: &ProfileSet, bindings: &[PortBinding]) -> TablePla
             r(vec![in_set(vec![field], set)], Verdict::Drop),
         )
     };
-    let mut forward = [
-        fwd("port-to-port", Field::IifName, sets::PORTS),
-        fwd("port-to-port", Field::OifName, sets::PORTS),
-        fwd("quarantined", Field::IifName, sets::QUARANTINE),
-        fwd("quarantined", Field::OifName, sets::QUARANTINE),
-    ]
-    .concat();
+    // Cut ports first: not even a frame carrying a planned profile's
+    // addresses reaches that profile's `<p>-ports` from or to one.
+    let mut forward = super::fail_closed::bridge_cut(true);
+    forward.extend(
+        [
+            fwd("port-to-port", Field::IifName, sets::PORTS),
+            fwd("port-to-port", Field::OifName, sets::PORTS),
+            fwd("quarantined", Field::IifName, sets::QUARANTINE),
+            fwd("quarantined", Field::OifName, sets::QUARANTINE),
+        ]
+        .concat(),
+    );
     forward.extend(super::unknown_ports::dispatch(&mut t, profiles));
     t.chains.push(base(
         chains::PREROUTING,
         ChainType::Filter,
         Hook::Prerouting,
         PRIORITY,
-        vec![
-            r(
-                vec![in_set(vec![Field::IifName], sets::PORTS)],
-                jump(chains::PORT_IN),
-            ),
-            r(
-                vec![in_set(vec![Field::IifName], sets::QUARANTINE)],
-                jump(chains::QUARANTINE_IN),
-            ),
-        ],
+        super::fail_closed::bridge_cut(false)
+            .into_iter()
+            .chain([
+                r(
+                    vec![in_set(vec![Field::IifName], sets::PORTS)],
+                    jump(chains::PORT_IN),
+                ),
+                r(
+                    vec![in_set(vec![Field::IifName], sets::QUARANTINE)],
+                    jump(chains::QUARANTINE_IN),
+                ),
+            ])
+            .collect(),
     ));
     t.chains.push(base(
         names::FORWARD,

@@ -43,7 +43,6 @@ use corral_sandbox_core::{
 };
 use ipnet::IpNet;
 
-use super::guard;
 use super::model::{
     AddrFamily, AddrRange, BaseChain, ChainPlan, ChainType, Hook, L4Proto, Match, RejectKind,
     RulePlan, SetKind, SetPlan, TABLE_NAME, TableFamily, TablePlan, Verdict, merge_ranges,
@@ -52,6 +51,7 @@ use super::names;
 use super::reserved::{self, RESERVED_V4, RESERVED_V6};
 use super::vmap::{self, MapField, MapKey, MapKeyValue, VmapPlan};
 use super::{PlanError, PlanSettings};
+use super::{fail_closed, guard};
 use crate::resolve::Resolution;
 
 /// Priority of the prerouting guard: after conntrack (-200), so `ct state`
@@ -164,7 +164,9 @@ pub(super) fn tables(
         prerouting.extend(dispatch(m, MapField::Saddr(family_of(m))));
     }
     prerouting.extend(dispatch(&guard_map, MapField::IifName));
+    prerouting.extend(fail_closed::prerouting_tail());
     input.extend(dispatch(&host_map, MapField::IifName));
+    input.extend(fail_closed::iif_tail());
     let mut nat = Vec::new();
     for m in &nat_maps {
         nat.extend(dispatch(m, MapField::Saddr(family_of(m))));
@@ -196,7 +198,13 @@ pub(super) fn tables(
         );
     }
     forward.extend(dispatch(&in_map, MapField::OifName));
+    forward.extend(fail_closed::forward_middle());
     forward.extend(dispatch(&out_map, MapField::IifName));
+    forward.extend(fail_closed::iif_tail());
+    inet.sets
+        .extend(fail_closed::retired_sets(&settings.retired));
+    inet.keyed_sets
+        .push(fail_closed::cut_ports_set(&settings.cut_ports));
     inet.maps = [guard_map, in_map, out_map, host_map]
         .into_iter()
         .chain(arrival_maps)
@@ -208,7 +216,7 @@ pub(super) fn tables(
         })
         .collect();
 
-    if !profiles.is_empty() {
+    {
         inet.chains.push(base(
             names::PREROUTING,
             ChainType::Filter,
@@ -233,7 +241,10 @@ pub(super) fn tables(
         100,
         nat,
     ));
-    Ok((inet, super::bridge::table(profiles, &[])))
+    Ok((
+        inet,
+        super::bridge::table(profiles, &[], &settings.cut_ports),
+    ))
 }
 
 /// `FIELD vmap @map`, when the map has elements (an empty map would

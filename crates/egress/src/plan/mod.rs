@@ -29,6 +29,7 @@ pub mod build;
 pub mod droplog;
 pub mod eval;
 pub mod explain;
+pub mod fail_closed;
 pub mod feeds;
 pub mod flow_limits;
 pub mod gateway_guard;
@@ -91,6 +92,12 @@ pub struct PlanSettings {
     pub host_networks: Option<Vec<IpNet>>,
     /// The host-wide `deny` list: destinations no sandbox reaches.
     pub deny: Vec<IpNet>,
+    /// Subnets corral planned on this host before and no longer does
+    /// ([`fail_closed::retire`]): no packet from or to them passes.
+    pub retired: Vec<IpNet>,
+    /// Ports a forced apply cut off a removed bridge: nothing they send
+    /// or are sent passes ([`fail_closed`]).
+    pub cut_ports: Vec<String>,
 }
 
 impl Default for PlanSettings {
@@ -100,6 +107,8 @@ impl Default for PlanSettings {
             uplink: None,
             host_networks: None,
             deny: Vec::new(),
+            retired: Vec::new(),
+            cut_ports: Vec::new(),
         }
     }
 }
@@ -155,6 +164,10 @@ pub struct HostPlan {
     /// The entries whose answers feed each learned set (see [`feeds`]):
     /// what decides which learned elements an apply carries over.
     pub dns_feeds: feeds::DnsFeeds,
+    /// The retired subnets (`retired4`/`retired6`, see [`fail_closed`]).
+    pub retired: Vec<IpNet>,
+    /// The cut ports (`cut_ports` in both tables, see [`fail_closed`]).
+    pub cut_ports: Vec<String>,
 }
 
 /// The plan cannot be built from these inputs.
@@ -260,7 +273,43 @@ impl HostPlan {
             bindings: Vec::new(),
             origins: origins::origins(profiles, resolution),
             dns_feeds: feeds::dns_feeds(profiles),
+            retired: settings.retired.clone(),
+            cut_ports: settings.cut_ports.clone(),
         })
+    }
+
+    /// The same plan with `retired` subnets and `cut_ports` (only set
+    /// elements change): what an apply records and a later verify expects.
+    #[must_use]
+    pub fn with_fail_closed(&self, retired: Vec<IpNet>, mut cut_ports: Vec<String>) -> HostPlan {
+        cut_ports.sort();
+        cut_ports.dedup();
+        let mut plan = self.clone();
+        for s in fail_closed::retired_sets(&retired) {
+            if let Some(x) = plan.inet.sets.iter_mut().find(|x| x.name == s.name) {
+                *x = s;
+            }
+        }
+        let cut = fail_closed::cut_ports_set(&cut_ports);
+        for t in [&mut plan.inet, &mut plan.bridge] {
+            if let Some(x) = t.keyed_sets.iter_mut().find(|x| x.name == cut.name) {
+                x.clone_from(&cut);
+            }
+        }
+        plan.retired = retired;
+        plan.cut_ports = cut_ports;
+        plan
+    }
+
+    /// The IPv4 and IPv6 subnets of the planned bridges.
+    pub fn subnets(&self) -> Vec<IpNet> {
+        self.bridges
+            .iter()
+            .flat_map(|b| {
+                std::iter::once(IpNet::V4(b.gateway_v4.trunc()))
+                    .chain(b.gateway_v6.map(|n| IpNet::V6(n.trunc())))
+            })
+            .collect()
     }
 
     /// The same plan with exactly `bindings` (checked against `profiles`,
@@ -274,7 +323,7 @@ impl HostPlan {
     ) -> Result<HostPlan, PlanError> {
         let bindings = bindings::validate(profiles, bindings)?;
         let mut plan = self.clone();
-        plan.bridge = bridge::table(profiles, &bindings);
+        plan.bridge = bridge::table(profiles, &bindings, &self.cut_ports);
         plan.bindings = bindings;
         Ok(plan)
     }

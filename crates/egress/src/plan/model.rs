@@ -277,6 +277,12 @@ pub enum Match {
     Icmpv6Type(u8),
     /// `ip daddr @set` / `ip6 daddr @set`.
     DaddrInSet(AddrFamily, String),
+    /// `ip saddr @set` / `ip6 saddr @set`.
+    SaddrInSet(AddrFamily, String),
+    /// `iifgroup N`: the input interface is in netdev group N.
+    IifGroup(u32),
+    /// `oifgroup N`: the output interface is in netdev group N.
+    OifGroup(u32),
     /// `ip daddr A` / `ip6 daddr A`.
     Daddr(IpAddr),
     /// `ip saddr NET` / `ip6 saddr NET` (in the bridge family the
@@ -306,8 +312,6 @@ pub enum Match {
     /// this packet belongs to (for a related packet: the flow it is related
     /// to) was started from an address in NET.
     CtOrigSaddrIn(IpNet),
-    /// `ip saddr @set` / `ip6 saddr @set`.
-    SaddrInSet(AddrFamily, String),
     /// `tcp flags & (fin|syn|rst|ack) != syn` (needs `L4Proto(Tcp)` before
     /// it): anything but a plain SYN, the one packet that may start a TCP
     /// flow.

@@ -75,6 +75,7 @@ pub(super) fn sets(profiles: &ProfileSet) -> Vec<SetPlan> {
                 kind: SetKind::Interval,
                 elements: super::model::merge_ranges(ranges),
                 timeout: None,
+                size: None,
             }
         })
         .collect()

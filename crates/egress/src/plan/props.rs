@@ -149,12 +149,26 @@ fn internet_none_host_and_bridge_chains() {
         &"meta l4proto ipv6-icmp icmpv6 type nd-neighbor-solicit counter accept".to_owned()
     ));
     assert_eq!(
-        texts(chain(&plan, TableFamily::Inet, "forward"))[..4],
+        texts(chain(&plan, TableFamily::Inet, "forward")),
         [
             "iifname \"mpqemubr0\" counter drop",
             "oifname \"mpqemubr0\" counter drop",
             "counter oifname vmap @in_by_oif",
+            "oifgroup 1668248172 counter drop",
+            "ip daddr @retired4 counter drop",
+            "ip6 daddr @retired6 counter drop",
+            "oifname @cut_ports counter drop",
             "counter iifname vmap @out_by_iif",
+            "iifgroup 1668248172 counter drop",
+            "iifname @cut_ports counter drop",
+        ]
+    );
+    assert_eq!(
+        texts(chain(&plan, TableFamily::Inet, "prerouting"))[3..],
+        [
+            "iifname @cut_ports counter drop",
+            "ip saddr @retired4 counter drop",
+            "ip6 saddr @retired6 counter drop",
         ]
     );
     assert_eq!(
@@ -191,6 +205,8 @@ fn internet_none_host_and_bridge_chains() {
     assert_eq!(
         texts(chain(&plan, TableFamily::Bridge, "forward")),
         [
+            "iifname @cut_ports counter drop",
+            "oifname @cut_ports counter drop",
             "iifname @ports counter drop",
             "oifname @ports counter drop",
             "iifname @quarantine counter drop",
@@ -252,6 +268,7 @@ fn internet_none_host_and_bridge_chains() {
     assert_eq!(
         texts(chain(&plan, TableFamily::Bridge, "prerouting")),
         [
+            "iifname @cut_ports counter drop",
             "iifname @ports counter jump port-in",
             "iifname @quarantine counter jump quarantine-in",
         ]
@@ -571,18 +588,26 @@ proptest! {
             let out = chain(&plan, TableFamily::Inet, &names::out_chain(&p.name));
             let last = out.rules.last().unwrap();
             prop_assert!(last.matches.is_empty() && last.verdict.class() == VerdictClass::Blocked);
+            // So does every chain `forward` and `input` dispatch a planned
+            // bridge to: its packets never reach the base chains' drops of
+            // an unplanned bridge's group (`fail_closed`).
+            for c in [names::in_chain(&p.name), names::host_chain(&p.name)] {
+                let last = chain(&plan, TableFamily::Inet, &c).rules.last().unwrap();
+                prop_assert!(last.matches.is_empty() && last.verdict.class() == VerdictClass::Blocked, "{}", c);
+            }
         }
         // The inet base chains hold the same rules whatever the number of
         // profiles: dispatch is one map lookup per direction.
         for c in plan.inet.chains.iter().filter(|c| c.base.is_some()) {
-            // (At most: the Multipass bridge's two drops, two lookups.)
-            prop_assert!(c.rules.len() <= 4, "{} has {} rules", c.name, c.rules.len());
+            // (At most: the Multipass bridge's two drops, two lookups and
+            // the six fail-closed drops of `forward`.)
+            prop_assert!(c.rules.len() <= 10, "{} has {} rules", c.name, c.rules.len());
         }
         // So do the bridge table's: its `forward` reaches a profile's
         // `<p>-ports` by one lookup per address field.
         for c in plan.bridge.chains.iter().filter(|c| c.base.is_some()) {
             // (At most: the port and quarantine drops with their drop-log
-            // twins, six lookups.)
+            // twins, six lookups, the two cut-port drops.)
             prop_assert!(c.rules.len() <= 18, "bridge {} has {} rules", c.name, c.rules.len());
             prop_assert!(c.rules.iter().all(|r| !matches!(r.verdict, Verdict::Jump(ref to) if to.ends_with("-ports"))));
         }
@@ -623,6 +648,36 @@ proptest! {
                 }
             }
         }
+    }
+
+    /// Retired subnets and cut ports are set elements only: the rules stay
+    /// the same, and a rebinding keeps the cut ports.
+    #[test]
+    fn fail_closed_inputs_change_only_elements(
+        set in arb_set(),
+        nets in prop::collection::vec((0u8..=255, 16u8..=30), 0..5),
+        ports in prop::collection::vec("[a-z]{1,8}", 0..4),
+    ) {
+        let plan = HostPlan::build(&set, &PlanSettings::default(), &Resolution::new()).unwrap();
+        let retired: Vec<ipnet::IpNet> = nets.iter().map(|(o, l)| {
+            ipnet::IpNet::V4(ipnet::Ipv4Net::new(Ipv4Addr::new(172, 16, *o, 0), *l).unwrap().trunc())
+        }).collect();
+        let cut = plan.with_fail_closed(retired.clone(), ports.clone());
+        prop_assert_eq!(cut.rule_count(), plan.rule_count());
+        let rules = |p: &HostPlan| p.tables().iter().flat_map(|t| t.chains.clone()).collect::<Vec<_>>();
+        prop_assert_eq!(rules(&cut), rules(&plan));
+        let rebound = cut.with_bindings(&set, Vec::new()).unwrap();
+        let mut want = ports.clone();
+        want.sort();
+        want.dedup();
+        for t in rebound.tables() {
+            let s = t.keyed_sets.iter().find(|s| s.name == fail_closed::CUT_PORTS).unwrap();
+            prop_assert_eq!(s.elements.len(), want.len());
+        }
+        // The same inputs through the settings build the same plan.
+        let settings = PlanSettings { retired, cut_ports: ports, ..PlanSettings::default() };
+        let built = HostPlan::build(&set, &settings, &Resolution::new()).unwrap();
+        prop_assert_eq!(built.render_nft(), cut.render_nft());
     }
 
     #[test]

@@ -396,6 +396,9 @@ fn match_text(m: &Match) -> String {
             format!("icmpv6 type {name}")
         }
         Match::DaddrInSet(f, set) => format!("{} daddr @{set}", ip_kw(*f)),
+        Match::SaddrInSet(f, set) => format!("{} saddr @{set}", ip_kw(*f)),
+        Match::IifGroup(g) => format!("iifgroup {g}"),
+        Match::OifGroup(g) => format!("oifgroup {g}"),
         Match::Daddr(a) => {
             let f = AddrFamily::of(*a);
             format!("{} daddr {a}", ip_kw(f))
@@ -422,7 +425,6 @@ fn match_text(m: &Match) -> String {
             let f = AddrFamily::of(net.addr());
             format!("ct original {} saddr {}", ip_kw(f), net_text(net))
         }
-        Match::SaddrInSet(f, set) => format!("{} saddr @{set}", ip_kw(*f)),
         Match::TcpNotSyn => "tcp flags != syn / fin,syn,rst,ack".to_owned(),
         Match::InSet {
             fields,

@@ -330,10 +330,6 @@ impl HostPlan {
                 Match::CtNew => true,
                 // A new flow's original source is the packet's own.
                 Match::CtOrigSaddrIn(n) => n.contains(&flow.src),
-                Match::SaddrInSet(f, name) => {
-                    *f == AddrFamily::of(flow.src)
-                        && self.set_element(name, flow.src, ctx.learned).is_some()
-                }
                 // The first packet of a TCP flow is a SYN.
                 Match::TcpNotSyn => false,
                 // A new flow is under any per-source limit (the TCP/53 cap).
@@ -353,6 +349,19 @@ impl HostPlan {
                             }
                             None => false,
                         }
+                }
+                Match::SaddrInSet(f, name) => {
+                    AddrFamily::of(flow.src) == *f
+                        && self.set_element(name, flow.src, ctx.learned).is_some()
+                }
+                // corral stamps every bridge it plans with its group, and a
+                // traced flow enters by a planned bridge or the uplink.
+                Match::IifGroup(g) => {
+                    *g == super::fail_closed::STAMP_GROUP && self.is_bridge(ctx.iif)
+                }
+                Match::OifGroup(g) => {
+                    *g == super::fail_closed::STAMP_GROUP
+                        && ctx.oif.is_some_and(|o| self.is_bridge(o))
                 }
                 Match::Daddr(a) => *a == flow.dst,
                 Match::DaddrIn(n) => n.contains(&flow.dst),
@@ -384,6 +393,10 @@ impl HostPlan {
             }
         }
         Some(hit)
+    }
+
+    fn is_bridge(&self, name: &str) -> bool {
+        self.bridges.iter().any(|b| b.name.as_str() == name)
     }
 
     /// The element of set `name` holding `dst`: the plan's elements for an

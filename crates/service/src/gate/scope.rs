@@ -163,6 +163,11 @@ impl ProfileScope {
             // Packets from a detached port are dropped: enforcement holds,
             // a new sandbox is not at risk (verify still reports it).
             HostDrift::StraySource { .. } => false,
+            // A bridge of corral's no profile governs: its traffic is
+            // dropped, but the host is not what was applied (and a sandbox
+            // on it is cut off, not enforced): no start until an apply
+            // removes it.
+            HostDrift::UnplannedBridge { .. } => true,
         }
     }
 
@@ -300,6 +305,27 @@ mod tests {
             problem: "down".into()
         }));
         assert_eq!(ProfileScope::of(&plan, "nope").bridge, None);
+    }
+
+    #[test]
+    fn an_unplanned_bridge_and_the_fail_closed_sets_hold_every_profile() {
+        let plan = plan();
+        let unplanned = HostDrift::UnplannedBridge {
+            name: "cb-old".to_owned(),
+            ports: vec!["veth1".to_owned()],
+        };
+        for p in ["internet", "isolated", "allowlist"] {
+            let s = ProfileScope::of(&plan, p);
+            assert!(s.covers(&unplanned), "{p}");
+            for (f, set) in [
+                (TableFamily::Inet, "retired4"),
+                (TableFamily::Inet, "retired6"),
+                (TableFamily::Inet, "cut_ports"),
+                (TableFamily::Bridge, "cut_ports"),
+            ] {
+                assert!(s.sets.contains(&(f, set.to_owned())), "{p} {f:?} {set}");
+            }
+        }
     }
 
     fn element(detail: &str) -> HostDrift {

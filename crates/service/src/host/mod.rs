@@ -96,6 +96,26 @@ pub enum ApplyError {
     Planning(#[source] PlanningError),
 }
 
+/// `planned` with the subnets it retires: those `before` retired or
+/// planned and `planned` does not plan (`fail_closed::retire`), and the
+/// ports `before` had cut.
+fn retiring(planned: Planned, before: Option<&corral_egress::plan::HostPlan>) -> Planned {
+    let Some(before) = before else {
+        return planned;
+    };
+    let retired = corral_egress::plan::fail_closed::retire(
+        &before.retired,
+        &before.subnets(),
+        &planned.plan.subnets(),
+    );
+    Planned {
+        plan: planned
+            .plan
+            .with_fail_closed(retired, before.cut_ports.clone()),
+        ..planned
+    }
+}
+
 /// A refresh failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RefreshError {
@@ -223,6 +243,17 @@ impl HostService {
     /// recorded by the last apply that still fit `planned`'s profiles are
     /// kept (a re-apply must not cut bound sandboxes off).
     pub fn apply(&self, planned: &Planned) -> Result<Applied, ApplyError> {
+        self.apply_forcing(planned, false)
+    }
+
+    /// [`HostService::apply`]; a bridge corral created or uses that
+    /// `planned` no longer names is removed with its gateway. While such a
+    /// bridge has ports (sandboxes attached) the apply refuses before
+    /// changing anything, naming them, unless `force`: then the ports are
+    /// set down and cut off (`cut_ports`), and the bridge removed. The
+    /// subnets corral planned before and `planned` lacks are retired
+    /// (dropped from and to any interface from now on).
+    pub fn apply_forcing(&self, planned: &Planned, force: bool) -> Result<Applied, ApplyError> {
         let _lock = self.store().lock().map_err(ApplyError::Lock)?;
         let planned = self.complete(planned).map_err(ApplyError::Planning)?;
         let previous = self
@@ -238,6 +269,32 @@ impl HostService {
         // under it: when it cannot be rebuilt, nothing learned is carried
         // over (sandboxes resolve again), which never opens anything.
         let before = self.store().load_plan().ok().flatten().map(|(_, p)| p);
+        let planned = retiring(planned, before.as_ref());
+        // Refused with ports before anything changes (the egress apply
+        // checks again); otherwise the leaving bridges' gateways stop
+        // first, as dnsmasq holds their addresses.
+        let leaving = self.target.host.unplanned(&planned.plan).map_err(|e| {
+            let (target, source) = self.host_error(e);
+            ApplyError::Host { target, source }
+        })?;
+        let attached: Vec<_> = leaving
+            .iter()
+            .filter(|b| !b.ports.is_empty())
+            .cloned()
+            .collect();
+        if !force && !attached.is_empty() {
+            return Err(ApplyError::Host {
+                target: self.target.describe(),
+                source: HostError::PortsAttached(attached),
+            });
+        }
+        for b in &leaving {
+            if let Ok(name) = BridgeName::new(b.name.clone()) {
+                corral_gateway::Gateway::new(&self.state_dir, &name)
+                    .stop()
+                    .map_err(ApplyError::GatewayStop)?;
+            }
+        }
         // A gateway still serving a name the new plan removes would add its
         // answers to a learned set the new plan keeps (its class lives on)
         // between the new ruleset and the gateway's restart: stop it first.
@@ -253,7 +310,11 @@ impl HostService {
             }
         }
         let store = self.store();
-        let report = match self.target.host.apply_after(&planned.plan, before.as_ref()) {
+        let report = match self
+            .target
+            .host
+            .apply_removing(&planned.plan, before.as_ref(), force)
+        {
             Ok(report) => report,
             Err(e) => {
                 // The new ruleset stayed in force (nothing to return to, or
@@ -271,6 +332,13 @@ impl HostService {
                 let (target, source) = self.host_error(e);
                 return Err(ApplyError::Host { target, source });
             }
+        };
+        // The ports cut now and before (while they exist) are recorded.
+        let planned = Planned {
+            plan: planned
+                .plan
+                .with_fail_closed(planned.plan.retired.clone(), report.cut_ports.clone()),
+            ..planned
         };
         if let Err(e) = store.save(&planned.inputs()) {
             // Unrecorded rules would be judged against the old record by
@@ -351,6 +419,13 @@ impl HostService {
             }
         };
         let new = self.complete(&new)?.keeping_bindings(&old.plan.bindings)?;
+        // What the last apply retired and cut stays so.
+        let new = Planned {
+            plan: new
+                .plan
+                .with_fail_closed(old.plan.retired.clone(), old.plan.cut_ports.clone()),
+            ..new
+        };
         // A timed refresh is also when a port hot-plugged since the last
         // apply, and bound by nobody, gets quarantined (before the refresh
         // verifies the result, which reports such a port).

@@ -35,6 +35,7 @@ impl Planned {
         AppliedInputs::new(&self.config, self.resolution.clone())
             .with_host_networks(self.host_networks.clone())
             .with_bindings(self.plan.bindings.clone())
+            .with_fail_closed(self.plan.retired.clone(), self.plan.cut_ports.clone())
     }
 
     /// This plan with the bindings of `previous` that still fit its
@@ -75,7 +76,8 @@ pub fn with_host_networks(planned: &Planned, host: &Host) -> Result<Planned, Pla
     // The bindings the plan carried stay (they are in no configuration).
     let plan = HostPlan::build(&planned.config.profiles, &settings, &planned.resolution)
         .and_then(|p| p.with_bindings(&planned.config.profiles, planned.plan.bindings.clone()))
-        .map_err(PlanningError::Plan)?;
+        .map_err(PlanningError::Plan)?
+        .with_fail_closed(planned.plan.retired.clone(), planned.plan.cut_ports.clone());
     Ok(Planned {
         plan,
         host_networks: Some(nets),
@@ -172,6 +174,8 @@ pub fn plan_to_check(
             let file = plan_config(loaded)?;
             let settings = PlanSettings {
                 host_networks: planned.host_networks.clone(),
+                retired: planned.plan.retired.clone(),
+                cut_ports: planned.plan.cut_ports.clone(),
                 ..plan_settings(&file.config.host)
             };
             let plan = HostPlan::build(&file.config.profiles, &settings, &file.resolution)

@@ -74,6 +74,21 @@ impl From<&HostDrift> for DriftView {
                 ),
                 message,
             },
+            HostDrift::UnplannedBridge { name, ports } => Self {
+                area: "bridge",
+                kind: "extra",
+                object: "bridge".to_owned(),
+                location: name.clone(),
+                detail: format!(
+                    "carries corral's stamp, no profile names it; ports: {}",
+                    if ports.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        ports.join(", ")
+                    }
+                ),
+                message,
+            },
             HostDrift::HostNetworks { new, gone } => Self {
                 area: "host",
                 kind: "changed",

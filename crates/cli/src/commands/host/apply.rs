@@ -48,8 +48,9 @@ fn host_failure(out: &Output, e: &HostError) {
     }
 }
 
-/// Apply the configured profiles.
-pub fn run(args: &HostArgs, out: Output) -> CmdResult {
+/// Apply the configured profiles (`force`: even when that removes a
+/// bridge with sandboxes attached, cutting their ports).
+pub fn run(args: &HostArgs, force: bool, out: Output) -> CmdResult {
     let loaded = context::load_config(&args.source)?;
     let planned: Planned = context::plan_config(loaded.clone())?;
     let service = context::service(
@@ -60,7 +61,7 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
     )?;
     let target = service.target().describe();
     let progress = out.progress(&format!("applying to {target}"));
-    let result = service.apply(&planned);
+    let result = service.apply_forcing(&planned, force);
     drop(progress);
     let applied = result.map_err(|e| {
         if let ApplyError::Host { source, .. } = &e {
@@ -121,6 +122,26 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
                 BridgeOutcome::Adopted => "adopted (never deleted by teardown)",
             }
             .to_owned(),
+        ]);
+    }
+    if !table.is_empty() {
+        out.table(&table, false);
+    }
+    let mut table = Table::new(["removed bridge", "what became of it", "ports cut"]);
+    for b in &report.removed {
+        table.row([
+            b.name.clone(),
+            if b.deleted {
+                "deleted, gateway stopped"
+            } else {
+                "adopted: kept, left corral's group, gateway stopped"
+            }
+            .to_owned(),
+            if b.cut.is_empty() {
+                "none".to_owned()
+            } else {
+                b.cut.join(", ")
+            },
         ]);
     }
     if !table.is_empty() {

@@ -19,7 +19,7 @@ pub fn run(cmd: HostCommand, out: Output) -> CmdResult {
     match cmd {
         HostCommand::Plan(args) => plan::run(&args, out),
         HostCommand::Apply(args) if args.dry_run => plan::run(&args.host, out),
-        HostCommand::Apply(args) => apply::run(&args.host, out),
+        HostCommand::Apply(args) => apply::run(&args.host, args.force, out),
         HostCommand::Status(args) => status::run(&args, out),
         HostCommand::Verify(args) => verify::run(&args, out),
         HostCommand::Teardown(args) => teardown::run(&args, out),

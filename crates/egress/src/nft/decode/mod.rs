@@ -40,6 +40,7 @@ enum Kind {
     Mac,
     /// Whether a header exists (`exthdr ... present`: 1 or 0).
     Present,
+    Group,
     Raw,
 }
 
@@ -219,6 +220,7 @@ impl Decoder {
         };
         let f = match *key {
             "iifname" | "oifname" => Self::field(*key, Kind::IfName, 16),
+            "iifgroup" | "oifgroup" => Self::field(*key, Kind::Group, 4),
             "nfproto" => Self::field("meta nfproto", Kind::NfProto, 1),
             "l4proto" => Self::field("meta l4proto", Kind::L4Proto, 1),
             "protocol" => Self::field("meta protocol", Kind::EtherType, 2),

@@ -188,6 +188,7 @@ pub(super) fn value(f: &Field, data: &[u8]) -> String {
             .collect::<Vec<_>>()
             .join(":"),
         Kind::Present => d.first().copied().unwrap_or(0).to_string(),
+        Kind::Group => u32::from_ne_bytes(first4(d)).to_string(),
         Kind::Raw => {
             let hex: String = d.iter().map(|b| format!("{b:02x}")).collect();
             format!("0x{hex}")
