@@ -158,6 +158,18 @@ pub enum Event {
         /// The Incus member.
         member: String,
     },
+    /// The kernel watch found corral's enforcement changed behind its
+    /// back, and reacted (an alert; docs/security.md#watched).
+    HostDrift {
+        /// The profiles in scope of the drift.
+        profiles: Vec<String>,
+        /// What differed from what was applied (the first few).
+        drift: Vec<String>,
+        /// `healed`, `cut`, or `heal failed, cut`.
+        reaction: String,
+        /// From the read-back that found it to the end of the reaction, ms.
+        ms: u64,
+    },
 }
 
 impl Event {
@@ -179,7 +191,9 @@ impl Event {
             | Event::Hatch { name, .. }
             | Event::Alert { name, .. } => name,
             Event::Verification(v) => v.sandbox.as_str(),
-            Event::MemberDrained { .. } | Event::MemberRestored { .. } => return None,
+            Event::MemberDrained { .. }
+            | Event::MemberRestored { .. }
+            | Event::HostDrift { .. } => return None,
         })
     }
 
@@ -211,12 +225,16 @@ impl Event {
             Event::Alert { .. } => "alert",
             Event::MemberDrained { .. } => "member_drained",
             Event::MemberRestored { .. } => "member_restored",
+            Event::HostDrift { .. } => "host_drift",
         }
     }
 
     /// True for events an operator must be told about at once.
     pub fn is_alert(&self) -> bool {
-        matches!(self, Event::Alert { .. } | Event::MemberDrained { .. })
+        matches!(
+            self,
+            Event::Alert { .. } | Event::MemberDrained { .. } | Event::HostDrift { .. }
+        )
     }
 }
 

@@ -60,6 +60,16 @@ pub(crate) fn summary(e: &Event) -> String {
             format!("cluster member {member} drained: {reason}")
         }
         Event::MemberRestored { member } => format!("cluster member {member} back in rotation"),
+        Event::HostDrift {
+            profiles,
+            drift,
+            reaction,
+            ms,
+        } => format!(
+            "host drift on {} ({}): {reaction} in {ms} ms",
+            profiles.join(", "),
+            drift.join("; ")
+        ),
         Event::Verification(v) => {
             let total: u64 = v.checks.iter().map(|c| c.elapsed_ms).max().unwrap_or(0);
             let outcome = match v.outcome {
