@@ -1,7 +1,8 @@
 //! `corrald`: corral's HTTP API (see the `corral_api` library docs for the
 //! routes). Configuration, the sandbox provider and the store (events,
-//! verification gate) are settled once at start-up, and the watchdog
-//! re-verifies running profiled sandboxes every `reverify_interval_secs`; a bad file or a provider the platform
+//! verification gate) are settled once at start-up, the watchdog
+//! re-verifies running profiled sandboxes every `reverify_interval_secs`,
+//! and the kernel watch heals or cuts drift as the kernel reports it; a bad file or a provider the platform
 //! matrix refuses stops the server with exit code 2, like `corral`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -114,6 +115,11 @@ struct Args {
     /// configuration's 60 s minimum does not apply; at least 1).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     reverify_interval_secs: Option<u64>,
+    /// Do not run the kernel watch (which heals or cuts any change to
+    /// corral's tables, bridges and ports corral did not make; see
+    /// `corral host watch`). For tests that need drift to stay.
+    #[arg(long, env = "CORRALD_NO_KERNEL_WATCH")]
+    no_kernel_watch: bool,
     /// This member's cluster.toml: serve its attestation to the peers it
     /// names over mutually authenticated TLS, and keep the Incus cluster's
     /// rotation (attest every member each interval, drain and restore,
@@ -343,6 +349,13 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // The kernel watch on a thread of its own, for the server's life.
+    let kernel_watch = if args.no_kernel_watch {
+        tracing::warn!("kernel watch off (--no-kernel-watch): drift waits for the watchdog");
+        None
+    } else {
+        state.kernel_watch(runtime.handle().clone())
+    };
     let watchdog = state.watchdog(interval);
     tracing::info!(
         interval_secs = interval.as_secs(),
@@ -384,6 +397,9 @@ fn main() -> ExitCode {
         )
         .await
     });
+    if let Some(w) = kernel_watch {
+        w.stop();
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -83,6 +83,60 @@ impl ServiceSandboxes {
     }
 }
 
+impl ServiceSandboxes {
+    /// Through `service`, re-verifying with `verifier`'s canary: every
+    /// running sandbox of a healed profile is verified again, and one that
+    /// fails is stopped with an alert (as the watchdog does). The runs go
+    /// on in the background on `runtime`.
+    pub fn with_canary(
+        service: SandboxService,
+        verifier: crate::Verifier,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
+        let (svc, handle) = (service.clone(), runtime.clone());
+        let reverify: Reverify = Arc::new(move |profiles: &[String]| {
+            let (svc, verifier, profiles) = (svc.clone(), verifier.clone(), profiles.to_vec());
+            handle.spawn(async move { canary(&svc, &verifier, &profiles).await });
+        });
+        Self::new(service, runtime, Some(reverify))
+    }
+}
+
+async fn canary(svc: &SandboxService, verifier: &crate::Verifier, profiles: &[String]) {
+    let list = match svc.list().await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(error = %e, "kernel watch: cannot list the sandboxes to re-verify");
+            return;
+        }
+    };
+    for info in list {
+        let on = info
+            .profile
+            .as_ref()
+            .is_some_and(|p| profiles.contains(&p.to_string()));
+        if !on || info.state != SandboxState::Running {
+            continue;
+        }
+        let name = info.name.to_string();
+        match verifier.verify_named(svc, &name).await {
+            Ok(r) if r.passed => {
+                tracing::info!(sandbox = %name, "kernel watch: re-verified after the heal: passed");
+            }
+            Ok(r) => tracing::error!(
+                sandbox = %name,
+                action = r.action.unwrap_or_default(),
+                "kernel watch: re-verified after the heal: FAILED"
+            ),
+            Err(e) => tracing::error!(
+                sandbox = %name,
+                error = %crate::error::chain(&e),
+                "kernel watch: re-verification after the heal could not run"
+            ),
+        }
+    }
+}
+
 impl Affected for ServiceSandboxes {
     fn reverify(&self, profiles: &[String]) {
         match &self.reverify {
