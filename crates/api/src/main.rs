@@ -1,7 +1,8 @@
 //! `corrald`: corral's HTTP API (see the `corral_api` library docs for the
 //! routes). Configuration, the sandbox provider and the store (events,
-//! verification gate) are settled once at start-up, and the watchdog
-//! re-verifies running profiled sandboxes every `reverify_interval_secs`; a bad file or a provider the platform
+//! verification gate) are settled once at start-up, the watchdog
+//! re-verifies running profiled sandboxes every `reverify_interval_secs`,
+//! and the kernel watch heals or cuts drift as the kernel reports it; a bad file or a provider the platform
 //! matrix refuses stops the server with exit code 2, like `corral`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -119,6 +120,11 @@ struct Args {
     /// (default 120; for drills and tests).
     #[arg(long, value_name = "SECS")]
     handout_grace_secs: Option<u64>,
+    /// Do not run the kernel watch (which heals or cuts any change to
+    /// corral's tables, bridges and ports corral did not make; see
+    /// `corral host watch`). For tests that need drift to stay.
+    #[arg(long, env = "CORRALD_NO_KERNEL_WATCH")]
+    no_kernel_watch: bool,
     /// This member's cluster.toml: serve its attestation to the peers it
     /// names over mutually authenticated TLS, and keep the Incus cluster's
     /// rotation (attest every member each interval, drain and restore,
@@ -348,6 +354,13 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // The kernel watch on a thread of its own, for the server's life.
+    let kernel_watch = if args.no_kernel_watch {
+        tracing::warn!("kernel watch off (--no-kernel-watch): drift waits for the watchdog");
+        None
+    } else {
+        state.kernel_watch(runtime.handle().clone())
+    };
     let mut watchdog = state.watchdog(interval);
     if let Some(secs) = args.handout_grace_secs {
         watchdog = watchdog.with_handout_grace(std::time::Duration::from_secs(secs));
@@ -392,6 +405,9 @@ fn main() -> ExitCode {
         )
         .await
     });
+    if let Some(w) = kernel_watch {
+        w.stop();
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -120,6 +120,63 @@ impl AppState {
         Watchdog::new(self.verifier.clone(), self.sandboxes.clone(), interval)
     }
 
+    /// The kernel watch of this server's target and state directory on a
+    /// thread of its own (the sandboxes it stops or re-verifies through
+    /// this server's service and canary); `None`, with the reason logged,
+    /// when it cannot run. Stop it with the handle.
+    pub fn kernel_watch(
+        &self,
+        runtime: tokio::runtime::Handle,
+    ) -> Option<corral_service::watch::StopHandle> {
+        use corral_service::watch::{Outcome, ServiceSandboxes, Watcher};
+        let target = match corral_service::Target::open(self.settings.netns.as_deref()) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(error = %format!("{:#}", anyhow::Error::new(e)), "kernel watch: not running");
+                return None;
+            }
+        };
+        let host = corral_service::HostService::new(target, self.settings.state_dir.clone());
+        let sandboxes =
+            ServiceSandboxes::with_canary(self.sandboxes.clone(), self.verifier.clone(), runtime);
+        let watcher = match Watcher::new(host, Arc::new(sandboxes)) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::error!(error = %format!("{:#}", anyhow::Error::new(e)), "kernel watch: not running");
+                return None;
+            }
+        };
+        let stop = watcher.stop_handle();
+        let spawned = std::thread::Builder::new()
+            .name("kernel-watch".to_owned())
+            .spawn(move || {
+                let run = watcher.run(|c| match &c.outcome {
+                    Outcome::Clean { .. } | Outcome::NothingApplied | Outcome::StillCut { .. } => {
+                        tracing::debug!(trigger = %c.trigger, "kernel watch: {:?}", c.outcome);
+                    }
+                    Outcome::Healed { .. } => {
+                        tracing::warn!(trigger = %c.trigger, "kernel watch: {:?}", c.outcome);
+                    }
+                    Outcome::Cut { .. } | Outcome::Failed(_) => {
+                        tracing::error!(trigger = %c.trigger, "kernel watch: {:?}", c.outcome);
+                    }
+                });
+                if let Err(e) = run {
+                    tracing::error!(error = %format!("{:#}", anyhow::Error::new(e)), "kernel watch: stopped");
+                }
+            });
+        match spawned {
+            Ok(_) => {
+                tracing::info!("kernel watch: healing or cutting drift as the kernel reports it");
+                Some(stop)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "kernel watch: cannot start its thread");
+                None
+            }
+        }
+    }
+
     /// Where sandbox owners are recorded: the store.
     pub fn owners(&self) -> &dyn Owners {
         self.db()

@@ -20,7 +20,9 @@ pub mod sandbox;
 pub mod text;
 pub mod verify;
 
-pub use config::{Config, ConfigError, ConfigErrors, HostConfig, Phase, PhaseProfiles};
+pub use config::{
+    Config, ConfigError, ConfigErrors, HostConfig, Phase, PhaseProfiles, WatchConfig, WatchReaction,
+};
 pub use mac::{MacAddr, MacParseError};
 pub use names::{BridgeName, HostName, InterfaceName, NameError, ProfileName, SandboxName};
 pub use platform::{Enforcement, EnforcementSite, HostOs, Isolation, SandboxKind, select_provider};

@@ -202,6 +202,18 @@ pub enum Event {
         /// What was checked and found, and what corral did.
         reason: String,
     },
+    /// The kernel watch found corral's enforcement changed behind its
+    /// back, and reacted (an alert; docs/security.md#watched).
+    HostDrift {
+        /// The profiles in scope of the drift.
+        profiles: Vec<String>,
+        /// What differed from what was applied (the first few).
+        drift: Vec<String>,
+        /// `healed`, `cut`, or `heal failed, cut`.
+        reaction: String,
+        /// From the read-back that found it to the end of the reaction, ms.
+        ms: u64,
+    },
 }
 
 impl Event {
@@ -228,7 +240,8 @@ impl Event {
             Event::MemberDrained { .. }
             | Event::MemberRestored { .. }
             | Event::GatewayDied { .. }
-            | Event::GatewayRestarted { .. } => return None,
+            | Event::GatewayRestarted { .. }
+            | Event::HostDrift { .. } => return None,
         })
     }
 
@@ -264,6 +277,7 @@ impl Event {
             Event::GatewayDied { .. } => "gateway_died",
             Event::GatewayRestarted { .. } => "gateway_restarted",
             Event::UnmanagedStart { .. } => "unmanaged_start",
+            Event::HostDrift { .. } => "host_drift",
         }
     }
 
@@ -274,6 +288,7 @@ impl Event {
             Event::Alert { .. }
                 | Event::MemberDrained { .. }
                 | Event::GatewayDied { .. }
+                | Event::HostDrift { .. }
                 | Event::UnmanagedStart {
                     admitted: false,
                     ..

@@ -38,7 +38,9 @@
 //! - [`limits`]: resources no bigger than the host, a cap on provider
 //!   operations in flight, one operation at a time per sandbox;
 //! - [`reconcile`]: after an interruption, the database and the backend
-//!   made to agree (orphans adopted, stale records forgotten).
+//!   made to agree (orphans adopted, stale records forgotten);
+//! - [`watch`]: the kernel watch — nftables and link notifications, a
+//!   read-back under the host lock, then heal or cut.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -66,6 +68,7 @@ pub mod supervise;
 pub mod target;
 pub mod templates;
 pub mod verify;
+pub mod watch;
 
 pub use callers::{AccessPolicy, Caller, Tier};
 pub use clock::WallClock;

@@ -88,6 +88,10 @@ impl Server {
             None => Command::new(env!("CARGO_BIN_EXE_corrald")),
         };
         cmd.args(&args).stdout(Stdio::piped()).stderr(stderr);
+        // These tests make drift on purpose and assert what corrald says
+        // about it: the kernel watch would heal it first (its own tests are
+        // in corral-service's kernel_watch).
+        cmd.env("CORRALD_NO_KERNEL_WATCH", "true");
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -19,6 +19,10 @@ pub enum HostCommand {
     Teardown(TeardownArgs),
     /// Re-resolve allowlisted host names and update set elements in place.
     Refresh(HostArgs),
+    /// Watch the kernel until SIGINT/SIGTERM: on any change to corral's
+    /// tables, bridges or ports that corral did not make, heal or cut
+    /// (`[host.watch]`).
+    Watch(HostArgs),
 }
 
 /// Where the profiles come from.

@@ -190,6 +190,7 @@ mod tests {
         let units = [
             include_str!("../../../../dist/systemd/corral-host.service"),
             include_str!("../../../../dist/systemd/corral-refresh.service"),
+            include_str!("../../../../dist/systemd/corral-watch.service"),
         ];
         let mut seen = 0;
         for unit in units {
@@ -208,7 +209,7 @@ mod tests {
                 seen += 1;
             }
         }
-        assert_eq!(seen, 3, "ExecStart/ExecReload lines found");
+        assert_eq!(seen, 4, "ExecStart/ExecReload lines found");
         let host = units[0];
         assert!(host.contains("Before=network-pre.target"), "boot ordering");
         assert!(host.contains("Wants=network-pre.target"), "boot ordering");

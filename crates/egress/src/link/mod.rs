@@ -1,6 +1,8 @@
 //! Links over rtnetlink: profile bridges (create or adopt, stamp, address,
 //! up, teardown), veth pairs, bridge ports with port isolation, addresses
-//! and routes; [`LinkWatch`] hears about ports joining and leaving bridges.
+//! and routes; [`LinkWatch`] hears about ports joining and leaving bridges,
+//! [`BridgeWatch`] about any change to given bridges, their ports,
+//! addresses and static neighbours.
 //!
 //! Everything goes through one [`Links`] handle, which owns an rtnetlink
 //! connection bound to the namespace it was opened in. Open it inside
@@ -8,6 +10,7 @@
 
 mod addr;
 mod bridge;
+mod bridge_watch;
 mod port;
 mod watch;
 
@@ -16,6 +19,8 @@ use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, L
 use rtnetlink::Handle;
 
 pub use bridge::{BridgeNetfilter, BridgeOutcome, CORRAL_BRIDGE_NETFILTER, STAMP, STAMP_GROUP};
+pub use bridge_watch::{BridgeEvent, BridgeWatch};
+pub(crate) use watch::poll_readable;
 pub use watch::{LinkEvent, LinkWatch};
 
 /// A link operation failed.
@@ -242,7 +247,8 @@ impl Links {
             .map_err(|e| LinkError::netlink(format!("set `{name}` up"), e))
     }
 
-    /// Sets a link down.
+    /// Sets a link down: a bridge port that is down forwards nothing either
+    /// way (how a watcher cuts a sandbox off at once).
     pub async fn set_down(&self, name: &str) -> Result<(), LinkError> {
         let link = self.require(name).await?;
         let msg = rtnetlink::LinkUnspec::new_with_index(link.index)

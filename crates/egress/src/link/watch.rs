@@ -5,7 +5,7 @@
 //! polling.
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
@@ -56,7 +56,7 @@ impl LinkWatch {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if !self.readable(left)? {
+            if !poll_readable(self.socket.as_raw_fd(), left)? {
                 return Ok(None);
             }
             match self.socket.recv(&mut &mut self.buf[..], 0) {
@@ -73,28 +73,28 @@ impl LinkWatch {
             }
         }
     }
+}
 
-    /// True when a read would not block, waiting up to `timeout`.
-    fn readable(&self, timeout: Duration) -> io::Result<bool> {
-        let mut fd = libc::pollfd {
-            fd: self.socket.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-        // SAFETY: one valid pollfd that lives across the call; the count
-        // says one.
-        let rc = unsafe { libc::poll(&raw mut fd, 1, ms) };
-        match rc {
-            0 => Ok(false),
-            n if n > 0 => Ok(true),
-            _ => {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    Ok(false)
-                } else {
-                    Err(e)
-                }
+/// True when a read of `fd` would not block, waiting up to `timeout`.
+pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    let mut fd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: one valid pollfd that lives across the call; the count says
+    // one.
+    let rc = unsafe { libc::poll(&raw mut fd, 1, ms) };
+    match rc {
+        0 => Ok(false),
+        n if n > 0 => Ok(true),
+        _ => {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
             }
         }
     }

@@ -30,7 +30,8 @@
 //! libnftnl accepts), `expr` (plan matches → expressions, rule text),
 //! `set` (interval elements on the wire), `batch` (one contiguous
 //! transaction), `socket` (send/ack/dump), `apply`,
-//! `readback`, `counters`, `udata` (how `nft` is told to show a set's keys).
+//! `readback`, `counters`, `udata` (how `nft` is told to show a set's keys), `watch` (the
+//! kernel's notifications of changes to corral's tables).
 
 mod apply;
 mod batch;
@@ -44,6 +45,7 @@ mod readback;
 mod set;
 mod socket;
 mod udata;
+mod watch;
 
 pub use apply::{
     BatchStats, Fault, Learned, RefreshReport, apply, apply_keeping, apply_with_fault,
@@ -58,6 +60,7 @@ pub use readback::{
 };
 pub use set::{keyed_flags, map_flags, map_wire_elements};
 pub use udata::set_userdata;
+pub use watch::{NftChange, NftEvent, NftObject, NftWatch};
 
 #[cfg(doc)]
 use crate::plan::HostPlan;

@@ -23,6 +23,7 @@ pub(crate) fn host() -> HostConfig {
         attested_executors: Vec::new(),
         deny: Vec::new(),
         verification: VerificationConfig::default(),
+        watch: super::WatchConfig::default(),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `[host]` and `[host.verification]`: from raw strings to typed settings,
+//! `[host]`, `[host.verification]` and `[host.watch]`: from raw strings to typed settings,
 //! recording every problem with its position.
 
 use core::net::{IpAddr, SocketAddr, SocketAddrV6};
@@ -8,14 +8,15 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::errors::Collector;
-use super::raw::{RawHost, RawVerification};
-use super::{HostConfig, VerificationConfig, defaults};
+use super::raw::{RawHost, RawVerification, RawWatch};
+use super::{HostConfig, VerificationConfig, WatchConfig, WatchReaction, defaults};
 use crate::names::{BridgeName, HostName, InterfaceName};
 use crate::platform::{EgressClass, SandboxKind, egress_class};
 use crate::verify::VerificationOptions;
 
 const HOST: &str = "host";
 const VERIFY: &str = "host.verification";
+const WATCH: &str = "host.watch";
 
 fn start<T>(s: &Spanned<T>) -> Option<usize> {
     Some(s.span().start)
@@ -25,6 +26,7 @@ fn start<T>(s: &Spanned<T>) -> Option<usize> {
 pub(crate) fn convert(
     raw: RawHost,
     raw_verification: Option<RawVerification>,
+    raw_watch: Option<RawWatch>,
     c: &mut Collector<'_>,
 ) -> Option<HostConfig> {
     let before = c.errors.len();
@@ -118,7 +120,52 @@ pub(crate) fn convert(
     if let Some(v) = raw_verification {
         host.verification = verification(v, c);
     }
+    if let Some(w) = raw_watch {
+        host.watch = watch(&w, c);
+    }
     (c.errors.len() == before).then_some(host)
+}
+
+fn watch(raw: &RawWatch, c: &mut Collector<'_>) -> WatchConfig {
+    let mut out = WatchConfig::default();
+    if let Some(r) = &raw.reaction {
+        match r.get_ref().as_str() {
+            "heal" => out.reaction = WatchReaction::Heal,
+            "cut" => out.reaction = WatchReaction::Cut,
+            other => c.at(
+                start(r),
+                Some(WATCH),
+                Some("reaction"),
+                format!("`{other}` is not a reaction; write \"heal\" (the default) or \"cut\""),
+            ),
+        }
+    }
+    if let Some(ms) = &raw.settle_ms {
+        match *ms.get_ref() {
+            v @ 1..=1000 => out.settle = Duration::from_millis(v),
+            v => c.at(
+                start(ms),
+                Some(WATCH),
+                Some("settle_ms"),
+                format!(
+                    "{v} ms is out of range; give 1 to 1000 (every burst of kernel events \
+                    waits this long before the read-back)"
+                ),
+            ),
+        }
+    }
+    if let Some(secs) = &raw.interval_secs {
+        match *secs.get_ref() {
+            v @ 1..=3600 => out.interval = Duration::from_secs(v),
+            v => c.at(
+                start(secs),
+                Some(WATCH),
+                Some("interval_secs"),
+                format!("{v} s is out of range; give 1 to 3600"),
+            ),
+        }
+    }
+    out
 }
 
 fn push_unique(list: &mut Vec<SandboxKind>, kind: SandboxKind) {

@@ -22,6 +22,7 @@ use core::net::{IpAddr, SocketAddr, SocketAddrV6};
 
 use ipnet::IpNet;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -65,6 +66,55 @@ pub struct HostConfig {
     pub deny: Vec<IpNet>,
     /// The per-sandbox verification gate.
     pub verification: VerificationConfig,
+    /// The kernel watch (`corral host watch`, corrald).
+    pub watch: WatchConfig,
+}
+
+/// What the kernel watch does when corral's enforcement drifted behind
+/// its back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WatchReaction {
+    /// Re-apply the recorded plan, then re-verify the affected sandboxes;
+    /// cut when the heal fails or the read-back still differs.
+    #[default]
+    Heal,
+    /// Cut the affected profiles' sandbox ports at once and stop the
+    /// sandboxes; never re-apply.
+    Cut,
+}
+
+impl std::fmt::Display for WatchReaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WatchReaction::Heal => "heal",
+            WatchReaction::Cut => "cut",
+        })
+    }
+}
+
+/// The `[host.watch]` section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WatchConfig {
+    /// What to do on drift (`reaction`, default `heal`).
+    pub reaction: WatchReaction,
+    /// How long a burst of kernel events may go on before the read-back
+    /// (`settle_ms`, default 10 ms): one read-back per burst.
+    pub settle: Duration,
+    /// The read-back that runs even when the kernel reports nothing
+    /// (`interval_secs`, default 30 s): a safety net for changes no
+    /// notification names.
+    pub interval: Duration,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        Self {
+            reaction: WatchReaction::Heal,
+            settle: Duration::from_millis(10),
+            interval: Duration::from_secs(30),
+        }
+    }
 }
 
 /// The `[host.verification]` section: which kinds may be verified per

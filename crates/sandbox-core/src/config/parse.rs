@@ -38,6 +38,7 @@ pub(crate) fn from_toml_str(text: &str, file: &str) -> Result<Config, ConfigErro
     let mut raw_profiles: Vec<Option<RawProfile>> = Vec::new();
     let mut raw_phases = None;
     let mut raw_verification = None;
+    let mut raw_watch = None;
     for (key, value) in doc.into_inner() {
         match key.get_ref().as_ref() {
             "host" => {
@@ -45,12 +46,13 @@ pub(crate) fn from_toml_str(text: &str, file: &str) -> Result<Config, ConfigErro
                 // errors name their section and do not hide `[host]`'s.
                 let span = value.span();
                 let mut table = value.into_inner();
-                let verification = match &mut table {
-                    DeValue::Table(t) => t.remove("verification"),
-                    _ => None,
+                let (verification, watch) = match &mut table {
+                    DeValue::Table(t) => (t.remove("verification"), t.remove("watch")),
+                    _ => (None, None),
                 };
                 raw_host = de(Spanned::new(span, table), "host", &mut c).unwrap_or_default();
                 raw_verification = verification.and_then(|v| de(v, "host.verification", &mut c));
+                raw_watch = watch.and_then(|v| de(v, "host.watch", &mut c));
             }
             "phases" => raw_phases = de::<RawPhases>(value, "phases", &mut c),
             "profile" => {
@@ -92,7 +94,7 @@ pub(crate) fn from_toml_str(text: &str, file: &str) -> Result<Config, ConfigErro
             ),
         }
     }
-    let host = host::convert(raw_host, raw_verification, &mut c);
+    let host = host::convert(raw_host, raw_verification, raw_watch, &mut c);
     let profiles = profiles(&raw_profiles, &mut c);
     let phases = raw_phases.map(|p| phases(&p, profiles.as_ref(), &mut c));
     if let (Some(h), Some(set)) = (&host, &profiles) {

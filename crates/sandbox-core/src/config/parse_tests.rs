@@ -160,7 +160,7 @@ fn unknown_keys_name_the_key_and_the_valid_ones() {
         one(&text),
         "corral.toml:2:1: host: unknown field `state_dirr`, expected one of \
             `state_dir`, `uplink`, `multipass_bridge`, `dns_upstreams`, \
-            `attested_executors`, `deny`, `verification`"
+            `attested_executors`, `deny`, `verification`, `watch`"
     );
     let text = format!(
         "[host]\nuplink = \"eth0\"\n[host.verification]\ncanari = \"x\"\n{}",
@@ -515,5 +515,60 @@ fn flow_limits_default_parse_and_refuse_out_of_range_values() {
             && e.contains("max_flows_per_source")
             && e.contains("expected a whole number from 1 to 1000000"),
         "{e}"
+    );
+}
+
+#[test]
+fn host_watch_defaults_values_round_trip_and_errors_point_at_the_key() {
+    use super::{WatchConfig, WatchReaction};
+    let cfg = Config::from_toml_str(&none("a", "br-a", "10.0.0.0/24"), "corral.toml").unwrap();
+    assert_eq!(cfg.host.watch, WatchConfig::default());
+    assert_eq!(cfg.host.watch.reaction, WatchReaction::Heal);
+    assert!(
+        !cfg.to_toml_string().contains("watch"),
+        "defaults not written"
+    );
+
+    let text = format!(
+        "[host.watch]\nreaction = \"cut\"\nsettle_ms = 50\ninterval_secs = 5\n{}",
+        none("a", "br-a", "10.0.0.0/24")
+    );
+    let cfg = Config::from_toml_str(&text, "corral.toml").unwrap();
+    assert_eq!(
+        cfg.host.watch,
+        WatchConfig {
+            reaction: WatchReaction::Cut,
+            settle: std::time::Duration::from_millis(50),
+            interval: std::time::Duration::from_secs(5),
+        }
+    );
+    let back = Config::from_toml_str(&cfg.to_toml_string(), "rt").unwrap();
+    assert_eq!(back, cfg);
+
+    let text = format!(
+        "[host.watch]\nreaction = \"ignore\"\n{}",
+        none("a", "br-a", "10.0.0.0/24")
+    );
+    let e = one(&text);
+    assert!(
+        e.starts_with("corral.toml:2:")
+            && e.contains("host.watch")
+            && e.contains("reaction")
+            && e.contains("\"heal\""),
+        "{e}"
+    );
+    let text = format!(
+        "[host.watch]\nsettle_ms = 0\n{}",
+        none("a", "br-a", "10.0.0.0/24")
+    );
+    assert!(one(&text).contains("settle_ms"), "{}", one(&text));
+    let text = format!(
+        "[host.watch]\nreacton = \"cut\"\n{}",
+        none("a", "br-a", "10.0.0.0/24")
+    );
+    assert!(
+        one(&text).contains("unknown field `reacton`"),
+        "{}",
+        one(&text)
     );
 }

@@ -26,6 +26,18 @@ pub(crate) struct RawHost {
     /// reads it on its own. Declared so unknown-key messages list it.
     #[allow(dead_code)]
     pub verification: Option<serde::de::IgnoredAny>,
+    /// Likewise for `[host.watch]`.
+    #[allow(dead_code)]
+    pub watch: Option<serde::de::IgnoredAny>,
+}
+
+/// `[host.watch]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawWatch {
+    pub reaction: Option<Spanned<String>>,
+    pub settle_ms: Option<Spanned<u64>>,
+    pub interval_secs: Option<Spanned<u64>>,
 }
 
 /// `[host.verification]`.

@@ -24,6 +24,15 @@ struct OutHost {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     deny: Vec<String>,
     verification: OutVerification,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    watch: Option<OutWatch>,
+}
+
+#[derive(Serialize)]
+struct OutWatch {
+    reaction: String,
+    settle_ms: u64,
+    interval_secs: u64,
 }
 
 #[derive(Serialize)]
@@ -145,6 +154,13 @@ pub(crate) fn to_toml_string(cfg: &Config) -> String {
                 max_probe_output_bytes: u64::try_from(v.options.max_probe_output)
                     .unwrap_or(u64::MAX),
             },
+            // Written only when set, so a default configuration renders
+            // as it did before the section existed.
+            watch: (h.watch != super::WatchConfig::default()).then(|| OutWatch {
+                reaction: h.watch.reaction.to_string(),
+                settle_ms: u64::try_from(h.watch.settle.as_millis()).unwrap_or(u64::MAX),
+                interval_secs: h.watch.interval.as_secs(),
+            }),
         },
         profile: cfg.profiles.iter().map(profile).collect(),
         phases: phases(&cfg.phases),

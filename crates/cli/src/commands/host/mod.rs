@@ -1,4 +1,4 @@
-//! `corral host …`: plan, apply, status, verify, teardown, refresh. Each verb
+//! `corral host …`: plan, apply, status, verify, teardown, refresh, watch. Each verb
 //! loads the configuration, checks privileges, picks the target namespace,
 //! calls the egress crate and renders its answer.
 
@@ -9,6 +9,7 @@ mod render;
 mod status;
 mod teardown;
 mod verify;
+mod watch;
 
 use crate::args::HostCommand;
 use crate::error::CmdResult;
@@ -24,5 +25,6 @@ pub fn run(cmd: HostCommand, out: Output) -> CmdResult {
         HostCommand::Verify(args) => verify::run(&args, out),
         HostCommand::Teardown(args) => teardown::run(&args, out),
         HostCommand::Refresh(args) => apply::refresh(&args, out),
+        HostCommand::Watch(args) => watch::run(&args, out),
     }
 }

@@ -74,6 +74,16 @@ pub(crate) fn summary(e: &Event) -> String {
             "gateway of bridge {bridge} restarted (pid {pid}, {attempts} attempt(s), down {down_ms} ms)"
         ),
         Event::UnmanagedStart { reason, .. } => reason.clone(),
+        Event::HostDrift {
+            profiles,
+            drift,
+            reaction,
+            ms,
+        } => format!(
+            "host drift on {} ({}): {reaction} in {ms} ms",
+            profiles.join(", "),
+            drift.join("; ")
+        ),
         Event::Verification(v) => {
             let total: u64 = v.checks.iter().map(|c| c.elapsed_ms).max().unwrap_or(0);
             let outcome = match v.outcome {
