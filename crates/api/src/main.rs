@@ -125,6 +125,11 @@ struct Args {
     /// `corral host watch`). For tests that need drift to stay.
     #[arg(long, env = "CORRALD_NO_KERNEL_WATCH")]
     no_kernel_watch: bool,
+    /// Do not supervise: neither restart a gateway that died nor judge an
+    /// Incus start corral did not make (see `corral host watch`). For tests
+    /// that need a dead gateway or an unjudged start to stay as they are.
+    #[arg(long, env = "CORRALD_NO_SUPERVISE")]
+    no_supervise: bool,
     /// This member's cluster.toml: serve its attestation to the peers it
     /// names over mutually authenticated TLS, and keep the Incus cluster's
     /// rotation (attest every member each interval, drain and restore,
@@ -369,6 +374,7 @@ fn main() -> ExitCode {
         interval_secs = interval.as_secs(),
         "watchdog: re-verifying running profiled sandboxes"
     );
+    let no_supervise = args.no_supervise;
     let result = runtime.block_on(async move {
         // A corrald killed mid-operation left the database and the backend
         // disagreeing: settle it before serving (or say why not).
@@ -387,6 +393,14 @@ fn main() -> ExitCode {
                 "not reconciled; sandboxes the database does not know stay admin-only"
             ),
         }
+        // Gateways restarted when they die, starts behind corral's back
+        // put through the gate: both for the server's life.
+        let supervisors = if no_supervise {
+            tracing::warn!("supervision off (--no-supervise): dead gateways stay dead, out-of-band starts are not judged");
+            None
+        } else {
+            Some(supervise(&state).await)
+        };
         // The watchdog lives as long as the server.
         let _watchdog = tokio::spawn(watchdog.run());
         // So does the cluster controller, when this is a cluster member.
@@ -394,7 +408,7 @@ fn main() -> ExitCode {
         if let Some(cluster) = cluster {
             cluster.start(state.clone()).await?;
         }
-        serve::serve(
+        let served = serve::serve(
             state,
             listen,
             |addr| {
@@ -403,7 +417,16 @@ fn main() -> ExitCode {
             },
             serve::stop_signal(),
         )
-        .await
+        .await;
+        if let Some((gateways, starts)) = supervisors {
+            if let Some(g) = gateways {
+                g.stop().await;
+            }
+            if let Some(s) = starts {
+                s.stop().await;
+            }
+        }
+        served
     });
     if let Some(w) = kernel_watch {
         w.stop();
@@ -415,4 +438,44 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The gateway supervisor and the Incus start watcher over `state`'s
+/// settings, store and backend; each that cannot start is logged and left
+/// out (the start gate still refuses while a gateway is down).
+async fn supervise(
+    state: &AppState,
+) -> (
+    Option<corral_service::supervise::SupervisorHandle>,
+    Option<corral_service::supervise::StartWatchHandle>,
+) {
+    use corral_service::supervise::{GatewaySupervisor, IncusStartWatcher};
+    let settings = state.settings();
+    let gateways = match GatewaySupervisor::new(
+        &settings.state_dir,
+        settings.netns.as_deref(),
+        state.db_shared(),
+    ) {
+        Ok(s) => Some(s.spawn()),
+        Err(e) => {
+            tracing::error!(error = %format!("{:#}", anyhow::Error::new(e)), "gateway supervisor: not running");
+            None
+        }
+    };
+    let starts = match state.backend().incus_providers().await {
+        Ok(Some(providers)) => Some(
+            IncusStartWatcher::new(
+                std::sync::Arc::new(state.sandboxes().clone()),
+                state.db_shared(),
+                providers,
+            )
+            .spawn(),
+        ),
+        Ok(None) => None,
+        Err(e) => {
+            tracing::error!(error = %format!("{:#}", anyhow::Error::new(e)), "start watcher: not running");
+            None
+        }
+    };
+    (gateways, starts)
 }

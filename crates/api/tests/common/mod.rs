@@ -90,8 +90,12 @@ impl Server {
         cmd.args(&args).stdout(Stdio::piped()).stderr(stderr);
         // These tests make drift on purpose and assert what corrald says
         // about it: the kernel watch would heal it first (its own tests are
-        // in corral-service's kernel_watch).
+        // in corral-service's kernel_watch). Likewise they kill gateways and
+        // start sandboxes behind corral's back on purpose: the supervisors
+        // would restart and judge them (their tests: corral-service's
+        // gateway_supervise, corral-tests' unmanaged_start).
         cmd.env("CORRALD_NO_KERNEL_WATCH", "true");
+        cmd.env("CORRALD_NO_SUPERVISE", "true");
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -15,8 +15,8 @@
 //! between siblings. The helpers here are what any attack needs;
 //! the L2 and gateway attacks return an [`Outcome`].
 
-pub mod dhcp;
 pub mod conntrack_fill;
+pub mod dhcp;
 pub mod gateway;
 pub mod l2;
 pub mod l3;

@@ -12,8 +12,8 @@ use super::raw::{RawHost, RawPhases, RawProfile, TOP_KEYS};
 use super::{Config, HostConfig, PhaseProfiles, host};
 use crate::names::{BridgeName, ProfileName};
 use crate::profile::{
-    AllowEntry, BlockAction, DEFAULT_LEARNED_MAX, DnsPolicy, EgressMode, FlowLimits, MAX_LEARNED_MAX,
-    Profile, ProfileField, ProfileSet,
+    AllowEntry, BlockAction, DEFAULT_LEARNED_MAX, DnsPolicy, EgressMode, FlowLimits,
+    MAX_LEARNED_MAX, Profile, ProfileField, ProfileSet,
 };
 
 fn start<T>(s: &Spanned<T>) -> Option<usize> {

@@ -9,7 +9,8 @@ use corral_egress::plan::HostPlan;
 /// someone (or something) other than corral caused: nftables objects,
 /// bridges, sysctls, ports. The host's own networks changing is not
 /// tampering (`corral host refresh` takes them in), and stray-source
-/// counters only report what the rules already dropped.
+/// counters only report what the rules already dropped; an unplanned
+/// bridge is held by the fail-closed rules whatever the re-apply does.
 pub fn reacts_to(d: &HostDrift) -> bool {
     matches!(
         d,
@@ -54,7 +55,11 @@ pub fn affected(plan: &HostPlan, drift: &[&HostDrift]) -> Vec<String> {
                     .max_by_key(|p| p.len())
                     .cloned()
             }
-            HostDrift::HostNetworks { .. } | HostDrift::StraySource { .. } => continue,
+            // An unplanned bridge belongs to no profile of the plan: the
+            // fail-closed rules already drop its traffic, and verify names it.
+            HostDrift::HostNetworks { .. }
+            | HostDrift::StraySource { .. }
+            | HostDrift::UnplannedBridge { .. } => continue,
         };
         match one {
             Some(p) => {

@@ -1,6 +1,6 @@
-//! `corral host watch`: the kernel watch in the foreground (what corrald
-//! runs in the background), logging each detection and reaction, until
-//! SIGINT or SIGTERM.
+//! `corral host watch`: the kernel watch and the gateway supervisor in the
+//! foreground (what corrald runs in the background), logging each
+//! detection and reaction, until SIGINT or SIGTERM.
 
 use std::sync::Arc;
 
@@ -34,6 +34,27 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
         args.netns.clone(),
         args.state_dir.as_deref(),
     );
+    // Gateways restarted when they die, for as long as the watch runs.
+    let gateways = match Store::open(&settings.state_dir).map(Arc::new) {
+        Ok(store) => {
+            let _in_runtime = runtime.enter();
+            match corral_service::supervise::GatewaySupervisor::new(
+                &settings.state_dir,
+                args.netns.as_deref(),
+                store,
+            ) {
+                Ok(s) => Some(s.spawn()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "gateway supervisor: not running");
+                    None
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "no store: gateways are not supervised");
+            None
+        }
+    };
     let sandboxes = sandboxes(&loaded, settings, args, runtime.handle());
     let watcher = Watcher::new(service, sandboxes).map_err(CliError::failure)?;
     let stop = watcher.stop_handle();
@@ -45,9 +66,11 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
         "watching {} (stop with Ctrl-C)",
         args.netns.as_deref().unwrap_or("this host")
     ));
-    watcher
-        .run(|c| report(&out, c))
-        .map_err(CliError::failure)?;
+    let watched = watcher.run(|c| report(&out, c));
+    if let Some(g) = gateways {
+        runtime.block_on(g.stop());
+    }
+    watched.map_err(CliError::failure)?;
     Ok(Exit::Ok)
 }
 
