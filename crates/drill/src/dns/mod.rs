@@ -74,7 +74,7 @@ const LEARNED_OTHER_PORT: &str =
     "attack 4 (one learned set per class): resolved address on an unlisted port blocked";
 
 const REBINDING: &str =
-    "attack 5 (rebinding, reserved ranges): name answering 100.64.0.10 blocked after lookup";
+    "attack 5 (rebinding, reserved ranges): name answering 100.64.0.10 not handed out or blocked";
 
 /// Runs the DNS probes against `lab` (rules already applied) with its
 /// `gateways` (one dnsmasq per bridge) running: per profile, what its kind
@@ -363,21 +363,44 @@ impl Drill<'_> {
         }
         let control = probe_from(&self.lab.topo.host, &probe, self.timeout).observed;
         self.upstream.set(name, &[shared], 60);
-        let (r, _) = ask(&self.sb.ns, self.gateway(), name, TYPE_A, self.timeout);
-        // If the gateway did not hand the address out, nothing was tested.
-        let control = match r.map(|resp| resolved_to(&resp, shared)) {
-            Ok(Observed::Connected) => control,
-            Ok(other) | Err(other) => other,
-        };
-        let after = probe_from(&self.sb.ns, &probe, self.timeout);
-        self.row(
-            REBINDING,
-            probe.to_string(),
-            Expect::Block,
-            control,
-            after.observed,
-            after.ms,
-        )
+        let (r, ms) = ask(&self.sb.ns, self.gateway(), name, TYPE_A, self.timeout);
+        match r {
+            // Handed out: the address must stay unreachable all the same.
+            Ok(resp) if resolved_to(&resp, shared) == Observed::Connected => {
+                let after = probe_from(&self.sb.ns, &probe, self.timeout);
+                self.row(
+                    REBINDING,
+                    probe.to_string(),
+                    Expect::Block,
+                    control,
+                    after.observed,
+                    after.ms,
+                )
+            }
+            // An answer the gateway refuses to hand out (a reserved
+            // address: `bogus-nxdomain`) is blocked at the lookup; the
+            // control is the host reaching the address.
+            Ok(resp) => {
+                let refused = resolved_to(&resp, shared);
+                self.row(
+                    REBINDING,
+                    probe.to_string(),
+                    Expect::Block,
+                    control,
+                    refused,
+                    ms,
+                )
+            }
+            // No answer at all: nothing was tested.
+            Err(e) => self.row(
+                REBINDING,
+                probe.to_string(),
+                Expect::Block,
+                e.clone(),
+                e,
+                ms,
+            ),
+        }
     }
 
     fn unlisted(&self, rules: &NameRules, pi: usize) -> DrillRow {
