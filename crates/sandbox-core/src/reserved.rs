@@ -21,7 +21,7 @@
 //! uses, where no lab stands in for the internet) does. The newer
 //! documentation prefix 3fff::/20 (RFC 9637) is reserved like the rest.
 
-use std::net::IpAddr;
+use core::net::IpAddr;
 
 use ipnet::IpNet;
 
