@@ -235,31 +235,26 @@ impl Links {
 
     /// Sets a link up.
     pub async fn set_up(&self, name: &str) -> Result<(), LinkError> {
-        let link = self.require(name).await?;
-        let msg = rtnetlink::LinkUnspec::new_with_index(link.index)
-            .up()
-            .build();
-        self.handle
-            .link()
-            .set(msg)
-            .execute()
-            .await
-            .map_err(|e| LinkError::netlink(format!("set `{name}` up"), e))
+        self.set_state(name, true).await
     }
 
     /// Sets a link down: a bridge port that is down forwards nothing either
     /// way (how a watcher cuts a sandbox off at once).
     pub async fn set_down(&self, name: &str) -> Result<(), LinkError> {
+        self.set_state(name, false).await
+    }
+
+    async fn set_state(&self, name: &str, up: bool) -> Result<(), LinkError> {
         let link = self.require(name).await?;
-        let msg = rtnetlink::LinkUnspec::new_with_index(link.index)
-            .down()
-            .build();
+        let msg = rtnetlink::LinkUnspec::new_with_index(link.index);
+        let msg = if up { msg.up() } else { msg.down() }.build();
+        let word = if up { "up" } else { "down" };
         self.handle
             .link()
             .set(msg)
             .execute()
             .await
-            .map_err(|e| LinkError::netlink(format!("set `{name}` down"), e))
+            .map_err(|e| LinkError::netlink(format!("set `{name}` {word}"), e))
     }
 
     /// Puts a link in netdev group `group`.

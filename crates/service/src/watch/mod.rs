@@ -51,6 +51,11 @@ use crate::hooks::Event;
 use crate::host::{HostService, PlanningError, applied};
 use crate::store::Store;
 
+/// Read-backs tried again when one fails part-way (see `check`).
+const READ_BACK_TRIES: u32 = 3;
+/// The pause before trying a failed read-back again.
+const READ_BACK_PAUSE: Duration = Duration::from_millis(20);
+
 /// How often the listening threads look at the stop flag.
 const POLL: Duration = Duration::from_millis(200);
 /// A burst is cut short after this long, so a storm of events cannot hold
@@ -404,13 +409,23 @@ impl Watcher {
             s.learned = planned.plan.dns_feeds.keys().cloned().collect();
         }
         let started = Instant::now();
-        let all = match self.host.verify(&planned) {
-            Ok(d) => d,
-            Err(e) => {
-                return Outcome::Failed(format!(
-                    "reading the host back failed: {}",
-                    crate::error::chain(&e)
-                ));
+        // A dump that races the change being read (a table deleted while
+        // its sets are listed) fails with ENOENT: read again, a few times,
+        // before calling the read-back failed.
+        let mut tries = 0;
+        let all = loop {
+            match self.host.verify(&planned) {
+                Ok(d) => break d,
+                Err(_) if tries < READ_BACK_TRIES => {
+                    tries += 1;
+                    std::thread::sleep(READ_BACK_PAUSE);
+                }
+                Err(e) => {
+                    return Outcome::Failed(format!(
+                        "reading the host back failed: {}",
+                        crate::error::chain(&e)
+                    ));
+                }
             }
         };
         let acted: Vec<&HostDrift> = all.iter().filter(|d| reacts_to(d)).collect();
