@@ -6,7 +6,8 @@
 # (useradd: a real second user), `fish` (a non-POSIX login shell) and `curl`
 # (an HTTP client run as that second user against corrald's socket, and a TLS
 # client against its cluster listener); `openssl` makes cluster certificates
-# (scripts/cluster-certs.sh); `e2fsprogs` (chattr: a state directory that
+# (scripts/cluster-certs.sh); `prometheus` (a real Prometheus scrapes corrald's
+# /metrics in a test); `e2fsprogs` (chattr: a state directory that
 # cannot be written, for the apply-record fault test).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,5 +15,5 @@ here=$(cd "$(dirname "$0")" && pwd)
 need_root "installing packages"
 apt_install pkg-config libnftnl-dev libmnl-dev gcc libc6-dev \
     dnsmasq-base busybox-static nftables iproute2 util-linux systemd ca-certificates \
-    passwd fish curl openssl e2fsprogs
+    passwd fish curl openssl e2fsprogs prometheus
 find_cargo

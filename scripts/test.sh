@@ -11,6 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 need_root "the test suite"
 export CI="${CI:-true}"
 "$here/install-deps.sh"
+"$here/ocsf-venv.sh"
 "$here/incus-setup.sh"
 "$here/incus-image.sh"
 find_cargo

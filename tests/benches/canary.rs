@@ -99,7 +99,8 @@ fn main() {
         let verifier = Verifier::new(Arc::clone(&settings), store, Arc::new(WallClock))
             .with_backend(Arc::clone(&backend));
         // No hook: the benchmark runs the canary itself.
-        let service = SandboxService::new(Arc::clone(&settings), backend);
+        let service = SandboxService::new(Arc::clone(&settings), backend)
+            .without_canary("the benchmark runs the canary itself");
         println!("first canary of a fresh sandbox, {n} sandboxes per profile, median");
         println!(
             "| profile | checks | canary (ms) | exec round trip (ms) | ratio canary/exec | slowest check (last run) |"

@@ -138,7 +138,8 @@ fn main() {
             )
             .unwrap(),
         ),
-    );
+    )
+    .without_canary("the bench measures placement, not the canary");
     let on_m1 = members[0].service(m1).unwrap();
     let on_m2 = members[1].service(m2).unwrap();
     let pid = std::process::id();

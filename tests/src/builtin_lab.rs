@@ -70,6 +70,7 @@ pub struct BuiltinLab {
     _upstream: TestUpstream,
     _listeners: Listeners,
     dest: Netns,
+    table: u32,
     // Last: released after everything above is torn down.
     _lock: corral_test_support::HostLock,
 }
@@ -80,6 +81,20 @@ impl BuiltinLab {
     /// applied: run `corral host apply` with [`Self::config_path`] and
     /// [`Self::state_dir`] (or [`Self::apply`]).
     pub fn new() -> Result<Self, LabError> {
+        Self::build(true)
+    }
+
+    /// The same lab on a *default host*: the configuration sets nothing in
+    /// `[host.verification]` (only the lab's upstream resolver), so the
+    /// canary runs against corral's own targets. After `corral host apply`
+    /// call [`Self::route_own_targets`]: the lab sends the bridges'
+    /// traffic to its destination namespace, and corral's targets must be
+    /// reached through their own veth instead.
+    pub fn default_host() -> Result<Self, LabError> {
+        Self::build(false)
+    }
+
+    fn build(verification: bool) -> Result<Self, LabError> {
         let lock = corral_test_support::HostLock::acquire();
         let n = std::process::id() % 200;
         let veth = format!("cvl{n}v");
@@ -87,15 +102,17 @@ impl BuiltinLab {
         let here = Netns::current()?;
         let mut names: Vec<&str> = BRIDGES.to_vec();
         names.push(&veth);
+        names.push(corral_egress::own_targets::VETH);
         preflight(&here, &names, &[priority, priority + 1, priority + 2])?;
 
         let upstream_ip = Ipv4Addr::new(127, 84, u8::try_from(n).unwrap_or(0), 53);
         let upstream = TestUpstream::bind(SocketAddr::new(IpAddr::V4(upstream_ip), 53))?;
         upstream.set(UNLISTED, &[IpAddr::V4(Ipv4Addr::new(198, 18, 77, 20))], 30);
         let dir = tempfile::tempdir()?;
-        std::fs::write(dir.path().join("corral.toml"), config_text(upstream_ip))?;
-        let config = Config::from_toml_str(&config_text(upstream_ip), "lab")
-            .map_err(|e| LabError::Plan(e.to_string()))?;
+        let text = config_text(upstream_ip, verification);
+        std::fs::write(dir.path().join("corral.toml"), &text)?;
+        let config =
+            Config::from_toml_str(&text, "lab").map_err(|e| LabError::Plan(e.to_string()))?;
         let plan = HostPlan::build(
             &config.profiles,
             &plan_settings(&config.host),
@@ -119,6 +136,7 @@ impl BuiltinLab {
             _upstream: upstream,
             _listeners: listeners,
             dest,
+            table: 0x00c1_0000 + priority,
             _lock: lock,
         };
         // From here on `lab` is dropped (and cleans up) on any error.
@@ -153,6 +171,38 @@ impl BuiltinLab {
             .apply(&planned)
             .map_err(|e| LabError::Plan(corral_service::error::chain(&e)))?;
         Ok(())
+    }
+
+    /// Route the bridges' traffic for corral's own targets (made by `corral
+    /// host apply` on a default host) through corral's veth, ahead of the
+    /// lab's default route into its destination namespace. The routes go
+    /// with the veth when corral removes it.
+    pub fn route_own_targets(&self) -> Result<(), LabError> {
+        let table = self.table;
+        Netns::current()?.run_async(|| async move {
+            let links = Links::connect()?;
+            let veth = links.require(corral_egress::own_targets::VETH).await?;
+            let v4 = rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new()
+                .destination_prefix(corral_egress::own_targets::HOST_V4, 30)
+                .output_interface(veth.index)
+                .table_id(table)
+                .build();
+            let v6 = rtnetlink::RouteMessageBuilder::<Ipv6Addr>::new()
+                .destination_prefix(Ipv6Addr::new(0x2001, 0xdb8, 0xca7, 0, 0, 0, 0, 0), 64)
+                .output_interface(veth.index)
+                .table_id(table)
+                .build();
+            for msg in [v4, v6] {
+                links
+                    .handle()
+                    .route()
+                    .add(msg)
+                    .execute()
+                    .await
+                    .map_err(|e| netlink_error("route corral's own targets", e))?;
+            }
+            Ok::<_, LabError>(())
+        })?
     }
 
     fn build_destination(&self) -> Result<(), LabError> {
@@ -373,9 +423,12 @@ impl Drop for BuiltinLab {
 }
 
 /// The built-in profiles with the lab's host settings.
-fn config_text(upstream: Ipv4Addr) -> String {
+fn config_text(upstream: Ipv4Addr, verification: bool) -> String {
     let mut c = Config::builtin_default();
     c.host.dns_upstreams = vec![IpAddr::V4(upstream)];
+    if !verification {
+        return c.to_toml_string();
+    }
     let v = &mut c.host.verification;
     v.canary = Some(CANARY);
     v.canary_v6 = match CANARY_V6 {
@@ -397,12 +450,17 @@ mod tests {
 
     #[test]
     fn the_lab_configuration_is_the_builtin_profiles_with_canaries() {
-        let text = config_text(Ipv4Addr::new(127, 84, 1, 53));
+        let text = config_text(Ipv4Addr::new(127, 84, 1, 53), true);
         let c = Config::from_toml_str(&text, "lab").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(c.profiles, Config::builtin_default().profiles);
         assert_eq!(c.host.verification.canary, Some(CANARY));
         assert!(c.host.verification.kinds.is_empty());
         let bridges: Vec<String> = c.profiles.iter().map(|p| p.bridge.to_string()).collect();
         assert_eq!(bridges, BRIDGES);
+        let bare = config_text(Ipv4Addr::new(127, 84, 1, 53), false);
+        let c = Config::from_toml_str(&bare, "lab").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.host.verification, Default::default());
+        // Only the defaults: no canary of any kind, so corral brings its own.
+        assert!(!bare.contains("canary"), "{bare}");
     }
 }

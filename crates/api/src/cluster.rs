@@ -7,7 +7,12 @@
 //! namespace against what it applied, and `POST
 //! /v1/cluster/verify/{sandbox}`: the canary of a sandbox located on this
 //! member, run here (where its host side is), a failing one stopped, the
-//! verdict answered. Everything else is 404; no token.
+//! verdict answered, and `POST /v1/cluster/admit/{sandbox}`: a create,
+//! start or delete of profiled work placed on this member that a peer's
+//! corrald was asked for, run here exactly as a local one (the start gate on this
+//! member's rules, the port binding and DHCP reservation in its kernel,
+//! the canary where the sandbox's host side is), its answer returned.
+//! Everything else is 404; no token.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -19,18 +24,24 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use corral_service::cluster::remote::{ATTESTATION_PATH, VERIFY_ROUTE};
+use corral_service::callers::Tier;
+use corral_service::cluster::Admit;
+use corral_service::cluster::remote::{ADMIT_ROUTE, ATTESTATION_PATH, VERIFY_ROUTE};
 use corral_service::cluster::settings::{self, ClusterSettingsError};
 use corral_service::cluster::tls::{Identity, TlsError};
 use corral_service::cluster::{AttestationDoc, ClusterSettings};
 use corral_service::cluster::{Reverified, reverify};
+use corral_service::{Caller, CreateOptions};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::error::ApiError;
-use crate::setup::{IoContext as _, SetupError};
+use crate::routes::sandboxes::{
+    CreateRequest, create_here, delete_here, detached, new_sandbox, start_here,
+};
+use crate::setup_error::{IoContext as _, SetupError};
 use crate::state::AppState;
 
 /// A client gets this long to finish its TLS handshake.
@@ -118,6 +129,10 @@ fn router(served: Served) -> Router {
             VERIFY_ROUTE,
             post(verify).fallback(|| async { StatusCode::NOT_FOUND }),
         )
+        .route(
+            ADMIT_ROUTE,
+            post(admit).fallback(|| async { StatusCode::NOT_FOUND }),
+        )
         .fallback(|| async { StatusCode::NOT_FOUND })
         .with_state(Arc::new(served))
 }
@@ -168,6 +183,10 @@ async fn accept(listener: TcpListener, tls: TlsAcceptor, router: Router) {
 async fn attestation(State(served): State<Arc<Served>>) -> Response {
     let taken = tokio::task::spawn_blocking(move || {
         let host = served.state.host().map_err(|e| e.to_string())?;
+        // A port bound between reading the plan and reading the kernel
+        // back would read as drift and drain this member: both happen
+        // under the host lock every bind, apply and heal holds.
+        let _lock = host.store().lock().map_err(|e| e.to_string())?;
         let planned = served.state.plan_to_check().map_err(|e| e.to_string())?;
         AttestationDoc::take(&served.member, &planned, &host)
     })
@@ -222,4 +241,96 @@ async fn verify(State(served): State<Arc<Served>>, UrlPath(name): UrlPath<String
     });
     tracing::info!(sandbox = %name, passed = verdict.passed, action = %verdict.action, "cluster: verified a sandbox for a peer");
     Json(verdict).into_response()
+}
+
+/// `POST /v1/cluster/admit/{sandbox}`: a peer's corrald was asked to
+/// create or start `sandbox`, profiled work placed on this member; done
+/// here as this member's own API does it (the name lock and a turn held),
+/// answered as that route answers.
+async fn admit(
+    State(served): State<Arc<Served>>,
+    UrlPath(name): UrlPath<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let admit: Admit = match serde_json::from_slice(&body) {
+        Ok(a) => a,
+        Err(e) => {
+            return ApiError::bad_request(anyhow::anyhow!("bad admission JSON: {e}"))
+                .into_response();
+        }
+    };
+    let state = served.state.clone();
+    let done = match admit {
+        Admit::Create {
+            request,
+            uid,
+            gid,
+            admin,
+        } => {
+            let req: CreateRequest = match serde_json::from_value(request) {
+                Ok(r) => r,
+                Err(e) => {
+                    return ApiError::bad_request(anyhow::anyhow!("bad create request: {e}"))
+                        .into_response();
+                }
+            };
+            if req.name != name || req.from.is_some() {
+                return ApiError::bad_request(anyhow::anyhow!(
+                    "an admission creates the sandbox its path names (`{name}`), not a clone"
+                ))
+                .into_response();
+            }
+            if req.target.as_deref() != Some(served.member.as_str()) {
+                return ApiError::new(
+                    StatusCode::CONFLICT,
+                    "on_another_member",
+                    anyhow::anyhow!(
+                        "sandbox `{name}` is asked for on {}, and this is {}: ask that member's corrald",
+                        req.target.as_deref().unwrap_or("no member"),
+                        served.member
+                    ),
+                )
+                .into_response();
+            }
+            let caller = Caller {
+                uid,
+                gid,
+                tier: if admin { Tier::Admin } else { Tier::Restricted },
+            };
+            let options = CreateOptions {
+                start: false,
+                owner: Some(uid),
+                ..CreateOptions::default()
+            };
+            let req = new_sandbox(req);
+            tracing::info!(sandbox = %name, "cluster: admitting a create for a peer");
+            detached(async move {
+                let _name = state.lock_name(&req.name).await;
+                let _turn = state.turn().await?;
+                Ok(create_here(&state, &caller, &req, options)
+                    .await?
+                    .into_response())
+            })
+            .await
+        }
+        Admit::Delete {} => {
+            tracing::info!(sandbox = %name, "cluster: deleting a sandbox for a peer");
+            detached(async move {
+                let _name = state.lock_name(&name).await;
+                let _turn = state.turn().await?;
+                Ok(delete_here(&state, &name).await?.into_response())
+            })
+            .await
+        }
+        Admit::Start {} => {
+            tracing::info!(sandbox = %name, "cluster: admitting a start for a peer");
+            detached(async move {
+                let _name = state.lock_name(&name).await;
+                let _turn = state.turn().await?;
+                Ok(start_here(&state, &name).await?.into_response())
+            })
+            .await
+        }
+    };
+    done.unwrap_or_else(IntoResponse::into_response)
 }

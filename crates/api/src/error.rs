@@ -6,10 +6,8 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use corral_sandbox_core::sandbox::ProviderError;
-use corral_service::cluster::PlacementRefused;
-use corral_service::templates::TemplateError;
-use corral_service::{GateError, ServiceError, VerifyError};
-use serde::Serialize;
+use corral_service::ServiceError;
+use corral_service::shapes::{failure_code, provider_code};
 use utoipa::ToSchema;
 
 /// A failed request.
@@ -52,6 +50,8 @@ pub const CODES: &[&str] = &[
     "not_ready",
     // Sandboxes: placement on an Incus cluster.
     "not_in_rotation",
+    "on_another_member",
+    "member_unreachable",
     // Sandboxes: verification.
     "not_profiled",
     "profile_not_configured",
@@ -77,21 +77,24 @@ pub const CODES: &[&str] = &[
 ];
 
 /// The JSON body of an error answer; every failed request, on every route,
-/// answers this.
-#[derive(Debug, Serialize, ToSchema)]
+/// answers this (`corral … --json` prints the same on failure). Its OpenAPI
+/// description: the answer itself is [`corral_service::shapes::ErrorBody`].
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // Schema-only: never constructed.
 pub struct ErrorBody {
     /// The error.
-    pub error: ErrorDetail,
+    error: ErrorDetail,
 }
 
 /// The error inside an [`ErrorBody`].
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // Schema-only: never constructed.
 pub struct ErrorDetail {
     /// A stable, machine-readable code.
     #[schema(schema_with = code_schema)]
-    pub code: &'static str,
+    code: &'static str,
     /// The error and every cause, outermost first, joined by `: `.
-    pub message: String,
+    message: String,
 }
 
 fn code_schema() -> utoipa::openapi::Object {
@@ -105,20 +108,7 @@ fn code_schema() -> utoipa::openapi::Object {
 /// The cause an [`ApiError`] carries: any error (a library's, or a message).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// `e`'s message and every source's, joined by `: `.
-pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut next = e.source();
-    while let Some(s) = next {
-        let text = s.to_string();
-        // A wrapper that repeats its source's words adds nothing.
-        if parts.last() != Some(&text) {
-            parts.push(text);
-        }
-        next = s.source();
-    }
-    parts.join(": ")
-}
+pub use corral_service::shapes::chain;
 
 impl ApiError {
     /// An error with an explicit status and code.
@@ -147,16 +137,7 @@ impl ApiError {
     /// when the kernel refused for lack of privilege somewhere in the chain.
     pub fn internal(error: impl Into<BoxError>) -> Self {
         let error: BoxError = error.into();
-        let mut denied = false;
-        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error.as_ref());
-        while let Some(e) = next {
-            denied |= e.downcast_ref::<std::io::Error>().is_some_and(|io| {
-                io.kind() == std::io::ErrorKind::PermissionDenied
-                    || matches!(io.raw_os_error(), Some(1 | 13))
-            });
-            next = e.source();
-        }
-        if denied {
+        if corral_service::shapes::denied(error.as_ref()) {
             Self::new(StatusCode::FORBIDDEN, "permission_denied", error)
         } else {
             Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", error)
@@ -164,14 +145,8 @@ impl ApiError {
     }
 
     /// The body that will be sent.
-    pub fn body(&self) -> ErrorBody {
-        let message = chain(self.error.as_ref());
-        ErrorBody {
-            error: ErrorDetail {
-                code: self.code,
-                message,
-            },
-        }
+    pub fn body(&self) -> corral_service::shapes::ErrorBody {
+        corral_service::shapes::ErrorBody::new(self.code, self.error.as_ref())
     }
 }
 
@@ -179,24 +154,29 @@ impl ApiError {
 /// refused, answered nonsense, or could not be reached) are 502; a broken
 /// topology is corral's own state gone wrong, so 500.
 pub fn provider_status(e: &ProviderError) -> (StatusCode, &'static str) {
-    match e {
-        ProviderError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
-        ProviderError::AlreadyExists { .. } => (StatusCode::CONFLICT, "already_exists"),
-        ProviderError::NotOwned { .. } => (StatusCode::FORBIDDEN, "not_owned"),
-        ProviderError::InvalidState { .. } => (StatusCode::CONFLICT, "invalid_state"),
-        ProviderError::Unsupported { .. } | ProviderError::LocalOnly { .. } => {
-            (StatusCode::UNPROCESSABLE_ENTITY, "unsupported")
+    let code = provider_code(e);
+    (status_of(code), code)
+}
+
+/// The status a code answers with (docs/api.md's table).
+pub fn status_of(code: &str) -> StatusCode {
+    match code {
+        "bad_request" | "invalid_spec" | "unknown_profile" | "mount" | "unknown_template" => {
+            StatusCode::BAD_REQUEST
         }
-        ProviderError::InvalidSpec { .. } => (StatusCode::BAD_REQUEST, "invalid_spec"),
-        ProviderError::UnknownProfile { .. } => (StatusCode::BAD_REQUEST, "unknown_profile"),
-        ProviderError::Mount { .. } => (StatusCode::BAD_REQUEST, "mount"),
-        ProviderError::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "timeout"),
-        ProviderError::Backend { .. } => (StatusCode::BAD_GATEWAY, "backend"),
-        ProviderError::Malformed { .. } => (StatusCode::BAD_GATEWAY, "malformed"),
-        ProviderError::Io { .. } => (StatusCode::BAD_GATEWAY, "io"),
-        ProviderError::Topology { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "topology"),
-        // A variant added to the library later: a failure we cannot classify.
-        _ => (StatusCode::INTERNAL_SERVER_ERROR, "provider"),
+        "not_found" => StatusCode::NOT_FOUND,
+        "not_owned" | "not_owner" | "forbidden" | "permission_denied" => StatusCode::FORBIDDEN,
+        "already_exists"
+        | "invalid_state"
+        | "not_enforced"
+        | "refused_by_check"
+        | "profile_not_configured"
+        | "not_in_rotation"
+        | "on_another_member" => StatusCode::CONFLICT,
+        "unsupported" | "not_profiled" | "canary_plan" => StatusCode::UNPROCESSABLE_ENTITY,
+        "timeout" | "not_ready" => StatusCode::GATEWAY_TIMEOUT,
+        "backend" | "malformed" | "io" | "member_unreachable" => StatusCode::BAD_GATEWAY,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
@@ -207,52 +187,13 @@ impl From<ProviderError> for ApiError {
     }
 }
 
+/// A failed sandbox operation answers
+/// [`corral_service::shapes::ErrorBody::failure`], as
+/// `corral … --json` prints it.
 impl From<ServiceError> for ApiError {
     fn from(e: ServiceError) -> Self {
-        match e {
-            ServiceError::Provider(p) => p.into(),
-            ServiceError::Gate(g) => match *g {
-                // The profile's enforcement is incomplete: the request
-                // conflicts with the host's state until `corral host apply`.
-                GateError::Refused(r) => {
-                    Self::new(StatusCode::CONFLICT, "not_enforced", GateError::Refused(r))
-                }
-                other => Self::internal(other),
-            },
-            ServiceError::Hook(h) => Self::new(StatusCode::CONFLICT, "refused_by_check", h),
-            ServiceError::Verify(v) => {
-                let (status, code) = match v.as_ref() {
-                    VerifyError::NoProfile(_) => (StatusCode::UNPROCESSABLE_ENTITY, "not_profiled"),
-                    VerifyError::UnknownProfile { .. } => {
-                        (StatusCode::CONFLICT, "profile_not_configured")
-                    }
-                    VerifyError::NotRunning { .. } => (StatusCode::CONFLICT, "invalid_state"),
-                    VerifyError::Plan(_) => (StatusCode::UNPROCESSABLE_ENTITY, "canary_plan"),
-                    _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-                };
-                Self::new(status, code, ServiceError::Verify(v))
-            }
-            e @ ServiceError::NotReady { .. } => {
-                Self::new(StatusCode::GATEWAY_TIMEOUT, "not_ready", e)
-            }
-            ServiceError::Template(t) => match t {
-                t @ TemplateError::Unknown { .. } => {
-                    Self::new(StatusCode::BAD_REQUEST, "unknown_template", t)
-                }
-                // The operator's file is wrong: corrald's configuration,
-                // not the caller's request.
-                t => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "invalid_template", t),
-            },
-            ServiceError::Placement(p) => match p {
-                // The cluster cannot take profiled work where asked now.
-                p @ (PlacementRefused::NoController { .. }
-                | PlacementRefused::NotInRotation { .. }) => {
-                    Self::new(StatusCode::CONFLICT, "not_in_rotation", p)
-                }
-                p @ PlacementRefused::File(_) => Self::internal(p),
-            },
-            e => Self::internal(e),
-        }
+        let code = failure_code(&e);
+        Self::new(status_of(code), code, e)
     }
 }
 

@@ -24,7 +24,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::setup::{IoContext as _, SetupError};
+use crate::setup_error::{IoContext as _, SetupError};
 use axum::extract::connect_info::Connected;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -208,8 +208,7 @@ fn check_tcp(headers: &HeaderMap, token: &Token, addr: SocketAddr) -> Result<(),
     let offered = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(bearer);
     match offered {
         Some(t) if token.matches(t.as_bytes()) => Ok(()),
         _ => Err(refuse(
@@ -218,6 +217,16 @@ fn check_tcp(headers: &HeaderMap, token: &Token, addr: SocketAddr) -> Result<(),
             "this listener needs `Authorization: Bearer <token>` with the token of corrald's --token-file".into(),
         )),
     }
+}
+
+/// The credentials of a `Bearer` authorization: the scheme is matched
+/// without regard to case (RFC 9110, section 11.1), `bearer x` as
+/// `Bearer x`; any other scheme is none.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, credentials) = value.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| credentials.trim())
 }
 
 /// A body must be JSON and fit the cap, or for a route that takes bytes
@@ -434,6 +443,22 @@ mod tests {
         );
         assert_eq!(
             status(&headers(&[(header::HOST, "127.0.0.1:7979")])),
+            Err(StatusCode::UNAUTHORIZED)
+        );
+        // The scheme's case does not matter; another scheme is no token.
+        for scheme in ["bearer", "BEARER", "bEaReR"] {
+            let value = format!("{scheme} 0123456789abcdef");
+            let h = headers(&[
+                (header::HOST, "127.0.0.1:7979"),
+                (header::AUTHORIZATION, value.as_str()),
+            ]);
+            assert_eq!(status(&h), Ok(()), "{scheme}");
+        }
+        assert_eq!(
+            status(&headers(&[
+                (header::HOST, "127.0.0.1:7979"),
+                (header::AUTHORIZATION, "Basic 0123456789abcdef")
+            ])),
             Err(StatusCode::UNAUTHORIZED)
         );
         assert_eq!(

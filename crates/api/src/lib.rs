@@ -17,6 +17,7 @@
 //! - `GET /v1/verification` — the per-sandbox verification gate and every
 //!   sandbox's last verdict, from the store;
 //! - `GET /v1/events` — the event log (lifecycle, verification, alerts);
+//! - `GET /metrics` — Prometheus/OpenMetrics text ([`metrics`]);
 //! - `GET|POST /v1/sandboxes`, `GET|DELETE /v1/sandboxes/{name}`,
 //!   `POST /v1/sandboxes/{name}/{start,stop,exec,verify}` — sandboxes
 //!   through the provider selected at start-up; every profiled sandbox runs
@@ -35,16 +36,17 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod admit;
 pub mod cluster;
-pub mod encode;
 pub mod error;
 pub mod guard;
+pub mod metrics;
 pub mod openapi;
 pub mod rotation;
 pub mod routes;
 pub mod schema;
 pub mod serve;
-pub mod setup;
+pub mod setup_error;
 pub mod state;
 
 pub use corral_service::{Backend, Settings};

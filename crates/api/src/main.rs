@@ -299,6 +299,14 @@ fn main() -> ExitCode {
         streams: args.max_streams,
         max_upload: args.max_upload,
     });
+    // The event families count what reaches the audit trail from now on.
+    if let Err(e) = state
+        .metrics()
+        .families()
+        .follow(state.db().audit().follow())
+    {
+        tracing::error!(error = %e, "metrics: not following the audit trail; its families stay at zero");
+    }
     // Users `corral grant` named are granted too, read from the store on
     // every request (a revoke holds at once).
     let listen = match listen {
@@ -346,34 +354,44 @@ fn main() -> ExitCode {
     };
     // The rotation asks every member (itself included, at its own
     // listener) over the same mutually authenticated TLS.
-    let controller = match cluster.as_ref().map(|c| {
-        RemoteAttester::new(c.settings(), &state.settings().config).map(|a| {
-            let a = Arc::new(a);
-            corral_api::rotation::controller(&state, c.settings(), a.clone(), Some(a))
-        })
-    }) {
+    // The same client asks a member's corrald to admit profiled work
+    // placed on it (its gate and canary run on its kernel).
+    let peers = match cluster
+        .as_ref()
+        .map(|c| RemoteAttester::new(c.settings(), &state.settings().config))
+    {
         None => None,
-        Some(Ok(c)) => Some(c),
+        Some(Ok(a)) => Some(Arc::new(a)),
         Some(Err(e)) => {
             print_error(&anyhow::Error::new(e).context("--cluster: the rotation's attester"));
             return ExitCode::from(1);
         }
     };
-    // The kernel watch on a thread of its own, for the server's life.
-    let kernel_watch = if args.no_kernel_watch {
-        tracing::warn!("kernel watch off (--no-kernel-watch): drift waits for the watchdog");
-        None
-    } else {
-        state.kernel_watch(runtime.handle().clone())
+    let state = match &peers {
+        Some(a) => state.with_peers(Arc::clone(a)),
+        None => state,
     };
+    let controller = cluster
+        .as_ref()
+        .zip(peers)
+        .map(|(c, a)| corral_api::rotation::controller(&state, c.settings(), a.clone(), Some(a)));
     let mut watchdog = state.watchdog(interval);
     if let Some(secs) = args.handout_grace_secs {
         watchdog = watchdog.with_handout_grace(std::time::Duration::from_secs(secs));
     }
+    // The kernel watch on a thread of its own, for the server's life; a
+    // heal nudges the watchdog for the healed profiles' sandboxes.
+    let kernel_watch = if args.no_kernel_watch {
+        tracing::warn!("kernel watch off (--no-kernel-watch): drift waits for the watchdog");
+        None
+    } else {
+        state.kernel_watch(runtime.handle().clone(), watchdog.handle())
+    };
     tracing::info!(
         interval_secs = interval.as_secs(),
         "watchdog: re-verifying running profiled sandboxes"
     );
+    let reaper = state.reaper();
     let no_supervise = args.no_supervise;
     let result = runtime.block_on(async move {
         // A corrald killed mid-operation left the database and the backend
@@ -403,6 +421,8 @@ fn main() -> ExitCode {
         };
         // The watchdog lives as long as the server.
         let _watchdog = tokio::spawn(watchdog.run());
+        // So does the reaper of lifetimes (`corral new --ttl`, `--idle-stop`).
+        let _reaper = tokio::spawn(reaper.run());
         // So does the cluster controller, when this is a cluster member.
         let _controller = controller.map(|c| tokio::spawn(c.run()));
         if let Some(cluster) = cluster {

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::setup::{IoContext as _, SetupError};
+use crate::setup_error::{IoContext as _, SetupError};
 use axum::Router;
 use corral_service::AccessPolicy;
 use corral_service::callers::NamedGroup;
@@ -55,15 +55,26 @@ pub const DEFAULT_SOCKET: &str = "/run/corral/corrald.sock";
 /// The socket's mode: read and write for its owner and group only.
 pub const SOCKET_MODE: u32 = 0o660;
 
-/// The mode of a socket directory corrald creates.
+/// The mode of a socket directory corrald creates (and of the one systemd
+/// made for it): its owner and group enter, nobody else.
 pub const DIR_MODE: u32 = 0o750;
 
 /// How long requests in flight get to finish after SIGTERM.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// Create the socket's missing parent directories with [`DIR_MODE`];
-/// directories that already exist are left as they are.
-pub fn prepare_socket_dir(socket: &Path) -> Result<(), SetupError> {
+/// The variable systemd sets to the unit's `RuntimeDirectory=` paths
+/// (colon-separated): directories that are corrald's own.
+pub const RUNTIME_DIRECTORY_VAR: &str = "RUNTIME_DIRECTORY";
+
+/// Create the socket's missing parent directories with [`DIR_MODE`], given
+/// to `group` when there is one, so that its members reach the socket
+/// (0660, the same group) and nobody else does. An existing parent is left
+/// as it is unless it is the directory systemd made for corrald
+/// (`$RUNTIME_DIRECTORY`), which also gets the group. Then every
+/// directory above the socket must let the group in: else corrald refuses
+/// to start, naming the directory, rather than serve a socket its group
+/// cannot reach.
+pub fn prepare_socket_dir(socket: &Path, group: Option<&NamedGroup>) -> Result<(), SetupError> {
     let Some(parent) = socket.parent().filter(|p| !p.as_os_str().is_empty()) else {
         return Ok(());
     };
@@ -79,11 +90,58 @@ pub fn prepare_socket_dir(socket: &Path) -> Result<(), SetupError> {
     for dir in missing.iter().rev() {
         std::fs::create_dir(dir)
             .ctx(|| format!("cannot create the socket directory {}", dir.display()))?;
-        // Set after creation: the umask would otherwise narrow or widen it.
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
-            .ctx(|| format!("cannot set the mode of {}", dir.display()))?;
+        own_dir(dir, group)?;
+    }
+    let Some(group) = group else {
+        return Ok(());
+    };
+    let systemds = std::env::var_os(RUNTIME_DIRECTORY_VAR).unwrap_or_default();
+    if missing.is_empty() && std::env::split_paths(&systemds).any(|d| d == parent) {
+        own_dir(parent, Some(group))?;
+    }
+    let mut dir = Some(parent);
+    while let Some(d) = dir {
+        let meta = std::fs::metadata(d).ctx(|| format!("cannot inspect {}", d.display()))?;
+        let mode = meta.permissions().mode();
+        let enters = mode & 0o001 != 0 || (meta.gid() == group.gid && mode & 0o010 != 0);
+        if !enters {
+            return Err(SetupError::Refused(format!(
+                "members of --socket-group `{}` cannot enter {} (mode {:o}, group {}), so they could not reach the socket {}: give the directory to the group (`chgrp {} {}; chmod g+x {}`), or put the socket in a directory corrald creates",
+                group.name,
+                d.display(),
+                mode & 0o7777,
+                meta.gid(),
+                socket.display(),
+                group.name,
+                d.display(),
+                d.display(),
+            )));
+        }
+        dir = d.parent().filter(|p| !p.as_os_str().is_empty());
     }
     Ok(())
+}
+
+/// Gives `dir` [`DIR_MODE`] and, with a group, that group.
+fn own_dir(dir: &Path, group: Option<&NamedGroup>) -> Result<(), SetupError> {
+    if let Some(g) = group
+        && std::fs::metadata(dir).is_ok_and(|m| m.gid() != g.gid)
+    {
+        // Root without CAP_CHOWN (a unit's bounding set) may still give a
+        // directory to its own group: run corrald with that group
+        // (systemd's `Group=`) and nothing needs changing here.
+        std::os::unix::fs::lchown(dir, None, Some(g.gid)).ctx(|| {
+            format!(
+                "cannot give the socket directory {} to group `{}` (under systemd, set `Group={}` in the unit so that the directory is made with it)",
+                dir.display(),
+                g.name,
+                g.name
+            )
+        })?;
+    }
+    // Set after creation: the umask would otherwise narrow or widen it.
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
+        .ctx(|| format!("cannot set the mode of {}", dir.display()))
 }
 
 /// Refuse addresses other hosts could reach.
@@ -258,7 +316,7 @@ pub async fn serve(
             group,
             policy,
         } => {
-            prepare_socket_dir(&path)?;
+            prepare_socket_dir(&path, group.as_ref())?;
             let claim = claim_socket(&path)?;
             let listener = tokio::net::UnixListener::bind(&path)
                 .ctx(|| format!("cannot listen on {}", path.display()))?;
@@ -271,7 +329,9 @@ pub async fn serve(
             };
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(SOCKET_MODE))
                 .ctx(|| format!("cannot set the mode of {}", path.display()))?;
-            if let Some(g) = &group {
+            if let Some(g) = &group
+                && meta.gid() != g.gid
+            {
                 std::os::unix::fs::lchown(&path, None, Some(g.gid))
                     .ctx(|| format!("cannot give {} to group `{}`", path.display(), g.name))?;
             }
@@ -309,7 +369,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let before = std::fs::metadata(tmp.path()).unwrap().permissions().mode();
         let sock = tmp.path().join("a/b/corrald.sock");
-        prepare_socket_dir(&sock).unwrap();
+        prepare_socket_dir(&sock, None).unwrap();
         for d in [tmp.path().join("a"), tmp.path().join("a/b")] {
             let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o7777;
             assert_eq!(mode, DIR_MODE, "{}", d.display());
@@ -318,8 +378,8 @@ mod tests {
             std::fs::metadata(tmp.path()).unwrap().permissions().mode(),
             before
         );
-        prepare_socket_dir(&sock).unwrap();
-        prepare_socket_dir(Path::new("relative.sock")).unwrap();
+        prepare_socket_dir(&sock, None).unwrap();
+        prepare_socket_dir(Path::new("relative.sock"), None).unwrap();
     }
 
     #[test]

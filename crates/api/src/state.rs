@@ -21,6 +21,7 @@ use corral_service::{
 use tokio::sync::OwnedMutexGuard;
 
 use crate::error::{ApiError, BoxError};
+use crate::metrics::Metrics;
 
 fn limiter(limits: &Limits, running: usize) -> OpLimiter {
     OpLimiter::new(running, limits.queue, limits.queue_wait)
@@ -87,6 +88,10 @@ pub struct AppState {
     operations: Arc<OpLimiter>,
     streams: Arc<OpLimiter>,
     names: Arc<NameLocks>,
+    metrics: Metrics,
+    /// Other members' corrald (`--cluster`): profiled work placed on one
+    /// of them is admitted there (`crate::admit`).
+    peers: Option<Arc<corral_service::cluster::RemoteAttester>>,
 }
 
 impl AppState {
@@ -101,6 +106,10 @@ impl AppState {
         let verifier = Verifier::new(Arc::clone(&settings), store, Arc::new(WallClock))
             .with_backend(Arc::clone(&backend));
         let limits = Limits::default();
+        let metrics = Metrics::default();
+        metrics
+            .families()
+            .preset_profiles(settings.config.profiles.iter().map(|p| p.name.as_str()));
         Self {
             sandboxes: SandboxService::new(Arc::clone(&settings), backend)
                 .with_hooks(Arc::new(verifier.clone())),
@@ -110,25 +119,56 @@ impl AppState {
             streams: Arc::new(OpLimiter::new(limits.streams, 0, Duration::ZERO)),
             limits,
             names: Arc::new(NameLocks::default()),
+            metrics,
+            peers: None,
         }
+    }
+
+    /// The same state, asking `peers` (this member's cluster client) to
+    /// admit profiled work placed on another member.
+    pub fn with_peers(mut self, peers: Arc<corral_service::cluster::RemoteAttester>) -> Self {
+        self.peers = Some(peers);
+        self
+    }
+
+    /// The cluster client, when this corrald runs with `--cluster`.
+    pub fn peers(&self) -> Option<&Arc<corral_service::cluster::RemoteAttester>> {
+        self.peers.as_ref()
     }
 
     /// The watchdog that re-verifies this server's sandboxes every
     /// `interval`; its `handle()` (taken before `run()`) is how another
     /// component, the kernel watcher, asks for a re-verification at once.
     pub fn watchdog(&self, interval: std::time::Duration) -> Watchdog {
+        self.metrics
+            .families()
+            .watchdog_interval
+            .set(i64::try_from(interval.as_secs()).unwrap_or(i64::MAX));
         Watchdog::new(self.verifier.clone(), self.sandboxes.clone(), interval)
     }
 
+    /// The reaper that deletes this server's sandboxes whose time to live
+    /// ran out and stops those idle past their limit.
+    pub fn reaper(&self) -> corral_service::lifetimes::reaper::Reaper {
+        corral_service::lifetimes::reaper::Reaper::new(
+            self.verifier.clone(),
+            self.sandboxes.clone(),
+        )
+    }
+
     /// The kernel watch of this server's target and state directory on a
-    /// thread of its own (the sandboxes it stops or re-verifies through
-    /// this server's service and canary); `None`, with the reason logged,
-    /// when it cannot run. Stop it with the handle.
+    /// thread of its own: it stops sandboxes through this server's
+    /// service, and hands the re-verification after a heal to `watchdog`
+    /// (one place decides what a failed canary does to a sandbox, and the
+    /// watchdog's record of each pass says so). `None`, with the reason
+    /// logged, when it cannot run. Stop it with the handle.
     pub fn kernel_watch(
         &self,
         runtime: tokio::runtime::Handle,
+        watchdog: corral_service::verify::watchdog::WatchdogHandle,
     ) -> Option<corral_service::watch::StopHandle> {
-        use corral_service::watch::{Outcome, ServiceSandboxes, Watcher};
+        use corral_service::verify::watchdog::Scope;
+        use corral_service::watch::{Outcome, Reverify, ServiceSandboxes, Watcher};
         let target = match corral_service::Target::open(self.settings.netns.as_deref()) {
             Ok(t) => t,
             Err(e) => {
@@ -137,8 +177,14 @@ impl AppState {
             }
         };
         let host = corral_service::HostService::new(target, self.settings.state_dir.clone());
-        let sandboxes =
-            ServiceSandboxes::with_canary(self.sandboxes.clone(), self.verifier.clone(), runtime);
+        let reverify: Reverify = Arc::new(move |profiles: &[String]| {
+            for p in profiles {
+                if let Err(e) = watchdog.nudge(Scope::Profile(p.clone())) {
+                    tracing::error!(profile = %p, error = %e, "kernel watch: healed, not re-verified");
+                }
+            }
+        });
+        let sandboxes = ServiceSandboxes::new(self.sandboxes.clone(), runtime, Some(reverify));
         let watcher = match Watcher::new(host, Arc::new(sandboxes)) {
             Ok(w) => w,
             Err(e) => {
@@ -188,6 +234,11 @@ impl AppState {
         self.streams = Arc::new(OpLimiter::new(limits.streams, 0, Duration::ZERO));
         self.limits = limits;
         self
+    }
+
+    /// The Prometheus families (`GET /metrics`).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The limits.

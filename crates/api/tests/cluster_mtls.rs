@@ -17,10 +17,10 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::Server;
+use common::{HeldNetns, Server};
 use corral_sandbox_core::Config;
 use corral_service::cluster::settings;
 use corral_service::cluster::{Attester as _, RemoteAttester, config_sha256};
@@ -28,50 +28,6 @@ use corral_service::config::{ConfigSource, load};
 use corral_service::host::plan_config;
 use corral_service::{HostService, Target};
 use serde_json::Value;
-
-/// A network namespace held by a `sleep`; the kernel frees it (and the
-/// rules in it) once the holder and every process in it are gone.
-struct Ns {
-    holder: Child,
-}
-
-impl Ns {
-    fn new() -> Self {
-        let holder = Command::new("unshare")
-            .args(["--net", "sleep", "600"])
-            .spawn()
-            .unwrap();
-        let ns = Self { holder };
-        let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
-        for _ in 0..200 {
-            if std::fs::read_link(ns.path()).is_ok_and(|l| l != ours) {
-                return ns;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("the namespace holder did not leave this namespace");
-    }
-
-    fn path(&self) -> String {
-        format!("/proc/{}/ns/net", self.holder.id())
-    }
-
-    fn exec(&self, program: &str, args: &[&str]) -> std::process::Output {
-        Command::new("nsenter")
-            .arg(format!("--net={}", self.path()))
-            .arg(program)
-            .args(args)
-            .output()
-            .unwrap()
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = self.holder.kill();
-        let _ = self.holder.wait();
-    }
-}
 
 /// One member: its namespace, state directory, corral's enforcement
 /// applied there (torn down on drop: the gateways are processes), its
@@ -83,7 +39,7 @@ struct Member {
     cluster_toml: PathBuf,
     server: Option<Server>,
     // Last: the namespace outlives the teardown that runs in it.
-    ns: Ns,
+    ns: HeldNetns,
 }
 
 impl Member {
@@ -243,7 +199,7 @@ fn members_attest_over_mutual_tls_and_strangers_are_refused_at_the_handshake() {
     let (p1, p2) = (free_port(), free_port());
     let mut members = Vec::new();
     for (name, port, peer, peer_port) in [("m1", p1, "m2", p2), ("m2", p2, "m1", p1)] {
-        let ns = Ns::new();
+        let ns = HeldNetns::new();
         let state = tempfile::tempdir().unwrap();
         let host = HostService::new(
             Target::open(Some(&ns.path())).unwrap(),

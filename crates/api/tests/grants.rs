@@ -114,7 +114,7 @@ impl Drop for ProjectsCleanup {
 }
 
 fn names_with(list: &Value, prefix: &str) -> Vec<String> {
-    let mut v: Vec<String> = list
+    let mut v: Vec<String> = list["sandboxes"]
         .as_array()
         .unwrap_or_else(|| panic!("{list}"))
         .iter()
@@ -332,13 +332,9 @@ fn granted_users_work_in_their_own_project_and_revoke_holds_at_once() {
     let (code, out, err) = corral(&state, &socket, &["ls", "--json"]);
     assert_eq!(code, 0, "{err}");
     let ls: Value = serde_json::from_str(&out).unwrap();
-    let listed = if ls.is_array() {
-        ls
-    } else {
-        ls["sandboxes"].clone()
-    };
+    assert_eq!(ls["schema"], list["schema"], "one shape: {ls} {list}");
     assert_eq!(
-        names_with(&listed, &prefix),
+        names_with(&ls, &prefix),
         [a1.clone(), b1.clone(), root1.clone()]
     );
 

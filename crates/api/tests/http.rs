@@ -9,9 +9,9 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::net::UnixStream;
-use std::process::{Child, Command};
+use std::process::Command;
 
-use common::{Server, assert_error, request};
+use common::{HeldNetns, Server, assert_error, request};
 use corral_egress::host::{AppliedInputs, Host, StateStore, plan_settings};
 use corral_egress::netns::Netns;
 use corral_egress::plan::HostPlan;
@@ -233,31 +233,10 @@ fn host_routes_read_a_namespace_the_test_applied() {
     if !corral_test_support::gate::netns() {
         return;
     }
-    // A process holds the namespace; corrald opens it by path. The guard
+    // A process holds the namespace; corrald opens it by path; the guard
     // kills it even when an assertion fails; the kernel frees the rest.
-    struct Holder(Child);
-    impl Drop for Holder {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let holder = Holder(
-        Command::new("unshare")
-            .args(["--net", "sleep", "120"])
-            .spawn()
-            .unwrap(),
-    );
-    let ns_path = format!("/proc/{}/ns/net", holder.0.id());
-    // Wait until the holder has left our namespace.
-    let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
-    for _ in 0..100 {
-        if std::fs::read_link(&ns_path).is_ok_and(|l| l != ours) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    assert_ne!(std::fs::read_link(&ns_path).unwrap(), ours);
+    let held = HeldNetns::new();
+    let ns_path = held.path();
     let state = tempfile::tempdir().unwrap();
     let server = Server::start_exact(&[
         "--listen".to_owned(),
@@ -323,6 +302,50 @@ fn host_routes_read_a_namespace_the_test_applied() {
     assert_eq!(s, 200, "{e}");
     assert_eq!(e["verdict"], "block");
     assert_eq!(e["answers"][0]["trace"]["set"]["name"], "reserved4");
+    // The verdict is the kernel's: with no drift it is the plan's (the
+    // control); an accept inserted behind corral's back turns the block
+    // into an allow, with the drift and the plan's verdict beside it.
+    let (s, e) = get(
+        &server,
+        "/v1/explain?profile=allowlist&dest=203.0.113.10:80",
+    );
+    assert_eq!(s, 200, "{e}");
+    assert_eq!(
+        (&e["verdict"], &e["plan_verdict"]),
+        (&"block".into(), &"block".into()),
+        "{e}"
+    );
+    assert_eq!(e["drift"].as_array().unwrap().len(), 0, "{e}");
+    let tamper = Command::new("nsenter")
+        .arg(format!("--net={ns_path}"))
+        .args(["nft", "insert", "rule", "inet", "corral", "allowlist-out"])
+        .args([
+            "ip",
+            "daddr",
+            "203.0.113.10",
+            "tcp",
+            "dport",
+            "80",
+            "accept",
+        ])
+        .output()
+        .unwrap();
+    assert!(tamper.status.success(), "{tamper:?}");
+    let (s, e) = get(
+        &server,
+        "/v1/explain?profile=allowlist&dest=203.0.113.10:80",
+    );
+    assert_eq!(s, 200, "{e}");
+    assert_eq!(
+        (&e["verdict"], &e["plan_verdict"]),
+        (&"allow".into(), &"block".into()),
+        "{e}"
+    );
+    assert_eq!(e["drift"][0]["kind"], "extra", "{e}");
+    assert_eq!(
+        e["answers"][0]["live"]["rule"]["chain"], "allowlist-out",
+        "{e}"
+    );
     let (s, e) = get(&server, "/v1/explain?profile=nope&dest=203.0.113.10:443");
     assert_error(s, &e, 404, "unknown_profile");
     let (s, e) = get(&server, "/v1/explain?profile=internet&dest=1.2.3.4:0");
@@ -338,7 +361,7 @@ fn host_routes_read_a_namespace_the_test_applied() {
         "{status}"
     );
     drop(server);
-    drop(holder);
+    drop(held);
 }
 
 #[test]

@@ -68,7 +68,8 @@ fn templates_snapshots_clones_rename_and_files_through_the_api() {
 
     let (s, list) = srv.get("/v1/templates");
     assert_eq!(s, 200, "{list}");
-    let names: Vec<&str> = list
+    assert_eq!(list["schema"], "corral.templates.v1", "{list}");
+    let names: Vec<&str> = list["templates"]
         .as_array()
         .unwrap()
         .iter()
@@ -123,6 +124,7 @@ fn templates_snapshots_clones_rename_and_files_through_the_api() {
     let (s, snap) = srv.call("POST", &format!("{at}/snapshots"), None);
     assert_eq!(s, 201, "{snap}");
     assert_eq!(snap["name"], "snap0");
+    assert_eq!(snap["sandbox"], name.as_str());
     let (s, body) = srv.call(
         "POST",
         &format!("{at}/snapshots"),
@@ -146,7 +148,8 @@ fn templates_snapshots_clones_rename_and_files_through_the_api() {
         Some(&json!({"snapshot": "snap0"})),
     );
     assert_eq!(s, 200, "{info}");
-    assert_eq!(info["state"], "running");
+    assert_eq!(info["schema"], "corral.sandbox-restore.v1", "{info}");
+    assert_eq!(info["info"]["state"], "running");
     assert_eq!(pull(&srv, &name, "/root/f").1, b"one");
 
     // A clone of the snapshot: created stopped with a fresh stamp; a clone
@@ -169,7 +172,8 @@ fn templates_snapshots_clones_rename_and_files_through_the_api() {
         Some(&json!({"name": copy, "from": format!("{name}/snap0")})),
     );
     assert_eq!(s, 201, "{info}");
-    assert_eq!(info["state"], "stopped");
+    assert_eq!(info["info"]["state"], "stopped");
+    assert_eq!(info["from"], format!("{name}/snap0"));
     let (a, b) = (
         instance(&client, &name).unwrap(),
         instance(&client, &copy).unwrap(),
@@ -209,6 +213,7 @@ fn templates_snapshots_clones_rename_and_files_through_the_api() {
     );
     assert_eq!(s, 200, "{info}");
     assert_eq!(info["name"], renamed.as_str());
+    assert_eq!(info["from"], name.as_str(), "{info}");
     let (s, body) = srv.get(&at);
     assert_error(s, &body, 404, "not_found");
 

@@ -13,7 +13,7 @@ use common::assert_error;
 use common::incus::{Cleanup, incus_socket, raw_client, runtime, server, unique};
 use corral_provider_incus::TEST_IMAGE_ALIAS;
 use corral_provider_incus::api::Instance;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -33,10 +33,11 @@ fn lifecycle_and_exec_through_the_api() {
 
     let (s, info) = srv.call("POST", "/v1/sandboxes", Some(&create));
     assert_eq!(s, 201, "{info}");
-    assert_eq!(info["name"], name.as_str());
-    assert_eq!(info["kind"], "incus");
-    assert_eq!(info["state"], "stopped");
-    assert_eq!(info["image"], TEST_IMAGE_ALIAS);
+    assert_eq!(info["schema"], "corral.sandbox-new.v1");
+    assert_eq!(info["info"]["name"], name.as_str());
+    assert_eq!(info["info"]["kind"], "incus");
+    assert_eq!(info["info"]["state"], "stopped");
+    assert_eq!(info["info"]["image"], TEST_IMAGE_ALIAS);
 
     let (s, body) = srv.call("POST", "/v1/sandboxes", Some(&create));
     assert_error(s, &body, 409, "already_exists");
@@ -44,7 +45,8 @@ fn lifecycle_and_exec_through_the_api() {
     let (s, list) = srv.get("/v1/sandboxes");
     assert_eq!(s, 200, "{list}");
     assert!(
-        list.as_array()
+        list["sandboxes"]
+            .as_array()
             .unwrap()
             .iter()
             .any(|i| i["name"] == name.as_str()),
@@ -53,6 +55,7 @@ fn lifecycle_and_exec_through_the_api() {
     let (s, one) = srv.get(&at);
     assert_eq!(s, 200, "{one}");
     assert_eq!(one["state"], "stopped");
+    assert_eq!(one["snapshots"], json!([]));
 
     let (s, body) = srv.call(
         "POST",
@@ -63,7 +66,7 @@ fn lifecycle_and_exec_through_the_api() {
 
     let (s, info) = srv.call("POST", &format!("{at}/start"), None);
     assert_eq!(s, 200, "{info}");
-    assert_eq!(info["state"], "running");
+    assert_eq!(info["results"][0]["state"], "running");
 
     // Exact bytes, a non-UTF-8 byte, stderr, an exit code, env and cwd.
     let exec = json!({
@@ -87,11 +90,12 @@ fn lifecycle_and_exec_through_the_api() {
 
     let (s, info) = srv.call("POST", &format!("{at}/stop"), Some(&json!({"force": true})));
     assert_eq!(s, 200, "{info}");
-    assert_eq!(info["state"], "stopped");
+    assert_eq!(info["results"][0]["state"], "stopped");
 
     let (s, body) = srv.call("DELETE", &at, None);
-    assert_eq!(s, 204, "{body}");
-    assert_eq!(body, Value::Null);
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(body["schema"], "corral.sandbox-action.v1", "{body}");
+    assert_eq!(body["results"][0]["ok"], true, "{body}");
     let (s, body) = srv.get(&at);
     assert_error(s, &body, 404, "not_found");
     let (s, body) = srv.call("DELETE", &at, None);
@@ -193,7 +197,7 @@ fn an_instance_corral_did_not_stamp_is_403() {
     }
     let (_, list) = srv.get("/v1/sandboxes");
     assert!(
-        !list
+        !list["sandboxes"]
             .as_array()
             .unwrap()
             .iter()

@@ -10,68 +10,32 @@
 mod common;
 
 use std::process::Command;
-use std::time::Duration;
 
-use axum::http::Method;
+use common::incus::{Cleanup, incus_socket, raw_client, status};
 use common::{Server, assert_error};
-use corral_provider_incus::api::Instance;
-use corral_provider_incus::{IncusClient, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
+use corral_provider_incus::TEST_IMAGE_ALIAS;
 use corral_service::config::{ConfigSource, load};
 use corral_service::host::plan_config;
 use corral_service::{HostService, Target};
 use corral_tests::hostlab::HostLab;
 use serde_json::json;
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn status(client: &IncusClient, name: &str) -> Option<String> {
-    runtime()
-        .block_on(client.get::<Instance>(&format!("/1.0/instances/{name}")))
-        .ok()
-        .map(|i| i.status)
-}
-
-struct Cleanup(IncusClient, Vec<String>);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let wait = Duration::from_secs(60);
-        runtime().block_on(async {
-            for name in &self.1 {
-                let path = format!("/1.0/instances/{name}");
-                let stop = json!({"action": "stop", "force": true});
-                let _ = self
-                    .0
-                    .run(Method::PUT, &format!("{path}/state"), Some(&stop), wait)
-                    .await;
-                let _ = self.0.run(Method::DELETE, &path, None, wait).await;
-            }
-        });
-    }
-}
-
 #[test]
 fn create_and_start_answer_409_while_the_profile_is_not_enforced() {
     if !corral_test_support::gate::netns() || !corral_test_support::gate::tool("nft", "nftables") {
         return;
     }
-    let Some(socket) = corral_test_support::gate::incus() else {
+    let Some(socket) = incus_socket("start_gate") else {
         return;
     };
-    let client = runtime()
-        .block_on(IncusProvider::connect(IncusConfig::local()))
-        .unwrap_or_else(|e| panic!("cannot connect to Incus: {e}"))
-        .client()
-        .clone();
+    let client = raw_client(&socket);
     let lab = HostLab::for_apply().unwrap_or_else(|e| panic!("{e}"));
     let pid = std::process::id();
     let (kept, refused) = (format!("t-gate-{pid}-a"), format!("t-gate-{pid}-b"));
-    let _guard = Cleanup(client.clone(), vec![kept.clone(), refused.clone()]);
+    let _guard = Cleanup {
+        client: client.clone(),
+        names: vec![kept.clone(), refused.clone()],
+    };
 
     // Apply through the same service `corral host apply` calls.
     let loaded = load(&ConfigSource {
@@ -86,7 +50,7 @@ fn create_and_start_answer_409_while_the_profile_is_not_enforced() {
         "--listen".into(),
         "127.0.0.1:0".into(),
         "--incus-socket".into(),
-        socket.display().to_string(),
+        socket.clone(),
         "--config".into(),
         lab.config_path().display().to_string(),
         "--state-dir".into(),
@@ -101,7 +65,7 @@ fn create_and_start_answer_409_while_the_profile_is_not_enforced() {
     };
     let (s, info) = create(&kept);
     assert_eq!(s, 201, "enforced: the create passes the gate: {info}");
-    assert_eq!(info["profile"], "e2e");
+    assert_eq!(info["info"]["profile"], "e2e");
 
     for family in ["inet", "bridge"] {
         let out = Command::new("nft")
@@ -149,6 +113,6 @@ fn create_and_start_answer_409_while_the_profile_is_not_enforced() {
     .unwrap();
     let (s, info) = srv.call("POST", &format!("/v1/sandboxes/{kept}/start"), None);
     assert_eq!(s, 200, "{info}");
-    assert_eq!(info["state"], "running");
+    assert_eq!(info["results"][0]["state"], "running");
     drop(srv);
 }

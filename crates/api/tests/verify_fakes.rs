@@ -292,7 +292,13 @@ async fn multipass_canary_runs_in_the_guest_through_exec_in(host: &HostSide) {
             .is_empty()
     );
 
-    // The internet profile's canary must connect and its UDP must arrive.
+    // The internet profile's canary must connect and its UDP must arrive,
+    // and (it has IPv6) the IPv6 canary must connect too.
+    std::fs::write(
+        fake.state().join("guest.reach"),
+        "198.51.100.7 443\n2001:db8::7 443\n",
+    )
+    .unwrap();
     let net = vm(&provider, &cfg, "mp-net", "internet").await;
     let report = verifier.verify(net.as_ref()).await.unwrap();
     assert!(report.passed, "{:#?}", report.event);
@@ -303,6 +309,7 @@ async fn multipass_canary_runs_in_the_guest_through_exec_in(host: &HostSide) {
         .map(|c| c.kind.as_str())
         .collect();
     assert!(kinds.contains(&"allowed-connects") && kinds.contains(&"allowed-udp"));
+    assert!(kinds.contains(&"ipv6-allowed"), "{kinds:?}");
     std::fs::remove_file(fake.state().join("guest.reach")).unwrap();
     let report = verifier.verify(net.as_ref()).await.unwrap();
     assert!(
@@ -347,7 +354,8 @@ async fn tart_dead_filter_fails_closed_and_the_demotion_survives_corrald_restart
     let backend =
         Arc::new(Backend::with_provider(HostOs::Macos, &cfg.host, Arc::clone(&provider)).unwrap());
     assert!(backend.selection().verification_required);
-    let service = SandboxService::new(Arc::clone(&settings), backend);
+    let service = SandboxService::new(Arc::clone(&settings), backend)
+        .without_canary("the test runs its verifier itself");
 
     let sandbox = vm(provider.as_ref(), &cfg, "tart-iso", "isolated").await;
     let report = verifier.verify(sandbox.as_ref()).await.unwrap();
@@ -533,7 +541,8 @@ fn multipass_watchdog_parts(
     .with_host_namespace(host.ns.try_clone().unwrap());
     let backend =
         Arc::new(Backend::with_provider(HostOs::Linux, &cfg.host, Arc::clone(&provider)).unwrap());
-    let service = SandboxService::new(settings, backend);
+    let service =
+        SandboxService::new(settings, backend).without_canary("the test runs its verifier itself");
     (provider, store, verifier, service)
 }
 

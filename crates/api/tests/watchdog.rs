@@ -25,9 +25,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use axum::http::Method;
+use common::incus::{Cleanup, incus_socket, raw_client, runtime, status};
 use common::{Server, assert_error};
-use corral_provider_incus::api::Instance;
-use corral_provider_incus::{IncusClient, IncusConfig, IncusProvider, TEST_IMAGE_ALIAS};
+use corral_provider_incus::{IncusClient, TEST_IMAGE_ALIAS};
 use corral_tests::builtin_lab::{BuiltinLab, CANARY};
 use serde_json::{Value, json};
 
@@ -40,39 +40,6 @@ const PATIENCE: Duration = Duration::from_secs(120);
 /// corrald takes here, so it never races the hand-outs the test makes.
 const GRACE_SECS: u64 = 20;
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn status(client: &IncusClient, name: &str) -> Option<String> {
-    runtime()
-        .block_on(client.get::<Instance>(&format!("/1.0/instances/{name}")))
-        .ok()
-        .map(|i| i.status)
-}
-
-struct Cleanup(IncusClient, Vec<String>);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let wait = Duration::from_secs(60);
-        runtime().block_on(async {
-            for name in &self.1 {
-                let path = format!("/1.0/instances/{name}");
-                let stop = json!({"action": "stop", "force": true});
-                let _ = self
-                    .0
-                    .run(Method::PUT, &format!("{path}/state"), Some(&stop), wait)
-                    .await;
-                let _ = self.0.run(Method::DELETE, &path, None, wait).await;
-            }
-        });
-    }
-}
-
 fn events(srv: &Server, name: &str, after: i64) -> Vec<Value> {
     let (s, body) = srv.get(&format!("/v1/events?sandbox={name}&after={after}"));
     assert_eq!(s, 200, "{body}");
@@ -84,24 +51,23 @@ fn the_watchdog_stops_a_sandbox_whose_rules_were_sabotaged() {
     if !corral_test_support::gate::netns() || !corral_test_support::gate::tool("nft", "nftables") {
         return;
     }
-    let Some(socket) = corral_test_support::gate::incus() else {
+    let Some(socket) = incus_socket("watchdog") else {
         return;
     };
-    let client = runtime()
-        .block_on(IncusProvider::connect(IncusConfig::local()))
-        .unwrap()
-        .client()
-        .clone();
+    let client = raw_client(&socket);
     let lab = BuiltinLab::new().unwrap_or_else(|e| panic!("{e}"));
     let name = format!("t-api-wd-{}", std::process::id());
     let other = format!("t-api-wd2-{}", std::process::id());
-    let _guard = Cleanup(client.clone(), vec![name.clone(), other.clone()]);
+    let _guard = Cleanup {
+        client: client.clone(),
+        names: vec![name.clone(), other.clone()],
+    };
     lab.apply().unwrap_or_else(|e| panic!("{e}"));
     let srv = Server::start_exact(&[
         "--listen".into(),
         "127.0.0.1:0".into(),
         "--incus-socket".into(),
-        socket.display().to_string(),
+        socket.clone(),
         "--config".into(),
         lab.config_path().display().to_string(),
         "--state-dir".into(),
@@ -141,25 +107,7 @@ fn the_watchdog_stops_a_sandbox_whose_rules_were_sabotaged() {
         .unwrap();
 
     // Sabotage: an accept for the canary, first in the profile's egress chain.
-    let out = Command::new("nft")
-        .args([
-            "insert",
-            "rule",
-            "inet",
-            "corral",
-            "isolated-out",
-            "ip",
-            "daddr",
-            &CANARY.ip().to_string(),
-            "accept",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::nft_accept_first("isolated-out", CANARY.ip());
 
     let started = Instant::now();
     let after = loop {

@@ -56,6 +56,38 @@ impl CliError {
         })
     }
 
+    /// The code corrald would answer this failure with (docs/api.md's
+    /// table): a failed sandbox operation's as corrald gives it; else `bad_request` for bad usage, `permission_denied` when the
+    /// kernel refused for lack of privilege, `internal` otherwise.
+    pub fn code(&self) -> &'static str {
+        for e in self.error.chain() {
+            if let Some(s) = e.downcast_ref::<corral_service::ServiceError>() {
+                return corral_service::shapes::failure_code(s);
+            } else if let Some(p) = e.downcast_ref::<corral_sandbox_core::sandbox::ProviderError>()
+            {
+                return corral_service::shapes::provider_code(p);
+            }
+        }
+        let root: &(dyn std::error::Error + 'static) = self.error.as_ref();
+        match self.kind {
+            Kind::Usage => "bad_request",
+            Kind::Failure if privilege::is_permission_error(root) => "permission_denied",
+            Kind::Failure => "internal",
+        }
+    }
+
+    /// The failure as `--json` prints it on stdout: corrald's error body
+    /// (a failed sandbox operation through the serializer corrald uses).
+    pub fn json(&self) -> corral_service::shapes::ErrorBody {
+        // The failure itself, not one found under a context of ours (whose
+        // words the message keeps).
+        let outermost = self.error.chain().next();
+        match outermost.and_then(|e| e.downcast_ref::<corral_service::ServiceError>()) {
+            Some(e) => corral_service::shapes::ErrorBody::failure(e),
+            None => corral_service::shapes::ErrorBody::new(self.code(), self.error.as_ref()),
+        }
+    }
+
     /// The text printed on stderr: the error, each cause on its own line, and
     /// a privilege hint when the kernel said "permission denied".
     pub fn render(&self) -> String {
@@ -140,6 +172,38 @@ mod tests {
         let err = anyhow::Error::new(std::io::Error::from_raw_os_error(1)).context("applying");
         let text = CliError::failure(err).render();
         assert!(text.contains("CAP_NET_ADMIN"), "{text}");
+    }
+
+    #[test]
+    fn json_errors_carry_the_service_code_and_the_chain() {
+        let e = corral_service::ServiceError::Provider(
+            corral_sandbox_core::sandbox::ProviderError::NotFound {
+                what: "sandbox",
+                name: "a1".into(),
+            },
+        );
+        let err = CliError::failure(anyhow::Error::new(e).context("cannot start a1"));
+        let body = serde_json::to_value(err.json()).unwrap();
+        assert_eq!(body["error"]["code"], "not_found");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with("cannot start a1: "), "{message}");
+        // A sandbox action's own failure: the body corrald answers for it.
+        let e = corral_service::ServiceError::Provider(
+            corral_sandbox_core::sandbox::ProviderError::NotFound {
+                what: "sandbox",
+                name: "a1".into(),
+            },
+        );
+        let want = serde_json::to_value(corral_service::shapes::ErrorBody::failure(&e)).unwrap();
+        let err = CliError::failure(anyhow::Error::new(e));
+        assert_eq!(serde_json::to_value(err.json()).unwrap(), want);
+        assert_eq!(
+            CliError::usage(anyhow::anyhow!("--cpu 0"))
+                .json()
+                .error
+                .code,
+            "bad_request"
+        );
     }
 
     #[test]

@@ -30,10 +30,24 @@ fn main() -> ExitCode {
         Ok(outcome) => outcome.exit_code(),
         Err(err) => {
             tracing::debug!(error = ?err.error, "command failed");
+            if json_asked() && !output::stdout_used() {
+                // A script reads stdout: corrald's error body, the one
+                // object there.
+                let _ = output::print_json(&err.json());
+            }
             eprint!("{}", err.render());
             err.exit_code()
         }
     }
+}
+
+/// `--json` among corral's own arguments (not after `--`, which are a
+/// sandbox command's): clap accepted the line, so there it is the flag.
+fn json_asked() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
 }
 
 /// Logs go to stderr so stdout stays clean for tables and JSON. `RUST_LOG`

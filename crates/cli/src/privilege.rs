@@ -118,17 +118,7 @@ pub fn require(what: &str, needed: &[Capability]) -> Result<(), MissingCapabilit
 /// True when an error chain holds an OS "permission denied" (EPERM/EACCES),
 /// i.e. the kernel refused for lack of privilege.
 pub fn is_permission_error(err: &(dyn std::error::Error + 'static)) -> bool {
-    let mut current = Some(err);
-    while let Some(e) = current {
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && (io.kind() == std::io::ErrorKind::PermissionDenied
-                || matches!(io.raw_os_error(), Some(1 | 13)))
-        {
-            return true;
-        }
-        current = e.source();
-    }
-    false
+    corral_service::shapes::denied(err)
 }
 
 #[cfg(test)]

@@ -208,5 +208,31 @@ fn decisions_are_recorded_once_naming_the_sandbox() {
     )
     .expect_code(0);
     assert!(trail.stdout.contains(UNLISTED_NAME), "{trail:?}");
+
+    // The sandbox's whole trail as OCSF events, checked against the OCSF
+    // schema itself: the real records of this run (its lifecycle, its
+    // verification, its DNS decisions, its blocked connection).
+    let ocsf = in_lab(&lab, &["log", "--format", "ocsf", "--sandbox", &name]).expect_code(0);
+    let classes: std::collections::BTreeSet<u64> = ocsf
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["class_uid"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    for class in [4001, 4003, 6002, 2003] {
+        assert!(
+            classes.contains(&class),
+            "no class {class}: {}",
+            ocsf.stdout
+        );
+    }
+    if let Some(checker) = corral_test_support::ocsf::checker() {
+        let v = checker.check(&ocsf.stdout).unwrap();
+        assert!(v.valid, "{}\n{}", v.report, ocsf.stdout);
+        println!("corral log --format ocsf: {}", v.report.trim());
+    }
     corral(&["rm", "--force", &name]).expect_code(0);
 }

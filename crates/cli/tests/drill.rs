@@ -48,23 +48,29 @@ fn drill_passes_with_every_probe_listed() {
         ],
         "drill record",
     );
-    // The ten attack classes are named after the table, one line each.
+    // The twelve attack classes of docs/security.md ("L3/L4", 11 and 12
+    // from the second review) are named after the table, one line each,
+    // and the drill has rows of its own for the second review's two.
     let classes = json["attack_classes"].as_array().unwrap();
-    assert_eq!(classes.len(), 10);
-    let class_lines = &lines[lines.len() - 11..lines.len() - 1];
+    assert_eq!(classes.len(), 12);
+    let n = classes.len();
+    let class_lines = &lines[lines.len() - 1 - n..lines.len() - 1];
     for (line, c) in class_lines.iter().zip(classes) {
         let title = c["title"].as_str().unwrap();
         assert!(
             line.starts_with(&format!("attack {} ({title})", c["class"])),
             "{line} vs {c}"
         );
+        if c["class"].as_u64().unwrap() >= 11 {
+            assert!(c["rows"].as_u64().unwrap() > 0, "no drill row for {c}");
+        }
     }
     schema::check(&json);
     let rows = json["rows"].as_array().unwrap();
     assert_eq!(rows.len(), json["probes"].as_u64().unwrap() as usize);
     // Every probe of the record is a row of the table (the header is the
     // third line, after the claim and the profile list).
-    let table: Vec<&str> = lines[3..lines.len() - 11].to_vec();
+    let table: Vec<&str> = lines[3..lines.len() - 1 - n].to_vec();
     assert_eq!(
         table.len(),
         rows.len(),
@@ -87,14 +93,42 @@ fn drill_passes_with_every_probe_listed() {
             ],
             "drill row",
         );
+        // The default table fits 100 columns: verdict, from, to and the
+        // start of the probe's text (all of it in `--wide` and the JSON).
+        assert!(line.chars().count() <= 100, "{line}");
         assert!(
-            line.starts_with(row["probe"].as_str().unwrap()),
+            line.starts_with(row["verdict"].as_str().unwrap()),
             "{line} vs {row}"
         );
         assert!(
-            line.contains(row["to"].as_str().unwrap()),
+            line.contains(row["from"].as_str().unwrap()),
             "{line} vs {row}"
         );
+        let probe: String = row["probe"].as_str().unwrap().chars().take(20).collect();
+        assert!(line.contains(&probe), "{line} vs {row}");
+    }
+    // The rows the isolation-for-life and second-attack-review issues
+    // asked for (25: a removed profile, a deleted table under a live flow;
+    // 26: its DHCP classes and the TCP/53 flood), each with its control.
+    for prefix in [
+        "removed profile (apply --force)",
+        "deleted table under a live flow",
+        "DHCP class 6: ",
+        "DHCP class 7: ",
+        "gateway class 5: ",
+    ] {
+        let hits: Vec<_> = rows
+            .iter()
+            .filter(|r| r["probe"].as_str().unwrap().starts_with(prefix))
+            .collect();
+        assert!(!hits.is_empty(), "no drill row `{prefix}…`");
+        for r in hits {
+            assert_eq!(r["expected"], "block", "{r}");
+            assert_eq!(
+                r["control"], "connected",
+                "the attack lands without the rule: {r}"
+            );
+        }
     }
     // Every built-in profile is probed.
     for profile in ["isolated", "internet", "allowlist"] {

@@ -130,6 +130,57 @@ fn explain_says_which_rule_decides() {
     );
     explain(&["203.0.113.10:443"]).expect_code(2);
 
+    // The answer is the kernel's: an accept inserted behind corral's back
+    // turns the block above (the control, with no drift) into an allow,
+    // and the answer names the inserted rule, the drift and the plan's
+    // verdict.
+    let v = explain(&["--profile", "allowlist", "203.0.113.10:80", "--json"])
+        .expect_code(0)
+        .json();
+    schema::check(&v);
+    assert_eq!(v["verdict"], "block", "{v:#}");
+    assert_eq!(v["drift"].as_array().unwrap().len(), 0, "{v:#}");
+    let tamper = ns.exec(
+        "nft",
+        &[
+            "insert",
+            "rule",
+            "inet",
+            "corral",
+            "allowlist-out",
+            "ip",
+            "daddr",
+            "203.0.113.10",
+            "tcp",
+            "dport",
+            "80",
+            "accept",
+        ],
+    );
+    assert!(tamper.status.success(), "{tamper:?}");
+    let v = explain(&["--profile", "allowlist", "203.0.113.10:80", "--json"])
+        .expect_code(0)
+        .json();
+    schema::check(&v);
+    assert_eq!(v["verdict"], "allow", "{v:#}");
+    assert_eq!(v["plan_verdict"], "block", "{v:#}");
+    assert_eq!(v["drift"][0]["kind"], "extra", "{v:#}");
+    let a = &v["answers"][0];
+    assert_eq!(a["live"]["rule"]["chain"], "allowlist-out", "{a:#}");
+    let rule = a["live"]["rule"]["nft"].as_str().unwrap();
+    assert!(
+        rule.starts_with("ip daddr 203.0.113.10 ") && rule.ends_with(" th dport 80 accept"),
+        "{a:#}"
+    );
+    let human = explain(&["--profile", "allowlist", "203.0.113.10:80"]).expect_code(0);
+    assert!(human.stdout.starts_with("drift: "), "{}", human.stdout);
+    let line = human
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("allow "))
+        .unwrap_or_else(|| panic!("{}", human.stdout));
+    assert!(line.contains("the plan says: block"), "{line}");
+
     let mut teardown = vec!["host", "teardown"];
     teardown.extend([
         "--netns",

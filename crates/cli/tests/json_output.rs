@@ -133,3 +133,34 @@ fn cluster_status_json_matches_its_documentation() {
     let off = ClusterReport::new(None, None, &[], std::time::SystemTime::now());
     schema::check(&serde_json::to_value(&off).unwrap());
 }
+
+/// A failure with `--json` prints corrald's error body on stdout, the
+/// exit code unchanged; the control is the same command without `--json`,
+/// whose stdout stays empty.
+#[test]
+fn a_failure_with_json_prints_the_error_shape() {
+    let run = corral(&["new", "shp-x1", "--cpu", "0", "--json"]).expect_code(2);
+    let body = run.json();
+    assert_eq!(body["error"]["code"], "bad_request", "{body}");
+    assert_eq!(
+        body["error"]["message"], "--cpu 0: give at least one CPU",
+        "{body}"
+    );
+    assert_eq!(body.as_object().unwrap().len(), 1, "{body}");
+    assert!(run.stderr.contains("error: --cpu 0"), "{}", run.stderr);
+    let control = corral(&["new", "shp-x1", "--cpu", "0"]).expect_code(2);
+    assert!(control.stdout.is_empty(), "{}", control.stdout);
+}
+
+/// A command that printed its own object and then fails (an invalid file
+/// for `config check --json`) adds no error body: stdout stays one object.
+#[test]
+fn a_report_printed_before_the_failure_stays_the_only_object() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bad.toml"), "[profiles.x]\nmode = 7\n").unwrap();
+    let run =
+        corral_in(Some(dir.path()), &["config", "check", "bad.toml", "--json"]).expect_code(2);
+    let report = run.json();
+    assert_eq!(report["schema"], "corral.config-check.v1", "{report}");
+    assert_eq!(report["valid"], false, "{report}");
+}

@@ -206,6 +206,31 @@ fn bad_input_is_refused_and_changes_nothing() {
     assert_eq!(incus_status(&client, &never), None);
     corral(&["new", "Not A Name!", "--no-network"]).expect_code(2);
     corral(&["new", &never, "--no-network", "--memory", "lots"]).expect_code(2);
+    // A size without a unit is not guessed (1 MiB? 1 GiB?); a negative one
+    // is this parser's error, not clap's "unexpected argument".
+    for (flag, value) in [("--memory", "1"), ("--memory", "-5"), ("--disk", "20")] {
+        let run = corral(&["new", &never, "--no-network", flag, value]).expect_code(2);
+        assert!(
+            run.stderr.contains(&format!("`{value}` is not a size")),
+            "{flag} {value}: {}",
+            run.stderr
+        );
+    }
+    // A disk beyond what the storage pool has free is refused before
+    // anything is made (control: the same create with a disk that fits
+    // is made further down, `taken`).
+    let run = corral(&[
+        "new",
+        &never,
+        "--no-network",
+        "--image",
+        TEST_IMAGE_ALIAS,
+        "--disk",
+        "100000TiB",
+    ])
+    .expect_code(2);
+    assert!(run.stderr.contains("GiB free"), "{}", run.stderr);
+    assert_eq!(incus_status(&client, &never), None);
     corral(&[
         "new",
         &never,
@@ -219,7 +244,16 @@ fn bad_input_is_refused_and_changes_nothing() {
     corral(&["exec", &never]).expect_code(2);
 
     // A taken name.
-    corral(&["new", &taken, "--no-network", "--image", TEST_IMAGE_ALIAS]).expect_code(0);
+    corral(&[
+        "new",
+        &taken,
+        "--no-network",
+        "--image",
+        TEST_IMAGE_ALIAS,
+        "--disk",
+        "1GiB",
+    ])
+    .expect_code(0);
     let run = corral(&["new", &taken, "--no-network", "--image", TEST_IMAGE_ALIAS]).expect_code(1);
     assert!(run.stderr.contains("already exists"), "{}", run.stderr);
 

@@ -228,6 +228,7 @@ fn every_builtin_profile_passes_its_canary_in_a_real_container() {
         "internet" => set(&[
             "allowed-connects",
             "allowed-udp",
+            "ipv6-allowed",
             "host-lan-blocked",
             "gateway-port-blocked",
             "metadata-blocked",
@@ -409,4 +410,231 @@ fn sabotage_behind_corrals_back_fails_corral_verify() {
     in_lab(&lab, &["host", "apply"]).expect_code(0);
     in_lab(&lab, &["start", &iso]).expect_code(0);
     in_lab(&lab, &["verify", &iso]).expect_code(0);
+}
+
+/// The kinds a default host's canary plans on `profile` with no sibling
+/// (sibling-blocked joins them on a second sandbox), and the ones it
+/// leaves out.
+fn default_host_plan(profile: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    match profile {
+        "isolated" => (
+            set(&[
+                "canary-blocked",
+                "ipv6-blocked",
+                "host-lan-blocked",
+                "gateway-port-blocked",
+                "metadata-blocked",
+                "foreign-resolver-blocked",
+            ]),
+            set(&["sibling-blocked"]),
+        ),
+        "internet" => (
+            set(&[
+                "allowed-connects",
+                "allowed-udp",
+                "ipv6-allowed",
+                "host-lan-blocked",
+                "gateway-port-blocked",
+                "metadata-blocked",
+                "foreign-resolver-blocked",
+            ]),
+            set(&["sibling-blocked"]),
+        ),
+        _ => (
+            set(&[
+                "allowed-connects",
+                "canary-blocked",
+                "ipv6-blocked",
+                "host-lan-blocked",
+                "gateway-port-blocked",
+                "metadata-blocked",
+                "foreign-resolver-blocked",
+            ]),
+            set(&["allowed-udp", "sibling-blocked", "unlisted-name-unresolved"]),
+        ),
+    }
+}
+
+fn not_planned(event: &Value) -> BTreeSet<String> {
+    event["not_planned"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            assert_eq!(n["could_not_run"], false, "{n:#}");
+            n["kind"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// `accept_dad` of eth0 and of the namespace's default, read in `name`.
+fn accept_dad(lab: &BuiltinLab, name: &str) -> Vec<String> {
+    let config = lab.config_path();
+    let state = lab.state_dir();
+    let conf = "/proc/sys/net/ipv6/conf";
+    corral(&[
+        "exec",
+        name,
+        "-n",
+        "--config",
+        config.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--",
+        "cat",
+        &format!("{conf}/eth0/accept_dad"),
+        &format!("{conf}/default/accept_dad"),
+    ])
+    .expect_code(0)
+    .stdout
+    .split_whitespace()
+    .map(str::to_owned)
+    .collect()
+}
+
+fn own_link_exists() -> bool {
+    std::path::Path::new("/sys/class/net/corral-canary").exists()
+}
+
+#[test]
+fn a_default_host_runs_a_complete_canary_on_every_builtin_profile() {
+    let Some(client) = incus() else { return };
+    let lab = BuiltinLab::default_host().unwrap_or_else(|e| panic!("{e}"));
+    let profiles = ["isolated", "internet", "allowlist"];
+    let pairs: Vec<(String, String, &str)> = profiles
+        .into_iter()
+        .map(|p| (unique(&p[..3]), unique(&format!("{}2", &p[..3])), p))
+        .collect();
+    let _guard = Cleanup {
+        client: client.clone(),
+        names: pairs
+            .iter()
+            .flat_map(|(a, b, _)| [a.clone(), b.clone()])
+            .collect(),
+    };
+    assert!(!own_link_exists(), "corral's targets before any apply");
+    in_lab(&lab, &["host", "apply"]).expect_code(0);
+    assert!(
+        own_link_exists(),
+        "`corral host apply` brings its own targets"
+    );
+    lab.route_own_targets().unwrap_or_else(|e| panic!("{e}"));
+
+    for (first, second, profile) in &pairs {
+        let (want, skipped) = default_host_plan(profile);
+        let made = new(&lab, first, profile).expect_code(0).json();
+        assert_eq!(made["info"]["state"], "running", "{made}");
+        // corral turned duplicate address detection off on the NIC; the
+        // control is the namespace's default, what eth0 had without it.
+        assert_eq!(
+            accept_dad(&lab, first),
+            ["0", "1"],
+            "{profile}: eth0, default"
+        );
+        let report = in_lab(&lab, &["verify", first, "--json"])
+            .expect_code(0)
+            .json();
+        schema::check(&report);
+        assert_eq!(kinds(&report["event"]), want, "{profile}: {report:#}");
+        assert_eq!(not_planned(&report["event"]), skipped, "{profile}");
+        assert_all_passed(&report["event"]);
+
+        // A second sandbox adds the sibling check: nothing else is left out
+        // but what has no target on a default host.
+        let made = new(&lab, second, profile).expect_code(0).json();
+        let report = in_lab(&lab, &["verify", second, "--json"])
+            .expect_code(0)
+            .json();
+        let mut want = want.clone();
+        want.insert("sibling-blocked".to_owned());
+        let mut skipped = skipped.clone();
+        skipped.remove("sibling-blocked");
+        assert_eq!(kinds(&report["event"]), want, "{profile}: {report:#}");
+        assert_eq!(not_planned(&report["event"]), skipped, "{profile}");
+        assert_all_passed(&report["event"]);
+        // What docs/verification.md's default-host table reports.
+        let per_check: Vec<String> = checks(&report["event"])
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {} ms (control {})",
+                    c["kind"].as_str().unwrap(),
+                    c["elapsed_ms"],
+                    c["control"]["elapsed_ms"]
+                )
+            })
+            .collect();
+        eprintln!(
+            "default host {profile}: new canary {} ms; verify: {}",
+            made["ready"]["steps"]["canary_ms"],
+            per_check.join(", ")
+        );
+    }
+
+    // The control that the target answers the sandbox when corral's rule
+    // is not in the way: an accept for it, first in the profile's chain.
+    let (iso, _, _) = &pairs[0];
+    nft(&[
+        "insert",
+        "rule",
+        "inet",
+        "corral",
+        "isolated-out",
+        "ip",
+        "daddr",
+        "198.51.100.253",
+        "accept",
+    ]);
+    let report = in_lab(&lab, &["verify", iso, "--json"])
+        .expect_code(1)
+        .json();
+    let canary = checks(&report["event"])
+        .into_iter()
+        .find(|c| c["kind"] == "canary-blocked")
+        .unwrap()
+        .clone();
+    assert_eq!(canary["passed"], false, "{canary:#}");
+    assert_eq!(canary["observed"], "connected", "{canary:#}");
+    // The IPv6 reach check can fail: a reject for corral's IPv6 target,
+    // first in the internet profile's chain, and the same sandbox's
+    // `ipv6-allowed` (which passed above) is refused.
+    let (net, _, _) = &pairs[1];
+    nft(&[
+        "insert",
+        "rule",
+        "inet",
+        "corral",
+        "internet-out",
+        "ip6",
+        "daddr",
+        "2001:db8:ca7::2",
+        "reject",
+    ]);
+    let report = in_lab(&lab, &["verify", net, "--json"])
+        .expect_code(1)
+        .json();
+    let v6 = checks(&report["event"])
+        .into_iter()
+        .find(|c| c["kind"] == "ipv6-allowed")
+        .unwrap()
+        .clone();
+    assert_eq!(v6["passed"], false, "{v6:#}");
+    assert_ne!(v6["observed"], "connected", "{v6:#}");
+    // An apply puts the rules back and keeps the targets as they are.
+    in_lab(&lab, &["host", "apply"]).expect_code(0);
+    assert!(own_link_exists());
+    // The failed canary stopped the sandbox (fail closed).
+    in_lab(&lab, &["start", net]).expect_code(0);
+    in_lab(&lab, &["verify", net]).expect_code(0);
+
+    // Removing corral's host state removes its targets. The sandboxes go
+    // first: a forced teardown under running containers leaves Incus their
+    // host-side veths, whose names the next sandbox at that address needs.
+    for (a, b, _) in &pairs {
+        in_lab(&lab, &["rm", "--force", a]).expect_code(0);
+        in_lab(&lab, &["rm", "--force", b]).expect_code(0);
+    }
+    in_lab(&lab, &["host", "teardown"]).expect_code(0);
+    assert!(!own_link_exists(), "the targets outlived the teardown");
+    assert!(!lab.state_dir().join("canary-netns").exists());
 }

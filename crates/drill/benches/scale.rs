@@ -17,7 +17,6 @@
 //!
 //! Needs root; run with `cargo bench -p corral-drill --bench scale`.
 
-use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -29,6 +28,7 @@ use corral_egress::resolve::Resolution;
 use corral_gateway::{Change, DnsTiming, reserve_all, start_all};
 use corral_sandbox_core::ProfileSet;
 use corral_sandbox_core::config::Config;
+use corral_test_support::bench::{self, median};
 
 const SIZES: [usize; 3] = [1, 100, 500];
 const RUNS: usize = 5;
@@ -77,11 +77,6 @@ struct Host {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Apply as `corral host apply` does, returning (host apply, gateways)
@@ -163,15 +158,7 @@ fn start_sink(internet: &Netns) {
         .run(|| TcpListener::bind(SocketAddr::new(IpAddr::V4(TARGET), PORT)))
         .and_then(|r| r)
         .unwrap_or_else(|e| panic!("sink bind: {e}"));
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut buf = vec![0u8; 256 * 1024];
-                while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
-            });
-        }
-    });
+    bench::discard(listener);
 }
 
 fn bulk(ns: &Netns) -> f64 {
@@ -180,57 +167,14 @@ fn bulk(ns: &Netns) -> f64 {
         .run(|| TcpStream::connect_timeout(&to, Duration::from_secs(2)))
         .and_then(|r| r)
         .unwrap_or_else(|e| panic!("connect: {e}"));
-    let buf = vec![0x5au8; 256 * 1024];
-    let start = Instant::now();
-    let mut sent: u64 = 0;
-    while start.elapsed() < BULK {
-        match s.write(&buf) {
-            Ok(n) => sent += n as u64,
-            Err(e) => panic!("bulk write: {e}"),
-        }
-    }
-    sent as f64 * 8.0 / start.elapsed().as_secs_f64() / 1e9
+    bench::bulk_gbps(&mut s, BULK).unwrap_or_else(|e| panic!("bulk write: {e}"))
 }
 
 fn connects(ns: &Netns) -> f64 {
     let to = SocketAddr::new(IpAddr::V4(TARGET), PORT);
-    let lat = ns
-        .run(|| {
-            let mut lat = Vec::with_capacity(CONNECTS);
-            for _ in 0..CONNECTS {
-                let t = Instant::now();
-                if let Ok(s) = TcpStream::connect_timeout(&to, Duration::from_secs(1)) {
-                    lat.push(t.elapsed().as_secs_f64() * 1e6);
-                    let _ = set_linger_zero(&s);
-                }
-            }
-            lat
-        })
-        .unwrap_or_else(|e| panic!("connects: {e}"));
-    assert!(!lat.is_empty(), "no connection succeeded");
-    median(lat)
-}
-
-fn set_linger_zero(s: &TcpStream) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let l = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: setsockopt reads `l` for its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&raw const l).cast(),
-            size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    ns.run(|| bench::connect_median_us(to, CONNECTS))
+        .unwrap_or_else(|e| panic!("connects: {e}"))
+        .unwrap_or_else(|| panic!("no connection succeeded"))
 }
 
 fn build(n: usize) -> Host {

@@ -6,7 +6,9 @@
 //! attacker's rows ([`attack`]) are judged the same way: each crafted-frame
 //! attack on a sibling or the host must land in the control and be held by
 //! corral; the gateway capacity attacks run against real dnsmasq daemons,
-//! their control the victim's own request answered. The
+//! their control the victim's own request answered; the conntrack-table
+//! attacks (class 12) take corral's plan without class 12's rules as their
+//! control, since a namespace without rules tracks nothing. The
 //! drill never touches the real host's network: everything happens in
 //! anonymous namespaces that vanish when it returns. Host names are not
 //! resolved through DNS: each one gets a documentation address (see
@@ -16,6 +18,7 @@
 
 pub mod attack;
 mod carry;
+mod deleted_table;
 mod dns;
 pub mod lab;
 mod probes;
@@ -178,6 +181,11 @@ pub fn run(profiles: &ProfileSet, opts: &DrillOptions) -> Result<DrillReport, Dr
     ));
     rows.extend(enforced.checks);
     rows.extend(enforced.dns);
+    // Its control swaps the ruleset for a moment: after everything that
+    // needs the plan in force.
+    rows.extend(attack::conntrack_fill::rows(&lab));
+    // Late: it deletes the inet table (and puts the plan back).
+    rows.extend(deleted_table::row(&lab, opts.timeout));
     // Last: it deletes a bridge of the lab.
     rows.extend(removed::row(&lab, &resolution, opts.timeout));
     for s in setup_rows {
@@ -327,6 +335,25 @@ mod tests {
         assert!(bad.is_empty(), "{bad:#?}");
         assert!(report.ok(), "{}", report.summary());
         assert!(report.rows.len() > 30, "{} rows", report.rows.len());
+        // The whole-life rows are there (and passed, above).
+        for label in [deleted_table::DELETED_TABLE, removed::REMOVED] {
+            assert!(report.rows.iter().any(|r| r.probe == label), "{label}");
+        }
+        // Class 12's rows run with their own control (the plan without
+        // class 12's rules), and are there, named by class.
+        let class12 = attack::l3::Class::ConntrackFill.label();
+        let rows12: Vec<_> = report
+            .rows
+            .iter()
+            .filter(|r| r.probe.starts_with(&class12))
+            .collect();
+        for r in &rows12 {
+            eprintln!(
+                "{}: control {:?}, enforced {:?}",
+                r.probe, r.control, r.observed
+            );
+        }
+        assert_eq!(rows12.len(), 2, "{rows12:#?}");
         // Every profile is covered.
         for p in cfg.profiles.iter() {
             assert!(

@@ -317,3 +317,106 @@ fn frames_the_bridge_table_drops_are_logged_with_their_bridge() {
         assert_eq!(e.mac, Some(*mac));
     }
 }
+
+/// A block of the guard every profile shares (issue 33): a bare TCP ACK
+/// from a sandbox (no loose pickup) is one record under the shared rule's
+/// id `shared_guard/loose-pickup`, naming no profile itself but logged
+/// with the profile's bridge as input interface, which the plan maps to
+/// the profile (where the collector takes it from); its source is bound,
+/// so it names the sandbox. The profile's own blocked count holds it
+/// (its `<p>-blocked` sink), so status and metrics stay per profile.
+#[test]
+fn a_shared_guard_block_is_logged_with_its_bridge_and_counted_for_its_profile() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    use corral_drill::attack::gateway_mac;
+    use corral_drill::raw::PacketSocket;
+    use corral_drill::raw::frame::{self, Link, TcpFlags, Transport};
+
+    let lab = lab();
+    let mut reader = Reader::open_in(&lab.topo.host, droplog::GROUP).unwrap();
+    let sb = lab.sandbox(PROFILE);
+    let gw = gateway_mac(&lab.topo, sb).unwrap();
+    let me = corral_drill::attack::mac_of(&sb.ns, "eth0").unwrap();
+    let target = SocketAddr::new(IpAddr::V4(PUBLIC_V4[0]), 443);
+    let tx = PacketSocket::open(&sb.ns, "eth0").unwrap();
+    let mut sport = 41_000;
+    let mut send_ack = || {
+        sport += 1;
+        let f = frame::ip(
+            &Link::new(me, gw),
+            IpAddr::V4(sb.v4),
+            target.ip(),
+            64,
+            Transport::Tcp {
+                sport,
+                dport: target.port(),
+                flags: TcpFlags::ACK,
+                seq: 0x1000,
+                ack: 0x2001,
+            },
+            &[],
+        )
+        .unwrap();
+        tx.send(&f).unwrap();
+    };
+    let bridge_index = {
+        let bridge = sb.bridge.clone();
+        lab.topo
+            .host
+            .run(move || nix::net::if_::if_nametoindex(bridge.as_str()))
+            .unwrap()
+            .unwrap()
+    };
+    let sink = corral_egress::plan::names::blocked_chain(
+        &corral_sandbox_core::ProfileName::new(PROFILE).unwrap(),
+    );
+    let sink_count = || {
+        let live = lab.topo.host.run(nft::read_live).unwrap().ok()?;
+        let chain = live.table(TableFamily::Inet)?.chain(&sink)?;
+        Some(chain.rules.iter().map(|r| r.packets).sum::<u64>())
+    };
+
+    // Control: no corral table, the ACK is forwarded and nothing logged.
+    send_ack();
+    let got = entries_to(&mut reader, target.ip(), Duration::from_millis(500));
+    assert!(got.is_empty(), "control: {got:?}");
+    assert_eq!(sink_count(), None, "control: no sink without the table");
+
+    lab.apply().unwrap();
+    let who = attribution(&lab);
+    let before = sink_count().expect("the profile's blocked sink");
+    send_ack();
+    let got = entries_to(&mut reader, target.ip(), Duration::from_millis(500));
+    assert_eq!(got.len(), 1, "{got:?}");
+    let e = &got[0];
+    let rec = e.blocked(&who);
+    println!(
+        "shared guard: {} (in {:?})",
+        serde_json::to_string(&rec).unwrap(),
+        e.indev
+    );
+    assert_eq!(rec.rule, "shared_guard/loose-pickup");
+    assert_eq!(rec.profile, "", "the prefix names no profile");
+    assert_eq!(e.indev, Some(bridge_index), "logged in on the bridge");
+    let named = lab
+        .plan
+        .bridges
+        .iter()
+        .find(|b| b.name.as_str() == sb.bridge)
+        .map(|b| b.profile.to_string());
+    assert_eq!(
+        named.as_deref(),
+        Some(PROFILE),
+        "the bridge names the profile"
+    );
+    assert_eq!(rec.sandbox.as_deref(), Some(sb.name.as_str()));
+    assert_eq!(rec.src, IpAddr::V4(sb.v4));
+    assert_eq!(rec.verdict, "drop");
+    let after = sink_count().unwrap();
+    assert!(
+        after > before,
+        "the profile's sink counted it: {before} → {after}"
+    );
+}

@@ -70,9 +70,14 @@ impl Links {
             .iter()
             // A bridge of corral's no plan names is on its way out (an
             // apply removes it), and its traffic is dropped meanwhile: its
-            // subnet is not one of the host's networks.
+            // subnet is not one of the host's networks. corral's own canary
+            // link stands in for the internet (an `internet` profile must
+            // reach it), so it is not one either.
             .filter(|l| {
-                l.name == "lo" || exclude.contains(&l.name.as_str()) || l.is_corral_bridge()
+                l.name == "lo"
+                    || l.name == crate::own_targets::VETH
+                    || exclude.contains(&l.name.as_str())
+                    || l.is_corral_bridge()
             })
             .map(|l| l.index)
             .collect();

@@ -19,6 +19,7 @@ pub mod hostnet;
 pub mod link;
 pub mod netns;
 pub mod nft;
+pub mod own_targets;
 pub mod plan;
 pub mod resolve;
 pub mod sysctl;

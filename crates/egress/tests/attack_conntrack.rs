@@ -14,10 +14,10 @@ mod nft_support;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use corral_drill::attack::conntrack_fill::{self, Shot};
+use corral_drill::attack::conntrack_fill::{self, Shot, without_flow_limits};
 use corral_drill::lab::topology::{PUBLIC_V4, PUBLIC_V6, SandboxNs, TCP_PORTS};
 use corral_drill::lab::{Lab, Observed, tcp};
-use corral_egress::plan::{HostPlan, Match, Resolution};
+use corral_egress::plan::Resolution;
 use corral_sandbox_core::{EgressMode, FlowLimits, ProfileSet};
 use nft_support::profile;
 
@@ -53,22 +53,6 @@ fn profiles() -> ProfileSet {
         new_per_second: RATE,
     };
     ProfileSet::new(vec![capped, rated]).unwrap()
-}
-
-/// `plan` without the class-12 rules: no loose-pickup drop in the guards,
-/// no per-source count or rate in the `-out` chains.
-fn without_limits(plan: &HostPlan) -> HostPlan {
-    let mut p = plan.clone();
-    for c in &mut p.inet.chains {
-        c.rules.retain(|r| {
-            !r.matches.iter().any(|m| match m {
-                Match::TcpNotSyn => true,
-                Match::Meter { set, .. } => set.contains("flows"),
-                _ => false,
-            })
-        });
-    }
-    p
 }
 
 fn lab() -> Option<Lab> {
@@ -107,7 +91,7 @@ fn class12_bare_acks_create_no_conntrack_entries() {
         to: SocketAddr::new(to, TCP_PORTS[0]),
         count: 40,
     });
-    lab.host.apply(&without_limits(&lab.plan)).unwrap();
+    lab.host.apply(&without_flow_limits(&lab.plan)).unwrap();
     for s in &shots {
         let (n, landed) = conntrack_fill::launch(&lab.topo, sb, s).unwrap();
         eprintln!("control {}: {n} entries", s.target());
@@ -125,6 +109,47 @@ fn class12_bare_acks_create_no_conntrack_entries() {
     }
 }
 
+/// The shared guard's drops end in the profile's sink chains, found by
+/// the bridge in `blocked_by_iif` / `suppressed_by_iif`; with both maps
+/// emptied (a tampered or half-applied ruleset) the bare ACKs are still
+/// dropped, by the plain drop after each twin pair: the sinks fail
+/// closed. Control: the plan without the loose-pickup rules, where they
+/// become entries.
+#[test]
+fn class12_bare_acks_stay_dropped_without_the_profiles_sinks() {
+    let Some(lab) = lab() else { return };
+    let sb = sandbox(&lab, "capped", 0);
+    let shot = Shot::BareAcks {
+        to: SocketAddr::new(IpAddr::V4(conntrack_fill::SILENT_V4), TCP_PORTS[0]),
+        count: 40,
+    };
+    lab.host.apply(&without_flow_limits(&lab.plan)).unwrap();
+    let (n, landed) = conntrack_fill::launch(&lab.topo, sb, &shot).unwrap();
+    eprintln!("control {}: {n} entries", shot.target());
+    assert!(landed, "control ({}): {n} entries", shot.target());
+
+    let mut sinkless = lab.plan.clone();
+    let sinks = [
+        corral_egress::plan::vmap::BLOCKED_BY_IIF,
+        corral_egress::plan::vmap::SUPPRESSED_BY_IIF,
+    ];
+    let mut emptied = 0;
+    for m in sinkless
+        .inet
+        .maps
+        .iter_mut()
+        .filter(|m| sinks.contains(&m.name.as_str()))
+    {
+        m.elements.clear();
+        emptied += 1;
+    }
+    assert_eq!(emptied, 2, "both sink maps are planned");
+    lab.host.apply(&sinkless).unwrap();
+    let (n, _) = conntrack_fill::launch(&lab.topo, sb, &shot).unwrap();
+    eprintln!("without sinks {}: {n} entries", shot.target());
+    assert_eq!(n, 0, "{}", shot.target());
+}
+
 /// A sandbox starting six times its cap of new flows holds at most the
 /// cap (IPv4 and IPv6, each its own source), and a sibling on the same
 /// profile still connects; without the rules the same flood goes past
@@ -138,7 +163,7 @@ fn class12_a_flood_is_held_at_the_per_source_cap_and_a_sibling_still_connects() 
         count: 300,
         limit: CAP,
     });
-    lab.host.apply(&without_limits(&lab.plan)).unwrap();
+    lab.host.apply(&without_flow_limits(&lab.plan)).unwrap();
     for s in &shots {
         let (n, landed) = conntrack_fill::launch(&lab.topo, sb, s).unwrap();
         eprintln!("control {}: {n} tracked", s.target());
@@ -172,7 +197,7 @@ fn class12_new_flows_over_the_per_source_rate_are_refused() {
         count: 300,
         limit: 299,
     };
-    lab.host.apply(&without_limits(&lab.plan)).unwrap();
+    lab.host.apply(&without_flow_limits(&lab.plan)).unwrap();
     let (n, landed) = conntrack_fill::launch(&lab.topo, sb, &shot).unwrap();
     eprintln!("control rate: {n} of 300 tracked");
     assert!(landed, "control: {n} of 300 tracked");

@@ -11,52 +11,41 @@
 
 mod nft_support;
 
+use corral_drill::attack::related::without_own_flow;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use corral_drill::attack::related::{self, Shot};
 use corral_drill::lab::topology::{PUBLIC_V4, PUBLIC_V6};
 use corral_drill::lab::{Lab, Observed};
-use corral_egress::plan::{CtDir, HostPlan, Match, Resolution, RulePlan, Verdict};
+use corral_egress::plan::Resolution;
 use corral_sandbox_core::{EgressMode, ProfileSet};
 use nft_support::profile;
 
 const TIMEOUT: Duration = Duration::from_millis(1500);
 
-/// A `none` and an `internet` profile, both with IPv6.
+/// A `none`, an `internet` and an `allowlist` profile, all with IPv6. The
+/// allowlist lists [`peer`] (UDP), so its sandbox has a flow of its own
+/// there for an error to quote; [`unlisted_peer`] it does not list.
 fn profiles() -> ProfileSet {
     let mut iso = profile("iso", "cr-iso", "10.93.1.0/24", EgressMode::None, &[]);
     iso.subnet_v6 = Some("fd00:93:1::/64".parse().unwrap());
     let mut web = profile("web", "cr-web", "10.93.2.0/24", EgressMode::Internet, &[]);
     web.subnet_v6 = Some("fd00:93:2::/64".parse().unwrap());
-    ProfileSet::new(vec![iso, web]).unwrap()
-}
-
-/// `plan` with the profile chains' established/related handling as it was
-/// before class 11: one accept of every flow's related packets (in the
-/// chain's direction), no ownership check, no foreign-related drop.
-fn legacy(plan: &HostPlan) -> HostPlan {
-    let mut p = plan.clone();
-    for c in p.inet.chains.iter_mut().filter(|c| c.profile.is_some()) {
-        let dir = if c.name.ends_with("-out") {
-            Some(CtDir::Original)
-        } else if c.name.ends_with("-in") {
-            Some(CtDir::Reply)
-        } else if c.name.ends_with("-host") {
-            None
-        } else {
-            continue;
-        };
-        c.rules.retain(|r| {
-            !r.matches
-                .iter()
-                .any(|m| matches!(m, Match::CtOrigSaddrIn(_) | Match::CtRelated))
-        });
-        let mut m = vec![Match::CtEstablishedRelated];
-        m.extend(dir.map(Match::CtDirection));
-        c.rules.insert(0, RulePlan::counted(m, Verdict::Accept));
-    }
-    p
+    let listed = [
+        format!("{}/udp", peer(false)),
+        format!("{}/udp", peer(true)),
+    ];
+    let listed: Vec<&str> = listed.iter().map(String::as_str).collect();
+    let mut alw = profile(
+        "alw",
+        "cr-alw",
+        "10.93.3.0/24",
+        EgressMode::Allowlist,
+        &listed,
+    );
+    alw.subnet_v6 = Some("fd00:93:3::/64".parse().unwrap());
+    ProfileSet::new(vec![iso, web, alw]).unwrap()
 }
 
 fn peer(v6: bool) -> SocketAddr {
@@ -64,6 +53,15 @@ fn peer(v6: bool) -> SocketAddr {
         SocketAddr::new(IpAddr::V6(PUBLIC_V6[0]), 4500)
     } else {
         SocketAddr::new(IpAddr::V4(PUBLIC_V4[1]), 4500)
+    }
+}
+
+/// A public host the `alw` profile does not list.
+fn unlisted_peer(v6: bool) -> SocketAddr {
+    if v6 {
+        SocketAddr::new(IpAddr::V6(PUBLIC_V6[1]), 4500)
+    } else {
+        SocketAddr::new(IpAddr::V4(PUBLIC_V4[2]), 4500)
     }
 }
 
@@ -87,10 +85,15 @@ fn index(lab: &Lab, profile: &str) -> usize {
 /// Runs `shots` from the `iso` sandbox under the legacy plan (each must
 /// land) and then under corral's plan (each must be blocked).
 fn control_then_enforced(lab: &Lab, shots: &[Shot]) {
-    let iso = &lab.topo.sandboxes[index(lab, "iso")];
-    lab.host.apply(&legacy(&lab.plan)).unwrap();
+    control_then_enforced_from(lab, "iso", shots);
+}
+
+/// The same from a sandbox of `attacker`.
+fn control_then_enforced_from(lab: &Lab, attacker: &str, shots: &[Shot]) {
+    let from = &lab.topo.sandboxes[index(lab, attacker)];
+    lab.host.apply(&without_own_flow(&lab.plan)).unwrap();
     for s in shots {
-        let r = related::launch(&lab.topo, iso, s, TIMEOUT);
+        let r = related::launch(&lab.topo, from, s, TIMEOUT);
         assert_eq!(
             r,
             Observed::Connected,
@@ -100,7 +103,7 @@ fn control_then_enforced(lab: &Lab, shots: &[Shot]) {
     }
     lab.apply().unwrap();
     for s in shots {
-        let r = related::launch(&lab.topo, iso, s, TIMEOUT);
+        let r = related::launch(&lab.topo, from, s, TIMEOUT);
         assert!(r.blocked(), "{}: {r:?}", s.target());
     }
 }
@@ -152,4 +155,36 @@ fn class11_a_sandbox_never_sets_the_hosts_path_mtu() {
         &lab,
         &[Shot::HostMtu { v6: false }, Shot::HostMtu { v6: true }],
     );
+}
+
+/// From `allowlist` (the review's second sender), a port unreachable
+/// quoting an `internet` sandbox's flow to a host the allowlist does not
+/// list does not leave towards that host.
+#[test]
+fn class11_an_allowlist_sandbox_cannot_send_an_error_for_another_profiles_flow() {
+    let Some(lab) = lab() else { return };
+    let web = index(&lab, "web");
+    let shots: Vec<Shot> = [false, true]
+        .map(|v6| Shot::Out {
+            victim: web,
+            peer: unlisted_peer(v6),
+        })
+        .into();
+    control_then_enforced_from(&lab, "alw", &shots);
+}
+
+/// The review's second inbound shape, internet → allowlist: a port
+/// unreachable from an `internet` sandbox quoting an `allowlist`
+/// sandbox's own (listed, masqueraded) flow is not delivered to it.
+#[test]
+fn class11_an_internet_sandbox_cannot_inject_an_error_into_an_allowlist_sandbox() {
+    let Some(lab) = lab() else { return };
+    let alw = index(&lab, "alw");
+    let shots: Vec<Shot> = [false, true]
+        .map(|v6| Shot::In {
+            victim: alw,
+            peer: peer(v6),
+        })
+        .into();
+    control_then_enforced_from(&lab, "web", &shots);
 }

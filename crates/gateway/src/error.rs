@@ -72,6 +72,20 @@ pub enum GatewayError {
         /// The configuration file that is missing.
         conf: PathBuf,
     },
+    /// kill(2) failed for a reason other than the process being gone.
+    #[error(
+        "cannot send {signal} to dnsmasq pid {pid} of bridge `{bridge}`: {source}; check that corral runs as the user that started it (root)"
+    )]
+    Signal {
+        /// The bridge.
+        bridge: String,
+        /// Its pid.
+        pid: u32,
+        /// The signal.
+        signal: &'static str,
+        /// The cause.
+        source: io::Error,
+    },
     /// A running dnsmasq of ours did not exit when asked.
     #[error("dnsmasq pid {pid} for bridge `{bridge}` did not exit after SIGTERM and SIGKILL")]
     WontStop {

@@ -52,6 +52,7 @@
 
 mod error;
 mod exit_watch;
+mod files;
 mod fleet;
 pub mod leases;
 mod lifecycle;

@@ -16,16 +16,9 @@ use std::collections::BTreeSet;
 
 use corral_egress::plan::AddrFamily;
 use corral_egress::plan::names::dns_set;
-use corral_sandbox_core::{AllowEntry, AllowTarget, PortRange, Profile, Protocol};
-
-/// One admitted name pattern.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum NamePattern {
-    /// Exactly this name (lower case, no trailing dot).
-    Exact(String),
-    /// Any strict subdomain of this name (lower case, no trailing dot).
-    Subdomains(String),
-}
+pub use corral_sandbox_core::admission::NamePattern;
+use corral_sandbox_core::admission::is_strict_subdomain;
+use corral_sandbox_core::{AllowEntry, PortRange, Profile, Protocol};
 
 /// The set of names a filtered resolver answers, deduplicated and sorted so
 /// the rendered configuration is stable across applies.
@@ -61,11 +54,7 @@ impl NameRules {
     pub fn from_allow(entries: &[AllowEntry]) -> Self {
         let patterns = entries
             .iter()
-            .filter_map(|e| match &e.target {
-                AllowTarget::Host(h) => Some(NamePattern::Exact(h.normalized())),
-                AllowTarget::Wildcard(w) => Some(NamePattern::Subdomains(w.normalized())),
-                AllowTarget::Net(_) => None,
-            })
+            .filter_map(|e| NamePattern::of(&e.target))
             .collect();
         Self { patterns }
     }
@@ -83,11 +72,7 @@ impl NameRules {
     /// True when the resolver should answer `name` (lower-cased, trailing dot
     /// ignored). This is the specification the rendered rules implement.
     pub fn admits(&self, name: &str) -> bool {
-        let name = name.trim_end_matches('.').to_ascii_lowercase();
-        self.patterns.iter().any(|p| match p {
-            NamePattern::Exact(h) => *h == name,
-            NamePattern::Subdomains(w) => is_strict_subdomain(&name, w),
-        })
+        self.patterns.iter().any(|p| p.admits(name))
     }
 
     /// The dnsmasq domain rules, in a stable order.
@@ -137,16 +122,7 @@ impl NameRules {
         let entries: Vec<(NamePattern, Class)> = profile
             .allow
             .iter()
-            .filter_map(|e| {
-                let class = (e.protocol, e.ports);
-                match &e.target {
-                    AllowTarget::Host(h) => Some((NamePattern::Exact(h.normalized()), class)),
-                    AllowTarget::Wildcard(w) => {
-                        Some((NamePattern::Subdomains(w.normalized()), class))
-                    }
-                    AllowTarget::Net(_) => None,
-                }
-            })
+            .filter_map(|e| NamePattern::of(&e.target).map(|p| (p, (e.protocol, e.ports))))
             .collect();
         let domains: BTreeSet<&str> = entries
             .iter()
@@ -190,13 +166,6 @@ impl NameRules {
             NamePattern::Exact(_) => false,
         })
     }
-}
-
-/// True when `name` is a strict subdomain of `parent` (label-aligned).
-fn is_strict_subdomain(name: &str, parent: &str) -> bool {
-    name.len() > parent.len() + 1
-        && name.ends_with(parent)
-        && name.as_bytes()[name.len() - parent.len() - 1] == b'.'
 }
 
 #[cfg(test)]

@@ -87,10 +87,16 @@ pub fn stop_gateways(
     let mut stopped = Vec::new();
     let mut errors = Vec::new();
     for g in find_gateways(ns, bridges, binary) {
-        signal(g.pid, libc::SIGTERM);
+        if let Err(e) = signal(g.pid, libc::SIGTERM) {
+            errors.push(format!("{g}: SIGTERM failed: {e}"));
+            continue;
+        }
         if !wait_gone(g.pid, STOP_GRACE) {
-            if is_ours(g.pid, &g.conf, binary).is_ok() {
-                signal(g.pid, libc::SIGKILL);
+            if is_ours(g.pid, &g.conf, binary).is_ok()
+                && let Err(e) = signal(g.pid, libc::SIGKILL)
+            {
+                errors.push(format!("{g}: SIGKILL failed: {e}"));
+                continue;
             }
             if !wait_gone(g.pid, STOP_GRACE) {
                 errors.push(format!("{g} would not stop"));

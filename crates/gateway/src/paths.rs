@@ -58,7 +58,7 @@ impl GatewayPaths {
 
     /// The DHCP lease database (kept across restarts).
     pub fn leases(&self) -> PathBuf {
-        self.dir.join("leases")
+        self.dir.join(crate::files::LEASES_FILE)
     }
 
     /// The DHCP reservations (`dhcp-hostsfile`): one `MAC,address` line per
@@ -69,7 +69,7 @@ impl GatewayPaths {
 
     /// dnsmasq's log (start-up, errors, nftset failures).
     pub fn log(&self) -> PathBuf {
-        self.dir.join("dnsmasq.log")
+        self.dir.join(crate::files::LOG_FILE)
     }
 }
 

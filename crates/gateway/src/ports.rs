@@ -57,14 +57,7 @@ pub fn bind_port(
     profiles: &ProfileSet,
     binding: PortBinding,
 ) -> Result<HostPlan, PortError> {
-    let mut all: Vec<PortBinding> = plan
-        .bindings
-        .iter()
-        .filter(|b| b.port != binding.port)
-        .cloned()
-        .collect();
-    all.push(binding.clone());
-    let new = plan.with_bindings(profiles, all)?;
+    let new = plan.with_binding(profiles, binding.clone())?;
     reserve(state_dir, plan, &new.bindings)?;
     match host.bind_port(plan, profiles, binding) {
         Ok(bound) => Ok(bound),

@@ -1,6 +1,9 @@
 //! A one-shot DNS client for probes: send one query over UDP (or TCP), wait
-//! for the matching answer. Call it from inside the namespace whose view you want
-//! (e.g. through [`crate::netns::Netns::run`]).
+//! for the matching answer. Over UDP the query is sent again, as every stub
+//! resolver does, when no answer came: a datagram lost once on a loaded
+//! host must not read as a resolver that does not answer. Call it from
+//! inside the namespace whose view you want (e.g. through
+//! [`crate::netns::Netns::run`]).
 
 use std::io;
 use std::io::{Read, Write};
@@ -38,7 +41,60 @@ pub enum ProbeError {
     },
 }
 
-/// Asks `server` for `name` of type `qtype`; returns its response.
+/// How long the first UDP send waits for its answer before the datagram is
+/// sent again; each later wait is twice the one before (0.5 s, 1 s, 2 s, …,
+/// all within the caller's timeout). A caller's timeout of 500 ms or less
+/// sends exactly once.
+pub const FIRST_RETRANSMIT: Duration = Duration::from_millis(500);
+
+/// Sends `msg` on the connected `sock` and waits for a datagram `accept`
+/// takes (it returns `Some`), sending `msg` again after
+/// [`FIRST_RETRANSMIT`] and then at doubling intervals, until `timeout`:
+/// `Ok(None)` when nothing was taken in time. Any receive error but a
+/// timeout (e.g. the ICMP port unreachable a connected socket reports as
+/// refused) ends the wait with that error.
+pub fn exchange<T>(
+    sock: &UdpSocket,
+    msg: &[u8],
+    timeout: Duration,
+    mut accept: impl FnMut(&[u8]) -> Option<T>,
+) -> io::Result<Option<T>> {
+    let deadline = Instant::now() + timeout;
+    let mut wait = FIRST_RETRANSMIT;
+    let mut resend = Instant::now();
+    let mut buf = [0u8; 4096];
+    loop {
+        let now = Instant::now();
+        let left = deadline.saturating_duration_since(now);
+        if left.is_zero() {
+            return Ok(None);
+        }
+        if now >= resend {
+            sock.send(msg)?;
+            resend = now + wait;
+            wait = wait.saturating_mul(2);
+        }
+        let until_resend = resend.saturating_duration_since(now);
+        sock.set_read_timeout(Some(left.min(until_resend).max(Duration::from_millis(1))))?;
+        match sock.recv(&mut buf) {
+            Ok(n) => {
+                if let Some(taken) = accept(&buf[..n]) {
+                    return Ok(Some(taken));
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Asks `server` for `name` of type `qtype`; returns its response. The
+/// same query (same id) is sent again on [`exchange`]'s schedule until an
+/// answer or `timeout`.
 pub fn query(
     server: SocketAddr,
     name: &str,
@@ -59,34 +115,14 @@ pub fn query(
     sock.connect(server).map_err(io_err)?;
     let id = query_id();
     let msg = wire::encode_query(id, name, qtype)?;
-    sock.send(&msg).map_err(io_err)?;
-    let deadline = Instant::now() + timeout;
-    let mut buf = [0u8; 4096];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(ProbeError::Timeout {
-                name: name.to_owned(),
-                server,
-                timeout,
-            });
-        }
-        sock.set_read_timeout(Some(left)).map_err(io_err)?;
-        match sock.recv(&mut buf) {
-            Ok(n) => {
-                // Anything but our response (a stray or forged packet) is ignored.
-                if let Ok(resp) = wire::parse_response(&buf[..n], id) {
-                    return Ok(resp);
-                }
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) => {}
-            Err(e) => return Err(io_err(e)),
-        }
-    }
+    // Anything but our response (a stray or forged packet) is ignored.
+    exchange(&sock, &msg, timeout, |d| wire::parse_response(d, id).ok())
+        .map_err(io_err)?
+        .ok_or_else(|| ProbeError::Timeout {
+            name: name.to_owned(),
+            server,
+            timeout,
+        })
 }
 
 /// Like [`query`], over TCP (length-prefixed messages, RFC 1035 4.2.2).
@@ -165,5 +201,43 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(err, ProbeError::Timeout { .. }), "{err}");
+    }
+
+    /// A query lost once (a relay drops the first datagram and passes the
+    /// second on) is answered; the sends keep to the schedule.
+    #[test]
+    fn a_lost_datagram_is_sent_again() {
+        let up = TestUpstream::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        up.set("a.test", &["198.18.0.9".parse().unwrap()], 30);
+        let relay = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let relay_addr = relay.local_addr().unwrap();
+        let to = up.addr();
+        let relayed = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            let (_, first_from) = relay.recv_from(&mut buf).unwrap();
+            let first_at = Instant::now();
+            let (n, from) = relay.recv_from(&mut buf).unwrap();
+            let gap = first_at.elapsed();
+            assert_eq!(from, first_from, "sent again from the same socket");
+            let out = UdpSocket::bind("127.0.0.1:0").unwrap();
+            out.send_to(&buf[..n], to).unwrap();
+            let (m, _) = out.recv_from(&mut buf).unwrap();
+            relay.send_to(&buf[..m], from).unwrap();
+            gap
+        });
+        let r = query(relay_addr, "a.test", TYPE_A, Duration::from_secs(3)).unwrap();
+        assert_eq!(r.answers.len(), 1);
+        let gap = relayed.join().unwrap();
+        assert!(gap >= FIRST_RETRANSMIT, "resent after {gap:?}");
+
+        // Unanswered, within 2 s: sent at 0, 0.5 s and 1.5 s.
+        let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let at = silent.local_addr().unwrap();
+        let err = query(at, "a.test", TYPE_A, Duration::from_secs(2)).unwrap_err();
+        assert!(matches!(err, ProbeError::Timeout { .. }), "{err}");
+        silent.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 512];
+        let sends = std::iter::from_fn(|| silent.recv(&mut buf).ok()).count();
+        assert_eq!(sends, 3);
     }
 }

@@ -113,11 +113,21 @@ impl Gateway {
     }
 
     /// Asks our dnsmasq `pid` to re-read its reservations (SIGHUP).
-    pub(crate) fn hangup(&self, pid: u32) {
+    pub(crate) fn hangup(&self, pid: u32) -> Result<(), GatewayError> {
         // Re-check ownership right before signalling.
         if is_ours(pid, &self.paths.conf(), &self.binary).is_ok() {
-            signal(pid, libc::SIGHUP);
+            self.signal(pid, libc::SIGHUP)?;
         }
+        Ok(())
+    }
+
+    fn signal(&self, pid: u32, sig: i32) -> Result<(), GatewayError> {
+        signal(pid, sig).map_err(|source| GatewayError::Signal {
+            bridge: self.bridge.to_string(),
+            pid,
+            signal: signal_name(sig),
+            source,
+        })
     }
 
     /// Writes the configuration for `spec` and (re)starts dnsmasq in the
@@ -145,8 +155,11 @@ impl Gateway {
     ) -> Result<(u32, Change), GatewayError> {
         let text = render(spec)?;
         let before = self.status();
+        // A daemon an older corral started writes a log its own user owns:
+        // it is restarted so that the log becomes corral's.
         if let (GatewayStatus::Running { pid }, false) = (&before, force)
             && self.current_config()?.as_deref() == Some(text.as_bytes())
+            && super::files::all_private(&self.dir()?)
         {
             super::reservations::ensure_file(self)?;
             return Ok((*pid, Change::Kept));
@@ -221,6 +234,11 @@ impl Gateway {
     ) -> Result<u32, GatewayError> {
         self.stop()?;
         let conf = self.paths.conf();
+        let dir = self.dir()?;
+        super::files::prepare_leases(&dir)?;
+        // The log is corral's file, given to dnsmasq as its stderr: handed
+        // a path, dnsmasq would make the file its unprivileged user's.
+        let (log, mark) = super::files::open_log(&dir)?;
         let mut cmd = Command::new(&self.binary);
         // Paths go to dnsmasq as arguments of their own, never into the
         // configuration text, so no path can add a directive.
@@ -228,25 +246,24 @@ impl Gateway {
             .arg(path_arg("--pid-file", &self.paths.pidfile()))
             .arg(path_arg("--dhcp-leasefile", &self.paths.leases()))
             .arg(path_arg("--dhcp-hostsfile", &self.paths.reservations()))
-            .arg(path_arg("--log-facility", &self.paths.log()))
+            .arg("--log-facility=-")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let child = spawn(cmd).map_err(|source| GatewayError::Spawn {
+            .stderr(Stdio::from(log));
+        let mut child = spawn(cmd).map_err(|source| GatewayError::Spawn {
             binary: self.binary.clone(),
             source,
         })?;
-        let out = child
-            .wait_with_output()
-            .map_err(|source| GatewayError::Spawn {
-                binary: self.binary.clone(),
-                source,
-            })?;
-        if !out.status.success() {
+        let status = child.wait().map_err(|source| GatewayError::Spawn {
+            binary: self.binary.clone(),
+            source,
+        })?;
+        if !status.success() {
             return Err(GatewayError::Startup {
                 bridge: self.bridge.to_string(),
-                code: out.status.code().unwrap_or(-1),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+                code: status.code().unwrap_or(-1),
+                // A failed start says why on its stderr: the log.
+                stderr: super::files::log_since(&dir, mark),
                 conf,
             });
         }
@@ -306,11 +323,11 @@ impl Gateway {
             GatewayStatus::Stopped => return Ok(None),
             GatewayStatus::Stale { .. } => None,
             GatewayStatus::Running { pid } => {
-                signal(pid, libc::SIGTERM);
+                self.signal(pid, libc::SIGTERM)?;
                 if !wait_gone(pid, STOP_GRACE) {
                     // Re-check ownership right before the harder signal.
                     if is_ours(pid, &self.paths.conf(), &self.binary).is_ok() {
-                        signal(pid, libc::SIGKILL);
+                        self.signal(pid, libc::SIGKILL)?;
                     }
                     if !wait_gone(pid, STOP_GRACE) {
                         return Err(GatewayError::WontStop {
@@ -519,18 +536,63 @@ pub(crate) fn wait_gone(pid: u32, grace: Duration) -> bool {
     }
 }
 
-pub(crate) fn signal(pid: u32, sig: i32) {
-    let Ok(pid) = i32::try_from(pid) else { return };
+/// Sends `sig` to `pid`. A process already gone (ESRCH) is what the caller
+/// wanted anyway; any other failure (EPERM: not ours to signal) is an error,
+/// since the daemon then keeps running as it was.
+pub(crate) fn signal(pid: u32, sig: i32) -> io::Result<()> {
+    let Ok(raw) = i32::try_from(pid) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("pid {pid} is out of range"),
+        ));
+    };
     // SAFETY: kill(2) takes plain integers; `pid` was just verified to be
     // our dnsmasq (a positive pid, never 0 or -1, which would broadcast).
-    unsafe {
-        libc::kill(pid, sig);
+    let rc = unsafe { libc::kill(raw, sig) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ESRCH) {
+        return Ok(());
+    }
+    Err(e)
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGKILL => "SIGKILL",
+        _ => "a signal",
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process already gone is fine (ESRCH); any other failure of
+    /// kill(2) is reported. Control: the same call on a live process
+    /// with a valid signal succeeds.
+    #[test]
+    fn kill_failures_other_than_gone_are_errors() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        assert!(
+            signal(pid, 0).is_ok(),
+            "control: a live child takes signal 0"
+        );
+        let invalid = signal(pid, 9999).unwrap_err();
+        assert_eq!(invalid.raw_os_error(), Some(libc::EINVAL), "{invalid}");
+        signal(pid, libc::SIGKILL).unwrap();
+        child.wait().unwrap();
+        assert!(
+            signal(pid, libc::SIGTERM).is_ok(),
+            "a reaped child is ESRCH: fine"
+        );
+        assert!(signal(u32::MAX, libc::SIGTERM).is_err());
+    }
 
     fn gateway(dir: &Path) -> Gateway {
         Gateway::new(dir, &BridgeName::new("cb-test").unwrap())

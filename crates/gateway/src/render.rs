@@ -26,7 +26,7 @@ pub const MAX_LINE: usize = 1000;
 /// The unprivileged user dnsmasq drops to after binding (it keeps
 /// CAP_NET_ADMIN, which DHCP and nftset need).
 pub(crate) const RUN_AS_USER: &str = "nobody";
-const RUN_AS_GROUP: &str = "nogroup";
+pub(crate) const RUN_AS_GROUP: &str = "nogroup";
 
 /// The nft table holding the dynamic sets; the same name as the plan's
 /// `TABLE_NAME` (kept literal here so the gateway renders without the plan).

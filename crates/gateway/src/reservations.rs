@@ -18,9 +18,6 @@ use super::error::GatewayError;
 use super::paths::{GATEWAY_DIR, RESERVATIONS_FILE};
 use super::process::{Gateway, GatewayStatus};
 
-/// The file's mode: dnsmasq's unprivileged user reads it.
-const RESERVATIONS_MODE: u32 = 0o644;
-
 /// How long [`Gateway::set_reservations`] waits for a running dnsmasq to
 /// report that it re-read the file.
 const RELOAD_WAIT: Duration = Duration::from_secs(2);
@@ -59,7 +56,10 @@ impl Gateway {
         let text = reservations_text(self.bridge(), bindings);
         let paths = self.paths();
         let file = paths.reservations();
-        if self.dir()?.read(RESERVATIONS_FILE)?.as_deref() == Some(text.as_bytes()) {
+        let dir = self.dir()?;
+        if dir.read(RESERVATIONS_FILE)?.as_deref() == Some(text.as_bytes()) {
+            // Unchanged, but an older corral's file is narrowed all the same.
+            crate::files::share_reservations(&dir, RESERVATIONS_FILE)?;
             return Ok(ReservationOutcome::Unchanged);
         }
         write_reservations(self, Some(&text))?;
@@ -68,7 +68,7 @@ impl Gateway {
         };
         let log = paths.log();
         let mark = fs::metadata(&log).map_or(0, |m| m.len());
-        self.hangup(pid);
+        self.hangup(pid)?;
         wait_for_reload(&log, mark, &file).map_err(|reason| GatewayError::NotRunning {
             bridge: self.bridge().to_string(),
             reason,
@@ -87,17 +87,20 @@ pub(crate) fn ensure_file(gateway: &Gateway) -> Result<(), GatewayError> {
 }
 
 /// Writes the file (when `text` is given) atomically, readable by the
-/// unprivileged user dnsmasq runs as — it reads the file after dropping
-/// root, at start and on every SIGHUP — and lets that user reach it: the
-/// gateway's directory, `gateway/` and the state directory (and their
+/// group dnsmasq runs as — it reads the file after dropping root, at start
+/// and on every SIGHUP — and by no other user (0640 root:`nogroup`: it
+/// holds every sandbox's MAC and address), and lets that user reach it:
+/// the gateway's directory, `gateway/` and the state directory (and their
 /// private parents) become 0711, enter but never list.
 fn write_reservations(gateway: &Gateway, text: Option<&str>) -> Result<(), GatewayError> {
     let dir = gateway.dir()?;
     if let Some(text) = text {
         // Not fsynced: every apply (and every port binding) rewrites it
         // from the bindings before a dnsmasq reads it.
-        dir.write_regenerated(RESERVATIONS_FILE, text.as_bytes(), RESERVATIONS_MODE)?;
+        crate::files::write_reservations(&dir, RESERVATIONS_FILE, text.as_bytes())?;
     }
+    // Also narrows a file an older corral left world-readable.
+    crate::files::share_reservations(&dir, RESERVATIONS_FILE)?;
     let paths = gateway.paths();
     let state = StateDir::open(paths.state_dir())?;
     state.allow_search_from_root()?;
@@ -145,7 +148,7 @@ pub fn reserve_all<'a>(
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt};
 
     use super::*;
     use corral_egress::plan::MacAddr;
@@ -192,9 +195,20 @@ mod tests {
             ReservationOutcome::Unchanged
         );
         let file = gw.paths().reservations();
+        let nogroup = crate::files::group_gid(crate::render::RUN_AS_GROUP).unwrap();
+        let meta = fs::metadata(&file).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o640);
+        assert_eq!(meta.gid(), nogroup);
+        // What an older corral left, world-readable, is narrowed by the
+        // next apply even when its content stands.
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(
+            gw.set_reservations(&b).unwrap(),
+            ReservationOutcome::Unchanged
+        );
         assert_eq!(
             fs::metadata(&file).unwrap().permissions().mode() & 0o777,
-            0o644
+            0o640
         );
         assert_eq!(
             fs::metadata(gw.paths().dir()).unwrap().permissions().mode() & 0o777,

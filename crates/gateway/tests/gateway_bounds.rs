@@ -249,12 +249,24 @@ fn class4_tcp_dns_connections_share_the_udp_rate() {
 }
 
 /// Control: with the rate rule taken out of the plan (the per-source count
-/// left in), the same flood connects past what the meter allows.
+/// left in), the same flood connects past what the meter allows — or, on
+/// a machine loaded enough that the flood itself is slower than the
+/// meter's bound (1,000 of 1,000 connects in 13 s at load 15–18 against a
+/// bound of 1,201), every connect and more than the same flood got with
+/// the rule in the same run.
 #[test]
 fn class4_control_without_the_rate_rule_tcp_flood_passes() {
     if !corral_test_support::gate::netns() {
         return;
     }
+    let (limited, _) = {
+        let env = env(
+            vec![gateway_lab::allowlist_profile()],
+            corral_gateway::DnsTiming::default(),
+        );
+        let sb = env.topo.sandbox("agent").unwrap();
+        connect_flood(&sb.ns, sb.gateway_v4)
+    };
     let env = env_with(
         vec![gateway_lab::allowlist_profile()],
         corral_gateway::DnsTiming::default(),
@@ -269,10 +281,10 @@ fn class4_control_without_the_rate_rule_tcp_flood_passes() {
     );
     let sb = env.topo.sandbox("agent").unwrap();
     let (ok, elapsed) = connect_flood(&sb.ns, sb.gateway_v4);
-    println!("control: {ok} of {CONNECTS} connected in {elapsed:?}");
+    println!("control: {ok} of {CONNECTS} connected in {elapsed:?} (with the rule: {limited})");
     assert!(
-        ok > allowed(elapsed),
-        "control: only {ok} connected in {elapsed:?}; something else limits TCP/53"
+        ok > allowed(elapsed) || (ok == CONNECTS && ok > limited),
+        "control: only {ok} connected in {elapsed:?} (with the rule: {limited}); something else limits TCP/53"
     );
 }
 

@@ -6,14 +6,15 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::{Device, MOUNT_DEVICE_PREFIX, NIC_DEVICE, ROOT_DEVICE};
+use crate::api::{Device, MOUNT_DEVICE_PREFIX, NIC_DEVICE, NO_DAD_KEY, ROOT_DEVICE};
 
 /// Config keys corral sets on an instance.
-const EXACT_KEYS: [&str; 4] = [
+const EXACT_KEYS: [&str; 5] = [
     "limits.cpu",
     "limits.memory",
     "cloud-init.user-data",
     "security.idmap.isolated",
+    NO_DAD_KEY,
 ];
 
 /// Key prefixes: the image's description (`image.*`), Incus's own state
@@ -52,6 +53,10 @@ pub fn config_problem(key: &str, value: &str) -> Option<String> {
     }
     if key == "security.idmap.isolated" && !is_true(value) {
         return Some(format!("`{key}` is `{value}`, not true"));
+    }
+    // The one sysctl corral sets; any other value is not corral's.
+    if key == NO_DAD_KEY && value != "0" {
+        return Some(format!("`{key}` is `{value}`, not 0"));
     }
     let is_map = matches!(
         key,
@@ -141,6 +146,7 @@ mod tests {
             ),
             ("volatile.last_state.idmap", "[]"),
             ("volatile.idmap.base", "0"),
+            (NO_DAD_KEY, "0"),
         ] {
             assert_eq!(config_problem(k, v), None, "{k}");
         }
@@ -153,6 +159,8 @@ mod tests {
             ("security.syscalls.intercept.mount", "true"),
             ("user.user-data", "x"),
             ("security.idmap.isolated", "false"),
+            (NO_DAD_KEY, "1"),
+            ("linux.sysctl.net.ipv4.ip_forward", "1"),
             (
                 "volatile.idmap.next",
                 r#"[{"Isuid":true,"Isgid":false,"Hostid":0,"Nsid":0,"Maprange":1}]"#,

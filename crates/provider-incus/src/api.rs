@@ -224,6 +224,11 @@ pub fn nic_device(bridge: &str, nic: Option<&BoundNic>) -> Device {
     device
 }
 
+/// The instance key that turns duplicate address detection off on the
+/// container's NIC. LXC applies it after it brings the NIC up, so it
+/// spares the SLAAC address's detection, not the link-local address's.
+pub const NO_DAD_KEY: &str = "linux.sysctl.net.ipv6.conf.eth0.accept_dad";
+
 /// The NIC key holding its MAC.
 pub const NIC_HWADDR: &str = "hwaddr";
 /// The NIC key holding the name of its host side (the bridge port).
@@ -299,6 +304,14 @@ pub fn create_body(
     // (and any file it leaves in a read-write mount) is not another's.
     if spec.instance_type == InstanceType::Container {
         config.insert("security.idmap.isolated".into(), "true".into());
+        // Duplicate address detection holds a new SLAAC address tentative
+        // for a second or more, and a connect meanwhile leaves from the
+        // link-local source and times out. It cannot find anything on a
+        // corral bridge: the port is bound to one MAC and the addresses
+        // formed from it, and the bridge table drops any other source.
+        if spec.network.is_some() {
+            config.insert(NO_DAD_KEY.into(), "0".into());
+        }
     }
     let r = &spec.resources;
     if let Some(cpus) = r.cpus {
@@ -384,6 +397,45 @@ pub fn state_body(action: &str, force: bool, timeout_secs: Option<u64>) -> Value
     body
 }
 
+/// `GET /1.0/operations?recursion=1`: the project's operations by status
+/// (only the running ones are read).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Operations {
+    /// The operations still going.
+    #[serde(default)]
+    pub running: Vec<RunningOperation>,
+}
+
+/// One running operation, as much of it as an exec count needs.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RunningOperation {
+    /// Incus's words for it ("Executing command" for an exec).
+    #[serde(default)]
+    pub description: String,
+    /// What it acts on: `instances` holds `/1.0/instances/NAME?project=P`.
+    #[serde(default)]
+    pub resources: Option<BTreeMap<String, Vec<String>>>,
+}
+
+impl Operations {
+    /// The commands running in instance `name`.
+    pub fn exec_sessions_on(&self, name: &str) -> u32 {
+        let path = format!("/1.0/instances/{name}");
+        let on = |op: &RunningOperation| {
+            op.resources
+                .as_ref()
+                .and_then(|r| r.get("instances"))
+                .is_some_and(|i| i.iter().any(|u| u.split('?').next() == Some(path.as_str())))
+        };
+        let n = self
+            .running
+            .iter()
+            .filter(|op| op.description == "Executing command" && on(op))
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use corral_sandbox_core::sandbox::{NetworkAttachment, Resources};
@@ -462,6 +514,20 @@ mod tests {
         assert_eq!(devices, Some(vec!["root".to_owned()]));
         assert!(body["config"].get("limits.cpu").is_none());
         assert_eq!(body["config"]["security.idmap.isolated"], "true");
+        assert!(body["config"].get(NO_DAD_KEY).is_none());
+    }
+
+    #[test]
+    fn a_container_on_a_bridge_skips_duplicate_address_detection() {
+        let mut spec = SandboxSpec::new(name("agent"), "corral-test");
+        spec.network = Some(attachment());
+        let body = create_body(&spec, "default", &stamp(), &[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(body["config"][NO_DAD_KEY], "0");
+        assert!(NO_DAD_KEY.ends_with(&format!(".{NIC_DEVICE}.accept_dad")));
+        // A VM's kernel is its own: Incus has no sysctl key for it.
+        spec.instance_type = InstanceType::Vm;
+        let body = create_body(&spec, "default", &stamp(), &[]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(body["config"].get(NO_DAD_KEY).is_none());
     }
 
     #[test]
@@ -531,5 +597,28 @@ mod tests {
         inst.expanded_devices.clear();
         inst.devices.insert("eth0".into(), nic);
         assert!(inst.has_any_nic());
+    }
+
+    #[test]
+    fn exec_sessions_count_running_execs_on_the_instance_alone() {
+        let ops: Operations = serde_json::from_value(json!({
+            "running": [
+                {"description": "Executing command",
+                 "resources": {"instances": ["/1.0/instances/box?project=corral"]}},
+                {"description": "Executing command",
+                 "resources": {"instances": ["/1.0/instances/box"]}},
+                {"description": "Executing command",
+                 "resources": {"instances": ["/1.0/instances/box2?project=corral"]}},
+                {"description": "Starting instance",
+                 "resources": {"instances": ["/1.0/instances/box?project=corral"]}},
+                {"description": "Executing command", "resources": null}
+            ],
+            "success": [{"description": "Executing command"}]
+        }))
+        .unwrap();
+        assert_eq!(ops.exec_sessions_on("box"), 2);
+        assert_eq!(ops.exec_sessions_on("box2"), 1);
+        assert_eq!(ops.exec_sessions_on("bo"), 0);
+        assert_eq!(Operations::default().exec_sessions_on("box"), 0);
     }
 }

@@ -8,6 +8,7 @@
 //! whole disk — credentials included — so it is written mode 0600.
 
 use std::path::Path;
+use std::time::Duration;
 
 use corral_sandbox_core::SandboxName;
 use corral_sandbox_core::sandbox::ProviderError;
@@ -90,14 +91,20 @@ pub async fn import(
         ("X-Incus-pool", config.storage_pool.clone()),
     ];
     // What the file would create is read first and held to the allowlists
-    // (see `backup_index`): nothing unchecked is uploaded.
+    // (see `backup_index`): nothing unchecked is uploaded, and what is
+    // uploaded is what was checked (see `backup_source`).
     let file = source.to_owned();
-    tokio::task::spawn_blocking(move || crate::backup_index::check(&file))
-        .await
-        .map_err(|e| ProviderError::Io {
-            context: format!("checking {}", source.display()),
-            source: std::io::Error::other(e),
-        })??;
+    let held = tokio::task::spawn_blocking(move || {
+        let held = crate::backup_source::hold(&file)?;
+        crate::backup_index::check(held.path()).map_err(|e| relabel(e, held.path(), &file))?;
+        Ok::<_, ProviderError>(held)
+    })
+    .await
+    .map_err(|e| ProviderError::Io {
+        context: format!("checking {}", source.display()),
+        source: std::io::Error::other(e),
+    })??;
+    let source = held.path();
     // Incus 6.0 counts the `volatile.*` keys every backup carries as
     // low-level settings and refuses them in a project restricted like
     // corral's, so the restriction is lifted for the upload alone (imports
@@ -119,7 +126,8 @@ pub async fn import(
             // Another corral process converging the project at this moment
             // puts the restriction back mid-upload; try again, a few times.
             let raced = matches!(&uploaded, Err(e) if is_lowlevel_refusal(&e.to_string()));
-            if raced && attempt < 3 {
+            if raced && attempt < LOWLEVEL_TRIES {
+                tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
                 continue;
             }
             let mut restored =
@@ -195,6 +203,21 @@ pub async fn import(
     Ok(())
 }
 
+/// `e` naming the operator's `source` rather than the held copy `read`.
+fn relabel(e: ProviderError, read: &Path, source: &Path) -> ProviderError {
+    match e {
+        ProviderError::InvalidSpec { field, reason } => ProviderError::InvalidSpec {
+            field,
+            reason: reason.replacen(
+                &read.display().to_string(),
+                &source.display().to_string(),
+                1,
+            ),
+        },
+        other => other,
+    }
+}
+
 /// Force-delete instance `name` if the upload created it (the name was
 /// checked free before), so the project's restriction can be put back.
 async fn remove_uploaded(provider: &IncusProvider, name: &SandboxName) {
@@ -224,6 +247,12 @@ async fn remove_uploaded(provider: &IncusProvider, name: &SandboxName) {
         tracing::warn!(error = %e, instance = %name, "could not delete a refused import");
     }
 }
+
+/// How many uploads an import tries while other corral processes put the
+/// project's restriction back under it (each converges the project when it
+/// connects; a full test run or a busy host has many at once: 3 were too
+/// few beside other Incus tests).
+const LOWLEVEL_TRIES: u32 = 8;
 
 /// Incus's refusal of a backup's `volatile.*` keys in a restricted project.
 fn is_lowlevel_refusal(message: &str) -> bool {

@@ -19,6 +19,30 @@ struct ClusterInfo {
     enabled: bool,
 }
 
+/// `GET /1.0`: the member that answered (on a member's own socket, that
+/// member).
+#[derive(Debug, Clone, Deserialize)]
+struct ServerInfo {
+    #[serde(default)]
+    environment: ServerEnvironment,
+}
+
+impl ServerInfo {
+    /// A standalone server also names itself: only a cluster member is one.
+    fn member(self) -> Option<String> {
+        let env = self.environment;
+        (env.server_clustered && !env.server_name.is_empty()).then_some(env.server_name)
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct ServerEnvironment {
+    #[serde(default)]
+    server_name: String,
+    #[serde(default)]
+    server_clustered: bool,
+}
+
 /// One member, as `GET /1.0/cluster/members?recursion=1` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterMember {
@@ -112,6 +136,19 @@ impl IncusProvider {
         Ok(Some(members))
     }
 
+    /// The member this connection's daemon is (`GET /1.0`'s
+    /// `server_name`), or `None` when the server is not clustered. The
+    /// host side of a sandbox placed there is on that member's kernel.
+    pub async fn local_member(&self) -> Result<Option<String>, ProviderError> {
+        let info: ServerInfo = self
+            .inner
+            .client
+            .get("/1.0")
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(info.member())
+    }
+
     /// The create URL: `/1.0/instances`, with `target=` once the member
     /// is checked to take work.
     pub(crate) async fn create_path(&self, target: Option<&str>) -> Result<String, ProviderError> {
@@ -127,6 +164,22 @@ impl IncusProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_local_member_is_named_only_on_a_cluster() {
+        let info = |json: &str| serde_json::from_str::<ServerInfo>(json).unwrap().member();
+        assert_eq!(
+            info(
+                r#"{"environment":{"server_name":"m2","server_clustered":true,"kernel":"Linux"}}"#
+            ),
+            Some("m2".into())
+        );
+        assert_eq!(
+            info(r#"{"environment":{"server_name":"host","server_clustered":false}}"#),
+            None
+        );
+        assert_eq!(info(r#"{"api_status":"stable"}"#), None);
+    }
 
     fn member(name: &str, status: &str, message: &str) -> ClusterMember {
         ClusterMember {

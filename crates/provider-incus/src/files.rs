@@ -13,6 +13,8 @@
 //! itself is a stream that stops at the limit (the file may grow between
 //! the look and the read).
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use corral_sandbox_core::sandbox::ProviderError;
 use http::Method;
@@ -171,6 +173,33 @@ pub enum Pulled {
     Other(String),
 }
 
+/// How often a file's HEAD is asked again after Incus fails it (a 5xx),
+/// and the pause before each new ask.
+const HEAD_RETRIES: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(400)];
+
+/// HEAD `url`, asked again on a 5xx: Incus answers a file's HEAD through a
+/// file server it starts in the instance, and under many concurrent
+/// creates that start fails now and then (a 5xx with no body, seen when
+/// 100 creates ran beside other Incus work). A HEAD changes nothing, so
+/// asking again is safe; a 4xx (no such file, not allowed) is final.
+async fn head_settled(
+    client: &crate::client::IncusClient,
+    url: &str,
+) -> Result<http::HeaderMap, crate::client::ClientError> {
+    let mut pauses = HEAD_RETRIES.iter();
+    loop {
+        let answer = client.head(url).await;
+        if let Err(crate::client::ClientError::Api { status, .. }) = &answer
+            && *status >= 500
+            && let Some(pause) = pauses.next()
+        {
+            tokio::time::sleep(*pause).await;
+            continue;
+        }
+        return answer;
+    }
+}
+
 /// Read `path` in the guest, whatever it is; a regular file of more than
 /// `max` bytes is refused.
 pub async fn pull_any(
@@ -186,7 +215,7 @@ pub async fn pull_any(
             .provider
             .not_found_as(e, "file", &format!("{}:{path}", sandbox.name))
     };
-    let head = client.head(&url).await.map_err(not_found)?;
+    let head = head_settled(client, &url).await.map_err(not_found)?;
     let kind = head
         .get("X-Incus-type")
         .and_then(|v| v.to_str().ok())
@@ -267,5 +296,35 @@ mod tests {
         assert!(check_path("/etc/hosts").is_ok());
         assert!(check_path("etc/hosts").is_err());
         assert!(check_path("/tmp/../etc/shadow").is_err());
+    }
+
+    /// Incus failing a HEAD (a 5xx) is asked again and then settles; a 4xx
+    /// is final at once; three 5xx in a row give the last, its status named.
+    #[tokio::test]
+    async fn a_head_incus_fails_is_asked_again_and_a_refusal_is_not() {
+        use std::sync::Arc;
+
+        use crate::client::IncusClient;
+        use crate::client::fake::FakeDaemon;
+
+        let url = "/1.0/instances/x/files?path=/etc/cloud/cloud.cfg";
+        let on = |daemon: &FakeDaemon| {
+            IncusClient::new(Arc::new(daemon.clone()), "p", Duration::from_secs(5))
+        };
+        let asked = |daemon: &FakeDaemon| daemon.requests.lock().unwrap().len();
+
+        let flaky = FakeDaemon::new(&[(500, ""), (200, "")]);
+        assert!(head_settled(&on(&flaky), url).await.is_ok());
+        assert_eq!(asked(&flaky), 2);
+
+        let missing = r#"{"type":"error","error":"not found","error_code":404}"#;
+        let gone = FakeDaemon::new(&[(404, missing), (200, "")]);
+        assert!(head_settled(&on(&gone), url).await.is_err());
+        assert_eq!(asked(&gone), 1);
+
+        let down = FakeDaemon::new(&[(500, ""), (503, ""), (500, "")]);
+        let err = head_settled(&on(&down), url).await.unwrap_err();
+        assert_eq!(asked(&down), 3);
+        assert!(err.to_string().contains("500"), "{err}");
     }
 }

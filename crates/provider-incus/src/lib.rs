@@ -23,6 +23,7 @@ pub mod allowed;
 pub mod api;
 pub mod backup;
 pub mod backup_index;
+pub mod backup_source;
 pub mod client;
 pub mod cluster;
 pub mod config;
@@ -40,6 +41,7 @@ pub mod stamp;
 pub mod terminal;
 pub mod topology;
 pub mod tree_copy;
+pub mod yaml_strict;
 
 pub use client::{IncusClient, RemoteCredentials};
 pub use cluster::ClusterMember;

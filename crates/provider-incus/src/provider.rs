@@ -6,12 +6,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use corral_sandbox_core::sandbox::{
     Attachment, Capabilities, Made, Operation, ProviderError, Sandbox, SandboxInfo,
-    SandboxProvider, SandboxSpec,
+    SandboxProvider, SandboxSpec, SandboxState,
 };
 use corral_sandbox_core::{SandboxKind, SandboxName};
+use futures::StreamExt as _;
 use http::Method;
 
-use crate::api::{self, Instance};
+use crate::api::{self, Instance, InstanceState};
 use crate::client::{ClientError, Connector, HttpsConnector, IncusClient, UnixConnector};
 use crate::config::{Endpoint, IncusConfig};
 use crate::project;
@@ -199,6 +200,39 @@ impl IncusProvider {
         Box::new(IncusSandbox::new(self.clone(), name))
     }
 
+    /// The global addresses of a running instance, from its runtime state;
+    /// none for one that is not running (its addresses are gone). Without a
+    /// NIC it has loopback alone, which is not listed: no need for the
+    /// runtime state (a costly read on a container that just started).
+    pub(crate) async fn addresses(
+        &self,
+        inst: &Instance,
+    ) -> Result<Vec<std::net::IpAddr>, ProviderError> {
+        if inst.state() != SandboxState::Running || !inst.has_any_nic() {
+            return Ok(Vec::new());
+        }
+        let path = format!("/1.0/instances/{}/state", inst.name);
+        let state: InstanceState = match self.inner.client.get(&path).await {
+            Ok(s) => s,
+            // Deleted since it was listed: it has no addresses to show.
+            Err(e) if e.is_not_found() => return Ok(Vec::new()),
+            Err(e) => return Err(self.err(e)),
+        };
+        let mut addresses = Vec::new();
+        for (ifname, net) in state.network.unwrap_or_default() {
+            if ifname == "lo" {
+                continue;
+            }
+            addresses.extend(
+                net.addresses
+                    .iter()
+                    .filter(|a| a.scope == "global")
+                    .filter_map(|a| a.address.parse::<std::net::IpAddr>().ok()),
+            );
+        }
+        Ok(addresses)
+    }
+
     /// Sandbox info from an instance record.
     pub(crate) fn info_of(
         &self,
@@ -302,14 +336,7 @@ impl IncusProvider {
                 if let Err(a) = self.inner.client.call(Method::GET, &alias, None).await
                     && a.is_not_found()
                 {
-                    return Err(ProviderError::NotFound {
-                        what: "image",
-                        name: format!(
-                            "{} (in Incus project `{}`)",
-                            spec.image,
-                            self.inner.client.project()
-                        ),
-                    });
+                    return Err(missing_image(&spec.image, self.inner.client.project()));
                 }
                 // Incus reports a taken name as a database constraint error.
                 if e.status() == Some(409) || self.ensure_free(spec.name.as_str()).await.is_err() {
@@ -353,6 +380,35 @@ impl SandboxProvider for IncusProvider {
         Ok(self.handle(name.clone()))
     }
 
+    async fn disk_free(&self) -> Result<Option<u64>, ProviderError> {
+        let path = format!(
+            "/1.0/storage-pools/{}/resources",
+            self.inner.config.storage_pool
+        );
+        let r: PoolResources = self
+            .inner
+            .client
+            .get(&path)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(Some(r.space.total.saturating_sub(r.space.used)))
+    }
+
+    async fn list_without_addresses(&self) -> Result<Vec<SandboxInfo>, ProviderError> {
+        let all: Vec<Instance> = self
+            .inner
+            .client
+            .get("/1.0/instances?recursion=1")
+            .await
+            .map_err(|e| self.err(e))?;
+        all.iter()
+            .filter_map(|inst| {
+                let stamp = Stamp::read(&inst.name, &inst.config).ok()?;
+                Some(self.info_of(inst, &stamp, Vec::new()))
+            })
+            .collect()
+    }
+
     async fn list(&self) -> Result<Vec<SandboxInfo>, ProviderError> {
         let all: Vec<Instance> = self
             .inner
@@ -360,14 +416,38 @@ impl SandboxProvider for IncusProvider {
             .get("/1.0/instances?recursion=1")
             .await
             .map_err(|e| self.err(e))?;
-        let mut out = Vec::new();
-        for inst in all {
-            // Not ours: not listed, never touched.
-            if let Ok(stamp) = Stamp::read(&inst.name, &inst.config) {
-                out.push(self.info_of(&inst, &stamp, Vec::new())?);
-            }
-        }
-        Ok(out)
+        // Not ours: not listed, never touched.
+        let ours: Vec<(Instance, Stamp)> = all
+            .into_iter()
+            .filter_map(|inst| {
+                Stamp::read(&inst.name, &inst.config)
+                    .ok()
+                    .map(|s| (inst, s))
+            })
+            .collect();
+        // The list record carries no runtime state: the running ones' state
+        // is read for their addresses, a bounded number at a time (a large
+        // fleet must not open a connection per sandbox at once).
+        // (Made first: a closure in the stream would not be `Send` for
+        // every lifetime, as the trait's boxed future needs.)
+        let reads: Vec<_> = ours.iter().map(|(inst, _)| self.addresses(inst)).collect();
+        let read: Vec<Result<Vec<std::net::IpAddr>, ProviderError>> = futures::stream::iter(reads)
+            .buffered(STATE_READS)
+            .collect()
+            .await;
+        // A sandbox stopping or deleted between the list and its state read
+        // (Incus then answers e.g. "Invalid PID") is listed without
+        // addresses: the listing of every other sandbox must not fail on it.
+        let addresses = ours.iter().zip(read).map(|((inst, _), r)| {
+            r.unwrap_or_else(|e| {
+                tracing::debug!(sandbox = %inst.name, error = %e, "no addresses: its state could not be read");
+                Vec::new()
+            })
+        });
+        ours.iter()
+            .zip(addresses)
+            .map(|((inst, stamp), a)| self.info_of(inst, stamp, a))
+            .collect()
     }
 
     async fn attachments(&self) -> Result<Option<Vec<Attachment>>, ProviderError> {
@@ -400,5 +480,36 @@ impl SandboxProvider for IncusProvider {
     ) -> Result<Box<dyn Sandbox>, ProviderError> {
         crate::backup::import(self, source, name).await?;
         Ok(self.handle(name.clone()))
+    }
+}
+
+/// `GET /1.0/storage-pools/NAME/resources`: the pool's space, in bytes.
+#[derive(Debug, serde::Deserialize)]
+struct PoolResources {
+    space: PoolSpace,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct PoolSpace {
+    #[serde(default)]
+    used: u64,
+    total: u64,
+}
+
+/// Runtime-state reads `list` has in flight at once.
+const STATE_READS: usize = 8;
+
+/// The first-run error: the image is not in corral's project. The remedy
+/// copies it from the public remote under the same alias, which is what a
+/// default like `debian/12` names; an operator with no route out can name
+/// an image the project has instead.
+fn missing_image(image: &str, project: &str) -> ProviderError {
+    ProviderError::ImageMissing {
+        image: image.to_owned(),
+        place: format!("Incus project `{project}`"),
+        remedy: format!(
+            "copy it in with `incus image copy images:{image} local: --alias {image} --project {project}`, \
+             or pass `--image` an alias that `incus image list --project {project}` shows"
+        ),
     }
 }

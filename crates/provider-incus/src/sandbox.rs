@@ -60,6 +60,25 @@ impl IncusSandbox {
         }
     }
 
+    /// Why a command cannot run in it, and what to do: a frozen sandbox
+    /// is running but paused, so "start it first" would read as wrong.
+    fn not_execable(&self, state: SandboxState) -> ProviderError {
+        let hint = match state {
+            SandboxState::Frozen => format!(
+                "it is paused; `corral start {0}` thaws it (through the start gate), \
+                 `corral stop {0}` stops it",
+                self.name
+            ),
+            _ => format!("start it first (`corral start {}`)", self.name),
+        };
+        ProviderError::InvalidState {
+            name: self.name.to_string(),
+            state,
+            operation: Operation::Exec,
+            hint,
+        }
+    }
+
     fn check_snapshot_name(snapshot: &str) -> Result<(), ProviderError> {
         if snapshot.is_empty() || snapshot.contains('/') || snapshot.len() > 63 {
             return Err(ProviderError::InvalidSpec {
@@ -100,35 +119,27 @@ impl Sandbox for IncusSandbox {
 
     async fn info(&self) -> Result<SandboxInfo, ProviderError> {
         let (inst, stamp) = self.owned().await?;
-        let mut addresses: Vec<std::net::IpAddr> = Vec::new();
-        // Without a NIC it has loopback alone, which is not listed: no
-        // need for the runtime state (a costly read on a container that
-        // just started).
-        if inst.state() == SandboxState::Running && inst.has_any_nic() {
-            let state: InstanceState = self
-                .provider
-                .client()
-                .get(&self.path("/state"))
-                .await
-                .map_err(|e| self.provider.err(e))?;
-            for (ifname, net) in state.network.unwrap_or_default() {
-                if ifname == "lo" {
-                    continue;
-                }
-                addresses.extend(
-                    net.addresses
-                        .iter()
-                        .filter(|a| a.scope == "global")
-                        .filter_map(|a| a.address.parse::<std::net::IpAddr>().ok()),
-                );
-            }
-        }
+        let addresses = self.provider.addresses(&inst).await?;
         self.provider.info_of(&inst, &stamp, addresses)
     }
 
     async fn nic(&self) -> Result<Option<BoundNic>, ProviderError> {
         let (inst, _) = self.owned().await?;
         Ok(inst.nic_device().and_then(api::bound_nic))
+    }
+
+    /// Incus lists every command running in an instance as a running
+    /// "Executing command" operation on it (an `incus exec` as much as
+    /// corral's), whoever started it.
+    async fn exec_sessions(&self) -> Result<Option<u32>, ProviderError> {
+        self.owned().await?;
+        let ops: crate::api::Operations = self
+            .provider
+            .client()
+            .get("/1.0/operations?recursion=1")
+            .await
+            .map_err(|e| self.provider.err(e))?;
+        Ok(Some(ops.exec_sessions_on(self.name.as_str())))
     }
 
     /// A local container's network namespace is entered from the host
@@ -141,7 +152,7 @@ impl Sandbox for IncusSandbox {
             return Ok(ProbeSite::Guest);
         }
         if !inst.state().can_exec() {
-            return Err(self.invalid(inst.state(), Operation::Exec, "start it first"));
+            return Err(self.not_execable(inst.state()));
         }
         let state: InstanceState = self
             .provider
@@ -169,7 +180,13 @@ impl Sandbox for IncusSandbox {
             ));
         }
         self.provider.check_topology(&inst, &stamp)?;
-        self.change_state(api::state_body("start", false, None), self.op_timeout())
+        // Incus refuses to `start` a frozen instance ("already running"):
+        // thawing is its start.
+        let action = match inst.state() {
+            SandboxState::Frozen => "unfreeze",
+            _ => "start",
+        };
+        self.change_state(api::state_body(action, false, None), self.op_timeout())
             .await
     }
 
@@ -177,6 +194,12 @@ impl Sandbox for IncusSandbox {
         let (inst, _) = self.owned().await?;
         if !inst.state().can_stop() {
             return Err(self.invalid(inst.state(), Operation::Stop, "it is not running"));
+        }
+        // A frozen guest cannot act on the shutdown signal, so a clean stop
+        // would wait out its deadline and fail: thaw it first.
+        if inst.state() == SandboxState::Frozen && !options.force {
+            self.change_state(api::state_body("unfreeze", false, None), self.op_timeout())
+                .await?;
         }
         let clean = options.timeout.unwrap_or(DEFAULT_STOP_TIMEOUT);
         let body = api::state_body("stop", options.force, Some(clean.as_secs().max(1)));
@@ -186,7 +209,7 @@ impl Sandbox for IncusSandbox {
     async fn exec(&self, request: &ExecRequest) -> Result<ExecOutput, ProviderError> {
         let (inst, _) = self.owned().await?;
         if !inst.state().can_exec() {
-            return Err(self.invalid(inst.state(), Operation::Exec, "start it first"));
+            return Err(self.not_execable(inst.state()));
         }
         crate::exec::run(self, request).await
     }
@@ -194,7 +217,7 @@ impl Sandbox for IncusSandbox {
     async fn exec_status(&self, request: &ExecRequest) -> Result<i32, ProviderError> {
         let (inst, _) = self.owned().await?;
         if !inst.state().can_exec() {
-            return Err(self.invalid(inst.state(), Operation::Exec, "start it first"));
+            return Err(self.not_execable(inst.state()));
         }
         crate::exec::status(self, request).await
     }
@@ -206,7 +229,7 @@ impl Sandbox for IncusSandbox {
     ) -> Result<i32, ProviderError> {
         let (inst, _) = self.owned().await?;
         if !inst.state().can_exec() {
-            return Err(self.invalid(inst.state(), Operation::Exec, "start it first"));
+            return Err(self.not_execable(inst.state()));
         }
         crate::exec_stream::run(self, request, streams).await
     }
@@ -214,7 +237,7 @@ impl Sandbox for IncusSandbox {
     async fn terminal(&self, argv: &[String]) -> Result<TerminalCommand, ProviderError> {
         let (inst, _) = self.owned().await?;
         if !inst.state().can_exec() {
-            return Err(self.invalid(inst.state(), Operation::Exec, "start it first"));
+            return Err(self.not_execable(inst.state()));
         }
         crate::terminal::command(self, argv)
     }

@@ -48,7 +48,7 @@ async fn a_create_that_starts_reports_a_failed_start_apart_from_a_failed_create(
     s.image = "corral-no-such-image".into();
     let err = p.create_started(&s).await.err();
     assert!(
-        matches!(&err, Some(ProviderError::NotFound { what: "image", .. })),
+        matches!(&err, Some(ProviderError::ImageMissing { .. })),
         "{err:?}"
     );
     assert!(matches!(

@@ -195,7 +195,8 @@ async fn a_missing_image_is_named() {
     s.image = "no-such-image".into();
     let err = p.create(&s).await.err();
     assert!(
-        matches!(err, Some(ProviderError::NotFound { what: "image", .. })),
+        matches!(&err, Some(ProviderError::ImageMissing { image, place, .. })
+            if image == "no-such-image" && place.starts_with("Incus project")),
         "{err:?}"
     );
 }

@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use corral_provider_support::{Program, env_argv};
 use corral_sandbox_core::sandbox::{ExecRequest, ProviderError, Resources};
 use corral_sandbox_core::{BridgeName, MacAddr};
 
@@ -22,7 +23,7 @@ pub enum CloudInitSource<'a> {
 /// Builds `multipass` argvs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MultipassArgv {
-    program: String,
+    program: Program,
 }
 
 impl Default for MultipassArgv {
@@ -39,14 +40,8 @@ impl MultipassArgv {
     /// Argvs that start with `program` (normally `multipass`).
     pub fn new(program: impl Into<String>) -> Self {
         Self {
-            program: program.into(),
+            program: Program::new(program),
         }
-    }
-
-    fn cmd(&self, rest: &[&str]) -> Vec<String> {
-        let mut argv = vec![self.program.clone()];
-        argv.extend(owned(rest));
-        argv
     }
 
     /// `multipass launch --name VM [--cpus N] [--memory NM] [--disk NG]
@@ -61,7 +56,7 @@ impl MultipassArgv {
         cloud_init: CloudInitSource<'_>,
         network: Option<(&BridgeName, Option<MacAddr>)>,
     ) -> Vec<String> {
-        let mut argv = self.cmd(&["launch", "--name", vm]);
+        let mut argv = self.program.argv(&["launch", "--name", vm]);
         if let Some(cpus) = resources.cpus {
             argv.extend(["--cpus".to_owned(), cpus.to_string()]);
         }
@@ -89,68 +84,70 @@ impl MultipassArgv {
 
     /// `multipass info VM --format json`.
     pub fn info(&self, vm: &str) -> Vec<String> {
-        self.cmd(&["info", vm, "--format", "json"])
+        self.program.argv(&["info", vm, "--format", "json"])
     }
 
     /// `multipass list --format json`.
     pub fn list(&self) -> Vec<String> {
-        self.cmd(&["list", "--format", "json"])
+        self.program.argv(&["list", "--format", "json"])
     }
 
     /// `multipass start VM`.
     pub fn start(&self, vm: &str) -> Vec<String> {
-        self.cmd(&["start", vm])
+        self.program.argv(&["start", vm])
     }
 
     /// `multipass stop [--force] VM`.
     pub fn stop(&self, vm: &str, force: bool) -> Vec<String> {
         if force {
-            self.cmd(&["stop", "--force", vm])
+            self.program.argv(&["stop", "--force", vm])
         } else {
-            self.cmd(&["stop", vm])
+            self.program.argv(&["stop", vm])
         }
     }
 
     /// `multipass restart VM`.
     pub fn restart(&self, vm: &str) -> Vec<String> {
-        self.cmd(&["restart", vm])
+        self.program.argv(&["restart", vm])
     }
 
     /// `multipass snapshot --name SNAP VM`.
     pub fn snapshot(&self, vm: &str, snapshot: &str) -> Vec<String> {
-        self.cmd(&["snapshot", "--name", snapshot, vm])
+        self.program.argv(&["snapshot", "--name", snapshot, vm])
     }
 
     /// `multipass restore --destructive VM.SNAP` (no prompt, no extra
     /// snapshot of the state being thrown away).
     pub fn restore(&self, vm: &str, snapshot: &str) -> Vec<String> {
-        self.cmd(&["restore", "--destructive", &format!("{vm}.{snapshot}")])
+        self.program
+            .argv(&["restore", "--destructive", &format!("{vm}.{snapshot}")])
     }
 
     /// `multipass snapshots --format json`.
     pub fn snapshots(&self) -> Vec<String> {
-        self.cmd(&["snapshots", "--format", "json"])
+        self.program.argv(&["snapshots", "--format", "json"])
     }
 
     /// `multipass delete --purge VM.SNAP`.
     pub fn delete_snapshot(&self, vm: &str, snapshot: &str) -> Vec<String> {
-        self.cmd(&["delete", "--purge", &format!("{vm}.{snapshot}")])
+        self.program
+            .argv(&["delete", "--purge", &format!("{vm}.{snapshot}")])
     }
 
     /// `multipass clone --name TARGET SOURCE`.
     pub fn clone_vm(&self, source: &str, target: &str) -> Vec<String> {
-        self.cmd(&["clone", "--name", target, source])
+        self.program.argv(&["clone", "--name", target, source])
     }
 
     /// `multipass delete --purge VM`.
     pub fn delete(&self, vm: &str) -> Vec<String> {
-        self.cmd(&["delete", "--purge", vm])
+        self.program.argv(&["delete", "--purge", vm])
     }
 
     /// `multipass exec VM [--working-directory DIR] -- [sudo …] [env …] ARGV…`,
     /// with the request's argv passed through intact.
     pub fn exec(&self, vm: &str, request: &ExecRequest) -> Result<Vec<String>, ProviderError> {
-        let mut argv = self.cmd(&["exec", vm]);
+        let mut argv = self.program.argv(&["exec", vm]);
         if let Some(cwd) = &request.cwd {
             if !cwd.starts_with('/') {
                 return Err(invalid("cwd", format!("`{cwd}` is not an absolute path")));
@@ -170,12 +167,7 @@ fn invalid(field: &'static str, reason: String) -> ProviderError {
 /// The command as the guest runs it: the request's argv, behind `sudo` for
 /// another identity and `env` for extra variables, without any shell.
 pub fn guest_argv(request: &ExecRequest) -> Result<Vec<String>, ProviderError> {
-    let Some(program) = request.argv.first() else {
-        return Err(invalid(
-            "argv",
-            "it is empty; give at least the program to run".to_owned(),
-        ));
-    };
+    let words = env_argv(request)?;
     let mut argv = Vec::new();
     if let Some(user) = request.user {
         // `#uid` is sudo's syntax for a numeric id; -n fails instead of prompting.
@@ -185,35 +177,8 @@ pub fn guest_argv(request: &ExecRequest) -> Result<Vec<String>, ProviderError> {
         argv.push(format!("#{}", user.gid));
         argv.push("--".to_owned());
     }
-    if !request.env.is_empty() {
-        argv.extend(owned(&["env", "--"]));
-        for (key, value) in &request.env {
-            check_env_key(key)?;
-            argv.push(format!("{key}={value}"));
-        }
-        // env would read a program name holding `=` as one more variable.
-        if program.contains('=') {
-            return Err(invalid(
-                "argv",
-                format!("program `{program}` contains `=`, which `env` would take for a variable"),
-            ));
-        }
-    }
-    argv.extend(request.argv.iter().cloned());
+    argv.extend(words);
     Ok(argv)
-}
-
-fn check_env_key(key: &str) -> Result<(), ProviderError> {
-    let ok = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err(invalid(
-            "env",
-            format!("variable name `{key}` is invalid; expected [A-Za-z_][A-Za-z0-9_]*"),
-        ))
-    }
 }
 
 /// Check an image reference before it reaches an argv: a release name or

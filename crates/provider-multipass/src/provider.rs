@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use corral_provider_support::{require_vm_without_mounts, staging_error, valid_name_prefix};
-use corral_sandbox_core::platform::{self, Cell};
+use corral_provider_support::setup::{self, SetupError};
+use corral_provider_support::{
+    VmBackend, require_vm_without_mounts, staging_error, vm_capabilities,
+};
 use corral_sandbox_core::sandbox::{
     Capabilities, Operation, ProviderError, Sandbox, SandboxInfo, SandboxProvider, SandboxSpec,
 };
@@ -19,7 +21,7 @@ use crate::json;
 use crate::runner::{Invocation, ProcessRunner, RunError, Runner};
 use crate::shared::{Shared, tool_errors};
 use crate::ssh::SshRunner;
-use crate::staging::{CLOUD_INIT_FILE, STAMP_VERSION, Staging, StagingError, Stamp};
+use crate::staging::{CLOUD_INIT_FILE, Staging, StagingError, Stamp};
 
 /// Time bounds on `multipass` commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,26 +82,9 @@ impl MultipassConfig {
 /// Why a provider could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The name prefix is unusable.
-    #[error(
-        "name prefix `{0}` is invalid; expected 2 to 20 of [a-z0-9-], starting with a letter and ending with `-`"
-    )]
-    Prefix(String),
-    /// The platform matrix refuses this kind on this host.
-    #[error("{kind} sandboxes are refused on {host}: {reason}; use {use_instead}")]
-    Platform {
-        /// The kind.
-        kind: SandboxKind,
-        /// The host OS.
-        host: HostOs,
-        /// Why.
-        reason: &'static str,
-        /// The alternative.
-        use_instead: &'static str,
-    },
-    /// corral does not know this host's OS.
-    #[error("this host's OS `{0}` is not one corral supports")]
-    UnknownHost(String),
+    /// The host, the platform matrix or the name prefix refuses it.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
     /// The kind is not a Multipass kind.
     #[error("a Multipass provider is `multipass` or `multipass-remote`, not `{0}`")]
     Kind(SandboxKind),
@@ -111,28 +96,7 @@ pub enum ConfigError {
 /// Refuse `kind` where the platform matrix does (local Multipass runs on
 /// Linux only; multipass-remote everywhere).
 pub fn check_platform(host: HostOs, kind: SandboxKind) -> Result<(), ConfigError> {
-    match platform::cell(host, kind) {
-        Cell::Supported(_) => Ok(()),
-        Cell::Refused(r) => Err(ConfigError::Platform {
-            kind,
-            host,
-            reason: r.reason,
-            use_instead: r.use_instead,
-        }),
-    }
-}
-
-fn this_host() -> Result<HostOs, ConfigError> {
-    HostOs::from_target_os(std::env::consts::OS)
-        .ok_or_else(|| ConfigError::UnknownHost(std::env::consts::OS.to_owned()))
-}
-
-fn check_prefix(prefix: &str) -> Result<(), ConfigError> {
-    if valid_name_prefix(prefix) {
-        Ok(())
-    } else {
-        Err(ConfigError::Prefix(prefix.to_owned()))
-    }
+    Ok(setup::check_platform(host, kind)?)
 }
 
 /// Multipass, locally or on an executor over SSH.
@@ -145,7 +109,10 @@ impl MultipassProvider {
     /// Multipass on this host (refused where the platform matrix says so:
     /// everywhere but Linux).
     pub fn local(config: MultipassConfig) -> Result<Self, ConfigError> {
-        check_platform(this_host()?, SandboxKind::Multipass)?;
+        check_platform(
+            setup::this_host(SandboxKind::Multipass)?,
+            SandboxKind::Multipass,
+        )?;
         Self::with_runner(
             config,
             Arc::new(ProcessRunner::new()),
@@ -155,7 +122,10 @@ impl MultipassProvider {
 
     /// Multipass on the executor `ssh` reaches (multipass-remote).
     pub fn remote(config: MultipassConfig, ssh: SshRunner) -> Result<Self, ConfigError> {
-        check_platform(this_host()?, SandboxKind::MultipassRemote)?;
+        check_platform(
+            setup::this_host(SandboxKind::MultipassRemote)?,
+            SandboxKind::MultipassRemote,
+        )?;
         Self::with_runner(config, Arc::new(ssh), SandboxKind::MultipassRemote)
     }
 
@@ -170,7 +140,7 @@ impl MultipassProvider {
         if !matches!(kind, SandboxKind::Multipass | SandboxKind::MultipassRemote) {
             return Err(ConfigError::Kind(kind));
         }
-        check_prefix(&config.name_prefix)?;
+        setup::check_prefix(&config.name_prefix)?;
         let staging = Staging::open(&config.staging_root)?;
         Ok(Self {
             shared: Arc::new(Shared {
@@ -204,17 +174,10 @@ impl SandboxProvider for MultipassProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::of(&[
-            Operation::Create,
-            Operation::Start,
-            Operation::Stop,
-            Operation::Restart,
-            Operation::Exec,
+        vm_capabilities(&[
             Operation::Snapshot,
             Operation::Restore,
             Operation::ManageSnapshots,
-            Operation::Clone,
-            Operation::Delete,
         ])
     }
 
@@ -256,14 +219,13 @@ impl SandboxProvider for MultipassProvider {
         }
         // The stamp goes first, so a VM a failed launch leaves behind is
         // still corral's to delete.
-        s.staging.claim(&Stamp {
-            version: STAMP_VERSION,
-            vm: vm.clone(),
-            sandbox: spec.name.to_string(),
-            location: s.runner.location(),
-            profile: spec.network.as_ref().map(|n| n.profile.to_string()),
-            image: spec.image.clone(),
-        })?;
+        s.staging.claim(&Stamp::new(
+            &vm,
+            &spec.name,
+            Some(s.runner.location()),
+            spec.network.as_ref().map(|n| n.profile.to_string()),
+            &spec.image,
+        ))?;
         let network = spec
             .network
             .as_ref()
@@ -353,13 +315,5 @@ mod tests {
         let err = check_platform(HostOs::Macos, SandboxKind::Multipass).unwrap_err();
         assert!(err.to_string().contains("multipass-remote"), "{err}");
         assert!(check_platform(HostOs::Windows, SandboxKind::Multipass).is_err());
-    }
-
-    #[test]
-    fn prefixes() {
-        assert!(check_prefix("corral-").is_ok());
-        for bad in ["", "corral", "-x-", "Corral-", "a b-", "1x-"] {
-            assert!(check_prefix(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use corral_provider_support::{exec_output, staging_error};
+use corral_provider_support::{VmBackend, exec_output, staging_error};
 use corral_sandbox_core::sandbox::{
     ExecOutput, ExecRequest, Operation, ProviderError, Sandbox, SandboxInfo, SandboxState,
     SnapshotInfo, StopOptions,
@@ -16,7 +16,6 @@ use crate::json;
 use crate::runner::Invocation;
 use crate::shared::Shared;
 use crate::ssh::SSH_FAILURE_EXIT;
-use crate::staging::{STAMP_VERSION, Stamp};
 
 /// One Multipass sandbox.
 #[derive(Debug)]
@@ -188,26 +187,20 @@ impl Sandbox for MultipassSandbox {
         target: &SandboxName,
         from_snapshot: Option<&str>,
     ) -> Result<Box<dyn Sandbox>, ProviderError> {
-        if from_snapshot.is_some() {
-            return Err(ProviderError::InvalidSpec {
-                field: "from_snapshot",
-                reason: "Multipass clones an instance's current state only; restore the snapshot first, then clone".to_owned(),
-            });
-        }
         let s = &self.shared;
-        let stamp = s.owned(&self.vm).await?;
-        let target_vm = s.vm_name(target)?;
-        s.staging.ensure_unclaimed(&target_vm, target.as_str())?;
+        let (stamp, target_vm) = s
+            .clone_prelude(
+                &self.vm,
+                target,
+                from_snapshot,
+                "Multipass clones an instance's current state only; restore the snapshot first, then clone",
+            )
+            .await?;
         self.require_stopped(Operation::Clone).await?;
-        s.staging.claim(&Stamp {
-            version: STAMP_VERSION,
-            vm: target_vm.clone(),
-            sandbox: target.to_string(),
-            location: stamp.location,
-            // The clone keeps the source's NICs and route swap, so its profile too.
-            profile: stamp.profile,
-            image: stamp.image,
-        })?;
+        // The clone keeps the source's NICs and route swap, so its profile
+        // too, and lives where its source does.
+        s.staging
+            .claim(&stamp.for_clone(&target_vm, target, stamp.location.clone()))?;
         let cloned = s
             .run("clone", &target_vm, s.argv.clone_vm(&self.vm, &target_vm))
             .await;

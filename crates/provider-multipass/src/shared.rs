@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use corral_provider_support::ToolErrors;
+use corral_provider_support::{ToolErrors, VmBackend};
 use corral_sandbox_core::sandbox::{
     InstanceType, NetworkAttachment, ProviderError, Sandbox, SandboxInfo,
 };
@@ -15,10 +15,10 @@ use crate::argv::MultipassArgv;
 use crate::cloud_init::RouteSwap;
 use crate::json::{self, InstanceInfo};
 use crate::provider::Timeouts;
-use crate::runner::{Invocation, RunError, RunOutput, Runner};
+use crate::runner::{RunError, RunOutput, Runner};
 use crate::sandbox::MultipassSandbox;
 use crate::ssh::SSH_FAILURE_EXIT;
-use crate::staging::{STAMP_VERSION, Staging, Stamp};
+use crate::staging::{Staging, Stamp};
 
 /// State shared by the provider and every sandbox handle.
 #[derive(Debug)]
@@ -45,21 +45,6 @@ pub(crate) fn tool_errors(kind: SandboxKind) -> ToolErrors {
 }
 
 impl Shared {
-    pub(crate) fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError> {
-        let vm = format!("{}{name}", self.prefix);
-        if vm.len() > 63 {
-            return Err(ProviderError::InvalidSpec {
-                field: "name",
-                reason: format!(
-                    "`{name}` plus the prefix `{}` is {} characters; Multipass names are limited to 63",
-                    self.prefix,
-                    vm.len()
-                ),
-            });
-        }
-        Ok(vm)
-    }
-
     /// ssh itself failed (exit 255): unreachable executor or refused key.
     pub(crate) fn ssh_failure(&self, operation: &str, output: &RunOutput) -> ProviderError {
         ProviderError::Backend {
@@ -72,42 +57,6 @@ impl Shared {
             ),
             code: Some(i64::from(output.exit_code)),
         }
-    }
-
-    /// Map a finished (or failed) run to the provider's error vocabulary.
-    pub(crate) fn check(
-        &self,
-        operation: &str,
-        subject: &str,
-        result: Result<RunOutput, RunError>,
-    ) -> Result<RunOutput, ProviderError> {
-        self.errors
-            .check_with(operation, subject, result, |output| {
-                (self.kind == SandboxKind::MultipassRemote && output.exit_code == SSH_FAILURE_EXIT)
-                    .then(|| self.ssh_failure(operation, output))
-            })
-    }
-
-    /// Run `argv` with the lifecycle time bound and check it.
-    pub(crate) async fn run(
-        &self,
-        operation: &str,
-        subject: &str,
-        argv: Vec<String>,
-    ) -> Result<RunOutput, ProviderError> {
-        self.run_for(operation, subject, argv, self.timeouts.command)
-            .await
-    }
-
-    pub(crate) async fn run_for(
-        &self,
-        operation: &str,
-        subject: &str,
-        argv: Vec<String>,
-        timeout: Duration,
-    ) -> Result<RunOutput, ProviderError> {
-        let result = self.runner.run(&Invocation::new(argv, timeout)).await;
-        self.check(operation, subject, result)
     }
 
     pub(crate) fn malformed(&self, operation: &str, e: json::ParseError) -> ProviderError {
@@ -124,37 +73,9 @@ impl Shared {
         json::parse_info(&out.stdout, vm).map_err(|e| self.malformed("info", e))
     }
 
-    /// The stamp of `vm`, refusing VMs corral does not own.
-    pub(crate) async fn owned(&self, vm: &str) -> Result<Stamp, ProviderError> {
-        // No stamp: say NotFound for a VM that is not there either.
-        let stamp = self.staging.stamp_or_refuse(vm, self.info(vm)).await?;
-        match self.stamp_mismatch(vm, &stamp) {
-            Some(reason) => Err(ProviderError::NotOwned {
-                name: vm.to_owned(),
-                reason,
-            }),
-            None => Ok(stamp),
-        }
-    }
-
     /// Why `stamp` does not make `vm` corral's here, if it does not.
     pub(crate) fn stamp_mismatch(&self, vm: &str, stamp: &Stamp) -> Option<String> {
-        let location = self.runner.location();
-        if stamp.version != STAMP_VERSION {
-            Some(format!(
-                "stamp version {} is not {STAMP_VERSION}",
-                stamp.version
-            ))
-        } else if stamp.vm != vm {
-            Some(format!("the stamp names `{}`", stamp.vm))
-        } else if stamp.location != location {
-            Some(format!(
-                "the stamp was written for {}, this provider runs on {location}",
-                stamp.location
-            ))
-        } else {
-            None
-        }
+        stamp.mismatch(vm, Some(&self.runner.location()))
     }
 
     /// The profile behind `attachment`, which must match the configuration.
@@ -216,5 +137,57 @@ impl Shared {
 
     pub(crate) fn handle(self: &Arc<Self>, name: SandboxName, vm: String) -> Box<dyn Sandbox> {
         Box::new(MultipassSandbox::new(Arc::clone(self), name, vm))
+    }
+}
+
+impl VmBackend for Shared {
+    fn runner(&self) -> &dyn Runner {
+        self.runner.as_ref()
+    }
+
+    fn command_timeout(&self) -> Duration {
+        self.timeouts.command
+    }
+
+    /// ssh's own failure (exit 255) on an executor reads as such, not as
+    /// Multipass's.
+    fn check(
+        &self,
+        operation: &str,
+        subject: &str,
+        result: Result<RunOutput, RunError>,
+    ) -> Result<RunOutput, ProviderError> {
+        self.errors
+            .check_with(operation, subject, result, |output| {
+                (self.kind == SandboxKind::MultipassRemote && output.exit_code == SSH_FAILURE_EXIT)
+                    .then(|| self.ssh_failure(operation, output))
+            })
+    }
+
+    fn staging(&self) -> &Staging {
+        &self.staging
+    }
+
+    fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError> {
+        let vm = format!("{}{name}", self.prefix);
+        if vm.len() > 63 {
+            return Err(ProviderError::InvalidSpec {
+                field: "name",
+                reason: format!(
+                    "`{name}` plus the prefix `{}` is {} characters; Multipass names are limited to 63",
+                    self.prefix,
+                    vm.len()
+                ),
+            });
+        }
+        Ok(vm)
+    }
+
+    /// The stamp must name this executor's location.
+    async fn owned(&self, vm: &str) -> Result<Stamp, ProviderError> {
+        // No stamp: say NotFound for a VM that is not there either.
+        self.staging
+            .owned(vm, Some(&self.runner.location()), self.info(vm))
+            .await
     }
 }

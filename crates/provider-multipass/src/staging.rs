@@ -7,40 +7,13 @@
 //! location (local, or the SSH target). The directory handling (0700
 //! directories, 0600 files, no symlinks) is shared with the other
 //! CLI-driven providers in `corral-provider-support`; what a Multipass
-//! stamp records is defined here.
-
-use corral_provider_support::staging::OwnershipStamp;
-use serde::{Deserialize, Serialize};
+//! stamp records is `corral-provider-support`'s `VmStamp`, with its location.
 
 pub use corral_provider_support::staging::{STAMP_FILE, StagingError};
+pub use corral_provider_support::stamp::{STAMP_VERSION, VmStamp as Stamp};
 
 /// File name of the cloud-init user-data.
 pub const CLOUD_INIT_FILE: &str = "cloud-init.yaml";
-/// Stamp format version.
-pub const STAMP_VERSION: u32 = 1;
-
-/// What corral records about a VM it created.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stamp {
-    /// Format version.
-    pub version: u32,
-    /// The Multipass instance name.
-    pub vm: String,
-    /// The corral sandbox name.
-    pub sandbox: String,
-    /// Where the VM lives: `local` or `ssh:<target>`.
-    pub location: String,
-    /// The profile it was attached to.
-    pub profile: Option<String>,
-    /// The image it was launched from.
-    pub image: String,
-}
-
-impl OwnershipStamp for Stamp {
-    fn vm(&self) -> &str {
-        &self.vm
-    }
-}
 
 /// The staging root, holding Multipass stamps.
 pub type Staging = corral_provider_support::staging::Staging<Stamp>;
@@ -59,7 +32,7 @@ mod tests {
             version: STAMP_VERSION,
             vm: "corral-a".to_owned(),
             sandbox: "a".to_owned(),
-            location: "ssh:ops@exec-1".to_owned(),
+            location: Some("ssh:ops@exec-1".to_owned()),
             profile: Some("dev".to_owned()),
             image: "24.04".to_owned(),
         };

@@ -160,6 +160,26 @@ pub trait LocalRunner: Runner {
     fn find_program(&self, program: &str) -> Option<PathBuf>;
 }
 
+/// A tool's program (`multipass`, `tart`, or a path to one): the first
+/// word of every argv built for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Program(String);
+
+impl Program {
+    /// The program `program`.
+    pub fn new(program: impl Into<String>) -> Self {
+        Self(program.into())
+    }
+
+    /// The program followed by `rest`: the argv of one command.
+    pub fn argv(&self, rest: &[&str]) -> Vec<String> {
+        std::iter::once(self.0.as_str())
+            .chain(rest.iter().copied())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
 /// Refuse argvs the OS cannot carry, before spawning anything (a runner
 /// that wraps argvs, like SSH, checks the inner argv with this too).
 pub fn check_argv(argv: &[String]) -> Result<(), RunError> {

@@ -25,6 +25,21 @@ pub fn require_vm_without_mounts(
     Ok(())
 }
 
+/// Refuse a clone from a snapshot where the backend clones an instance's
+/// current state only (`instead` says what to do).
+pub fn refuse_clone_from_snapshot(
+    from_snapshot: Option<&str>,
+    instead: &str,
+) -> Result<(), ProviderError> {
+    match from_snapshot {
+        Some(_) => Err(ProviderError::InvalidSpec {
+            field: "from_snapshot",
+            reason: instead.to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

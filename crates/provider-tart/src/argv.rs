@@ -1,6 +1,7 @@
 //! The exact `tart` argv of every operation, as pure functions, and the
 //! name checks that keep argvs safe.
 
+use corral_provider_support::{Program, env_argv};
 use corral_sandbox_core::sandbox::{ExecRequest, ProviderError, Resources};
 
 use crate::softnet::SoftnetPolicy;
@@ -8,7 +9,7 @@ use crate::softnet::SoftnetPolicy;
 /// Builds `tart` argvs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TartArgv {
-    program: String,
+    program: Program,
 }
 
 impl Default for TartArgv {
@@ -21,25 +22,19 @@ impl TartArgv {
     /// Argvs that start with `program` (normally `tart`).
     pub fn new(program: impl Into<String>) -> Self {
         Self {
-            program: program.into(),
+            program: Program::new(program),
         }
-    }
-
-    fn cmd(&self, rest: &[&str]) -> Vec<String> {
-        let mut argv = vec![self.program.clone()];
-        argv.extend(rest.iter().map(|s| (*s).to_owned()));
-        argv
     }
 
     /// `tart clone SOURCE VM`.
     pub fn clone_vm(&self, source: &str, vm: &str) -> Vec<String> {
-        self.cmd(&["clone", source, vm])
+        self.program.argv(&["clone", source, vm])
     }
 
     /// `tart set VM [--cpu N] [--memory MiB] [--disk-size GiB]`, or `None`
     /// when there is nothing to set.
     pub fn set(&self, vm: &str, resources: &Resources) -> Option<Vec<String>> {
-        let mut argv = self.cmd(&["set", vm]);
+        let mut argv = self.program.argv(&["set", vm]);
         if let Some(cpus) = resources.cpus {
             argv.extend(["--cpu".to_owned(), cpus.to_string()]);
         }
@@ -55,7 +50,7 @@ impl TartArgv {
     /// `tart run VM --no-graphics <softnet flags> <extra args>`; the
     /// extra arguments were validated by [`crate::softnet::check_extra_run_args`].
     pub fn run(&self, vm: &str, softnet: &SoftnetPolicy, extra: &[String]) -> Vec<String> {
-        let mut argv = self.cmd(&["run", vm, "--no-graphics"]);
+        let mut argv = self.program.argv(&["run", vm, "--no-graphics"]);
         argv.extend(softnet.flags());
         argv.extend(extra.iter().cloned());
         argv
@@ -63,7 +58,7 @@ impl TartArgv {
 
     /// `tart stop VM [--timeout SECS]`.
     pub fn stop(&self, vm: &str, timeout_secs: Option<u64>) -> Vec<String> {
-        let mut argv = self.cmd(&["stop", vm]);
+        let mut argv = self.program.argv(&["stop", vm]);
         if let Some(secs) = timeout_secs {
             argv.extend(["--timeout".to_owned(), secs.to_string()]);
         }
@@ -72,22 +67,23 @@ impl TartArgv {
 
     /// `tart rename VM NEW`.
     pub fn rename(&self, vm: &str, new: &str) -> Vec<String> {
-        self.cmd(&["rename", vm, new])
+        self.program.argv(&["rename", vm, new])
     }
 
     /// `tart delete VM`.
     pub fn delete(&self, vm: &str) -> Vec<String> {
-        self.cmd(&["delete", vm])
+        self.program.argv(&["delete", vm])
     }
 
     /// `tart list --source local --format json`.
     pub fn list(&self) -> Vec<String> {
-        self.cmd(&["list", "--source", "local", "--format", "json"])
+        self.program
+            .argv(&["list", "--source", "local", "--format", "json"])
     }
 
     /// `tart ip VM`.
     pub fn ip(&self, vm: &str) -> Vec<String> {
-        self.cmd(&["ip", vm])
+        self.program.argv(&["ip", vm])
     }
 
     /// `tart exec [-i] VM ARGV…` (needs the Tart guest agent in the image).
@@ -106,58 +102,29 @@ impl TartArgv {
                     .to_owned(),
             ));
         }
-        let Some(program) = request.argv.first() else {
-            return Err(invalid(
-                "argv",
-                "it is empty; give at least the program to run".to_owned(),
-            ));
-        };
-        let mut argv = self.cmd(&["exec"]);
-        if request.stdin.is_some() {
-            argv.push("-i".to_owned());
-        }
-        argv.push(vm.to_owned());
-        if !request.env.is_empty() {
-            argv.extend(["env".to_owned(), "--".to_owned()]);
-            for (key, value) in &request.env {
-                check_env_key(key)?;
-                argv.push(format!("{key}={value}"));
-            }
-            if program.contains('=') {
-                return Err(invalid(
-                    "argv",
-                    format!(
-                        "program `{program}` contains `=`, which `env` would take for a variable"
-                    ),
-                ));
-            }
-        } else if program.starts_with('-') {
+        let words = env_argv(request)?;
+        if let Some(program) = request.argv.first()
+            && request.env.is_empty()
+            && program.starts_with('-')
+        {
             // Without `env` in front, tart would parse it as one of its options.
             return Err(invalid(
                 "argv",
                 format!("program `{program}` starts with `-`"),
             ));
         }
-        argv.extend(request.argv.iter().cloned());
+        let mut argv = self.program.argv(&["exec"]);
+        if request.stdin.is_some() {
+            argv.push("-i".to_owned());
+        }
+        argv.push(vm.to_owned());
+        argv.extend(words);
         Ok(argv)
     }
 }
 
 fn invalid(field: &'static str, reason: String) -> ProviderError {
     ProviderError::InvalidSpec { field, reason }
-}
-
-fn check_env_key(key: &str) -> Result<(), ProviderError> {
-    let ok = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err(invalid(
-            "env",
-            format!("variable name `{key}` is invalid; expected [A-Za-z_][A-Za-z0-9_]*"),
-        ))
-    }
 }
 
 /// The safe character set of a Tart VM name: 1 to 63 of `[A-Za-z0-9._-]`,

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use corral_provider_support::{require_vm_without_mounts, valid_name_prefix};
-use corral_sandbox_core::platform::{self, Cell};
+use corral_provider_support::setup::{self, SetupError};
+use corral_provider_support::{VmBackend, require_vm_without_mounts, vm_capabilities};
 use corral_sandbox_core::sandbox::{
     Capabilities, Operation, ProviderError, Sandbox, SandboxInfo, SandboxProvider, SandboxSpec,
 };
@@ -18,7 +18,7 @@ use crate::health::FilterHealth;
 use crate::runner::{ProcessRunner, Runner};
 use crate::shared::Shared;
 use crate::softnet::{DEFAULT_MAX_ALLOW, SoftnetError, SoftnetPolicy, check_extra_run_args};
-use crate::staging::{STAMP_VERSION, Staging, StagingError, Stamp};
+use crate::staging::{Staging, StagingError, Stamp};
 
 /// Time bounds on `tart` commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,19 +84,9 @@ impl TartConfig {
 /// Why a Tart provider could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The platform matrix refuses Tart on this host.
-    #[error("tart sandboxes are refused on {host}: {reason}; use {use_instead}")]
-    Platform {
-        /// The host OS.
-        host: HostOs,
-        /// Why.
-        reason: &'static str,
-        /// The alternative.
-        use_instead: &'static str,
-    },
-    /// corral does not know this OS at all.
-    #[error("tart sandboxes need macOS; this host's OS `{0}` is not one corral supports")]
-    UnknownHost(String),
+    /// The host, the platform matrix or the name prefix refuses it.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
     /// Softnet is not installed where `tart` will look for it.
     #[error(
         "Softnet is not on PATH; install it (it must be able to run as root) — corral never runs Tart VMs without Softnet"
@@ -105,11 +95,6 @@ pub enum ConfigError {
     /// A configured run argument is refused.
     #[error(transparent)]
     RunArg(#[from] SoftnetError),
-    /// The name prefix is unusable.
-    #[error(
-        "name prefix `{0}` is invalid; expected 2 to 20 of [a-z0-9-], starting with a letter and ending with `-`"
-    )]
-    Prefix(String),
     /// The staging directory is unusable.
     #[error(transparent)]
     Staging(#[from] StagingError),
@@ -117,22 +102,7 @@ pub enum ConfigError {
 
 /// Refuse every host OS the platform matrix does not support Tart on.
 pub fn check_platform(host: HostOs) -> Result<(), ConfigError> {
-    match platform::cell(host, SandboxKind::Tart) {
-        Cell::Supported(_) => Ok(()),
-        Cell::Refused(r) => Err(ConfigError::Platform {
-            host,
-            reason: r.reason,
-            use_instead: r.use_instead,
-        }),
-    }
-}
-
-fn check_prefix(prefix: &str) -> Result<(), ConfigError> {
-    if valid_name_prefix(prefix) {
-        Ok(())
-    } else {
-        Err(ConfigError::Prefix(prefix.to_owned()))
-    }
+    Ok(setup::check_platform(host, SandboxKind::Tart)?)
 }
 
 /// Tart on this Mac, every VM under Softnet.
@@ -145,8 +115,7 @@ impl TartProvider {
     /// A provider on this host; refused unless the platform matrix supports
     /// Tart here (macOS) and Softnet is installed.
     pub fn on_this_host(config: TartConfig) -> Result<Self, ConfigError> {
-        let host = HostOs::from_target_os(std::env::consts::OS)
-            .ok_or_else(|| ConfigError::UnknownHost(std::env::consts::OS.to_owned()))?;
+        let host = setup::this_host(SandboxKind::Tart)?;
         Self::new(config, Arc::new(ProcessRunner::new()), host)
     }
 
@@ -157,7 +126,7 @@ impl TartProvider {
         host: HostOs,
     ) -> Result<Self, ConfigError> {
         check_platform(host)?;
-        check_prefix(&config.name_prefix)?;
+        setup::check_prefix(&config.name_prefix)?;
         check_extra_run_args(&config.extra_run_args)?;
         if runner.find_program("softnet").is_none() {
             return Err(ConfigError::SoftnetMissing);
@@ -193,16 +162,7 @@ impl SandboxProvider for TartProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::of(&[
-            Operation::Create,
-            Operation::Start,
-            Operation::Stop,
-            Operation::Restart,
-            Operation::Exec,
-            Operation::Clone,
-            Operation::Rename,
-            Operation::Delete,
-        ])
+        vm_capabilities(&[Operation::Rename])
     }
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Box<dyn Sandbox>, ProviderError> {
@@ -247,13 +207,13 @@ impl SandboxProvider for TartProvider {
             }
         };
         s.staging.ensure_unclaimed(&vm, spec.name.as_str())?;
-        s.staging.claim(&Stamp {
-            version: STAMP_VERSION,
-            vm: vm.clone(),
-            sandbox: spec.name.to_string(),
-            profile: spec.network.as_ref().map(|n| n.profile.to_string()),
-            image: spec.image.clone(),
-        })?;
+        s.staging.claim(&Stamp::new(
+            &vm,
+            &spec.name,
+            None,
+            spec.network.as_ref().map(|n| n.profile.to_string()),
+            &spec.image,
+        ))?;
         s.store_policy(&vm, &policy)?;
         let cloned = s
             .run_for(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use corral_provider_support::{exec_output, staging_error};
+use corral_provider_support::{VmBackend, exec_output, staging_error};
 use corral_sandbox_core::sandbox::{
     ExecOutput, ExecRequest, Operation, ProviderError, Sandbox, SandboxInfo, SandboxState,
     StopOptions,
@@ -16,7 +16,7 @@ use corral_sandbox_core::{SandboxKind, SandboxName};
 use crate::health::{self, FilterHealth};
 use crate::runner::{Invocation, kill_group, process_exists};
 use crate::shared::{Shared, TOOL_ERRORS};
-use crate::staging::{LOG_FILE, PID_FILE, STAMP_VERSION, Stamp};
+use crate::staging::{LOG_FILE, PID_FILE, Stamp};
 
 /// One Tart sandbox.
 #[derive(Debug)]
@@ -258,8 +258,7 @@ impl Sandbox for TartSandbox {
     async fn rename(self: Box<Self>, to: &SandboxName) -> Result<Box<dyn Sandbox>, ProviderError> {
         let s = &self.shared;
         let stamp = s.owned(&self.vm).await?;
-        let new_vm = s.vm_name(to)?;
-        s.staging.ensure_unclaimed(&new_vm, to.as_str())?;
+        let new_vm = s.unclaimed_vm(to)?;
         let state = self.state().await?;
         if !state.can_rename() {
             return Err(ProviderError::InvalidState {
@@ -289,16 +288,15 @@ impl Sandbox for TartSandbox {
         target: &SandboxName,
         from_snapshot: Option<&str>,
     ) -> Result<Box<dyn Sandbox>, ProviderError> {
-        if from_snapshot.is_some() {
-            return Err(ProviderError::InvalidSpec {
-                field: "from_snapshot",
-                reason: "Tart has no snapshots; clone the sandbox itself".to_owned(),
-            });
-        }
         let s = &self.shared;
-        let stamp = s.owned(&self.vm).await?;
-        let target_vm = s.vm_name(target)?;
-        s.staging.ensure_unclaimed(&target_vm, target.as_str())?;
+        let (stamp, target_vm) = s
+            .clone_prelude(
+                &self.vm,
+                target,
+                from_snapshot,
+                "Tart has no snapshots; clone the sandbox itself",
+            )
+            .await?;
         let state = self.state().await?;
         if state != SandboxState::Stopped {
             return Err(ProviderError::InvalidState {
@@ -309,13 +307,8 @@ impl Sandbox for TartSandbox {
             });
         }
         let policy = s.policy(&self.vm)?;
-        s.staging.claim(&Stamp {
-            version: STAMP_VERSION,
-            vm: target_vm.clone(),
-            sandbox: target.to_string(),
-            profile: stamp.profile,
-            image: stamp.image,
-        })?;
+        s.staging
+            .claim(&stamp.for_clone(&target_vm, target, None))?;
         s.store_policy(&target_vm, &policy)?;
         let cloned = s
             .run_for(

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use corral_provider_support::{ToolErrors, staging_error};
+use corral_provider_support::{ToolErrors, VmBackend, staging_error};
 use corral_sandbox_core::sandbox::{InstanceType, ProviderError, Sandbox, SandboxInfo};
 use corral_sandbox_core::{ProfileSet, SandboxKind, SandboxName};
 
@@ -13,10 +13,10 @@ use crate::argv::{TartArgv, check_vm_name};
 use crate::health::{self, FilterHealth};
 use crate::json::{self, VmEntry};
 use crate::provider::{ConfigError, Timeouts};
-use crate::runner::{Invocation, RunOutput, Runner};
+use crate::runner::{Invocation, RunError, RunOutput, Runner};
 use crate::sandbox::TartSandbox;
 use crate::softnet::SoftnetPolicy;
-use crate::staging::{PID_FILE, POLICY_FILE, STAMP_VERSION, Staging, Stamp};
+use crate::staging::{PID_FILE, POLICY_FILE, Staging, Stamp};
 
 /// State shared by the provider and every sandbox handle.
 #[derive(Debug)]
@@ -39,33 +39,6 @@ pub(crate) const TOOL_ERRORS: ToolErrors = ToolErrors {
 };
 
 impl Shared {
-    pub(crate) fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError> {
-        let vm = format!("{}{name}", self.prefix);
-        check_vm_name(&vm)?;
-        Ok(vm)
-    }
-
-    pub(crate) async fn run_for(
-        &self,
-        operation: &str,
-        subject: &str,
-        argv: Vec<String>,
-        timeout: Duration,
-    ) -> Result<RunOutput, ProviderError> {
-        let result = self.runner.run(&Invocation::new(argv, timeout)).await;
-        TOOL_ERRORS.check(operation, subject, result)
-    }
-
-    pub(crate) async fn run(
-        &self,
-        operation: &str,
-        subject: &str,
-        argv: Vec<String>,
-    ) -> Result<RunOutput, ProviderError> {
-        self.run_for(operation, subject, argv, self.timeouts.command)
-            .await
-    }
-
     /// Every local VM.
     pub(crate) async fn list_vms(&self) -> Result<Vec<VmEntry>, ProviderError> {
         let out = self.run("list", "all", self.argv.list()).await?;
@@ -86,18 +59,6 @@ impl Shared {
                 what: "sandbox",
                 name: vm.to_owned(),
             })
-    }
-
-    /// The stamp of `vm`, refusing VMs corral does not own.
-    pub(crate) async fn owned(&self, vm: &str) -> Result<Stamp, ProviderError> {
-        let stamp = self.staging.stamp_or_refuse(vm, self.vm(vm)).await?;
-        if stamp.version != STAMP_VERSION || stamp.vm != vm {
-            return Err(ProviderError::NotOwned {
-                name: vm.to_owned(),
-                reason: format!("the stamp names `{}` (version {})", stamp.vm, stamp.version),
-            });
-        }
-        Ok(stamp)
     }
 
     /// The Softnet policy stored for `vm` at create.
@@ -210,5 +171,39 @@ impl Shared {
             nic: None,
             location: None,
         }
+    }
+}
+
+impl VmBackend for Shared {
+    fn runner(&self) -> &dyn corral_provider_support::Runner {
+        self.runner.as_ref()
+    }
+
+    fn command_timeout(&self) -> Duration {
+        self.timeouts.command
+    }
+
+    fn check(
+        &self,
+        operation: &str,
+        subject: &str,
+        result: Result<RunOutput, RunError>,
+    ) -> Result<RunOutput, ProviderError> {
+        TOOL_ERRORS.check(operation, subject, result)
+    }
+
+    fn staging(&self) -> &Staging {
+        &self.staging
+    }
+
+    fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError> {
+        let vm = format!("{}{name}", self.prefix);
+        check_vm_name(&vm)?;
+        Ok(vm)
+    }
+
+    /// A Tart stamp records no location.
+    async fn owned(&self, vm: &str) -> Result<Stamp, ProviderError> {
+        self.staging.owned(vm, None, self.vm(vm)).await
     }
 }

@@ -6,12 +6,11 @@
 //! `<root>/<vm>/corral-stamp.json` exists and names that VM. The directory
 //! handling (0700 directories, 0600 files, no symlinks) is shared with the
 //! other CLI-driven providers in `corral-provider-support`; what a Tart
-//! stamp records, and the files kept beside it, are defined here.
-
-use corral_provider_support::staging::OwnershipStamp;
-use serde::{Deserialize, Serialize};
+//! stamp records is `corral-provider-support`'s `VmStamp` (without a
+//! location); the files kept beside it are defined here.
 
 pub use corral_provider_support::staging::{STAMP_FILE, StagingError};
+pub use corral_provider_support::stamp::{STAMP_VERSION, VmStamp as Stamp};
 
 /// File name of the Softnet policy the VM runs under (JSON).
 pub const POLICY_FILE: &str = "softnet.json";
@@ -19,29 +18,6 @@ pub const POLICY_FILE: &str = "softnet.json";
 pub const PID_FILE: &str = "run.pid";
 /// File name of the `tart run` log.
 pub const LOG_FILE: &str = "run.log";
-/// Stamp format version.
-pub const STAMP_VERSION: u32 = 1;
-
-/// What corral records about a VM it created.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stamp {
-    /// Format version.
-    pub version: u32,
-    /// The Tart VM name.
-    pub vm: String,
-    /// The corral sandbox name.
-    pub sandbox: String,
-    /// The profile it was attached to.
-    pub profile: Option<String>,
-    /// The VM or OCI image it was cloned from.
-    pub image: String,
-}
-
-impl OwnershipStamp for Stamp {
-    fn vm(&self) -> &str {
-        &self.vm
-    }
-}
 
 /// The staging root, holding Tart stamps.
 pub type Staging = corral_provider_support::staging::Staging<Stamp>;
@@ -58,6 +34,7 @@ mod tests {
             version: STAMP_VERSION,
             vm: "corral-a".to_owned(),
             sandbox: "a".to_owned(),
+            location: None,
             profile: None,
             image: "ghcr.io/cirruslabs/ubuntu:latest".to_owned(),
         };

@@ -10,6 +10,7 @@ mod fake;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use corral_provider_support::SetupError;
 use corral_provider_support::testing::{dev_profiles, mode, sv};
 use corral_provider_tart::{
     ConfigError, FilterHealth, TartConfig, TartProvider, Timeouts, check_platform,
@@ -262,7 +263,10 @@ async fn refused_everywhere_but_macos() {
     let fake = Fake::new();
     for host in [HostOs::Linux, HostOs::Windows] {
         let err = TartProvider::new(config(&fake), Arc::new(fake.runner()), host).unwrap_err();
-        assert!(matches!(err, ConfigError::Platform { .. }), "{err}");
+        assert!(
+            matches!(err, ConfigError::Setup(SetupError::Platform { .. })),
+            "{err}"
+        );
         assert!(err.to_string().contains("macOS"), "{err}");
         assert!(check_platform(host).is_err());
     }

@@ -297,13 +297,6 @@ impl HostName {
     pub fn normalized(&self) -> String {
         self.0.trim_end_matches('.').to_ascii_lowercase()
     }
-
-    /// True when `other` equals this name or is a subdomain of it.
-    pub fn covers(&self, other: &HostName) -> bool {
-        let me = self.normalized();
-        let them = other.normalized();
-        them == me || them.ends_with(&format!(".{me}"))
-    }
 }
 
 #[cfg(test)]

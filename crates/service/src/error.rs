@@ -63,6 +63,20 @@ pub enum ServiceError {
     /// for (drained, unattested) or to any member (docs/cluster.md).
     #[error(transparent)]
     Placement(#[from] crate::cluster::PlacementRefused),
+    /// Profiled work placed on another cluster member: its start gate,
+    /// port binding, DHCP reservation and canary belong on that member's
+    /// kernel, so this corral does none of them (docs/cluster.md).
+    #[error(
+        "sandbox `{sandbox}` is placed on cluster member {member}, and this corral runs on {local}: its start gate, port binding, DHCP reservation and canary must run on {member}'s kernel, so nothing was done; do it through {member}'s corral, or through a corrald started with `--cluster`, which asks {member}'s corrald to"
+    )]
+    OnAnotherMember {
+        /// The sandbox.
+        sandbox: String,
+        /// The member it is placed on.
+        member: String,
+        /// The member this corral runs on.
+        local: String,
+    },
 }
 
 impl From<GateError> for ServiceError {
@@ -84,14 +98,6 @@ impl ServiceError {
     }
 }
 
-/// An error and every cause, outermost first, joined by `: `.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        next = cause.source();
-    }
-    out
-}
+/// An error and every cause, outermost first, joined by `: ` (the
+/// message of the one error shape).
+pub use crate::shapes::chain;

@@ -1,7 +1,9 @@
 //! Where later stages plug into the lifecycle without the front-ends
 //! changing: a check that runs inside a started sandbox before it is handed
 //! out (the per-sandbox canary), and a record of every event (a durable
-//! store, an audit stream). The default, [`NoHooks`], does neither.
+//! store, an audit stream). The service's default is [`DefaultCanary`];
+//! [`WithoutCanary`] is the named opt-out; [`NoHooks`] adds nothing (for
+//! hooks that wrap others).
 
 use std::fmt;
 
@@ -46,6 +48,13 @@ pub enum Event {
         /// clone) or `file PATH` (an import); `None` for a fresh sandbox.
         #[serde(default)]
         from: Option<String>,
+        /// Its time to live, seconds (`corral new --ttl`, or the
+        /// template's): deleted that long after this event.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_secs: Option<u64>,
+        /// Its idle limit, seconds (`--idle-stop`, or the template's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        idle_stop_secs: Option<u64>,
     },
     /// Corral is about to start it (recorded before the backend is asked,
     /// so a watcher of the backend's events tells corral's starts from
@@ -75,6 +84,24 @@ pub enum Event {
     Deleted {
         /// The sandbox.
         name: String,
+    },
+    /// Its time to live (`corral new --ttl`) ran out: corral deletes it
+    /// (a `deleted` event follows when it is gone).
+    Expired {
+        /// The sandbox.
+        name: String,
+        /// The lifetime it was given, seconds.
+        ttl_secs: u64,
+    },
+    /// It sat idle (no exec session, no packet from it through its port)
+    /// for its idle limit (`corral new --idle-stop`): corral stopped it.
+    IdleStopped {
+        /// The sandbox.
+        name: String,
+        /// The idle limit, seconds.
+        idle_stop_secs: u64,
+        /// How long corral saw it idle, seconds.
+        idle_secs: u64,
     },
     /// A snapshot was taken.
     Snapshotted {
@@ -226,6 +253,8 @@ impl Event {
             | Event::Refused { name, .. }
             | Event::Stopped { name }
             | Event::Deleted { name }
+            | Event::Expired { name, .. }
+            | Event::IdleStopped { name, .. }
             | Event::Snapshotted { name, .. }
             | Event::Restored { name, .. }
             | Event::Renamed { name, .. }
@@ -262,6 +291,8 @@ impl Event {
             Event::Refused { .. } => "refused",
             Event::Stopped { .. } => "stopped",
             Event::Deleted { .. } => "deleted",
+            Event::Expired { .. } => "expired",
+            Event::IdleStopped { .. } => "idle_stopped",
             Event::Snapshotted { .. } => "snapshotted",
             Event::Restored { .. } => "restored",
             Event::Renamed { .. } => "renamed",
@@ -320,3 +351,231 @@ pub trait Hooks: Send + Sync + fmt::Debug {
 pub struct NoHooks;
 
 impl Hooks for NoHooks {}
+
+/// The canary before every profiled hand-out, with the store under the
+/// settings' state directory opened on first use (so building a service
+/// never fails for it). A store that cannot be opened refuses the
+/// hand-out: an embedder that forgot nothing gets verified sandboxes or
+/// none.
+#[derive(Debug)]
+pub struct DefaultCanary {
+    settings: std::sync::Arc<crate::Settings>,
+    backend: std::sync::Arc<crate::provider::Backend>,
+    verifier: tokio::sync::OnceCell<crate::verify::Verifier>,
+}
+
+impl DefaultCanary {
+    /// The canary under `settings`, looking up siblings on `backend`.
+    pub fn new(
+        settings: std::sync::Arc<crate::Settings>,
+        backend: std::sync::Arc<crate::provider::Backend>,
+    ) -> Self {
+        Self {
+            settings,
+            backend,
+            verifier: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    async fn verifier(&self) -> Result<&crate::verify::Verifier, String> {
+        self.verifier
+            .get_or_try_init(|| async {
+                let dir = self.settings.state_dir.clone();
+                let store = tokio::task::spawn_blocking(move || crate::store::Store::open(&dir))
+                    .await
+                    .map_err(|e| format!("the store worker failed: {e}"))?
+                    .map_err(|e| {
+                        format!(
+                            "{}; the canary records its judgement there (or build the service with without_canary(REASON))",
+                            crate::error::chain(&e)
+                        )
+                    })?;
+                Ok(crate::verify::Verifier::new(
+                    std::sync::Arc::clone(&self.settings),
+                    std::sync::Arc::new(store),
+                    std::sync::Arc::new(crate::WallClock),
+                )
+                .with_backend(std::sync::Arc::clone(&self.backend)))
+            })
+            .await
+    }
+}
+
+#[async_trait]
+impl Hooks for DefaultCanary {
+    async fn before_handout(
+        &self,
+        sandbox: &dyn Sandbox,
+        info: &SandboxInfo,
+    ) -> Result<(), HookError> {
+        if info.profile.is_none() {
+            return Ok(());
+        }
+        match self.verifier().await {
+            Ok(v) => v.before_handout(sandbox, info).await,
+            Err(reason) => Err(HookError {
+                check: crate::verify::CHECK.to_owned(),
+                sandbox: info.name.to_string(),
+                reason: format!("the canary cannot run: {reason}"),
+            }),
+        }
+    }
+
+    async fn record(&self, event: &Event) {
+        // Events before the first profiled hand-out open the store too:
+        // the record is the canary's history.
+        if let Ok(v) = self.verifier().await {
+            v.record(event).await;
+        }
+    }
+}
+
+/// The named opt-out: no canary, for a reason the caller gave.
+#[derive(Debug, Clone)]
+pub struct WithoutCanary {
+    /// Why this service hands sandboxes out unverified.
+    pub reason: String,
+}
+
+#[async_trait]
+impl Hooks for WithoutCanary {
+    async fn before_handout(
+        &self,
+        _sandbox: &dyn Sandbox,
+        info: &SandboxInfo,
+    ) -> Result<(), HookError> {
+        if info.profile.is_some() {
+            tracing::info!(sandbox = %info.name, reason = %self.reason, "handed out without the canary");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use corral_sandbox_core::sandbox::{
+        ExecOutput, ExecRequest, InstanceType, ProviderError, SandboxState, StopOptions,
+    };
+    use corral_sandbox_core::{Config, SandboxName};
+
+    use super::*;
+    use crate::config::{LoadedConfig, Origin};
+    use crate::{Backend, Settings};
+
+    /// A stopped sandbox: the canary refuses to probe it, which is how
+    /// these tests see that it ran (no packet, no provider).
+    #[derive(Debug)]
+    struct Stopped(SandboxInfo);
+
+    #[async_trait]
+    impl Sandbox for Stopped {
+        fn name(&self) -> &SandboxName {
+            &self.0.name
+        }
+        fn kind(&self) -> SandboxKind {
+            self.0.kind
+        }
+        async fn info(&self) -> Result<SandboxInfo, ProviderError> {
+            Ok(self.0.clone())
+        }
+        async fn start(&self) -> Result<(), ProviderError> {
+            Ok(())
+        }
+        async fn stop(&self, _: StopOptions) -> Result<(), ProviderError> {
+            Ok(())
+        }
+        async fn exec(&self, _: &ExecRequest) -> Result<ExecOutput, ProviderError> {
+            unreachable!("the canary never execs in a stopped sandbox")
+        }
+        async fn delete(self: Box<Self>) -> Result<(), ProviderError> {
+            Ok(())
+        }
+    }
+
+    fn stopped(profile: Option<&str>) -> Stopped {
+        Stopped(SandboxInfo {
+            name: SandboxName::new("hook-test").unwrap(),
+            kind: SandboxKind::Incus,
+            state: SandboxState::Stopped,
+            instance_type: InstanceType::Container,
+            profile: profile.map(|p| p.parse().unwrap()),
+            image: None,
+            created: None,
+            addresses: Vec::new(),
+            nic: None,
+            location: None,
+        })
+    }
+
+    fn service(state_dir: &Path) -> crate::SandboxService {
+        let loaded = LoadedConfig {
+            config: Config::builtin_default(),
+            origin: Origin::Builtin,
+        };
+        let settings = Arc::new(Settings::new(loaded, None, Some(state_dir)));
+        // Never connected: selecting a backend opens nothing.
+        let backend = Backend::select(
+            "linux",
+            SandboxKind::Incus,
+            &settings.config.host,
+            state_dir.join("no-incus.socket"),
+        )
+        .unwrap();
+        crate::SandboxService::new(settings, Arc::new(backend))
+    }
+
+    #[tokio::test]
+    async fn the_canary_is_the_default_and_the_opt_out_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
+        let sandbox = stopped(Some("isolated"));
+        let info = sandbox.0.clone();
+        // The default runs the canary: it reads the sandbox, refuses to
+        // hand out one it cannot probe, and records that in the store.
+        let default = service(&state);
+        let refused = default
+            .hooks()
+            .before_handout(&sandbox, &info)
+            .await
+            .unwrap_err();
+        assert_eq!(refused.check, crate::verify::CHECK);
+        assert!(refused.reason.contains("is stopped"), "{}", refused.reason);
+        assert!(state.join("corral.db").exists(), "the judgement's store");
+        // An unprofiled sandbox has nothing to verify.
+        let plain = stopped(None);
+        default
+            .hooks()
+            .before_handout(&plain, &plain.0)
+            .await
+            .unwrap();
+        // The control: the same sandbox through the named opt-out is handed out.
+        let off = service(&state).without_canary("a test of the opt-out");
+        off.hooks().before_handout(&sandbox, &info).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_store_that_cannot_open_refuses_the_handout() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file where the state directory should be.
+        let state = dir.path().join("state");
+        std::fs::write(&state, "not a directory").unwrap();
+        let sandbox = stopped(Some("isolated"));
+        let refused = service(&state)
+            .hooks()
+            .before_handout(&sandbox, &sandbox.0)
+            .await
+            .unwrap_err();
+        assert!(
+            refused.reason.contains("the canary cannot run")
+                && refused.reason.contains("without_canary"),
+            "{}",
+            refused.reason
+        );
+    }
+}

@@ -40,7 +40,9 @@
 //! - [`reconcile`]: after an interruption, the database and the backend
 //!   made to agree (orphans adopted, stale records forgotten);
 //! - [`watch`]: the kernel watch — nftables and link notifications, a
-//!   read-back under the host lock, then heal or cut.
+//!   read-back under the host lock, then heal or cut;
+//! - [`shapes`]: the JSON objects both front-ends answer with (one type
+//!   each, errors included).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -55,6 +57,7 @@ pub mod grants;
 pub mod hatch;
 pub mod hooks;
 pub mod host;
+pub mod lifetimes;
 pub mod limits;
 pub mod ports;
 pub mod provider;
@@ -62,6 +65,7 @@ pub mod reconcile;
 pub mod reports;
 pub mod sandboxes;
 pub mod settings;
+pub mod shapes;
 pub mod state_dir;
 pub mod store;
 pub mod supervise;
@@ -75,7 +79,7 @@ pub use clock::WallClock;
 pub use config::{ConfigSource, LoadedConfig, Origin};
 pub use error::ServiceError;
 pub use gate::{GateError, GatePass, Missing, Refusal};
-pub use hooks::{Event, HookError, Hooks, NoHooks};
+pub use hooks::{DefaultCanary, Event, HookError, Hooks, NoHooks, WithoutCanary};
 pub use host::HostService;
 pub use provider::Backend;
 pub use sandboxes::{CreateOptions, HandedOut, NewSandbox, SandboxService};

@@ -90,6 +90,17 @@ pub enum BindingError {
         #[source]
         source: StateFileError,
     },
+    /// Whether a link already holds a port's name could not be read.
+    #[error("cannot tell whether a link named {port} exists in {target}")]
+    LinkCheck {
+        /// The port.
+        port: String,
+        /// `this host` or the namespace.
+        target: String,
+        /// The cause (boxed: it is large, and rare).
+        #[source]
+        source: Box<HostError>,
+    },
     /// The link-event watch could not be started.
     #[error("cannot watch link events to sweep ports")]
     Watch(#[source] std::io::Error),
@@ -203,6 +214,30 @@ pub fn bind_new(
     let (binding, claim) = loop {
         let b = PortBinding::allocate(p, &busy).map_err(BindingError::Allocate)?;
         if in_use.iter().any(|n| n.mac == b.mac || n.port == b.port) {
+            busy.push(b);
+            continue;
+        }
+        // No sandbox corral knows uses this port, yet a link of its name
+        // exists: what a backend left behind (Incus keeps a container's
+        // host-side veth when the container dies under it), or someone
+        // else's. Its name would make the backend's create fail ("File
+        // exists"), and it is not corral's to delete: skip the address.
+        let taken =
+            target
+                .host
+                .link_exists(b.port.as_str())
+                .map_err(|source| BindingError::LinkCheck {
+                    port: b.port.to_string(),
+                    target: target.describe(),
+                    source: Box::new(source),
+                })?;
+        if taken {
+            tracing::warn!(
+                port = %b.port,
+                "a link named like this port exists and no sandbox uses it (left behind by a \
+                 sandbox that died?); its address is skipped until it is gone (`ip link del {}`)",
+                b.port
+            );
             busy.push(b);
             continue;
         }

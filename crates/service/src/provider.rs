@@ -309,6 +309,15 @@ impl Backend {
         }
     }
 
+    /// The cluster member this backend's Incus daemon is (`None`: not
+    /// clustered, or not Incus): where this corral's kernel is.
+    pub async fn local_member(&self) -> Result<Option<String>, ProviderError> {
+        match self.incus().await? {
+            Some(p) => p.local_member().await,
+            None => Ok(None),
+        }
+    }
+
     /// Forget the connection to `project` (it was deleted).
     pub fn forget_project(&self, project: &str) {
         if let Source::Incus { others, .. } = &self.source {

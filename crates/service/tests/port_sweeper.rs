@@ -1,7 +1,8 @@
 //! The port sweeper against the real kernel: corral's profiles applied
 //! (rules, bridges, gateways) inside an anonymous network namespace, then
 //! NICs plugged into a profile bridge behind corral's back. A port nobody
-//! bound must end up isolated and quarantined without any corral command.
+//! bound must end up isolated and quarantined without any corral command;
+//! an address whose port name a leftover link holds is not handed out.
 
 // Test helpers panic to report a failure, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -15,7 +16,7 @@ use corral_egress::netns::Netns;
 use corral_sandbox_core::Config;
 use corral_service::config::{LoadedConfig, Origin};
 use corral_service::host::{HostService, applied, plan_config};
-use corral_service::ports::PortSweeper;
+use corral_service::ports::{self, PortSweeper};
 use corral_service::target::Target;
 
 /// Tears the namespace's gateways down even when the test panics (the
@@ -141,4 +142,57 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "gave up waiting: {what}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A link left with a port's name (Incus keeps a container's host-side
+/// veth when the container dies under it) would make the next create on
+/// that address fail in the backend ("File exists"): the address is
+/// skipped, and the link, not corral's, is left alone.
+#[test]
+fn an_address_whose_port_name_a_stale_link_holds_is_skipped() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let lab = Lab::new();
+    let planned = plan_config(LoadedConfig {
+        config: Config::builtin_default(),
+        origin: Origin::Builtin,
+    })
+    .unwrap();
+    lab.service().apply(&planned).unwrap();
+    let profile = corral_sandbox_core::ProfileName::new("internet").unwrap();
+    let bind = || ports::bind_new(Some(&lab.path), lab.state.path(), &profile, &[]).unwrap();
+    let unbind = |b: &corral_egress::plan::PortBinding| {
+        ports::unbind(Some(&lab.path), lab.state.path(), &b.nic()).unwrap();
+    };
+
+    // Control: a freed address is handed out again.
+    let (first, claim) = bind();
+    drop(claim);
+    unbind(&first);
+    let (again, claim) = bind();
+    drop(claim);
+    assert_eq!(
+        again.port, first.port,
+        "control: the same address comes back"
+    );
+    unbind(&again);
+
+    // A veth of that name, both ends here (never moved into a guest).
+    let (name, peer) = (first.port.to_string(), "stale0p".to_owned());
+    let made = name.clone();
+    lab.ns
+        .run_async(|| async move { Links::connect()?.create_veth(&made, &peer, None).await })
+        .unwrap()
+        .unwrap();
+    let (next, claim) = bind();
+    drop(claim);
+    assert_ne!(next.port, first.port, "the stale link's address is skipped");
+    let exists = lab
+        .ns
+        .run_async(|| async move { Links::connect()?.get(&name).await })
+        .unwrap()
+        .unwrap();
+    assert!(exists.is_some(), "the link is not corral's to delete");
+    unbind(&next);
 }

@@ -176,7 +176,8 @@ fn reconcile_releases_bindings_no_sandbox_uses_and_keeps_claimed_and_used_ones()
     };
     let backend =
         Backend::select("linux", SandboxKind::Incus, &settings.config.host, socket).unwrap();
-    let service = SandboxService::new(Arc::new(settings), Arc::new(backend));
+    let service = SandboxService::new(Arc::new(settings), Arc::new(backend))
+        .without_canary("reconcile hands nothing out");
     let store = Store::open(&state).unwrap();
     let done = runtime()
         .block_on(reconcile(&service, &store, &WallClock))

@@ -1,5 +1,6 @@
 //! What corral's tests share, written once:
 //!
+//! - [`bench`]: the measurement loops of the forwarding benchmarks.
 //! - [`gate`]: the one rule for a test that needs something the machine may
 //!   not give it (root, a network namespace, the Incus daemon, systemd
 //!   tools). Under any truthy `CI` (`true`, `1`, `yes`, any case) such a
@@ -13,16 +14,21 @@
 //!   processes so parallel test binaries never meet in it.
 //! - [`user`]: a real second Unix user, for tests of what a local user can
 //!   do to corral.
-//! - [`unit`]: the shipped systemd units' capability sets, reproduced with
-//!   `setpriv`.
+//! - [`unit`]: the shipped systemd units, reproduced outside systemd from
+//!   the unit files (bounding set, `NoNewPrivileges=`, `ProtectProc=`, and
+//!   the seccomp filters of `RestrictNamespaces=`,
+//!   `RestrictAddressFamilies=` and `SystemCallFilter=`; `setpriv` for the
+//!   bounding set alone).
 //!
 //! Test code: failing loudly is the point, so setup errors panic.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod exe;
 pub mod gate;
 pub mod host_lock;
+pub mod ocsf;
 pub mod unit;
 pub mod user;
 

@@ -12,7 +12,7 @@ use axum::extract::{Query, State};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use corral_sandbox_core::verify::Clock as _;
 use corral_service::WallClock;
-use corral_service::audit::{AuditFilter, AuditLine, AuditLog, EntryKind, parse_since};
+use corral_service::audit::{AuditFilter, AuditLine, AuditLog, EntryKind, ocsf, parse_since};
 use futures::Stream;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -42,6 +42,28 @@ pub struct AuditParams {
     pub since: Option<String>,
     /// At most this many, the newest (default 100 unless `since` is given; at most 10000). Listing only.
     pub last: Option<usize>,
+    /// `corral` (the default: the trail's own records) or `ocsf` (each record as an OCSF 1.4.0 event; docs/audit.md#ocsf).
+    pub format: Option<AuditFormat>,
+}
+
+/// How records are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AuditFormat {
+    /// The trail's own records (docs/json-schema.md#audit-records).
+    #[default]
+    Corral,
+    /// OCSF events, one per record.
+    Ocsf,
+}
+
+impl AuditFormat {
+    fn write(self, line: &AuditLine) -> serde_json::Value {
+        match self {
+            AuditFormat::Corral => serde_json::to_value(line).unwrap_or_default(),
+            AuditFormat::Ocsf => ocsf::event(line),
+        }
+    }
 }
 
 impl AuditParams {
@@ -81,9 +103,11 @@ impl AuditParams {
 /// The answer of `GET /v1/audit`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AuditAnswer {
-    /// The records, oldest first.
+    /// How `records` are written.
+    pub format: AuditFormat,
+    /// The records, oldest first: the trail's own, or OCSF events.
     #[schema(value_type = Vec<Object>)]
-    pub records: Vec<AuditLine>,
+    pub records: Vec<serde_json::Value>,
     /// Lines of the trail that did not parse (skipped).
     pub unreadable: usize,
 }
@@ -113,7 +137,9 @@ pub async fn list(
     State(state): State<AppState>,
     query: Result<Query<AuditParams>, QueryRejection>,
 ) -> Result<Json<AuditAnswer>, ApiError> {
-    let filter = params(query)?.filter()?;
+    let p = params(query)?;
+    let format = p.format.unwrap_or_default();
+    let filter = p.filter()?;
     let dir = state.settings().state_dir.clone();
     let (records, unreadable) =
         tokio::task::spawn_blocking(move || match AuditLog::open_existing(&dir)? {
@@ -124,7 +150,8 @@ pub async fn list(
         .map_err(|e| ApiError::internal(anyhow::anyhow!("the request's worker failed: {e}")))?
         .map_err(ApiError::internal)?;
     Ok(Json(AuditAnswer {
-        records,
+        format,
+        records: records.iter().map(|l| format.write(l)).collect(),
         unreadable,
     }))
 }
@@ -154,6 +181,7 @@ pub async fn stream(
             "the stream starts now: list older records with GET /v1/audit (`since`, `last`)"
         )));
     }
+    let format = p.format.unwrap_or_default();
     let filter = p.filter()?;
     let log = AuditLog::open(&state.settings().state_dir).map_err(ApiError::internal)?;
     let follower = log.follow();
@@ -170,7 +198,7 @@ pub async fn stream(
                                 v.get("event").and_then(|e| e.as_str().map(str::to_owned))
                             })
                             .unwrap_or_else(|| "record".to_owned());
-                        let data = serde_json::to_string(&line).unwrap_or_default();
+                        let data = format.write(&line).to_string();
                         let event = SseEvent::default().event(name).data(data);
                         return Some((Ok(event), (follower, queue)));
                     }

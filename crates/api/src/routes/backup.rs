@@ -4,6 +4,12 @@
 //! the agent left inside — and says so in its `X-Corral-Warning` header.
 //! An import is checked against the provider's allowlist before anything
 //! is uploaded to the backend, gets a fresh identity, and is left stopped.
+//! The backend's own words about a failed import reach admins only: Incus
+//! quotes what it read while importing, and a crafted backup once made it
+//! read (and quote) a host file. Others get the code and an id that finds
+//! the whole error in corrald's log.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -16,7 +22,7 @@ use corral_service::sandboxes::copies::EXPORT_WARNING;
 
 use super::sandboxes::{authorize, detached};
 use super::transfer;
-use crate::error::{ApiError, ErrorBody};
+use crate::error::{ApiError, ErrorBody, chain};
 use crate::state::AppState;
 
 /// The header every export carries.
@@ -97,6 +103,7 @@ pub async fn import(
     body: Body,
 ) -> Result<(StatusCode, Json<SandboxInfo>), ApiError> {
     corral_service::sandboxes::sandbox_name(&name)?;
+    let admin = caller.is_admin();
     let dir = state.sandboxes().transfer_dir()?;
     let upload = transfer::unique(&dir, "import");
     transfer::receive(body, &upload, state.limits().max_upload).await?;
@@ -115,4 +122,93 @@ pub async fn import(
         result
     })
     .await
+    .map_err(|e| withheld(admin, e))
+}
+
+/// `e` as a caller who is not an admin may see it: a failure of the
+/// backend or of corrald (5xx) keeps its status and code and loses its
+/// words, which go to the log under a fresh id. corral's own refusals
+/// (4xx: the allowlist, the name, the size) say what to fix and stay.
+pub(crate) fn withheld(admin: bool, e: ApiError) -> ApiError {
+    if admin || !e.status.is_server_error() {
+        return e;
+    }
+    let id = error_id();
+    tracing::warn!(
+        error_id = %id,
+        code = e.code,
+        error = %chain(e.error.as_ref()),
+        "an import failed; its cause is withheld from the caller, who is not an admin"
+    );
+    let mut out = ApiError::new(
+        e.status,
+        e.code,
+        anyhow::anyhow!(
+            "the import failed ({}); the cause is shown to admins only: an admin finds it in corrald's log under error id {id}",
+            e.code
+        ),
+    );
+    out.retry_after = e.retry_after;
+    out
+}
+
+/// An id no other error of this process has, and unlikely another's.
+fn error_id() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "{:x}-{:x}-{}",
+        now.as_secs(),
+        now.subsec_nanos(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_words_reach_admins_only_and_refusals_reach_everyone() {
+        let leak = || {
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "backend",
+                anyhow::anyhow!("cannot unmarshal !!str `s3cret`"),
+            )
+        };
+        let shown = withheld(false, leak()).body();
+        assert_eq!(shown.error.code, "backend");
+        assert!(
+            !shown.error.message.contains("s3cret"),
+            "{}",
+            shown.error.message
+        );
+        assert!(
+            shown.error.message.contains("error id"),
+            "{}",
+            shown.error.message
+        );
+        // Control: an admin reads the backend's words.
+        assert!(
+            withheld(true, leak())
+                .body()
+                .error
+                .message
+                .contains("s3cret")
+        );
+        let refusal = ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_spec",
+            anyhow::anyhow!("entry backup/index.yaml is a symlink"),
+        );
+        let kept = withheld(false, refusal).body();
+        assert!(
+            kept.error.message.contains("is a symlink"),
+            "{}",
+            kept.error.message
+        );
+    }
 }

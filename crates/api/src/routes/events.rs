@@ -4,8 +4,9 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
+use corral_service::shapes::EventList;
 use corral_service::store::{EventQuery, StoredEvent};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody};
@@ -24,12 +25,16 @@ pub struct EventsParams {
     pub limit: Option<u32>,
 }
 
-/// The answer.
-#[derive(Debug, Serialize, ToSchema)]
+/// The answer's description; the answer is
+/// [`corral_service::shapes::EventList`], as `corral events --json`.
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // Schema-only: never constructed.
 pub struct EventsAnswer {
+    /// `corral.events.v1`.
+    schema: String,
     /// The events, oldest first.
     #[schema(value_type = Vec<crate::schema::StoredEventDoc>)]
-    pub events: Vec<StoredEvent>,
+    events: Vec<StoredEvent>,
 }
 
 /// Largest `limit` accepted.
@@ -52,7 +57,7 @@ pub const MAX_LIMIT: u32 = 10_000;
 pub async fn get(
     State(state): State<AppState>,
     query: Result<Query<EventsParams>, QueryRejection>,
-) -> Result<Json<EventsAnswer>, ApiError> {
+) -> Result<Json<EventList>, ApiError> {
     // axum's own rejection is plain text; every error here is JSON.
     let Query(p) = query.map_err(|r| {
         ApiError::bad_request(anyhow::anyhow!("the query is not valid: {}", r.body_text()))
@@ -72,5 +77,5 @@ pub async fn get(
         .await
         .map_err(|e| ApiError::internal(anyhow::anyhow!("the request's worker failed: {e}")))?
         .map_err(ApiError::internal)?;
-    Ok(Json(EventsAnswer { events }))
+    Ok(Json(EventList::new(events)))
 }

@@ -62,7 +62,11 @@ pub enum Ending {
         exit_code: i32,
     },
     /// The command could not run, or did not finish.
-    Error(ErrorBody),
+    Error {
+        /// What failed (the error shape of every route).
+        #[schema(value_type = crate::error::ErrorDetail)]
+        error: corral_service::shapes::ErrorDetail,
+    },
 }
 
 /// Upgrade to a WebSocket and run the command the client then names (the
@@ -157,7 +161,9 @@ async fn run(state: AppState, name: String, socket: WebSocket, _turn: Turn) {
         Ok(r) => r,
         Err(e) => {
             let _ = to_client
-                .send(ending_message(&Ending::Error(e.body())))
+                .send(ending_message(&Ending::Error {
+                    error: e.body().error,
+                }))
                 .await;
             let _ = to_client.close().await;
             return;
@@ -211,7 +217,9 @@ async fn run(state: AppState, name: String, socket: WebSocket, _turn: Turn) {
         Err(e) => {
             let e = ApiError::from(e);
             tracing::info!(sandbox = %name, code = e.code, error = %crate::error::chain(e.error.as_ref()), "streamed exec failed");
-            Ending::Error(e.body())
+            Ending::Error {
+                error: e.body().error,
+            }
         }
     };
     let _ = out_tx.send(ending_message(&ending)).await;

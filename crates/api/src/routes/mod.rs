@@ -13,6 +13,7 @@ pub(crate) mod files;
 pub(crate) mod health;
 pub(crate) mod host;
 pub(crate) mod matrix;
+pub(crate) mod metrics;
 pub(crate) mod profiles;
 pub(crate) mod rename;
 pub(crate) mod sandboxes;
@@ -96,6 +97,7 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/v1/explain", Callers, explain::get),
         route(Method::GET, "/v1/verification", Admin, verification::get),
         route(Method::GET, "/v1/events", Admin, events::get),
+        route(Method::GET, "/metrics", Admin, metrics::get),
         route(Method::GET, "/v1/events/stream", Admin, audit::stream),
         route(Method::GET, "/v1/audit", Admin, audit::list),
         route(Method::GET, "/v1/sandboxes", Callers, sandboxes::list),
@@ -118,6 +120,12 @@ pub fn routes() -> Vec<Route> {
             "/v1/sandboxes/{name}/stop",
             Callers,
             sandboxes::stop,
+        ),
+        route(
+            Method::POST,
+            "/v1/sandboxes/{name}/restart",
+            Callers,
+            sandboxes::restart,
         ),
         route(
             Method::POST,
@@ -310,7 +318,14 @@ mod tests {
         let all = routes();
         let set: BTreeSet<_> = all.iter().map(|r| (r.method.as_str(), r.path)).collect();
         assert_eq!(set.len(), all.len());
-        assert!(all.iter().all(|r| r.path.starts_with("/v1/")));
+        // `/metrics` is where Prometheus looks by convention; every other
+        // path carries the API's version.
+        assert!(
+            all.iter()
+                .all(|r| r.path.starts_with("/v1/") || r.path == "/metrics"),
+            "{:?}",
+            all.iter().map(|r| r.path).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -4,8 +4,8 @@
 use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
-use corral_sandbox_core::sandbox::SandboxInfo;
 use corral_service::Caller;
+use corral_service::shapes::SandboxRename;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -31,7 +31,7 @@ pub struct RenameBody {
     params(("name" = String, Path, description = "The sandbox's current name.")),
     request_body = RenameBody,
     responses(
-        (status = 200, description = "Renamed.", body = crate::schema::SandboxInfoDoc),
+        (status = 200, description = "Renamed: `corral.sandbox-rename.v1`, as `corral rename --json`.", body = crate::schema::SandboxRenameDoc),
         (status = 400, description = "`bad_request`, or `invalid_spec`: the new name is not a sandbox name.", body = ErrorBody),
         (status = 409, description = "`invalid_state`: it is running (stop it first); `already_exists`: the new name is taken.", body = ErrorBody),
         (status = 403, description = "`not_owned`, or `not_owner`.", body = ErrorBody),
@@ -45,7 +45,7 @@ pub async fn rename(
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
     Body(body): Body,
-) -> Result<Json<SandboxInfo>, ApiError> {
+) -> Result<Json<SandboxRename>, ApiError> {
     let req: RenameBody = json(&body)?;
     authorize(&state, &caller, &name).await?;
     detached(async move {
@@ -62,7 +62,8 @@ pub async fn rename(
             None => None,
         };
         let _turn = state.turn().await?;
-        Ok(Json(state.sandboxes().rename(&name, &req.name).await?))
+        let info = state.sandboxes().rename(&name, &req.name).await?;
+        Ok(Json(SandboxRename::new(&name, info)))
     })
     .await
 }

@@ -7,17 +7,19 @@ use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse as _, Response};
 use axum::{Extension, Json};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use corral_sandbox_core::sandbox::{
-    ExecOutput, ExecRequest, InstanceType, ProviderError, Resources, SandboxInfo, StopOptions,
-    TerminalSize,
+    ExecOutput, ExecRequest, InstanceType, ProviderError, Resources, StopOptions, TerminalSize,
 };
+use corral_service::shapes::{ActionReport, SandboxDetail, SandboxList, SandboxNew};
 use corral_service::{Caller, CreateOptions, NewSandbox};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{Body, json, json_or_default};
-use crate::encode::base64;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::{AppState, Limits};
 
@@ -49,10 +51,23 @@ pub struct CreateRequest {
     pub from: Option<String>,
     /// The Incus cluster member to place it on. With a profile, it must be
     /// in rotation with a fresh attestation (else 409 `not_in_rotation`
-    /// with the reason); without one, a member in rotation is chosen. Off
-    /// a cluster, a target is refused (400).
+    /// with the reason); without one, this member when it is in rotation,
+    /// else another that is. Work placed on another member is admitted by
+    /// that member's corrald (docs/cluster.md). Off a cluster, a target is
+    /// refused (400).
     #[serde(default)]
     pub target: Option<String>,
+    /// Its time to live in seconds (1 to 31536000): corrald deletes it that
+    /// long after it is created (an `expired` event); absent: the
+    /// template's, else none.
+    #[serde(default)]
+    pub ttl_secs: Option<u64>,
+    /// How long it may sit idle while running, in seconds (1 to
+    /// 31536000): no exec session and no packet from it through its port
+    /// for that long, and corrald stops it (an `idle_stopped` event);
+    /// absent: the template's, else none.
+    #[serde(default)]
+    pub idle_stop_secs: Option<u64>,
 }
 
 /// `POST /v1/sandboxes/{name}/stop` (the body may be empty).
@@ -125,8 +140,8 @@ impl From<ExecOutput> for ExecAnswer {
             truncated: out.truncated,
             stdout: out.stdout_text(),
             stderr: out.stderr_text(),
-            stdout_base64: base64(&out.stdout),
-            stderr_base64: base64(&out.stderr),
+            stdout_base64: STANDARD.encode(&out.stdout),
+            stderr_base64: STANDARD.encode(&out.stderr),
         }
     }
 }
@@ -144,6 +159,8 @@ pub fn new_sandbox(req: CreateRequest) -> NewSandbox {
         resources: req.resources,
         instance_type: InstanceType::Container,
         target: req.target,
+        ttl_secs: req.ttl_secs,
+        idle_stop_secs: req.idle_stop_secs,
     }
 }
 
@@ -155,6 +172,8 @@ fn clone_only(req: &CreateRequest) -> Result<(), ApiError> {
         ("profile", req.profile.is_some()),
         ("resources", req.resources != Resources::default()),
         ("target", req.target.is_some()),
+        ("ttl_secs", req.ttl_secs.is_some()),
+        ("idle_stop_secs", req.idle_stop_secs.is_some()),
     ]
     .into_iter()
     .filter_map(|(f, set)| set.then_some(f))
@@ -221,7 +240,7 @@ pub(crate) async fn authorize(
     tag = "sandboxes",
     operation_id = "listSandboxes",
     responses(
-        (status = 200, description = "The sandboxes.", body = Vec<crate::schema::SandboxInfoDoc>),
+        (status = 200, description = "The sandboxes (`corral.sandbox-list.v1`, as `corral ls --json`).", body = crate::schema::SandboxListDoc),
         (status = 429, description = "`busy`: retry after `Retry-After` seconds.", body = ErrorBody),
         (status = 502, description = "`backend`, `malformed` or `io`: the backend refused, answered nonsense, or could not be reached.", body = ErrorBody),
     )
@@ -229,11 +248,15 @@ pub(crate) async fn authorize(
 pub async fn list(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-) -> Result<Json<Vec<SandboxInfo>>, ApiError> {
+) -> Result<Json<SandboxList>, ApiError> {
     let _turn = state.turn().await?;
     let all = state.sandboxes().list().await?;
+    let lifetimes = state.db().lifetimes().unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot read the lifetimes; the list shows none");
+        Vec::new()
+    });
     if caller.is_admin() {
-        return Ok(Json(all));
+        return Ok(Json(SandboxList::new(all).with_lifetimes(&lifetimes)));
     }
     let mut mine = Vec::new();
     for info in all {
@@ -241,7 +264,7 @@ pub async fn list(
             mine.push(info);
         }
     }
-    Ok(Json(mine))
+    Ok(Json(SandboxList::new(mine).with_lifetimes(&lifetimes)))
 }
 
 /// Create (but do not start) a sandbox from a template, or clone one
@@ -256,21 +279,21 @@ pub async fn list(
     operation_id = "createSandbox",
     request_body = CreateRequest,
     responses(
-        (status = 201, description = "Created (stopped).", body = crate::schema::SandboxInfoDoc),
+        (status = 201, description = "Created (stopped): `corral.sandbox-new.v1`, as `corral new --json` (`ready` and `template` null until it is started).", body = crate::schema::SandboxNewDoc),
         (status = 400, description = "`bad_request` (body), `invalid_spec` (name, image, resources beyond this host, `from` with fields a clone takes from its source), `unknown_profile` (the message lists the configured profiles) or `unknown_template` (it lists the templates).", body = ErrorBody),
         (status = 403, description = "`not_owned`: a clone's source carries no corral stamp; `not_owner`: a restricted caller's clone of a sandbox it did not create.", body = ErrorBody),
         (status = 404, description = "`not_found`: e.g. the image, a clone's source or its snapshot does not exist.", body = ErrorBody),
-        (status = 409, description = "`already_exists`; `not_enforced`: the profile's enforcement is incomplete (the message names what is missing; `corral host apply` restores it); `not_in_rotation`: on an Incus cluster, the `target` (or every member) is drained or has no fresh attestation, or no cluster controller runs (the message says why, per member).", body = ErrorBody),
+        (status = 409, description = "`already_exists`; `not_enforced`: the profile's enforcement is incomplete (the message names what is missing; `corral host apply` restores it); `not_in_rotation`: on an Incus cluster, the `target` (or every member) is drained or has no fresh attestation, or no cluster controller runs (the message says why, per member); `on_another_member`: placed on another member and this corrald has no `--cluster` peers to ask.", body = ErrorBody),
         (status = 500, description = "`invalid_template`: a template file of the operator's is invalid (the message names the file, line and field).", body = ErrorBody),
         (status = 429, description = "`busy`: retry after `Retry-After` seconds.", body = ErrorBody),
-        (status = 502, description = "`backend`, `malformed` or `io`.", body = ErrorBody),
+        (status = 502, description = "`backend`, `malformed` or `io`; `member_unreachable`: the member it is placed on gave no answer when asked to admit it (an instance it made is deleted; the message says what was left).", body = ErrorBody),
     )
 )]
 pub async fn create(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Body(body): Body,
-) -> Result<(StatusCode, Json<SandboxInfo>), ApiError> {
+) -> Result<Response, ApiError> {
     let req: CreateRequest = json(&body)?;
     let options = CreateOptions {
         start: false,
@@ -288,7 +311,7 @@ pub async fn create(
                 .sandboxes_for(&caller)?
                 .clone_sandbox(&req.name, &from, options)
                 .await?;
-            Ok((StatusCode::CREATED, Json(made.info)))
+            Ok((StatusCode::CREATED, Json(SandboxNew::new(made))).into_response())
         })
         .await;
     }
@@ -296,11 +319,27 @@ pub async fn create(
     detached(async move {
         let _name = state.lock_name(&req.name).await;
         let _turn = state.turn().await?;
-        // A granted user's sandbox goes in their own Incus project.
-        let made = state.sandboxes_for(&caller)?.create(&req, options).await?;
-        Ok((StatusCode::CREATED, Json(made.info)))
+        // Placed on another cluster member: admitted there, on its kernel.
+        if let Some(answer) = crate::admit::create_elsewhere(&state, &caller, &req, &body).await? {
+            return Ok(answer);
+        }
+        Ok(create_here(&state, &caller, &req, options)
+            .await?
+            .into_response())
     })
     .await
+}
+
+/// A create on this member (the caller's name lock and turn held).
+pub(crate) async fn create_here(
+    state: &AppState,
+    caller: &Caller,
+    req: &NewSandbox,
+    options: CreateOptions,
+) -> Result<(StatusCode, Json<SandboxNew>), ApiError> {
+    // A granted user's sandbox goes in their own Incus project.
+    let made = state.sandboxes_for(caller)?.create(req, options).await?;
+    Ok((StatusCode::CREATED, Json(SandboxNew::new(made))))
 }
 
 /// One sandbox's information.
@@ -311,7 +350,7 @@ pub async fn create(
     operation_id = "getSandbox",
     params(("name" = String, Path, description = "The sandbox's name.")),
     responses(
-        (status = 200, description = "The sandbox.", body = crate::schema::SandboxInfoDoc),
+        (status = 200, description = "The sandbox and its snapshots (`corral.sandbox-info.v1`, as `corral info --json`).", body = crate::schema::SandboxDetailDoc),
         (status = 400, description = "`invalid_spec`: not a valid name.", body = ErrorBody),
         (status = 403, description = "`not_owned`: the instance carries no corral stamp; `not_owner`: a restricted caller's request for a sandbox it did not create.", body = ErrorBody),
         (status = 404, description = "`not_found`: no such sandbox.", body = ErrorBody),
@@ -323,10 +362,12 @@ pub async fn get(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
-) -> Result<Json<SandboxInfo>, ApiError> {
+) -> Result<Json<SandboxDetail>, ApiError> {
     authorize(&state, &caller, &name).await?;
     let _turn = state.turn().await?;
-    Ok(Json(state.sandboxes().info(&name).await?))
+    let info = state.sandboxes().info(&name).await?;
+    let snapshots = state.sandboxes().snapshots(&name).await?;
+    Ok(Json(SandboxDetail::new(info, snapshots)))
 }
 
 /// Start a sandbox through the start gate (409 `not_enforced` when its
@@ -339,30 +380,45 @@ pub async fn get(
     operation_id = "startSandbox",
     params(("name" = String, Path, description = "The sandbox's name.")),
     responses(
-        (status = 200, description = "Started and ready.", body = crate::schema::SandboxInfoDoc),
-        (status = 409, description = "`not_enforced`: the enforcement of the sandbox's profile is incomplete (the message names what is missing; `corral host apply` restores it); `invalid_state`; `refused_by_check`.", body = ErrorBody),
+        (status = 200, description = "Started and ready: `corral.sandbox-action.v1`, as `corral start --json`.", body = crate::schema::ActionReportDoc),
+        (status = 409, description = "`not_enforced`: the enforcement of the sandbox's profile is incomplete (the message names what is missing; `corral host apply` restores it); `invalid_state`; `refused_by_check`; `not_in_rotation`; `on_another_member`: located on another member and this corrald has no `--cluster` peers to ask (with peers, that member's corrald starts it and its answer is passed on).", body = ErrorBody),
         (status = 500, description = "`topology`: its devices differ from what corral built.", body = ErrorBody),
         (status = 504, description = "`not_ready`: started, but no DHCP lease from the profile's gateway or no exec answer in time.", body = ErrorBody),
         (status = 403, description = "`not_owned`: the instance carries no corral stamp; `not_owner`: a restricted caller's request for a sandbox it did not create.", body = ErrorBody),
         (status = 404, description = "`not_found`: no such sandbox.", body = ErrorBody),
         (status = 429, description = "`busy`: too many provider operations in flight; retry after `Retry-After` seconds.", body = ErrorBody),
-        (status = 502, description = "`backend`, `malformed` or `io`: the backend refused, answered nonsense, or could not be reached.", body = ErrorBody),
+        (status = 502, description = "`backend`, `malformed` or `io`: the backend refused, answered nonsense, or could not be reached; `member_unreachable`: the member it is located on gave no answer when asked to start it (a start it may have begun is stopped).", body = ErrorBody),
     )
 )]
 pub async fn start(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
-) -> Result<Json<SandboxInfo>, ApiError> {
+) -> Result<Response, ApiError> {
     authorize(&state, &caller, &name).await?;
     detached(async move {
         let _name = state.lock_name(&name).await;
         let _turn = state.turn().await?;
-        Ok(Json(
-            state.sandboxes().start(&name, READY_TIMEOUT).await?.info,
-        ))
+        // On another cluster member: started there, its canary on its kernel.
+        if let Some(answer) = crate::admit::start_elsewhere(&state, &name).await? {
+            return Ok(answer);
+        }
+        Ok(start_here(&state, &name).await?.into_response())
     })
     .await
+}
+
+/// A start on this member (the name lock and turn held).
+pub(crate) async fn start_here(
+    state: &AppState,
+    name: &str,
+) -> Result<Json<ActionReport>, ApiError> {
+    let made = state.sandboxes().start(name, READY_TIMEOUT).await?;
+    Ok(Json(ActionReport::done(
+        "start",
+        name,
+        Some(made.info.state),
+    )))
 }
 
 /// Stop a sandbox; answers its information afterwards.
@@ -374,7 +430,7 @@ pub async fn start(
     params(("name" = String, Path, description = "The sandbox's name.")),
     request_body(content = Option<StopBody>, description = "May be empty: a clean shutdown with the backend's default wait."),
     responses(
-        (status = 200, description = "Stopped.", body = crate::schema::SandboxInfoDoc),
+        (status = 200, description = "Stopped: `corral.sandbox-action.v1`, as `corral stop --json`.", body = crate::schema::ActionReportDoc),
         (status = 400, description = "`bad_request`.", body = ErrorBody),
         (status = 409, description = "`invalid_state`: not running.", body = ErrorBody),
         (status = 504, description = "`timeout`: a clean shutdown did not finish within `timeout_secs` (the message says how long the stop took; stop with `force`).", body = ErrorBody),
@@ -389,19 +445,72 @@ pub async fn stop(
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
     Body(body): Body,
-) -> Result<Json<SandboxInfo>, ApiError> {
-    let req: StopBody = json_or_default(&body)?;
+) -> Result<Json<ActionReport>, ApiError> {
+    let options = stop_options(&body)?;
     authorize(&state, &caller, &name).await?;
-    let options = StopOptions {
-        force: req.force,
-        timeout: req.timeout_secs.map(Duration::from_secs),
-    };
     detached(async move {
         let _name = state.lock_name(&name).await;
         let _turn = state.turn().await?;
-        Ok(Json(state.sandboxes().stop(&name, options).await?))
+        let info = state.sandboxes().stop(&name, options).await?;
+        Ok(Json(ActionReport::done("stop", &name, Some(info.state))))
     })
     .await
+}
+
+/// Stop a running sandbox and start it again through the start gate,
+/// which is checked before the stop: a refused restart leaves it running
+/// as it was. Answers once it is ready again.
+#[utoipa::path(
+    post,
+    path = "/v1/sandboxes/{name}/restart",
+    tag = "sandboxes",
+    operation_id = "restartSandbox",
+    params(("name" = String, Path, description = "The sandbox's name.")),
+    request_body(content = Option<StopBody>, description = "May be empty: a clean shutdown with the backend's default wait; `force` kills instead."),
+    responses(
+        (status = 200, description = "Restarted and ready: `corral.sandbox-action.v1`, as `corral restart --json`.", body = crate::schema::ActionReportDoc),
+        (status = 400, description = "`bad_request`.", body = ErrorBody),
+        (status = 409, description = "`not_enforced`, `refused_by_check`, `not_in_rotation`, `on_another_member` (the sandbox is left as it was); `invalid_state`.", body = ErrorBody),
+        (status = 500, description = "`topology`: its devices differ from what corral built.", body = ErrorBody),
+        (status = 504, description = "`timeout`: the clean shutdown did not finish in time; `not_ready`: started again, but not ready in time.", body = ErrorBody),
+        (status = 403, description = "`not_owned`: the instance carries no corral stamp; `not_owner`: a restricted caller's request for a sandbox it did not create.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such sandbox.", body = ErrorBody),
+        (status = 429, description = "`busy`: too many provider operations in flight; retry after `Retry-After` seconds.", body = ErrorBody),
+        (status = 502, description = "`backend`, `malformed` or `io`: the backend refused, answered nonsense, or could not be reached.", body = ErrorBody),
+    )
+)]
+pub async fn restart(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+    Body(body): Body,
+) -> Result<Json<ActionReport>, ApiError> {
+    let options = stop_options(&body)?;
+    authorize(&state, &caller, &name).await?;
+    detached(async move {
+        let _name = state.lock_name(&name).await;
+        let _turn = state.turn().await?;
+        let made = state
+            .sandboxes()
+            .restart(&name, options, READY_TIMEOUT)
+            .await?;
+        Ok(Json(ActionReport::done(
+            "restart",
+            &name,
+            Some(made.info.state),
+        )))
+    })
+    .await
+}
+
+/// What a stop (or a restart's stop) was asked for; an empty body is a
+/// clean shutdown with the backend's default wait.
+fn stop_options(body: &axum::body::Bytes) -> Result<StopOptions, ApiError> {
+    let req: StopBody = json_or_default(body)?;
+    Ok(StopOptions {
+        force: req.force,
+        timeout: req.timeout_secs.map(Duration::from_secs),
+    })
 }
 
 /// The service's request for an exec body: argv checked, the timeout
@@ -537,7 +646,8 @@ pub async fn verify(
     Ok((status, Json(report)))
 }
 
-/// Delete a sandbox and its snapshots; 204. Deletes of one sandbox run one
+/// Delete a sandbox and its snapshots; 200 with what was done (as
+/// `corral rm --json`). Deletes of one sandbox run one
 /// at a time, so all but the first of several answer 404.
 #[utoipa::path(
     delete,
@@ -546,27 +656,39 @@ pub async fn verify(
     operation_id = "deleteSandbox",
     params(("name" = String, Path, description = "The sandbox's name.")),
     responses(
-        (status = 204, description = "Deleted."),
+        (status = 200, description = "Deleted: `corral.sandbox-action.v1`, as `corral rm --json` (its `state` null).", body = crate::schema::ActionReportDoc),
         (status = 400, description = "`invalid_spec`: not a valid name.", body = ErrorBody),
         (status = 403, description = "`not_owned`: the instance carries no corral stamp; `not_owner`: a restricted caller's request for a sandbox it did not create.", body = ErrorBody),
         (status = 404, description = "`not_found`: no such sandbox.", body = ErrorBody),
         (status = 429, description = "`busy`: too many provider operations in flight; retry after `Retry-After` seconds.", body = ErrorBody),
-        (status = 502, description = "`backend`, `malformed` or `io`: the backend refused, answered nonsense, or could not be reached.", body = ErrorBody),
+        (status = 502, description = "`backend`, `malformed` or `io`: the backend refused, answered nonsense, or could not be reached; `member_unreachable`: the member it is located on gave no answer when asked to delete it (nothing was deleted).", body = ErrorBody),
     )
 )]
 pub async fn delete(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     authorize(&state, &caller, &name).await?;
     detached(async move {
         let _name = state.lock_name(&name).await;
         let _turn = state.turn().await?;
-        state.sandboxes().delete(&name).await?;
-        Ok(StatusCode::NO_CONTENT)
+        // On another cluster member: deleted there, its port unbound there.
+        if let Some(answer) = crate::admit::delete_elsewhere(&state, &name).await? {
+            return Ok(answer);
+        }
+        Ok(delete_here(&state, &name).await?.into_response())
     })
     .await
+}
+
+/// A delete on this member (the name lock and turn held).
+pub(crate) async fn delete_here(
+    state: &AppState,
+    name: &str,
+) -> Result<Json<ActionReport>, ApiError> {
+    state.sandboxes().delete(name).await?;
+    Ok(Json(ActionReport::done("rm", name, None)))
 }
 
 #[cfg(test)]

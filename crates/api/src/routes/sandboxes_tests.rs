@@ -23,8 +23,11 @@ fn a_create_request_is_a_container_with_what_it_names() {
         resources: Resources::default(),
         from: None,
         target: Some("m2".into()),
+        ttl_secs: Some(3600),
+        idle_stop_secs: None,
     });
     assert_eq!(n.instance_type, InstanceType::Container);
     assert_eq!(n.profile.as_deref(), Some("internet"));
     assert_eq!(n.target.as_deref(), Some("m2"));
+    assert_eq!((n.ttl_secs, n.idle_stop_secs), (Some(3600), None));
 }

@@ -6,8 +6,9 @@ use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use corral_sandbox_core::sandbox::{SandboxInfo, SnapshotInfo};
+use corral_sandbox_core::sandbox::SnapshotInfo;
 use corral_service::Caller;
+use corral_service::shapes::{SandboxRestore, SandboxSnapshot};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -67,7 +68,7 @@ pub async fn list(
     params(("name" = String, Path, description = "The sandbox's name.")),
     request_body(content = Option<SnapshotBody>, description = "May be empty: the first free `snapN`."),
     responses(
-        (status = 201, description = "Taken.", body = crate::schema::SnapshotInfoDoc),
+        (status = 201, description = "Taken: `corral.sandbox-snapshot.v1`, as `corral snapshot --json`.", body = crate::schema::SandboxSnapshotDoc),
         (status = 400, description = "`bad_request`, or `invalid_spec`: not a snapshot name (1 to 63 characters without `/`).", body = ErrorBody),
         (status = 409, description = "`already_exists`: the sandbox has a snapshot of that name.", body = ErrorBody),
         (status = 403, description = "`not_owned`, or `not_owner`.", body = ErrorBody),
@@ -81,7 +82,7 @@ pub async fn take(
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
     Body(body): Body,
-) -> Result<(StatusCode, Json<SnapshotInfo>), ApiError> {
+) -> Result<(StatusCode, Json<SandboxSnapshot>), ApiError> {
     let req: SnapshotBody = json_or_default(&body)?;
     authorize(&state, &caller, &name).await?;
     detached(async move {
@@ -91,7 +92,7 @@ pub async fn take(
             .sandboxes()
             .snapshot(&name, req.name.as_deref())
             .await?;
-        Ok((StatusCode::CREATED, Json(snap)))
+        Ok((StatusCode::CREATED, Json(SandboxSnapshot::new(&name, snap))))
     })
     .await
 }
@@ -106,7 +107,7 @@ pub async fn take(
     params(("name" = String, Path, description = "The sandbox's name.")),
     request_body = RestoreBody,
     responses(
-        (status = 200, description = "Restored.", body = crate::schema::SandboxInfoDoc),
+        (status = 200, description = "Restored: `corral.sandbox-restore.v1`, as `corral restore --json`.", body = crate::schema::SandboxRestoreDoc),
         (status = 400, description = "`bad_request`, or `invalid_spec`.", body = ErrorBody),
         (status = 404, description = "`not_found`: no such sandbox or snapshot (nothing was stopped).", body = ErrorBody),
         (status = 409, description = "`not_enforced`: a running sandbox's profile is not enforced (it is left running as it was); `refused_by_check`; `invalid_state`.", body = ErrorBody),
@@ -121,7 +122,7 @@ pub async fn restore(
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
     Body(body): Body,
-) -> Result<Json<SandboxInfo>, ApiError> {
+) -> Result<Json<SandboxRestore>, ApiError> {
     let req: RestoreBody = json(&body)?;
     authorize(&state, &caller, &name).await?;
     detached(async move {
@@ -131,7 +132,7 @@ pub async fn restore(
             .sandboxes()
             .restore(&name, &req.snapshot, READY_TIMEOUT)
             .await?;
-        Ok(Json(done.info))
+        Ok(Json(SandboxRestore::new(&req.snapshot, done)))
     })
     .await
 }

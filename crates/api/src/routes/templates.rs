@@ -3,7 +3,8 @@
 
 use axum::Json;
 use axum::extract::State;
-use corral_service::Template;
+use corral_service::shapes::TemplateList;
+use corral_service::templates::dir_for;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
@@ -15,11 +16,15 @@ use crate::state::AppState;
     tag = "sandboxes",
     operation_id = "templates",
     responses(
-        (status = 200, description = "The templates, by name.", body = Vec<crate::schema::TemplateDoc>),
+        (status = 200, description = "The templates, by name (`corral.templates.v1`, as `corral templates --json`).", body = crate::schema::TemplateListDoc),
         (status = 500, description = "`invalid_template`: a template file of the operator's is invalid (the message names the file, line and field).", body = ErrorBody),
     )
 )]
-pub async fn get(State(state): State<AppState>) -> Result<Json<Vec<Template>>, ApiError> {
+pub async fn get(State(state): State<AppState>) -> Result<Json<TemplateList>, ApiError> {
     let catalog = state.sandboxes().templates()?;
-    Ok(Json(catalog.iter().cloned().collect()))
+    let dir = dir_for(&state.sandboxes().settings().origin);
+    Ok(Json(TemplateList::new(
+        &dir,
+        catalog.iter().cloned().collect(),
+    )))
 }

@@ -6,17 +6,19 @@
 use axum::Json;
 use axum::extract::State;
 use corral_sandbox_core::SandboxKind;
-use corral_sandbox_core::verify::{Clock as _, Gate, KindStatus, Timestamp};
+use corral_sandbox_core::verify::{Clock as _, KindStatus, Timestamp};
 use corral_service::WallClock;
+use corral_service::shapes::GateView;
 use corral_service::store::SandboxRecord;
-use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// One kind's standing.
-#[derive(Debug, Serialize, ToSchema)]
+/// One kind's standing (described; the answer is
+/// [`corral_service::shapes::KindStanding`]).
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // Schema-only: never constructed.
 pub struct KindEntry {
     /// The kind.
     #[schema(value_type = String)]
@@ -31,9 +33,13 @@ pub struct KindEntry {
     pub demotion_reason: Option<String>,
 }
 
-/// The answer.
-#[derive(Debug, Serialize, ToSchema)]
+/// The answer, as `corral gate --json` (described; the answer is
+/// [`corral_service::shapes::GateView`]).
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // Schema-only: never constructed.
 pub struct VerificationAnswer {
+    /// `corral.gate.v1`.
+    schema: String,
     /// The database.
     pub path: String,
     /// When `kinds` was evaluated (ms since the Unix epoch).
@@ -49,21 +55,6 @@ pub struct VerificationAnswer {
     pub sandboxes: Vec<SandboxRecord>,
 }
 
-/// The standing of every kind `gate` has opted in or holds a demotion
-/// for, at `now`.
-pub fn standings(gate: &Gate, now: Timestamp) -> Vec<KindEntry> {
-    let demoted: Vec<SandboxKind> = gate.demotions().into_iter().map(|(k, ..)| k).collect();
-    SandboxKind::ALL
-        .into_iter()
-        .filter(|k| gate.opted_in().contains(k) || demoted.contains(k))
-        .map(|kind| KindEntry {
-            kind,
-            status: gate.status(kind, now),
-            demotion_reason: gate.demotion_reason(kind).map(str::to_owned),
-        })
-        .collect()
-}
-
 /// The per-kind verification gate and every sandbox's last verdict, from
 /// the store.
 #[utoipa::path(
@@ -77,45 +68,11 @@ pub fn standings(gate: &Gate, now: Timestamp) -> Vec<KindEntry> {
         (status = 500, description = "`internal`: the store could not be read.", body = crate::error::ErrorBody),
     )
 )]
-pub async fn get(State(state): State<AppState>) -> Result<Json<VerificationAnswer>, ApiError> {
+pub async fn get(State(state): State<AppState>) -> Result<Json<GateView>, ApiError> {
     let now = WallClock.now();
     let cfg = &state.settings().config.host.verification;
     let db = state.db();
     let gate = db.gate(cfg).map_err(ApiError::internal)?;
-    Ok(Json(VerificationAnswer {
-        path: db.path().display().to_string(),
-        now,
-        opted_in: gate.opted_in().to_vec(),
-        kinds: standings(&gate, now),
-        sandboxes: db.sandboxes().map_err(ApiError::internal)?,
-    }))
-}
-
-#[cfg(test)]
-mod tests {
-    use corral_sandbox_core::config::VerificationConfig;
-
-    use super::*;
-
-    #[test]
-    fn opted_in_and_demoted_kinds_are_listed() {
-        let mut gate = Gate::new(&VerificationConfig {
-            kinds: vec![SandboxKind::Tart],
-            ..VerificationConfig::default()
-        });
-        let s = standings(&gate, Timestamp(5));
-        assert_eq!(s.len(), 1);
-        assert_eq!(s[0].kind, SandboxKind::Tart);
-        let v = serde_json::to_value(&s[0]).unwrap();
-        assert_eq!(v["status"], "eligible");
-        gate.restore_demotion(SandboxKind::Multipass, Timestamp(10), "old".into());
-        let s = standings(&gate, Timestamp(5));
-        assert_eq!(s.len(), 2);
-        assert_eq!(s[0].kind, SandboxKind::Multipass);
-        assert_eq!(
-            serde_json::to_value(&s[0]).unwrap()["status"],
-            "not-opted-in"
-        );
-        assert!(standings(&Gate::new(&VerificationConfig::default()), Timestamp(5)).is_empty());
-    }
+    let sandboxes = db.sandboxes().map_err(ApiError::internal)?;
+    Ok(Json(GateView::new(db.path(), &gate, now, sandboxes)))
 }

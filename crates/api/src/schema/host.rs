@@ -211,10 +211,19 @@ pub struct ExplanationDoc {
     /// `tcp`, `udp` or `icmp`.
     #[schema(pattern = "^(tcp|udp|icmp)$")]
     protocol: String,
-    /// `allow` when every traced address is allowed (and there is one),
-    /// else `block`.
-    #[schema(pattern = "^(allow|block)$")]
+    /// The kernel's verdict (corral's live tables walked): `allow` when
+    /// every traced address is allowed (and there is one), `unknown` when
+    /// none is blocked but a live walk met an expression it does not
+    /// model, else `block`.
+    #[schema(pattern = "^(allow|block|unknown)$")]
     verdict: String,
+    /// The plan's verdict, by the same rule (`allow` or `block`).
+    #[schema(pattern = "^(allow|block)$")]
+    plan_verdict: String,
+    /// Every difference between the plan and corral's live tables (as
+    /// `corral host verify --json` lists them); empty when the kernel
+    /// holds exactly the plan.
+    drift: Vec<serde_json::Value>,
     /// For a host name: the allow entries listing it, the gateway resolver
     /// asked and its answers.
     #[schema(nullable)]
@@ -231,14 +240,24 @@ pub struct ExplanationDoc {
 pub struct ExplainAnswerDoc {
     /// The destination address.
     address: String,
-    /// `allow`, `block` or `not_corrals`.
-    #[schema(pattern = "^(allow|block|not_corrals)$")]
+    /// The kernel's: `allow`, `block` or `unknown`.
+    #[schema(pattern = "^(allow|block|unknown)$")]
     verdict: String,
-    /// Why, in words.
+    /// The plan's: `allow`, `block` or `not_corrals`.
+    #[schema(pattern = "^(allow|block|not_corrals)$")]
+    plan_verdict: String,
+    /// Why, in words (with both verdicts when they differ or the tables
+    /// drifted).
     reason: String,
     /// The verdict, deciding rule and reason as one line.
     line: String,
-    /// The walk: flow, profile, verdict, path, rule (chain, index, nft),
-    /// set (name, element, learned), entries.
+    /// The walk through the plan: flow, profile, verdict, path, rule
+    /// (chain, index, nft), set (name, element, learned), entries.
     trace: serde_json::Value,
+    /// The walk through the live rules: verdict, path, rule (chain,
+    /// handle, index, nft), policy, set (name, element), unknown, note.
+    live: serde_json::Value,
+    /// The kernel's route: `"local"`, `{"forward": {"name", "group"}}` or
+    /// `{"refused": "why"}`.
+    route: serde_json::Value,
 }

@@ -6,9 +6,14 @@
 #![allow(dead_code)] // Schema-only types: never constructed.
 
 mod host;
+mod shapes;
 pub use host::{
     ClusterDoc, ExplainAnswerDoc, ExplanationDoc, HostPlanDoc, HostStatusDoc, HostStatusReportDoc,
     HostVerifyDoc, KindStatusDoc, MatrixEntryDoc, ProfilesDoc, ReportDoc, SelectionDoc,
+};
+pub use shapes::{
+    ActionReportDoc, ActionResultDoc, LifetimeDoc, SandboxDetailDoc, SandboxListDoc, SandboxNewDoc,
+    SandboxRenameDoc, SandboxRestoreDoc, SandboxSnapshotDoc, TemplateListDoc,
 };
 
 use utoipa::ToSchema;
@@ -129,6 +134,12 @@ pub struct TemplateDoc {
     size: Option<String>,
     /// Resource limits.
     resources: ResourcesDoc,
+    /// The time to live its sandboxes get unless the request gives one,
+    /// seconds (null: none).
+    ttl_secs: Option<u64>,
+    /// The idle limit its sandboxes get unless the request gives one,
+    /// seconds (null: none).
+    idle_stop_secs: Option<u64>,
     /// Packages installed at first boot (by cloud-init).
     packages: Vec<String>,
     /// Shell commands run once, as root, at first boot (by cloud-init).
@@ -251,6 +262,20 @@ mod tests {
         let trace = plan
             .trace_profile("allowlist", 6, ip, Some(443), &Default::default())
             .unwrap();
+        let live = corral_egress::nft::live_trace::trace_live(
+            None,
+            &corral_egress::nft::live_trace::Packet {
+                protocol: 6,
+                src: trace.flow.src,
+                dst: ip,
+                dport: Some(443),
+                iif: corral_egress::nft::live_trace::Iface {
+                    name: "corral-allow".into(),
+                    group: 0,
+                },
+                route: corral_egress::nft::live_trace::Route::Local,
+            },
+        );
         corral_service::host::Explanation {
             profile: "allowlist".into(),
             sandbox: None,
@@ -258,17 +283,80 @@ mod tests {
             dest: "203.0.113.10".into(),
             port: Some(443),
             protocol: Proto::Tcp,
-            verdict: trace.verdict,
+            verdict: live.verdict,
+            plan_verdict: trace.verdict,
+            drift: Vec::new(),
             name: None,
             answers: vec![corral_service::host::Answer {
                 address: ip,
-                verdict: trace.verdict,
+                verdict: live.verdict,
+                plan_verdict: trace.verdict,
                 reason: reason(&trace),
                 line: one_line(&trace, "203.0.113.10:443/tcp"),
                 trace,
+                live,
+                route: corral_egress::nft::live_trace::Route::Local,
             }],
             plan: "built-in defaults".into(),
         }
+    }
+
+    #[test]
+    fn the_shared_shapes_match_their_descriptions() {
+        use corral_service::shapes::{ActionReport, SandboxDetail, SandboxList, SandboxNew};
+        let info = SandboxInfo {
+            name: SandboxName::new("a1").unwrap(),
+            kind: SandboxKind::Incus,
+            state: SandboxState::Running,
+            instance_type: InstanceType::Container,
+            profile: None,
+            image: Some("img".into()),
+            created: None,
+            addresses: vec![],
+            nic: None,
+            location: None,
+        };
+        held::<SandboxListDoc>(&SandboxList::new(vec![info.clone()]));
+        let life = corral_service::store::LifetimeRecord {
+            ttl_secs: Some(60),
+            expires: Some(corral_sandbox_core::verify::Timestamp(60_000)),
+            idle_stop_secs: Some(30),
+        };
+        let listed = SandboxList::new(vec![info.clone()]).with_lifetimes(&[("a1".into(), life)]);
+        held::<SandboxListDoc>(&listed);
+        held::<LifetimeDoc>(&listed.lifetimes["a1"]);
+        held::<SandboxDetailDoc>(&SandboxDetail::new(info.clone(), vec![]));
+        held::<SandboxNewDoc>(&SandboxNew::new(corral_service::HandedOut {
+            info: info.clone(),
+            gate: None,
+            ready: None,
+            template: None,
+            from: None,
+        }));
+        let handed = corral_service::HandedOut {
+            info: info.clone(),
+            gate: None,
+            ready: None,
+            template: None,
+            from: None,
+        };
+        held::<SandboxRestoreDoc>(&corral_service::shapes::SandboxRestore::new(
+            "snap0", handed,
+        ));
+        held::<SandboxRenameDoc>(&corral_service::shapes::SandboxRename::new(
+            "a0",
+            info.clone(),
+        ));
+        held::<SandboxSnapshotDoc>(&corral_service::shapes::SandboxSnapshot::new(
+            "a1",
+            corral_sandbox_core::sandbox::SnapshotInfo {
+                name: "snap0".into(),
+                created: None,
+            },
+        ));
+        let report = ActionReport::done("start", "a1", Some(SandboxState::Running));
+        held::<ActionReportDoc>(&report);
+        held::<ActionResultDoc>(&report.results[0]);
     }
 
     #[test]
@@ -296,6 +384,14 @@ mod tests {
             name: "snap0".into(),
             created: Some("2026-12-01T00:00:00Z".into()),
         });
+        held::<TemplateListDoc>(&corral_service::shapes::TemplateList::new(
+            std::path::Path::new("/etc/corral/templates"),
+            corral_service::Catalog::builtin()
+                .unwrap()
+                .iter()
+                .cloned()
+                .collect(),
+        ));
         for t in corral_service::Catalog::builtin().unwrap().iter() {
             held::<TemplateDoc>(t);
         }

@@ -51,6 +51,17 @@ pub fn raw_client(socket: &str) -> IncusClient {
         .clone()
 }
 
+/// The instance's status as Incus reports it (`Running`, `Stopped`, …),
+/// `None` when it does not exist.
+pub fn status(client: &IncusClient, name: &str) -> Option<String> {
+    runtime()
+        .block_on(
+            client.get::<corral_provider_incus::api::Instance>(&format!("/1.0/instances/{name}")),
+        )
+        .ok()
+        .map(|i| i.status)
+}
+
 /// Force-deletes the named instances when dropped.
 pub struct Cleanup {
     /// The raw client.

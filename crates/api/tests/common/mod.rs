@@ -68,6 +68,18 @@ impl Server {
         env: &[(&str, &str)],
         log: Option<PathBuf>,
     ) -> Self {
+        Self::start_prepared(wrapper, args, env, log, |_| {})
+    }
+
+    /// [`Self::start_under`], with `prepare` given the command before it
+    /// is spawned (e.g. a `pre_exec` installing a seccomp filter).
+    pub fn start_prepared(
+        wrapper: &[String],
+        args: &[String],
+        env: &[(&str, &str)],
+        log: Option<PathBuf>,
+        prepare: impl FnOnce(&mut Command),
+    ) -> Self {
         let mut args = args.to_vec();
         let mut token_dir = None;
         if args.iter().any(|a| a == "--listen") && !args.iter().any(|a| a == "--token-file") {
@@ -90,7 +102,7 @@ impl Server {
         cmd.args(&args).stdout(Stdio::piped()).stderr(stderr);
         // These tests make drift on purpose and assert what corrald says
         // about it: the kernel watch would heal it first (its own tests are
-        // in corral-service's kernel_watch). Likewise they kill gateways and
+        // in corral-tests' kernel_watch). Likewise they kill gateways and
         // start sandboxes behind corral's back on purpose: the supervisors
         // would restart and judge them (their tests: corral-service's
         // gateway_supervise, corral-tests' unmanaged_start).
@@ -99,6 +111,7 @@ impl Server {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        prepare(&mut cmd);
         let mut child = cmd.spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
@@ -350,4 +363,78 @@ pub fn as_user(
         serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
     };
     (status, json)
+}
+
+/// A network namespace held by a `sleep`, for a corrald run with
+/// `--netns` (its listener stays in the test's namespace); the kernel frees
+/// the namespace (and the rules in it) once the holder and every process
+/// in it are gone. A corrald that enforces or collects in a namespace of
+/// its own sees none of the blocked packets of tests that run beside it.
+pub struct HeldNetns {
+    holder: Child,
+}
+
+impl HeldNetns {
+    /// Unshares a fresh namespace and waits until its holder is in it.
+    pub fn new() -> Self {
+        let holder = Command::new("unshare")
+            .args(["--net", "sleep", "600"])
+            .spawn()
+            .unwrap();
+        let ns = Self { holder };
+        let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
+        for _ in 0..200 {
+            if std::fs::read_link(ns.path()).is_ok_and(|l| l != ours) {
+                return ns;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("the namespace holder did not leave this namespace");
+    }
+
+    /// The namespace's path, for `--netns`.
+    pub fn path(&self) -> String {
+        format!("/proc/{}/ns/net", self.holder.id())
+    }
+
+    /// Runs `program` inside the namespace.
+    pub fn exec(&self, program: &str, args: &[&str]) -> std::process::Output {
+        Command::new("nsenter")
+            .arg(format!("--net={}", self.path()))
+            .arg(program)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for HeldNetns {
+    fn drop(&mut self) {
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
+    }
+}
+
+/// Sabotage with `nft` (the real tool, not corral's code): an accept for
+/// `dst`, first in corral's inet chain `chain`.
+pub fn nft_accept_first(chain: &str, dst: std::net::IpAddr) {
+    let out = Command::new("nft")
+        .args([
+            "insert",
+            "rule",
+            "inet",
+            "corral",
+            chain,
+            "ip",
+            "daddr",
+            &dst.to_string(),
+            "accept",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

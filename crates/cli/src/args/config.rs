@@ -94,6 +94,10 @@ pub struct DrillArgs {
     /// Also write the drill record as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Every column in full (probe, from, to, expected, observed, verdict,
+    /// ms); the default table fits 100 columns, and `--json` has all.
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// `corral man`.

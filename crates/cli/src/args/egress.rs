@@ -2,7 +2,7 @@
 //! `events`, `log`, `gate`, `grant`, `revoke`, `cluster`.
 
 use super::SandboxContext;
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 
 /// `corral explain`.
 #[derive(Debug, Clone, Args)]
@@ -88,12 +88,26 @@ pub struct LogArgs {
     /// Keep printing records as they are written (Ctrl-C to stop).
     #[arg(long, short = 'f')]
     pub follow: bool,
-    /// One JSON object per line (the audit trail's own records) on stdout.
+    /// One JSON object per line (the audit trail's own records) on stdout; the same as `--format json`.
     #[arg(long)]
     pub json: bool,
+    /// How records are printed: `text` (the default), `json` (the trail's own records, one per line) or `ocsf` (one OCSF 1.4.0 event per line, for a SIEM).
+    #[arg(long, value_enum, value_name = "FORMAT", conflicts_with = "json")]
+    pub format: Option<LogFormat>,
     /// Where corral's state (and so the trail) is.
     #[command(flatten)]
     pub ctx: SandboxContext,
+}
+
+/// How `corral log` prints records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One line per record, for people.
+    Text,
+    /// The trail's own records, one JSON object per line.
+    Json,
+    /// One OCSF event per line (docs/audit.md#ocsf).
+    Ocsf,
 }
 
 /// `corral gate`.

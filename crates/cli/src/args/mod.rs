@@ -15,7 +15,7 @@ pub use state::{
 mod egress;
 pub use egress::{
     ClusterCommand, ClusterStatusArgs, EventsArgs, ExplainArgs, GateArgs, GrantArgs, LogArgs,
-    RevokeArgs, VerifyArgs,
+    LogFormat, RevokeArgs, VerifyArgs,
 };
 mod config;
 pub use config::{

@@ -67,13 +67,29 @@ pub struct NewArgs {
     )]
     pub from: Option<String>,
     /// Virtual CPUs.
-    #[arg(long, value_name = "N", conflicts_with = "size")]
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "size",
+        allow_hyphen_values = true
+    )]
     pub cpu: Option<u32>,
-    /// Memory, e.g. 512MiB or 2GiB.
-    #[arg(long, value_name = "SIZE", conflicts_with = "size")]
+    /// Memory, e.g. 512MiB or 2GiB (a unit is required).
+    #[arg(
+        long,
+        value_name = "SIZE",
+        conflicts_with = "size",
+        allow_hyphen_values = true
+    )]
     pub memory: Option<String>,
-    /// Root disk, e.g. 10GiB.
-    #[arg(long, value_name = "SIZE", conflicts_with = "size")]
+    /// Root disk, e.g. 10GiB (a unit is required; more than the storage
+    /// pool has free is refused).
+    #[arg(
+        long,
+        value_name = "SIZE",
+        conflicts_with = "size",
+        allow_hyphen_values = true
+    )]
     pub disk: Option<String>,
     /// A resource preset instead of --cpu/--memory/--disk.
     #[arg(long, value_enum)]
@@ -85,6 +101,16 @@ pub struct NewArgs {
     /// refused when Incus reports the member evacuated or offline.
     #[arg(long, value_name = "MEMBER", conflicts_with = "from")]
     pub target: Option<String>,
+    /// Time to live (90s, 30m, 2h, 1d): corral deletes the sandbox that
+    /// long after it is made, running or not (default: the template's, else
+    /// never). Enforced by a running corrald.
+    #[arg(long, value_name = "DURATION", value_parser = corral_service::lifetimes::parse_secs, conflicts_with = "from")]
+    pub ttl: Option<u64>,
+    /// Stop the sandbox once it has sat idle this long (90s, 30m, 2h, 1d):
+    /// no exec session in it and no packet from it through its port
+    /// (default: the template's, else never). Enforced by a running corrald.
+    #[arg(long, value_name = "DURATION", value_parser = corral_service::lifetimes::parse_secs, conflicts_with = "from")]
+    pub idle_stop: Option<u64>,
     /// Give up waiting for the sandbox to be ready after this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     pub timeout: u64,

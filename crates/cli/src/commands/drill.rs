@@ -82,6 +82,69 @@ fn verdict_cell(out: &Output, v: Verdict) -> String {
     }
 }
 
+/// The width the default table fits.
+const NARROW: usize = 100;
+/// At most this much of a row's destination is shown in the narrow table.
+const TO_WIDTH: usize = 34;
+
+/// `text` cut to `width` characters, ending in `…` when cut.
+fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// The default table: verdict, from, to, probe — each row one line of at
+/// most [`NARROW`] columns (the probe's text cut to what is left).
+fn narrow_table(out: &Output, rows: &[&DrillRow]) -> Table {
+    let from_w = rows
+        .iter()
+        .map(|r| r.from.chars().count())
+        .chain(["from".len()])
+        .max()
+        .unwrap_or(0);
+    let to_w = rows
+        .iter()
+        .map(|r| r.to.chars().count().min(TO_WIDTH))
+        .chain(["to".len()])
+        .max()
+        .unwrap_or(0);
+    // "not run" is the widest verdict; two spaces between columns.
+    let probe_w = NARROW.saturating_sub("not run".len() + from_w + to_w + 3 * 2);
+    let mut t = Table::new(["verdict", "from", "to", "probe"]);
+    for r in rows {
+        t.row([
+            verdict_cell(out, r.verdict),
+            r.from.clone(),
+            fit(&r.to, TO_WIDTH),
+            fit(&r.probe, probe_w),
+        ]);
+    }
+    t
+}
+
+/// One line per row that did not pass: what was seen against what was
+/// expected and what the control saw.
+fn not_passed_lines(rows: &[&DrillRow]) -> Vec<String> {
+    rows.iter()
+        .filter(|r| r.verdict != Verdict::Pass)
+        .map(|r| {
+            format!(
+                "{} from {} to {}: expected {}, observed {}; control: {}",
+                r.probe,
+                r.from,
+                r.to,
+                expected_text(r.expected),
+                observed_text(&r.observed),
+                observed_text(&r.control)
+            )
+        })
+        .collect()
+}
+
 fn table(out: &Output, rows: &[&DrillRow]) -> Table {
     let mut t = Table::new([
         "probe", "from", "to", "expected", "observed", "verdict", "ms",
@@ -199,7 +262,14 @@ pub fn run(args: &DrillArgs, out: Output) -> CmdResult {
             report.rows.iter().collect()
         };
         if !rows.is_empty() {
-            human.table(&table(&human, &rows), true);
+            if args.wide {
+                human.table(&table(&human, &rows), true);
+            } else {
+                human.table(&narrow_table(&human, &rows), true);
+                for line in not_passed_lines(&rows) {
+                    human.data(&line);
+                }
+            }
         }
         if !human.quiet {
             for c in corral_drill::attack::class_lines(&report) {
@@ -257,6 +327,36 @@ mod tests {
         let r = row(Verdict::Pass, Observed::Connected, Observed::Connected);
         let text = table(&out, &[&r]).render(false);
         assert!(!text.contains("control"), "{text}");
+    }
+
+    #[test]
+    fn the_default_table_fits_100_columns_and_says_why_a_row_failed() {
+        let out = Output {
+            color: false,
+            quiet: false,
+        };
+        let mut long = row(Verdict::Fail, Observed::Connected, Observed::Connected);
+        long.probe = "a probe whose description goes on ".repeat(8);
+        long.to = "dns query for a-very-long-name.corral.test to 203.0.113.53:53".to_owned();
+        let short = row(Verdict::Pass, Observed::Connected, Observed::Connected);
+        let text = narrow_table(&out, &[&long, &short]).render(false);
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= NARROW,
+                "{} wide: {line}",
+                line.chars().count()
+            );
+        }
+        assert!(
+            text.contains("allowlisted address:port reachable"),
+            "{text}"
+        );
+        assert!(text.contains('…'), "{text}");
+        // The failed row in full, below the table.
+        let why = not_passed_lines(&[&long, &short]);
+        assert_eq!(why.len(), 1);
+        assert!(why[0].contains(&long.probe), "{}", why[0]);
+        assert!(why[0].contains("observed connected"), "{}", why[0]);
     }
 
     #[test]

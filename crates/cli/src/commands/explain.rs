@@ -1,12 +1,14 @@
 //! `corral explain (--profile P | --sandbox NAME) DEST[:PORT][/PROTO]`:
-//! would the plan in force let this packet through, and which rule
-//! decides. Exit 0 whenever an explanation was given, whatever its verdict
+//! would the kernel's rules let this packet through, and which rule
+//! decides; where corral's live tables differ from the plan in force, the
+//! drift and the plan's verdict too. Exit 0 whenever an explanation was given, whatever its verdict
 //! (the verdict is in the output); 1 when it could not be given; 2 for bad
 //! input.
 
+use corral_egress::nft::live_trace::LiveVerdict;
 use corral_egress::plan::explain::{Question, verdict_word};
 use corral_egress::plan::trace::TraceVerdict;
-use corral_service::host::{Explanation, Subject};
+use corral_service::host::{Explanation, Subject, live_word};
 use serde::Serialize;
 
 use super::host::context;
@@ -130,14 +132,27 @@ fn render(e: &Explanation, out: Output) {
             ));
         }
     }
+    if !e.drift.is_empty() {
+        out.data(&format!(
+            "{} the kernel's rules differ from the plan ({} difference(s)); the verdicts below are the kernel's:",
+            out.paint(Style::Bad, "drift:"),
+            e.drift.len()
+        ));
+        for d in &e.drift {
+            out.data(&format!("  {}", d.message));
+        }
+    }
     for a in &e.answers {
         let style = match a.verdict {
-            TraceVerdict::Allow => Style::Good,
+            LiveVerdict::Allow => Style::Good,
             _ => Style::Bad,
         };
-        let word = verdict_word(a.verdict);
+        let word = live_word(a.verdict);
         let line = a.line.strip_prefix(word).unwrap_or(&a.line);
         out.data(&format!("{}{line}", out.paint(style, word)));
-        out.info(&format!("  path: {}", a.trace.path.join(" -> ")));
+        out.info(&format!("  kernel path: {}", a.live.path.join(" -> ")));
+        if a.live.path != a.trace.path {
+            out.info(&format!("  plan path: {}", a.trace.path.join(" -> ")));
+        }
     }
 }

@@ -12,9 +12,10 @@ use corral_service::audit::collector::ServiceNics;
 use corral_service::audit::{
     AuditFilter, AuditLine, AuditLog, Collector, Entry, EntryKind, parse_since,
 };
+use corral_service::audit::{coverage, ocsf};
 use corral_service::clock::WallClock;
 
-use crate::args::LogArgs;
+use crate::args::{LogArgs, LogFormat};
 use crate::commands::verification::summary;
 use crate::error::{CliError, CmdResult, Outcome};
 use crate::output::{Output, Style};
@@ -43,12 +44,21 @@ pub fn run(args: &LogArgs, out: Output) -> CmdResult {
             log.path().display()
         );
     }
+    let format = args.format.unwrap_or(if args.json {
+        LogFormat::Json
+    } else {
+        LogFormat::Text
+    });
+    let machine = format != LogFormat::Text;
     let mut stdout = std::io::stdout().lock();
     for l in &lines {
-        print_line(&mut stdout, l, args.json, out)?;
+        print_line(&mut stdout, l, format, out)?;
     }
-    if lines.is_empty() && !args.json && !args.follow {
+    if lines.is_empty() && !machine && !args.follow {
         out.info(&format!("no records in {}", log.path().display()));
+    }
+    if !args.follow {
+        say_what_was_not_seen(&settings.state_dir, &filter, machine, out);
     }
     let Some(follower) = follower.as_mut() else {
         return Ok(Outcome::Ok);
@@ -69,9 +79,42 @@ pub fn run(args: &LogArgs, out: Output) -> CmdResult {
         std::thread::sleep(POLL);
         for l in follower.poll() {
             if live.matches(&l) && last_seen.is_none_or(|t| l.recorded >= t) {
-                print_line(&mut stdout, &l, args.json, out)?;
+                print_line(&mut stdout, &l, format, out)?;
             }
         }
+    }
+}
+
+/// Network records exist only for the spans a collector ran: say so when
+/// none runs now and the filter asks for them (on stderr under `--json`,
+/// whose stdout holds records alone).
+fn say_what_was_not_seen(
+    state_dir: &std::path::Path,
+    filter: &AuditFilter,
+    json: bool,
+    out: Output,
+) {
+    let wants_net = filter.kinds.is_empty()
+        || filter
+            .kinds
+            .iter()
+            .any(|k| matches!(k, EntryKind::Blocked | EntryKind::Dns));
+    if !wants_net {
+        return;
+    }
+    let gap = match coverage::coverage(state_dir) {
+        Ok(c) => c.gap(),
+        Err(e) => Some(format!(
+            "cannot tell whether network records were collected ({}); they are recorded only \
+             while corrald or `corral log --follow` runs",
+            anyhow::Error::new(e)
+        )),
+    };
+    let Some(gap) = gap else { return };
+    if json {
+        tracing::warn!("{gap}");
+    } else {
+        out.info(&format!("note: {gap}"));
     }
 }
 
@@ -129,11 +172,15 @@ fn filter(args: &LogArgs) -> Result<AuditFilter, CliError> {
 fn print_line(
     w: &mut impl std::io::Write,
     l: &AuditLine,
-    json: bool,
+    format: LogFormat,
     out: Output,
 ) -> Result<(), CliError> {
-    let text = if json {
+    let text = if format == LogFormat::Json {
+        crate::output::note_stdout();
         serde_json::to_string(l).map_err(|e| CliError::failure(anyhow::Error::new(e)))?
+    } else if format == LogFormat::Ocsf {
+        crate::output::note_stdout();
+        ocsf::event(l).to_string()
     } else {
         let (event, what) = describe(&l.entry);
         let event = match l.entry.kind() {

@@ -13,14 +13,6 @@ use crate::error::{CliError, CmdResult, Outcome};
 use crate::load;
 use crate::output::{Output, Style, Table, print_json};
 
-/// `corral templates --json`.
-#[derive(Debug, Serialize)]
-struct TemplatesJson<'a> {
-    schema: &'static str,
-    directory: String,
-    templates: Vec<&'a Template>,
-}
-
 /// `corral templates NAME --json`.
 #[derive(Debug, Serialize)]
 struct TemplateJson<'a> {
@@ -38,6 +30,14 @@ fn template_error(e: TemplateError) -> CliError {
 }
 
 /// What a template asks for, in a few words.
+/// A lifetime default as `corral new` takes it, or `none`.
+fn shown_secs(secs: Option<u64>) -> String {
+    secs.map_or_else(
+        || "none".to_owned(),
+        |s| corral_service::lifetimes::show_secs(s).to_string(),
+    )
+}
+
 fn resources(t: &Template) -> String {
     if let Some(size) = t.size {
         return format!("{size:?}").to_ascii_lowercase();
@@ -72,11 +72,10 @@ pub fn run(args: &TemplatesArgs, out: Output) -> CmdResult {
     let catalog = Catalog::load(&dir).map_err(template_error)?;
     let Some(name) = &args.name else {
         if args.json {
-            print_json(&TemplatesJson {
-                schema: "corral.templates.v1",
-                directory: dir.display().to_string(),
-                templates: catalog.iter().collect(),
-            })?;
+            print_json(&corral_service::shapes::TemplateList::new(
+                &dir,
+                catalog.iter().cloned().collect(),
+            ))?;
             return Ok(Outcome::Ok);
         }
         let mut t = Table::new([
@@ -136,6 +135,8 @@ pub fn run(args: &TemplatesArgs, out: Output) -> CmdResult {
         ("size", resources(template)),
         ("packages", template.packages.join(" ")),
         ("install", template.install.join("; ")),
+        ("ttl", shown_secs(template.ttl_secs)),
+        ("idle_stop", shown_secs(template.idle_stop_secs)),
         ("context", template.context.path.clone()),
         ("source", source(template)),
     ];

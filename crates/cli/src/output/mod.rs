@@ -74,9 +74,26 @@ pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Something went to stdout through this module (or was noted with
+/// [`note_stdout`]): a failure then prints no error JSON after it, which
+/// would make stdout two objects (`config check --json` prints its report,
+/// then fails with exit 2).
+static STDOUT_USED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Record that a command wrote to stdout on its own.
+pub fn note_stdout() {
+    STDOUT_USED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Has anything been printed on stdout?
+pub fn stdout_used() -> bool {
+    STDOUT_USED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Write to stdout, ignoring a closed pipe (`corral … | head` is normal use;
 /// panicking on EPIPE, as `print!` does, is not).
 fn write_stdout(text: &str) {
+    note_stdout();
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }

@@ -14,17 +14,30 @@
 //! Entries are counted over ctnetlink in the host namespace, only those of
 //! this launch (its destination port is fresh), so leftovers of an earlier
 //! launch (a control) never count.
+//!
+//! The drill's rows ([`rows`]) cannot take the drill's usual control (the
+//! lab before any rule): a namespace with no rule that needs conntrack
+//! tracks nothing, so neither shot could land there. Their control is
+//! corral's own plan without class 12's rules ([`without_flow_limits`]),
+//! which keeps conntrack and masquerade on: there the bare ACKs become
+//! entries and the flood goes past the limit. They run after the rest of
+//! the enforced half, each shot once under the control ruleset and once
+//! under the full plan.
 
 use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
 
 use corral_egress::conntrack::Conntrack;
+use corral_egress::plan::{HostPlan, Match};
 use corral_sandbox_core::{EgressMode, ProfileSet};
 
 use super::l3::{Attack, Class, Shot as L3Shot};
 use super::{gateway_mac, mac_of, udp_frame};
 use crate::lab::topology::{PUBLIC_V4, SandboxNs, Topology};
+use crate::lab::{Lab, Observed};
 use crate::raw::frame::{self, Link, TcpFlags, Transport};
 use crate::raw::{Marker, PacketSocket};
+use crate::report::{DrillRow, Expect, judge};
 
 /// An address behind the uplink nobody holds (TEST-NET-3): the lab's
 /// internet side routes it nowhere and nothing answers.
@@ -155,8 +168,92 @@ pub fn launch(topo: &Topology, sb: &SandboxNs, shot: &Shot) -> std::io::Result<(
     }
 }
 
+/// `plan` without class 12's rules: no loose-pickup drop in the guards,
+/// no per-source count or rate meter in the `-out` chains. Conntrack and
+/// masquerade stay, so the control of a class-12 attack can land.
+pub fn without_flow_limits(plan: &HostPlan) -> HostPlan {
+    let mut p = plan.clone();
+    for c in &mut p.inet.chains {
+        c.rules.retain(|r| {
+            !r.matches.iter().any(|m| match m {
+                Match::TcpNotSyn => true,
+                Match::Meter { set, .. } => set.contains("flows"),
+                _ => false,
+            })
+        });
+    }
+    p
+}
+
+/// What one launch saw: landed, or held with the number it got tracked.
+fn outcome(r: std::io::Result<(usize, bool)>) -> Observed {
+    match r {
+        Ok((_, true)) => Observed::Connected,
+        Ok((n, false)) => Observed::Rejected(format!("{n} tracked")),
+        Err(e) => Observed::Error(e.to_string()),
+    }
+}
+
+/// Loads `plan`'s nftables tables into the lab's host (one transaction).
+fn load(lab: &Lab, plan: &HostPlan) -> Result<(), String> {
+    match lab.topo.host.run(|| corral_egress::nft::apply(plan)) {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The drill's class-12 rows (see the module docs): every shot of
+/// [`derive`] under corral's plan without class 12's rules (the control),
+/// then under the full plan, which is in force again when this returns
+/// (or the rows say it could not be put back).
+pub(crate) fn rows(lab: &Lab) -> Vec<DrillRow> {
+    let attacks = derive(&lab.profiles, &lab.topo);
+    if attacks.is_empty() {
+        return Vec::new();
+    }
+    let run = |a: &Attack| match &a.shot {
+        L3Shot::Conntrack(c) => outcome(launch(&lab.topo, &lab.topo.sandboxes[a.from], c)),
+        _ => Observed::Error("not a conntrack attack".to_owned()),
+    };
+    let control: Vec<Observed> = match load(lab, &without_flow_limits(&lab.plan)) {
+        Ok(()) => attacks.iter().map(run).collect(),
+        Err(e) => vec![Observed::Error(format!("control ruleset: {e}")); attacks.len()],
+    };
+    let enforced: Vec<(Observed, u64)> = match load(lab, &lab.plan) {
+        Ok(()) => attacks
+            .iter()
+            .map(|a| {
+                let start = Instant::now();
+                let o = run(a);
+                (
+                    o,
+                    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+                )
+            })
+            .collect(),
+        Err(e) => vec![(Observed::Error(format!("putting the plan back: {e}")), 0); attacks.len()],
+    };
+    attacks
+        .iter()
+        .zip(control)
+        .zip(enforced)
+        .map(|((a, c), (e, ms))| DrillRow {
+            probe: format!("{}: {}", a.class.label(), a.what),
+            from: lab.topo.sandboxes[a.from].name.clone(),
+            to: a.target(),
+            expected: Expect::Block,
+            verdict: judge(Expect::Block, &c, &e),
+            observed: e,
+            control: c,
+            ms,
+            packet: None,
+        })
+        .collect()
+}
+
 /// The drill's rows: from an `internet` sandbox, bare ACKs, and more new
-/// flows than its profile's per-source limit.
+/// flows than its profile's per-source limits.
 pub fn derive(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
     use Shot as C;
     let Some(p) = profiles.iter().find(|p| p.mode == EgressMode::Internet) else {
@@ -170,6 +267,7 @@ pub fn derive(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
         return Vec::new();
     };
     let limit = p.flows.max_per_source;
+    let rate = p.flows.new_per_second;
     let row = |what: &str, shot| Attack {
         class: Class::ConntrackFill,
         what: what.to_owned(),
@@ -185,7 +283,7 @@ pub fn derive(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
             },
         ),
         row(
-            "more new flows than the per-source limit",
+            &format!("more new flows than the per-source limits ({limit} tracked, {rate}/s)"),
             C::Flood {
                 to: IpAddr::V4(PUBLIC_V4[1]),
                 count: u16::try_from(limit.saturating_add(200)).unwrap_or(u16::MAX),

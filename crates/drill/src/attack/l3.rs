@@ -418,11 +418,10 @@ pub fn derive(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
         }
     }
     out.extend(super::related::derive(profiles, topo));
-    // Class 12's rows are not scheduled: their control (the same shots
-    // without corral's rules) finds nothing tracked, because without any
-    // rule that needs conntrack the namespace tracks nothing, so the rows
-    // can only read "not run". The proof is egress/tests/attack_conntrack.rs,
-    // whose control keeps conntrack on (the ruleset without class 12).
+    // Class 12's rows are not here: their control is not the lab without
+    // rules (it tracks nothing) but the plan without class 12's rules, so
+    // they run on their own after the enforced half
+    // (`conntrack_fill::rows`).
     // 7: off the bridge, from the second sandbox of the first profile (its
     // first sandbox stays attached for the other rows).
     if let Some(p) = profiles.iter().next()

@@ -154,7 +154,7 @@ pub(crate) fn same_family(like: IpAddr, v4: IpAddr, v6: IpAddr) -> IpAddr {
 /// The classes of hole of docs/security.md ("L3/L4"): number, title, and
 /// where a class is proved when the drill has no row for it (it needs
 /// names the profiles do not list, or changes the host behind the drill).
-pub const CLASSES: [(u8, &str, &str); 10] = [
+pub const CLASSES: [(u8, &str, &str); 12] = [
     (1, "forged sources", "egress tests/attack_l3.rs"),
     (2, "conntrack reply direction", "egress tests/attack_l3.rs"),
     (3, "gateway as a reflector", "egress tests/attack_l3.rs"),
@@ -181,6 +181,16 @@ pub const CLASSES: [(u8, &str, &str); 10] = [
     ),
     (9, "revocation", "egress tests/enforce_revocation.rs"),
     (10, "verify's blind spots", "egress tests/verify_tamper.rs"),
+    (
+        11,
+        "ICMP errors related to another's flow",
+        "egress tests/attack_related.rs",
+    ),
+    (
+        12,
+        "one sandbox filling the conntrack table",
+        "egress tests/attack_conntrack.rs",
+    ),
 ];
 
 /// One class in a drill's summary.

@@ -32,9 +32,15 @@ use crate::lab::topology::{
 use crate::raw::frame::{self, Link, Transport};
 use crate::raw::{Capture, Marker};
 
-/// The victim's source port (masquerade keeps a free port as it is, so
-/// the victim's flow leaves the host from this port too).
-pub const VICTIM_PORT: u16 = 40_555;
+/// The victim's source port of an "out" shot's flow (masquerade keeps a
+/// free port as it is, so the victim's flow leaves the host from this
+/// port too).
+pub const VICTIM_PORT_OUT: u16 = 40_555;
+
+/// The same for an "in" shot: its own port, because the drill launches
+/// the two shots at the same time from one victim, and each binds its
+/// port (one shared port made the second bind fail, now and then).
+pub const VICTIM_PORT_IN: u16 = 40_556;
 
 /// The path MTU the forged "fragmentation needed" asks for (the kernel's
 /// `min_pmtu`), and IPv6's minimum for "packet too big".
@@ -154,10 +160,10 @@ fn addr_of(sb: &SandboxNs, v6: bool) -> Option<IpAddr> {
 
 /// A datagram from the victim's own socket to `peer`: the flow an error
 /// will quote.
-fn victim_flow(victim: &SandboxNs, peer: SocketAddr) -> std::io::Result<SocketAddr> {
+fn victim_flow(victim: &SandboxNs, peer: SocketAddr, port: u16) -> std::io::Result<SocketAddr> {
     let src = addr_of(victim, peer.is_ipv6())
         .ok_or_else(|| std::io::Error::other("the victim has no address of this family"))?;
-    let local = SocketAddr::new(src, VICTIM_PORT);
+    let local = SocketAddr::new(src, port);
     victim.ns.run(move || -> std::io::Result<()> {
         let s = UdpSocket::bind(local)?;
         s.send_to(b"victim flow", peer)?;
@@ -193,7 +199,7 @@ pub fn error_out(
     let v6 = peer.is_ipv6();
     let src = addr_of(from, v6)
         .ok_or_else(|| std::io::Error::other("the attacker has no address of this family"))?;
-    let local = victim_flow(victim, peer)?;
+    let local = victim_flow(victim, peer, VICTIM_PORT_OUT)?;
     let marker = Marker::fresh();
     let q = quoted(peer, local, marker.bytes())?;
     let cap = Capture::open(&topo.internet, "eth0")?;
@@ -225,7 +231,7 @@ pub fn error_in(
     let v6 = peer.is_ipv6();
     let src = addr_of(from, v6)
         .ok_or_else(|| std::io::Error::other("the attacker has no address of this family"))?;
-    let local = victim_flow(victim, peer)?;
+    let local = victim_flow(victim, peer, VICTIM_PORT_IN)?;
     let uplink = if v6 {
         IpAddr::V6(HOST_UPLINK_V6)
     } else {
@@ -428,4 +434,34 @@ pub fn derive(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
         );
     }
     out
+}
+
+/// `plan` with the profile chains' established/related handling as it was
+/// before class 11: one `ct state established,related` accept per profile
+/// chain (in the chain's direction), no ownership check, no
+/// foreign-related drop — the control of a class-11 attack, and the
+/// benches' "before" setup.
+pub fn without_own_flow(plan: &corral_egress::plan::HostPlan) -> corral_egress::plan::HostPlan {
+    use corral_egress::plan::{CtDir, Match, RulePlan, Verdict};
+    let mut p = plan.clone();
+    for c in p.inet.chains.iter_mut().filter(|c| c.profile.is_some()) {
+        let dir = if c.name.ends_with("-out") {
+            Some(CtDir::Original)
+        } else if c.name.ends_with("-in") {
+            Some(CtDir::Reply)
+        } else if c.name.ends_with("-host") {
+            None
+        } else {
+            continue;
+        };
+        c.rules.retain(|r| {
+            !r.matches
+                .iter()
+                .any(|m| matches!(m, Match::CtOrigSaddrIn(_) | Match::CtRelated))
+        });
+        let mut m = vec![Match::CtEstablishedRelated];
+        m.extend(dir.map(Match::CtDirection));
+        c.rules.insert(0, RulePlan::counted(m, Verdict::Accept));
+    }
+    p
 }

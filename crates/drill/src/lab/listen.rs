@@ -18,21 +18,11 @@ use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 
-use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 use corral_egress::netns::Netns;
-
-/// Transport of a listener or probe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    /// TCP.
-    Tcp,
-    /// UDP.
-    Udp,
-}
+use corral_probes::Transport;
 
 type Command = (
     SocketAddr,
@@ -232,4 +222,70 @@ fn set_v6only(sock: &tokio::net::TcpSocket) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use corral_probes::{Observed, Probe, run};
+
+    use super::*;
+
+    /// The lab's echo services answer the probes inside their namespace;
+    /// a port without a service refuses.
+    #[test]
+    fn loopback_probes_connect_and_refuse() {
+        if !corral_test_support::gate::netns() {
+            return;
+        }
+        let ns = corral_egress::netns::Netns::new().unwrap();
+        let listeners = Listeners::start(&ns).unwrap();
+        let tcp = listeners
+            .add("127.0.0.1:0".parse().unwrap(), Transport::Tcp)
+            .unwrap();
+        let udp = listeners
+            .add("127.0.0.1:0".parse().unwrap(), Transport::Udp)
+            .unwrap();
+        let t = Duration::from_millis(500);
+        let results = ns
+            .run(|| {
+                [
+                    run(&Probe::Tcp { to: tcp }, t),
+                    run(&Probe::Udp { to: udp }, t),
+                    run(
+                        &Probe::Icmp {
+                            to: "127.0.0.1".parse().unwrap(),
+                        },
+                        t,
+                    ),
+                    run(
+                        &Probe::Tcp {
+                            to: "127.0.0.1:1".parse().unwrap(),
+                        },
+                        t,
+                    ),
+                    run(
+                        &Probe::Udp {
+                            to: "127.0.0.1:1".parse().unwrap(),
+                        },
+                        t,
+                    ),
+                ]
+            })
+            .unwrap();
+        assert_eq!(results[0].observed, Observed::Connected);
+        assert_eq!(results[1].observed, Observed::Connected);
+        assert_eq!(results[2].observed, Observed::Connected);
+        assert!(
+            matches!(results[3].observed, Observed::Rejected(_)),
+            "{:?}",
+            results[3]
+        );
+        assert!(
+            matches!(results[4].observed, Observed::Rejected(_)),
+            "{:?}",
+            results[4]
+        );
+    }
 }

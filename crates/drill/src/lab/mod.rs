@@ -19,14 +19,16 @@ use corral_egress::resolve::Resolution;
 use topology::SANDBOXES_PER_PROFILE;
 
 pub mod gateways;
-mod icmp;
 mod listen;
-pub mod probe;
 pub mod topology;
 
+/// The probes live in `corral-probes` (the canary uses them too); the lab
+/// keeps its path to them.
+pub use corral_probes as probe;
+
 pub use gateways::{GatewaysError, LabGateways};
-pub use listen::{Listeners, Transport};
-pub use probe::{Observed, Probe, ProbeResult};
+pub use listen::Listeners;
+pub use probe::{Observed, Probe, ProbeResult, Transport};
 pub use topology::{SandboxNs, Topology, TopologyError, probe_from};
 
 /// Building or driving a lab failed.

@@ -22,7 +22,8 @@ use std::time::Duration;
 use corral_sandbox_core::ProfileSet;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
-use super::listen::{Listeners, Transport};
+use super::Transport;
+use super::listen::Listeners;
 use super::probe::{self, Observed, Probe, ProbeResult};
 use corral_egress::link::{LinkError, Links};
 use corral_egress::netns::Netns;

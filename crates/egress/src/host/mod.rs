@@ -29,6 +29,7 @@
 //! of the host.
 
 mod carry;
+mod live;
 mod ports;
 mod removal;
 mod report;
@@ -45,6 +46,7 @@ use crate::sysctl::{SysctlError, Sysctls};
 use corral_sandbox_core::ProfileSet;
 use serde::Serialize;
 
+pub use live::{LiveAsk, LiveReading};
 pub use ports::PortReport;
 pub use removal::UnplannedBridge;
 
@@ -163,6 +165,11 @@ impl Host {
             let names: Vec<&str> = bridges.iter().map(String::as_str).collect();
             Ok(links.host_networks(&names).await?)
         })
+    }
+
+    /// True when a link named `name` exists in the host's namespace.
+    pub fn link_exists(&self, name: &str) -> Result<bool, HostError> {
+        self.within(|| async { Ok(Links::connect()?.get(name).await?.is_some()) })
     }
 
     /// Applies `plan`; see the module docs for the order. Nothing the
@@ -439,14 +446,7 @@ impl Host {
         profiles: &ProfileSet,
         binding: PortBinding,
     ) -> Result<HostPlan, HostError> {
-        let mut all: Vec<PortBinding> = plan
-            .bindings
-            .iter()
-            .filter(|b| b.port != binding.port)
-            .cloned()
-            .collect();
-        all.push(binding);
-        let new = plan.with_bindings(profiles, all)?;
+        let new = plan.with_binding(profiles, binding)?;
         self.rebind(plan, new)
     }
 
@@ -458,13 +458,7 @@ impl Host {
         profiles: &ProfileSet,
         port: &str,
     ) -> Result<HostPlan, HostError> {
-        let rest = plan
-            .bindings
-            .iter()
-            .filter(|b| b.port.as_str() != port)
-            .cloned()
-            .collect();
-        let new = plan.with_bindings(profiles, rest)?;
+        let new = plan.without_binding(profiles, port)?;
         self.rebind(plan, new)
     }
 

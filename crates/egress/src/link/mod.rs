@@ -12,6 +12,7 @@ mod addr;
 mod bridge;
 mod bridge_watch;
 mod port;
+mod route;
 mod watch;
 
 use futures::TryStreamExt;

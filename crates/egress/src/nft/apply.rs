@@ -230,6 +230,15 @@ pub fn delete_tables() -> Result<BatchStats, NftError> {
     send(&b.finish())
 }
 
+/// Delete corral's table of `family` (whether or not it exists), leaving
+/// the other one: what a tamperer's `nft delete table inet corral` does,
+/// for the drill and the watch's tests.
+pub fn delete_table(family: TableFamily) -> Result<BatchStats, NftError> {
+    let mut b = Batch::new();
+    queue_delete(&mut b, family)?;
+    send(&b.finish())
+}
+
 /// Adds `add` to and removes `remove` from the live keyed set `set` of
 /// `family`, in one transaction (run-time sets such as the quarantine,
 /// whose elements corral finds on the host rather than in the plan). An

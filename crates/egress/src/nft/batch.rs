@@ -13,65 +13,13 @@ use nftnl_sys as sys;
 
 use super::NftError;
 use super::obj::{Chain, Rule, Set, Table};
+use super::wire;
 
 /// Head-room reserved before writing one message: larger than any message
-/// corral builds (set-element messages are capped well below 64 KiB).
+/// corral builds (set-element messages are capped well below 64 KiB). A
+/// message whose bound ([`wire`]) exceeds it is never handed to libnftnl,
+/// which writes without knowing the room it has.
 const MSG_ROOM: usize = 128 * 1024;
-
-/// An upper bound of the bytes an element message of `s` takes: the
-/// header, the set's identity and, per element, its nest plus every
-/// attribute it carries at full aligned length (fixed-size ones at their
-/// size, expressions at a generous 1 KiB).
-fn elems_wire_bound(s: &Set) -> usize {
-    const HEAD: usize = 16 + 4 + 2 * (4 + 256) + 8 + 4;
-    const NEST: usize = 4;
-    let fixed = [
-        (sys::NFTNL_SET_ELEM_FLAGS, 8),
-        (sys::NFTNL_SET_ELEM_TIMEOUT, 12),
-        (sys::NFTNL_SET_ELEM_EXPIRATION, 12),
-        (sys::NFTNL_SET_ELEM_VERDICT, 16),
-        (sys::NFTNL_SET_ELEM_EXPR, 1024),
-        (sys::NFTNL_SET_ELEM_EXPRESSIONS, 1024),
-    ];
-    let sized = [
-        sys::NFTNL_SET_ELEM_KEY,
-        sys::NFTNL_SET_ELEM_KEY_END,
-        sys::NFTNL_SET_ELEM_DATA,
-        sys::NFTNL_SET_ELEM_CHAIN,
-        sys::NFTNL_SET_ELEM_USERDATA,
-        sys::NFTNL_SET_ELEM_OBJREF,
-    ];
-    let mut total = HEAD;
-    // SAFETY: valid set; the iterator is destroyed before returning and the
-    // elements it yields are owned by the set; `nftnl_set_elem_get` only
-    // writes the attribute length into `len`.
-    unsafe {
-        let iter = sys::nftnl_set_elems_iter_create(s.as_ptr());
-        if iter.is_null() {
-            // Out of memory: no bound can be computed, so none is trusted.
-            return usize::MAX;
-        }
-        let mut e = sys::nftnl_set_elems_iter_next(iter);
-        while !e.is_null() {
-            total = total.saturating_add(NEST);
-            for (attr, size) in fixed {
-                if sys::nftnl_set_elem_is_set(e, attr as u16) {
-                    total = total.saturating_add(size);
-                }
-            }
-            for attr in sized {
-                if sys::nftnl_set_elem_is_set(e, attr as u16) {
-                    let mut len: u32 = 0;
-                    sys::nftnl_set_elem_get(e, attr as u16, &mut len);
-                    total = total.saturating_add(8 + (len as usize).next_multiple_of(4));
-                }
-            }
-            e = sys::nftnl_set_elems_iter_next(iter);
-        }
-        sys::nftnl_set_elems_iter_destroy(iter);
-    }
-    total
-}
 
 /// What an object message does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +103,7 @@ impl Batch {
             overflow: None,
         };
         let seq = b.next_seq();
-        b.write("the batch begin message", 0, |p| {
+        b.write("the batch begin message", wire::BATCH_MESSAGE, |p| {
             // SAFETY: `p` points at MSG_ROOM writable, zeroed bytes.
             unsafe { sys::nftnl_batch_begin(p, seq) }
         });
@@ -175,9 +123,9 @@ impl Batch {
 
     /// Make room, run `build` at the write position, advance by the length
     /// it wrote (read back from the header it returns). `bound` is an upper
-    /// bound of the message length known before building (0: small fixed
-    /// messages); a message that is or could be longer than its room is
-    /// not built, or not kept, and the batch is refused at send time.
+    /// bound of the message length computed from the object before
+    /// building ([`wire`]); a message that could be longer than its room
+    /// is not built, and the batch is refused at send time.
     /// Returns the offset the message was written at.
     fn write(
         &mut self,
@@ -208,8 +156,9 @@ impl Batch {
         // SAFETY: `build` returned the header it wrote at `at`.
         let len = unsafe { (*hdr).nlmsg_len } as usize;
         if len > MSG_ROOM {
-            // Only reachable if `bound` underestimated: keep nothing of it
-            // and refuse the batch rather than send a corrupt one.
+            // Only reachable if `bound` underestimated (a bug in `wire`):
+            // keep nothing of it and refuse the batch rather than send a
+            // corrupt one.
             self.buf[self.used / 4..].fill(0);
             self.overflow = Some(Overflow {
                 what: what.to_owned(),
@@ -255,8 +204,9 @@ impl Batch {
             Op::Add => (libc::NFT_MSG_NEWTABLE, libc::NLM_F_CREATE),
             Op::Del => (libc::NFT_MSG_DELTABLE, 0),
         };
-        self.object(ty, family, flags, note, 0, |h| {
-            // SAFETY: `h` is the header just built; `t` is valid.
+        self.object(ty, family, flags, note, wire::table(t), |h| {
+            // SAFETY: `h` is the header just built; `t` is valid and its
+            // message was bounded against MSG_ROOM before this runs.
             unsafe { sys::nftnl_table_nlmsg_build_payload(h, t.as_ptr()) }
         });
     }
@@ -268,9 +218,10 @@ impl Batch {
             family,
             libc::NLM_F_CREATE,
             note,
-            0,
+            wire::chain(c),
             |h| {
-                // SAFETY: `h` is the header just built; `c` is valid.
+                // SAFETY: `h` is the header just built; `c` is valid and its
+                // message was bounded against MSG_ROOM before this runs.
                 unsafe { sys::nftnl_chain_nlmsg_build_payload(h, c.as_ptr()) }
             },
         );
@@ -279,19 +230,35 @@ impl Batch {
     /// Append a rule to its chain.
     pub(crate) fn rule(&mut self, family: u16, r: &Rule, note: String) {
         let flags = libc::NLM_F_CREATE | libc::NLM_F_APPEND;
-        self.object(libc::NFT_MSG_NEWRULE, family, flags, note, 0, |h| {
-            // SAFETY: `h` is the header just built; `r` is valid.
-            unsafe { sys::nftnl_rule_nlmsg_build_payload(h, r.as_ptr()) }
-        });
+        self.object(
+            libc::NFT_MSG_NEWRULE,
+            family,
+            flags,
+            note,
+            wire::rule(r),
+            |h| {
+                // SAFETY: `h` is the header just built; `r` is valid and its
+                // message was bounded against MSG_ROOM before this runs.
+                unsafe { sys::nftnl_rule_nlmsg_build_payload(h, r.as_ptr()) }
+            },
+        );
     }
 
     /// Add a set (without elements).
     pub(crate) fn set(&mut self, family: u16, s: &Set, note: String) {
         let flags = libc::NLM_F_CREATE;
-        self.object(libc::NFT_MSG_NEWSET, family, flags, note, 0, |h| {
-            // SAFETY: `h` is the header just built; `s` is valid.
-            unsafe { sys::nftnl_set_nlmsg_build_payload(h, s.as_ptr()) }
-        });
+        self.object(
+            libc::NFT_MSG_NEWSET,
+            family,
+            flags,
+            note,
+            wire::set(s),
+            |h| {
+                // SAFETY: `h` is the header just built; `s` is valid and its
+                // message was bounded against MSG_ROOM before this runs.
+                unsafe { sys::nftnl_set_nlmsg_build_payload(h, s.as_ptr()) }
+            },
+        );
     }
 
     /// Add or delete the elements carried by `s` (one message).
@@ -303,7 +270,7 @@ impl Batch {
             ),
             Op::Del => (libc::NFT_MSG_DELSETELEM, 0),
         };
-        let bound = elems_wire_bound(s);
+        let bound = wire::elems(s);
         self.object(ty, family, flags, note, bound, |h| {
             // SAFETY: `h` is the header just built; `s` is valid and its
             // elements need at most `bound` bytes, checked against
@@ -330,7 +297,7 @@ impl Batch {
             }
         }
         let seq = self.next_seq();
-        self.write("the batch end message", 0, |p| {
+        self.write("the batch end message", wire::BATCH_MESSAGE, |p| {
             // SAFETY: `p` points at MSG_ROOM writable bytes; the returned
             // header is the one just written.
             unsafe {
@@ -450,9 +417,115 @@ mod tests {
         let before = b.used;
         b.elems(Op::Add, libc::NFPROTO_INET as u16, &s, "elems".into());
         let written = b.used - before;
-        let bound = elems_wire_bound(&s);
+        let bound = wire::elems(&s);
         assert!(written <= bound, "{written} > {bound}");
         assert!(written > 300 * 16, "{written}");
+    }
+
+    fn rule_of(exprs: usize) -> Rule {
+        use crate::nft::obj::Expr;
+        let mut r = Rule::new().unwrap();
+        r.set_str(sys::NFTNL_RULE_TABLE, &cstr("corral").unwrap());
+        r.set_str(sys::NFTNL_RULE_CHAIN, &cstr("forward").unwrap());
+        for _ in 0..exprs {
+            r.push(
+                Expr::new(c"cmp")
+                    .unwrap()
+                    .u32(sys::NFTNL_EXPR_CMP_SREG, 1)
+                    .u32(sys::NFTNL_EXPR_CMP_OP, 0)
+                    .data(sys::NFTNL_EXPR_CMP_DATA, &[0xab; 64])
+                    .unwrap(),
+            );
+        }
+        let inner = Expr::new(c"limit")
+            .unwrap()
+            .u64(sys::NFTNL_EXPR_LIMIT_RATE, 10)
+            .u64(sys::NFTNL_EXPR_LIMIT_UNIT, 1);
+        r.push(
+            Expr::new(c"dynset")
+                .unwrap()
+                .u32(sys::NFTNL_EXPR_DYNSET_SREG_KEY, 1)
+                .str(sys::NFTNL_EXPR_DYNSET_SET_NAME, &cstr("meter").unwrap())
+                .nest(sys::NFTNL_EXPR_DYNSET_EXPR, inner),
+        );
+        r.push(
+            Expr::new(c"immediate")
+                .unwrap()
+                .u32(sys::NFTNL_EXPR_IMM_DREG, 0)
+                .u32(sys::NFTNL_EXPR_IMM_VERDICT, libc::NF_ACCEPT as u32),
+        );
+        r
+    }
+
+    /// Each kind of message, written, is no longer than the bound the
+    /// batch checked before writing it.
+    #[test]
+    fn every_bound_covers_its_message() {
+        let family = libc::NFPROTO_INET as u16;
+        let mut t = Table::new().unwrap();
+        t.set_str(sys::NFTNL_TABLE_NAME, &cstr("corral").unwrap());
+        t.set_u32(sys::NFTNL_TABLE_FLAGS, 0);
+        let mut c = Chain::new().unwrap();
+        c.set_str(sys::NFTNL_CHAIN_TABLE, &cstr("corral").unwrap());
+        c.set_str(sys::NFTNL_CHAIN_NAME, &cstr("forward").unwrap());
+        c.set_str(sys::NFTNL_CHAIN_TYPE, &cstr("filter").unwrap());
+        c.set_u32(sys::NFTNL_CHAIN_HOOKNUM, 2);
+        c.set_s32(sys::NFTNL_CHAIN_PRIO, -200);
+        c.set_u32(sys::NFTNL_CHAIN_POLICY, 0);
+        let mut s = Set::new().unwrap();
+        s.set_str(sys::NFTNL_SET_TABLE, &cstr("corral").unwrap());
+        s.set_str(sys::NFTNL_SET_NAME, &cstr("allow_v4").unwrap());
+        s.set_u32(sys::NFTNL_SET_KEY_LEN, 4);
+        s.set_u32(sys::NFTNL_SET_FLAGS, 0x7);
+        s.set_data(sys::NFTNL_SET_USERDATA, &[1; 200]);
+        let r = rule_of(40);
+        let mut b = Batch::new();
+        let mut check = |name: &str, bound: usize, write: &mut dyn FnMut(&mut Batch)| {
+            let before = b.used;
+            write(&mut b);
+            let written = b.used - before;
+            assert!(
+                written > 20 && written <= bound,
+                "{name}: {written} > {bound}"
+            );
+        };
+        check("table", wire::table(&t), &mut |b| {
+            b.table(Op::Add, family, &t, "t".into())
+        });
+        check("chain", wire::chain(&c), &mut |b| {
+            b.chain(family, &c, "c".into())
+        });
+        check("set", wire::set(&s), &mut |b| b.set(family, &s, "s".into()));
+        check("rule", wire::rule(&r), &mut |b| {
+            b.rule(family, &r, "r".into())
+        });
+        assert!(b.finish().overflow.is_none());
+    }
+
+    /// A rule too long for the room is refused on its bound, before
+    /// libnftnl writes a byte of it (writing it would run past the room
+    /// reserved). Control: the same rule, shorter, is written.
+    #[test]
+    fn an_oversized_rule_is_refused_before_it_is_written() {
+        let family = libc::NFPROTO_INET as u16;
+        let mut b = Batch::new();
+        let short = rule_of(10);
+        let used = b.used;
+        b.rule(family, &short, "short rule".into());
+        assert!(b.used > used, "control: a short rule is written");
+        let long = rule_of(3000);
+        assert!(wire::rule(&long) > MSG_ROOM);
+        let used = b.used;
+        let words = b.buf.len();
+        b.rule(family, &long, "a rule of 3000 comparisons".into());
+        assert_eq!(b.used, used, "nothing of the refused rule was kept");
+        assert!(
+            b.buf[used / 4..].iter().all(|w| *w == 0) && b.buf.len() == words,
+            "nothing of it was written"
+        );
+        let o = b.finish().overflow.expect("the batch is refused");
+        assert_eq!(o.what, "a rule of 3000 comparisons");
+        assert!(o.len > MSG_ROOM, "{o:?}");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::readback::LiveState;
-use crate::plan::{HostPlan, VerdictClass, droplog};
+use crate::plan::{HostPlan, VerdictClass, droplog, names};
 
 /// Packets and bytes a profile's rules accepted and blocked.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -41,15 +41,13 @@ pub fn profile_counters(plan: &HostPlan, live: &LiveState) -> Vec<ProfileCounter
             continue;
         };
         for c in &t.chains {
-            if let Some(lc) = lt.chain(&c.name) {
-                count_suppressed(t.family, c, lc, &mut out);
-            }
             let (Some(profile), Some(lc)) = (&c.profile, lt.chain(&c.name)) else {
                 continue;
             };
             let Some(acc) = out.iter_mut().find(|p| &p.profile == profile) else {
                 continue;
             };
+            acc.suppressed_packets += suppressed(t.family, c, lc);
             for r in &lc.rules {
                 match r.class {
                     VerdictClass::Accepted => {
@@ -68,35 +66,28 @@ pub fn profile_counters(plan: &HostPlan, live: &LiveState) -> Vec<ProfileCounter
     out
 }
 
-/// Add the counters of `live`'s rules that are the suppressing twins of
-/// `chain`'s logged rules to their profiles (found by their text, so an
-/// inserted foreign rule shifts nothing).
-fn count_suppressed(
+/// The packets of `live` (the live `chain`, a profile's) that the log
+/// budget kept out of the drop log: its rules that are the suppressing
+/// twins of `chain`'s logged rules (found by their text, so an inserted
+/// foreign rule shifts nothing), or all of it when it is the profile's
+/// suppressed sink, where the shared chains' suppressing twins end.
+fn suppressed(
     family: crate::plan::TableFamily,
     chain: &crate::plan::ChainPlan,
     live: &super::readback::LiveChain,
-    out: &mut [ProfileCounters],
-) {
-    let mut twins: Vec<(String, &str)> = Vec::new();
-    for r in &chain.rules {
-        let Some(profile) = droplog::suppressor_profile(r) else {
-            continue;
-        };
-        if let Ok(text) = super::fingerprint(family, &chain.name, r) {
-            twins.push((text, profile));
-        }
-    }
-    if twins.is_empty() {
-        return;
-    }
-    for r in &live.rules {
-        let Some((_, profile)) = twins.iter().find(|(t, _)| *t == r.text) else {
-            continue;
-        };
-        if let Some(acc) = out.iter_mut().find(|p| p.profile == *profile) {
-            acc.suppressed_packets += r.packets;
-        }
-    }
+) -> u64 {
+    let sink = chain.name.ends_with(names::SUPPRESSED_SUFFIX);
+    let twins: Vec<String> = chain
+        .rules
+        .iter()
+        .filter(|r| sink || droplog::is_suppressor(r))
+        .filter_map(|r| super::fingerprint(family, &chain.name, r).ok())
+        .collect();
+    live.rules
+        .iter()
+        .filter(|r| twins.contains(&r.text))
+        .map(|r| r.packets)
+        .sum()
 }
 
 #[cfg(test)]
@@ -180,7 +171,7 @@ mod tests {
         let twins = chain
             .rules
             .iter()
-            .filter(|r| droplog::suppressor_profile(r).is_some())
+            .filter(|r| droplog::is_suppressor(r))
             .count() as u64;
         assert!(twins > 0);
         let live = LiveState {
@@ -198,5 +189,48 @@ mod tests {
         let c = profile_counters(&plan, &live);
         assert_eq!(c[0].suppressed_packets, 5 * twins);
         assert!(c[0].blocked_packets >= c[0].suppressed_packets);
+    }
+
+    /// What the shared guard blocked for a profile ends in that profile's
+    /// sinks: both count as blocked, the suppressed sink as suppressed
+    /// too, and the shared chain's own counters count for nobody.
+    #[test]
+    fn the_shared_chains_blocks_count_in_their_profiles_sinks() {
+        let plan = sample_plan();
+        let live_chain = |name: &str, packets: u64| {
+            let planned = plan.inet.chains.iter().find(|c| c.name == name).unwrap();
+            LiveChain {
+                name: name.to_owned(),
+                base: None,
+                rules: planned
+                    .rules
+                    .iter()
+                    .map(|r| LiveRule {
+                        text: crate::nft::fingerprint(TableFamily::Inet, name, r).unwrap(),
+                        ..rule(r.verdict.class(), packets)
+                    })
+                    .collect(),
+            }
+        };
+        let live = LiveState {
+            tables: vec![LiveTable {
+                flags: 0,
+                family: TableFamily::Inet,
+                sets: vec![],
+                chains: vec![
+                    live_chain("dev-blocked", 4),
+                    live_chain("dev-suppressed", 3),
+                    live_chain(crate::plan::names::SHARED_GUARD, 1000),
+                ],
+            }],
+        };
+        let c = profile_counters(&plan, &live);
+        assert_eq!(c[0].profile, "dev");
+        assert_eq!((c[0].blocked_packets, c[0].suppressed_packets), (7, 3));
+        assert!(
+            c[1..]
+                .iter()
+                .all(|p| p.blocked_packets == 0 && p.suppressed_packets == 0)
+        );
     }
 }

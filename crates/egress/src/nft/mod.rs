@@ -28,10 +28,12 @@
 //!
 //! Module map: `obj` (owned libnftnl objects), `limits` (the lengths
 //! libnftnl accepts), `expr` (plan matches → expressions, rule text),
-//! `set` (interval elements on the wire), `batch` (one contiguous
-//! transaction), `socket` (send/ack/dump), `apply`,
-//! `readback`, `counters`, `udata` (how `nft` is told to show a set's keys), `watch` (the
-//! kernel's notifications of changes to corral's tables).
+//! `set` (interval elements on the wire), `wire` (each message's length
+//! bounded before it is written), `batch` (one contiguous transaction),
+//! `socket` (send/ack/dump), `apply`, `readback`, `live_trace` (the live
+//! ruleset run for one packet), `counters`, `udata` (how `nft` is told to
+//! show a set's keys), `watch` (the kernel's notifications of changes to
+//! corral's tables).
 
 mod apply;
 mod batch;
@@ -40,16 +42,18 @@ mod counters;
 mod decode;
 mod expr;
 mod limits;
+pub mod live_trace;
 mod obj;
 mod readback;
 mod set;
 mod socket;
 mod udata;
 mod watch;
+mod wire;
 
 pub use apply::{
     BatchStats, Fault, Learned, RefreshReport, apply, apply_keeping, apply_with_fault,
-    delete_tables, learned, refresh_sets, update_keyed,
+    delete_table, delete_tables, learned, refresh_sets, update_keyed,
 };
 pub use counters::{ProfileCounters, profile_counters};
 pub use decode::nft_syntax;

@@ -547,6 +547,11 @@ pub(crate) struct ExprRef<'a> {
 }
 
 impl ExprRef<'_> {
+    /// The raw pointer, valid while the rule holding it lives.
+    pub(crate) fn as_ptr(&self) -> *const sys::nftnl_expr {
+        self.raw.as_ptr()
+    }
+
     /// The expression type name (`meta`, `counter`, ...).
     pub(crate) fn name(&self) -> String {
         // SAFETY: valid expression owned by a live rule.

@@ -27,7 +27,8 @@
 //!
 //! The base chains reach these through verdict maps (see
 //! [`super::vmap`]): `prerouting` by source subnet (→ `<p>-arrival`) and
-//! input interface (→ `<p>-guard`), `forward` by output interface (→
+//! input interface (→ `shared_guard`, which reaches `<p>-guard` by the
+//! same interface), `forward` by output interface (→
 //! `<p>-in`) then input interface (→ `<p>-out`), `input` by input
 //! interface (→ `<p>-host`), `postrouting` by source subnet (→ `<p>-nat`).
 //! - `bridge corral`: see [`super::bridge`].
@@ -97,6 +98,9 @@ pub(super) fn tables(
     // One verdict map per dispatch (see `super::vmap`): the base chains'
     // cost does not grow with the number of profiles.
     let mut guard_map = VmapPlan::new(vmap::GUARD_BY_IIF, MapKey::IfName);
+    let mut shared_guard_map = VmapPlan::new(vmap::SHARED_GUARD_BY_IIF, MapKey::IfName);
+    let mut blocked_map = VmapPlan::new(vmap::BLOCKED_BY_IIF, MapKey::IfName);
+    let mut suppressed_map = VmapPlan::new(vmap::SUPPRESSED_BY_IIF, MapKey::IfName);
     let mut in_map = VmapPlan::new(vmap::IN_BY_OIF, MapKey::IfName);
     let mut out_map = VmapPlan::new(vmap::OUT_BY_IIF, MapKey::IfName);
     let mut host_map = VmapPlan::new(vmap::HOST_BY_IIF, MapKey::IfName);
@@ -116,6 +120,9 @@ pub(super) fn tables(
             p,
             guard::guard_rules(p),
         ));
+        for (name, rules) in guard::sink_chains(p) {
+            inet.chains.push(chain(&name, p, rules));
+        }
         inet.keyed_sets.extend(super::gateway_guard::sets(p));
         inet.keyed_sets.push(super::droplog::meter_plan(&p.name));
         inet.keyed_sets.extend(super::flow_limits::sets(p));
@@ -134,6 +141,9 @@ pub(super) fn tables(
 
         let iface = || MapKeyValue::IfName(br.clone());
         guard_map.push(iface(), names::guard_chain(&p.name));
+        shared_guard_map.push(iface(), names::SHARED_GUARD.to_owned());
+        blocked_map.push(iface(), names::blocked_chain(&p.name));
+        suppressed_map.push(iface(), names::suppressed_chain(&p.name));
         in_map.push(iface(), names::in_chain(&p.name));
         out_map.push(iface(), names::out_chain(&p.name));
         host_map.push(iface(), names::host_chain(&p.name));
@@ -163,7 +173,16 @@ pub(super) fn tables(
     for m in &arrival_maps {
         prerouting.extend(dispatch(m, MapField::Saddr(family_of(m))));
     }
-    prerouting.extend(dispatch(&guard_map, MapField::IifName));
+    prerouting.extend(dispatch(&shared_guard_map, MapField::IifName));
+    if !profiles.is_empty() {
+        inet.chains.push(ChainPlan {
+            name: names::SHARED_GUARD.to_owned(),
+            base: None,
+            profile: None,
+            rules: guard::shared_guard_rules(),
+        });
+        inet.keyed_sets.push(super::droplog::shared_meter_plan());
+    }
     prerouting.extend(fail_closed::prerouting_tail());
     input.extend(dispatch(&host_map, MapField::IifName));
     input.extend(fail_closed::iif_tail());
@@ -205,16 +224,24 @@ pub(super) fn tables(
         .extend(fail_closed::retired_sets(&settings.retired));
     inet.keyed_sets
         .push(fail_closed::cut_ports_set(&settings.cut_ports));
-    inet.maps = [guard_map, in_map, out_map, host_map]
-        .into_iter()
-        .chain(arrival_maps)
-        .chain(nat_maps)
-        .filter(|m| !m.elements.is_empty())
-        .map(|mut m| {
-            m.elements.sort();
-            m
-        })
-        .collect();
+    inet.maps = [
+        guard_map,
+        shared_guard_map,
+        blocked_map,
+        suppressed_map,
+        in_map,
+        out_map,
+        host_map,
+    ]
+    .into_iter()
+    .chain(arrival_maps)
+    .chain(nat_maps)
+    .filter(|m| !m.elements.is_empty())
+    .map(|mut m| {
+        m.elements.sort();
+        m
+    })
+    .collect();
 
     {
         inet.chains.push(base(

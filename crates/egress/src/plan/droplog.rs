@@ -18,19 +18,34 @@
 //! block still holds. The two counters together are the rule's blocked
 //! count; the first alone is exactly the packets not logged.
 //!
-//! The budget is one meter element per arriving interface in the
-//! profile's set, so everything a profile's bridge sends shares one
-//! token bucket ([`RATE`] per second after a burst of [`BURST`]).
+//! The budget is one meter element per arriving interface, so everything
+//! a profile's bridge sends shares one token bucket ([`RATE`] per second
+//! after a burst of [`BURST`]): the blocks of packets arriving on the
+//! bridge (guard, out, host) all update [`SHARED_METER`] keyed by the
+//! bridge; the blocks of packets arriving elsewhere (`<p>-in`, the
+//! arrival check) update the profile's own meter, so one profile's flood
+//! through a shared uplink does not spend another's budget.
 //!
 //! Rule ids are `<chain>/<what>` (`dev-out/unlisted`), made from the
 //! profile's chain names and a fixed word per rule, so the same
 //! configuration gives the same ids on every apply. [`RULE_IDS`] lists
 //! the words.
+//!
+//! A rule of a chain every profile shares ([`SHARED_RULE_IDS`], the
+//! shared guard) names no profile: its id is `<chain>/<word>`
+//! (`shared_guard/invalid`), and the reader takes the profile from the
+//! bridge the packet arrived on, as for the bridge table. Its twins do
+//! not drop themselves: each ends in the profile's sink chain, found by
+//! the bridge (`iifname vmap @blocked_by_iif`, `@suppressed_by_iif`),
+//! whose counted drop is the profile's blocked or suppressed count; a
+//! third rule drops what no sink took (a bridge missing from the maps),
+//! so a tampered map fails closed.
 
 use corral_sandbox_core::ProfileName;
 
 use super::keyed::{Field, KeyPart, KeyedKind, KeyedSetPlan, Limit};
 use super::model::{LogTap, Match, RulePlan, Verdict, VerdictClass};
+use super::vmap::{self, MapField};
 
 /// The NFLOG group corral's rules log to: any group no other logger on
 /// the host uses would do (ulogd's examples use 0–2); a reader binding
@@ -240,6 +255,38 @@ pub const L2_RULE_IDS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The rule words of `table inet corral`'s shared chains, per chain:
+/// their ids are `<chain>/<word>` and name no profile.
+pub const SHARED_RULE_IDS: &[(&str, &str, &str)] = &[
+    (
+        super::names::SHARED_GUARD,
+        "invalid",
+        "conntrack cannot place the packet in a flow",
+    ),
+    (
+        super::names::SHARED_GUARD,
+        "loose-pickup",
+        "TCP starting a flow with anything but a SYN",
+    ),
+    (
+        super::names::SHARED_GUARD,
+        "source-type",
+        "a source the host routes as local, broadcast or multicast",
+    ),
+    (
+        super::names::SHARED_GUARD,
+        "loopback",
+        "a loopback destination",
+    ),
+];
+
+/// The meter of log tokens of every block of a packet that arrived on a
+/// profile's bridge (inet table): one bucket per bridge, so per profile.
+pub const SHARED_METER: &str = "shared_droplog";
+
+/// Keys of [`SHARED_METER`]: one per profile bridge.
+pub const SHARED_METER_KEYS: u32 = 65_535;
+
 /// The prefix of `table bridge corral`'s shared rule ids.
 pub const L2_PREFIX: &str = "l2-";
 
@@ -271,6 +318,26 @@ pub(super) fn meter_plan(profile: &ProfileName) -> KeyedSetPlan {
             size: METER_KEYS,
         },
     )
+}
+
+/// [`SHARED_METER`]'s plan (inet table).
+pub(super) fn shared_meter_plan() -> KeyedSetPlan {
+    KeyedSetPlan::new(
+        SHARED_METER,
+        vec![KeyPart::IfName],
+        KeyedKind::Meter {
+            timeout: Some(METER_TIMEOUT),
+            size: SHARED_METER_KEYS,
+        },
+    )
+}
+
+/// Whether the blocks of rule `word` of `kind` meet packets that arrived
+/// on the profile's bridge (their budget is the bridge's bucket of
+/// [`SHARED_METER`]): all but `<p>-in`'s (from the uplink or another
+/// bridge) and the arrival check's (from the wrong interface).
+fn arrives_on_bridge(kind: &str, word: &str) -> bool {
+    kind != "in" && kind != "ports" && word != "wrong-bridge"
 }
 
 /// The rule id of `word` in `profile`'s chain `kind` (`out`, `in`,
@@ -308,6 +375,16 @@ pub fn parse_prefix(text: &str) -> Option<Prefix> {
         return None;
     }
     let (chain, word) = rule.split_once('/')?;
+    if SHARED_RULE_IDS
+        .iter()
+        .any(|(c, w, _)| *c == chain && *w == word)
+    {
+        return Some(Prefix {
+            profile: String::new(),
+            rule: rule.to_owned(),
+            verdict: verdict.to_owned(),
+        });
+    }
     if let Some(kind) = chain.strip_prefix(L2_PREFIX)
         && L2_RULE_IDS
             .iter()
@@ -343,7 +420,56 @@ pub(super) fn tap(
     word: &str,
     rules: Vec<RulePlan>,
 ) -> Vec<RulePlan> {
-    tap_with(&rule_id(profile, kind, word), &meter_set(profile), rules)
+    let meter = if arrives_on_bridge(kind, word) {
+        SHARED_METER.to_owned()
+    } else {
+        meter_set(profile)
+    };
+    tap_with(&rule_id(profile, kind, word), &meter, rules)
+}
+
+/// Like [`tap`] for a rule of the inet table's shared `chain` (see the
+/// module docs): id `<chain>/<word>`, budget [`SHARED_METER`], the twins
+/// ending in the profile's sinks, then a drop of what no sink took.
+/// Every blocking rule must drop (a shared chain's sinks drop).
+pub(super) fn tap_shared(chain: &str, word: &str, rules: Vec<RulePlan>) -> Vec<RulePlan> {
+    let id = format!("{chain}/{word}");
+    let sink = |map: &str| Verdict::Vmap {
+        field: MapField::IifName,
+        map: map.to_owned(),
+    };
+    let mut out = Vec::with_capacity(rules.len() * 3);
+    for r in rules {
+        if r.verdict.class() != VerdictClass::Blocked {
+            out.push(r);
+            continue;
+        }
+        debug_assert_eq!(r.verdict, Verdict::Drop, "{id}: a shared block drops");
+        let mut over = r.matches.clone();
+        over.push(budget_match(SHARED_METER));
+        out.push(RulePlan::counted(over, sink(vmap::SUPPRESSED_BY_IIF)));
+        out.push(RulePlan {
+            log: Some(LogTap {
+                prefix: prefix(&id, &r.verdict),
+                group: GROUP,
+                snaplen: SNAPLEN,
+            }),
+            ..RulePlan::counted(r.matches.clone(), sink(vmap::BLOCKED_BY_IIF))
+        });
+        out.push(r);
+    }
+    out
+}
+
+fn budget_match(meter: &str) -> Match {
+    Match::Meter {
+        set: meter.to_owned(),
+        fields: vec![Field::IifName],
+        limit: Limit::RateOver {
+            per_second: RATE,
+            burst: BURST,
+        },
+    }
 }
 
 /// Like [`tap`] for a rule of `table bridge corral`'s shared `chain`: id
@@ -373,14 +499,7 @@ fn tap_with(id: &str, meter: &str, rules: Vec<RulePlan>) -> Vec<RulePlan> {
             continue;
         }
         let mut over = r.matches.clone();
-        over.push(Match::Meter {
-            set: meter.to_owned(),
-            fields: vec![Field::IifName],
-            limit: Limit::RateOver {
-                per_second: RATE,
-                burst: BURST,
-            },
-        });
+        over.push(budget_match(meter));
         out.push(RulePlan::counted(over, r.verdict.clone()));
         let log = LogTap {
             prefix: prefix(&id, &r.verdict),
@@ -395,17 +514,16 @@ fn tap_with(id: &str, meter: &str, rules: Vec<RulePlan>) -> Vec<RulePlan> {
     out
 }
 
-/// Whether `rule` is the suppressing twin of a logged rule of `profile`
-/// (its counter is the profile's suppressed count).
-pub fn is_suppressor(profile: &str, rule: &RulePlan) -> bool {
-    suppressor_profile(rule) == Some(profile)
-}
-
-/// The profile whose suppressing twin `rule` is, if it is one.
-pub fn suppressor_profile(rule: &RulePlan) -> Option<&str> {
-    rule.matches.iter().find_map(|m| match m {
-        Match::Meter { set, .. } => set.strip_suffix(METER_SUFFIX),
-        _ => None,
+/// Whether `rule` is the suppressing twin of a logged rule (it takes a
+/// token of a drop-log meter): in a profile's chain its counter is part of
+/// that profile's suppressed count; a shared chain's twin counts in the
+/// profile's [`super::names::suppressed_chain`] instead.
+pub fn is_suppressor(rule: &RulePlan) -> bool {
+    rule.matches.iter().any(|m| match m {
+        Match::Meter { set, .. } => {
+            set.ends_with(METER_SUFFIX) || set == SHARED_METER || set == L2_METER
+        }
+        _ => false,
     })
 }
 
@@ -440,6 +558,12 @@ mod tests {
             (p.profile.as_str(), p.rule.as_str()),
             ("my-dev", "my-dev-out/unlisted")
         );
+        for (chain, word, _) in SHARED_RULE_IDS {
+            let p = parse_prefix(&prefix(&format!("{chain}/{word}"), &Verdict::Drop)).unwrap();
+            assert_eq!(p.profile, "", "a shared rule names no profile");
+            assert_eq!(p.rule, format!("{chain}/{word}"));
+        }
+        assert_eq!(parse_prefix("shared_guard/unlisted:drop"), None);
         assert_eq!(parse_prefix("IN=eth0 OUT="), None);
         assert_eq!(parse_prefix("dev-out/nothing:drop"), None);
     }
@@ -450,12 +574,17 @@ mod tests {
         let mut ids = std::collections::BTreeSet::new();
         for c in plan.inet.chains.iter().filter(|c| c.profile.is_some()) {
             let profile = c.profile.as_deref().unwrap();
+            if crate::plan::names::is_sink(&c.name) {
+                // Reached only from a shared chain's twins (the next test).
+                assert!(c.rules.iter().all(|r| r.log.is_none() && !is_suppressor(r)));
+                continue;
+            }
             for (i, r) in c.rules.iter().enumerate() {
                 if r.verdict.class() != VerdictClass::Blocked {
                     assert!(r.log.is_none());
                     continue;
                 }
-                if is_suppressor(profile, r) {
+                if is_suppressor(r) {
                     assert!(r.log.is_none(), "{}: {r:?}", c.name);
                     let logged = &c.rules[i + 1];
                     assert_eq!(logged.verdict, r.verdict);
@@ -466,12 +595,59 @@ mod tests {
                     ids.insert(p.rule);
                 } else {
                     assert!(r.log.is_some(), "{}: unlogged block {r:?}", c.name);
-                    assert!(i > 0 && is_suppressor(profile, &c.rules[i - 1]));
+                    assert!(i > 0 && is_suppressor(&c.rules[i - 1]));
                 }
             }
         }
         assert!(ids.contains("dev-out/unlisted"), "{ids:?}");
         assert!(ids.contains("dev-guard/forged-source"), "{ids:?}");
+    }
+
+    /// A shared chain's block: the suppressing twin to the profile's
+    /// suppressed sink, the logging twin (naming the rule, no profile) to
+    /// its blocked sink, then the plain drop of what no sink took.
+    #[test]
+    fn every_block_of_a_shared_chain_is_logged_and_ends_in_a_sink() {
+        use crate::plan::vmap::{BLOCKED_BY_IIF, SUPPRESSED_BY_IIF};
+        let plan = sample_plan();
+        let shared = plan
+            .inet
+            .chains
+            .iter()
+            .find(|c| c.name == crate::plan::names::SHARED_GUARD)
+            .expect("the shared guard");
+        let to = |r: &RulePlan| match &r.verdict {
+            Verdict::Vmap { map, .. } => Some(map.clone()),
+            _ => None,
+        };
+        let mut ids = std::collections::BTreeSet::new();
+        let mut blocks = 0;
+        for (i, r) in shared.rules.iter().enumerate() {
+            if r.verdict != Verdict::Drop {
+                continue;
+            }
+            blocks += 1;
+            assert!(r.log.is_none() && !is_suppressor(r), "{r:?}");
+            let (over, logged) = (&shared.rules[i - 2], &shared.rules[i - 1]);
+            assert!(is_suppressor(over) && over.log.is_none());
+            assert_eq!(over.matches[..over.matches.len() - 1], r.matches[..]);
+            assert_eq!(to(over).as_deref(), Some(SUPPRESSED_BY_IIF));
+            assert_eq!(logged.matches, r.matches);
+            assert_eq!(to(logged).as_deref(), Some(BLOCKED_BY_IIF));
+            let p = parse_prefix(&logged.log.as_ref().expect("logs").prefix).unwrap();
+            assert_eq!(p.profile, "");
+            ids.insert(p.rule);
+        }
+        assert_eq!(blocks, 5, "{:#?}", shared.rules);
+        assert_eq!(ids.len(), SHARED_RULE_IDS.len(), "{ids:?}");
+        // Every profile has both sinks in the maps the twins look up.
+        for m in [BLOCKED_BY_IIF, SUPPRESSED_BY_IIF] {
+            let map = plan.inet.maps.iter().find(|x| x.name == m).unwrap();
+            for b in &plan.bridges {
+                let sink = map.chain_for_name(b.name.as_str()).unwrap();
+                assert!(sink.starts_with(b.profile.as_str()) && crate::plan::names::is_sink(sink));
+            }
+        }
     }
 
     #[test]

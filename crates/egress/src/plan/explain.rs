@@ -7,6 +7,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
+use corral_sandbox_core::admission::NamePattern;
 use serde::Serialize;
 
 use super::HostPlan;
@@ -39,13 +40,9 @@ impl AllowOrigin {
     /// dot): a host entry of that name, or a wildcard `*.w` with `name` a
     /// strict subdomain of `w`.
     pub fn lists_name(&self, name: &str) -> bool {
-        match self.name.as_deref() {
-            Some(n) => match n.strip_prefix("*.") {
-                Some(w) => name.ends_with(&format!(".{w}")),
-                None => n == name,
-            },
-            None => false,
-        }
+        self.name
+            .as_deref()
+            .is_some_and(|n| NamePattern::from_written(n).admits(name))
     }
 }
 
@@ -266,6 +263,7 @@ pub fn reason(trace: &Trace) -> String {
             format!("profile {profile} has no IPv6")
         }
         _ if chain.ends_with("-guard")
+            || chain == names::SHARED_GUARD
             || chain.ends_with("-arrival")
             || chain == names::PREROUTING =>
         {

@@ -61,6 +61,7 @@ fn an_accept_names_its_allow_entry_and_set() {
         vec![
             "prerouting",
             "dev-arrival",
+            "shared_guard",
             "dev-guard",
             "forward",
             "dev-out"
@@ -134,6 +135,7 @@ fn blocks_say_which_rule_and_why() {
         vec![
             "prerouting",
             "dev-arrival",
+            "shared_guard",
             "dev-guard",
             "input",
             "dev-host"

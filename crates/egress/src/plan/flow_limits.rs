@@ -2,7 +2,7 @@
 //! table is one for the host and every sandbox (`nf_conntrack_max`), and
 //! once it is full new connections fail host-wide.
 //!
-//! - No loose pickup (`<p>-guard`): a TCP packet from a sandbox that is
+//! - No loose pickup (`shared_guard`): a TCP packet from a sandbox that is
 //!   not a plain SYN yet is `ct state new` (the kernel's
 //!   `nf_conntrack_tcp_loose` picks up mid-stream flows) is dropped, so a
 //!   bare ACK towards a destination that answers never becomes an assured
@@ -88,17 +88,13 @@ pub(super) fn sets(p: &Profile) -> Vec<KeyedSetPlan> {
     v
 }
 
-/// `<p>-guard`: no loose TCP pickup.
-pub(super) fn guard_rules(p: &Profile) -> Vec<RulePlan> {
-    super::droplog::tap(
-        &p.name,
-        "guard",
-        "loose-pickup",
-        vec![RulePlan::counted(
-            vec![Match::TcpNotSyn, Match::CtNew],
-            Verdict::Drop,
-        )],
-    )
+/// The shared guard's rule against loose TCP pickup (the same for every
+/// profile). `ct state new` comes first: every packet from a sandbox
+/// meets this rule and its drop-log twins, and an established TCP segment
+/// (not a plain SYN) would otherwise load and mask the TCP flags in each
+/// before the state test fails.
+pub(super) fn guard_rule() -> RulePlan {
+    RulePlan::counted(vec![Match::CtNew, Match::TcpNotSyn], Verdict::Drop)
 }
 
 /// The chain a new flow over the per-source cap jumps to.
@@ -169,6 +165,19 @@ pub(super) fn chains(p: &Profile) -> Vec<ChainPlan> {
 mod tests {
     use super::*;
     use crate::plan::test_support::dev_profile;
+
+    #[test]
+    fn established_packets_fail_the_loose_pickup_drop_at_its_first_match() {
+        let rules: Vec<RulePlan> = super::super::guard::shared_guard_rules()
+            .into_iter()
+            .filter(|r| r.matches.contains(&Match::TcpNotSyn))
+            .collect();
+        assert_eq!(rules.len(), 3, "the rule, its two twins: {rules:?}");
+        for r in &rules {
+            assert_eq!(r.matches.first(), Some(&Match::CtNew), "{r:?}");
+            assert!(r.matches.contains(&Match::TcpNotSyn));
+        }
+    }
 
     #[test]
     fn limits_come_from_the_profile_and_apply_to_new_flows_only() {

@@ -8,11 +8,13 @@
 //!   that profile's bridge (or from the host itself, `lo`) is dropped, so
 //!   enforcement never depends on a sandbox port still being enslaved to
 //!   its bridge; everything arriving on a profile bridge jumps to
-//!   `<p>-guard`.
-//! - `<p>-guard`: neighbour discovery from link-local and the DHCP
-//!   broadcast from `0.0.0.0` pass; then `ct state invalid` is dropped, and
-//!   TCP that is new but no SYN (no loose pickup, [`super::flow_limits`]); the
-//!   source must be in the profile's own subnet (IPv4; IPv6 only when the
+//!   `shared_guard` (by `@shared_guard_by_iif`: planned bridges only).
+//! - `shared_guard`, one chain for every profile (the profile's own part,
+//!   `<p>-guard`, reached by interface in the middle): neighbour discovery
+//!   from link-local and the DHCP broadcast from `0.0.0.0` pass; then
+//!   `ct state invalid` is dropped, and TCP that is new but no SYN (no
+//!   loose pickup, [`super::flow_limits`]); in `<p>-guard` the source must
+//!   be in the profile's own subnet (IPv4; IPv6 only when the
 //!   profile has an IPv6 subnet, else every IPv6 packet is dropped); a
 //!   source the host's routing table does not call unicast (local,
 //!   broadcast, multicast, ...) is dropped (a sandbox forging the
@@ -98,8 +100,15 @@ fn guard_tap(p: &Profile, word: &str, rule: RulePlan) -> Vec<RulePlan> {
     tap(p, "guard", word, vec![rule])
 }
 
-/// `<p>-guard`: see the module docs for the order and why.
-pub fn guard_rules(p: &Profile) -> Vec<RulePlan> {
+/// `shared_guard`, which every profile bridge's packets meet (see the
+/// module docs for the order and why): the checks that are the same for
+/// every profile, with the profile's own subnet checks (`<p>-guard`,
+/// [`guard_rules`]) reached by interface in the middle, where they stood
+/// when each profile held all of them.
+pub fn shared_guard_rules() -> Vec<RulePlan> {
+    let shared = |word: &str, rule: RulePlan| {
+        super::droplog::tap_shared(super::names::SHARED_GUARD, word, vec![rule])
+    };
     let mut rules = Vec::new();
     for t in ND_TYPES {
         rules.push(RulePlan::counted(
@@ -120,12 +129,48 @@ pub fn guard_rules(p: &Profile) -> Vec<RulePlan> {
         ],
         Verdict::Return,
     ));
-    rules.extend(guard_tap(
-        p,
+    rules.extend(shared(
         "invalid",
         RulePlan::counted(vec![Match::CtInvalid], Verdict::Drop),
     ));
-    rules.extend(super::flow_limits::guard_rules(p));
+    rules.extend(shared("loose-pickup", super::flow_limits::guard_rule()));
+    rules.push(RulePlan::counted(
+        vec![],
+        Verdict::Vmap {
+            field: super::vmap::MapField::IifName,
+            map: super::vmap::GUARD_BY_IIF.to_owned(),
+        },
+    ));
+    // One lookup for local, broadcast, multicast (and anycast, blackhole,
+    // unreachable) sources: a sandbox's own address is a unicast one.
+    rules.extend(shared(
+        "source-type",
+        RulePlan::counted(
+            vec![Match::FibSaddrTypeNot(AddrType::Unicast)],
+            Verdict::Drop,
+        ),
+    ));
+    rules.extend(shared(
+        "loopback",
+        RulePlan::counted(vec![Match::DaddrIn(loopback_v4())], Verdict::Drop),
+    ));
+    // Reached by IPv6 only from profiles with IPv6: `<p>-guard` dropped
+    // every other profile's IPv6.
+    rules.extend(shared(
+        "loopback",
+        RulePlan::counted(
+            vec![Match::Daddr(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST))],
+            Verdict::Drop,
+        ),
+    ));
+    rules
+}
+
+/// `<p>-guard`, between the shared guard's state checks and its type
+/// checks: the source must be in the profile's own subnet (IPv6 only when
+/// the profile has an IPv6 subnet, else every IPv6 packet is dropped).
+pub fn guard_rules(p: &Profile) -> Vec<RulePlan> {
+    let mut rules = Vec::new();
     rules.extend(guard_tap(
         p,
         "forged-source",
@@ -149,32 +194,18 @@ pub fn guard_rules(p: &Profile) -> Vec<RulePlan> {
             RulePlan::counted(vec![Match::NfProto(AddrFamily::V6)], Verdict::Drop),
         )),
     }
-    // One lookup for local, broadcast, multicast (and anycast, blackhole,
-    // unreachable) sources: a sandbox's own address is a unicast one.
-    rules.extend(guard_tap(
-        p,
-        "source-type",
-        RulePlan::counted(
-            vec![Match::FibSaddrTypeNot(AddrType::Unicast)],
-            Verdict::Drop,
-        ),
-    ));
-    rules.extend(guard_tap(
-        p,
-        "loopback",
-        RulePlan::counted(vec![Match::DaddrIn(loopback_v4())], Verdict::Drop),
-    ));
-    if p.subnet_v6.is_some() {
-        rules.extend(guard_tap(
-            p,
-            "loopback",
-            RulePlan::counted(
-                vec![Match::Daddr(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST))],
-                Verdict::Drop,
-            ),
-        ));
-    }
     rules
+}
+
+/// A profile's sinks for the shared chains' blocks (see
+/// [`super::droplog`]): `(name, rules)` of its blocked and its suppressed
+/// chain, each one counted drop.
+pub fn sink_chains(p: &Profile) -> [(String, Vec<RulePlan>); 2] {
+    let drop = || vec![RulePlan::counted(vec![], Verdict::Drop)];
+    [
+        (super::names::blocked_chain(&p.name), drop()),
+        (super::names::suppressed_chain(&p.name), drop()),
+    ]
 }
 
 /// `<p>-in` (world → sandbox): answers to the profile's own flows only
@@ -273,25 +304,47 @@ mod tests {
     use super::*;
     use crate::plan::test_support::dev_profile;
 
+    /// The shared guard with the profile's `<p>-guard` in place of the
+    /// lookup that reaches it: the order one profile's packets meet.
+    fn walked(p: &Profile) -> Vec<RulePlan> {
+        shared_guard_rules()
+            .into_iter()
+            .flat_map(|r| match &r.verdict {
+                Verdict::Vmap { map, .. } if map == crate::plan::vmap::GUARD_BY_IIF => {
+                    guard_rules(p)
+                }
+                _ => vec![r],
+            })
+            .collect()
+    }
+
     #[test]
     fn the_guard_checks_state_before_sources_and_sources_before_types() {
-        let rules = guard_rules(&dev_profile());
+        let rules = walked(&dev_profile());
         let pos = |pred: &dyn Fn(&Match) -> bool| {
             rules
                 .iter()
                 .position(|r| r.matches.iter().any(pred))
                 .unwrap()
         };
+        let nd = pos(&|m| matches!(m, Match::Icmpv6Type(_)));
         let invalid = pos(&|m| *m == Match::CtInvalid);
         let source = pos(&|m| matches!(m, Match::SaddrNotIn(_)));
         let fib = pos(&|m| matches!(m, Match::FibSaddrTypeNot(_)));
-        assert!(invalid < source && source < fib);
-        // Nothing in the guard accepts: it returns or drops, never rejects.
-        assert!(
-            rules
-                .iter()
-                .all(|r| matches!(r.verdict, Verdict::Return | Verdict::Drop))
-        );
+        assert!(nd < invalid && invalid < source && source < fib);
+        // Nothing in the guard accepts: it returns or drops (its shared
+        // blocks through the profile's sinks, which drop), never rejects.
+        assert!(rules.iter().all(|r| match &r.verdict {
+            Verdict::Return | Verdict::Drop => true,
+            Verdict::Vmap { map, .. } => {
+                map == crate::plan::vmap::BLOCKED_BY_IIF
+                    || map == crate::plan::vmap::SUPPRESSED_BY_IIF
+            }
+            _ => false,
+        }));
+        assert!(sink_chains(&dev_profile()).iter().all(|(_, rules)| {
+            rules.len() == 1 && rules[0].verdict == Verdict::Drop && rules[0].matches.is_empty()
+        }));
     }
 
     #[test]

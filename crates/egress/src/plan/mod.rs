@@ -26,6 +26,7 @@
 pub mod bindings;
 pub mod bridge;
 pub mod build;
+pub mod census;
 pub mod droplog;
 pub mod eval;
 pub mod explain;
@@ -46,10 +47,10 @@ pub mod trace;
 mod unknown_ports;
 pub mod vmap;
 
-#[cfg(test)]
-mod props;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
+#[cfg(test)]
+mod tests;
 
 use corral_sandbox_core::{BridgeName, EgressMode, ProfileName, ProfileSet};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
@@ -326,6 +327,36 @@ impl HostPlan {
         plan.bridge = bridge::table(profiles, &bindings, &self.cut_ports);
         plan.bindings = bindings;
         Ok(plan)
+    }
+
+    /// The plan with `binding` bound, replacing an earlier binding of the
+    /// same port (see [`HostPlan::with_bindings`]).
+    pub fn with_binding(
+        &self,
+        profiles: &ProfileSet,
+        binding: PortBinding,
+    ) -> Result<HostPlan, PlanError> {
+        let mut all = self.bindings_except(binding.port.as_str());
+        all.push(binding);
+        self.with_bindings(profiles, all)
+    }
+
+    /// The plan without the binding of `port` (unchanged bindings when
+    /// `port` was not bound).
+    pub fn without_binding(
+        &self,
+        profiles: &ProfileSet,
+        port: &str,
+    ) -> Result<HostPlan, PlanError> {
+        self.with_bindings(profiles, self.bindings_except(port))
+    }
+
+    fn bindings_except(&self, port: &str) -> Vec<PortBinding> {
+        self.bindings
+            .iter()
+            .filter(|b| b.port.as_str() != port)
+            .cloned()
+            .collect()
     }
 
     /// The binding of `port`, if bound.

@@ -32,6 +32,13 @@ pub const PREROUTING: &str = "prerouting";
 /// apart from every profile's chains (profile names are DNS labels).
 pub const MULTIPASS_HOST: &str = "multipass_host";
 
+/// The guard every profile's bridge traffic passes (prerouting): the
+/// checks that are the same for every profile, once for all of them; it
+/// hands each packet to its profile's `<p>-guard` by interface for the
+/// profile's own subnet checks. The underscore keeps it apart from every
+/// profile's chains.
+pub const SHARED_GUARD: &str = "shared_guard";
+
 /// Base chain names (the same in both tables where they exist).
 pub const FORWARD: &str = "forward";
 /// Input base chain (inet table).
@@ -98,6 +105,32 @@ pub fn deny_set(profile: &ProfileName, family: AddrFamily) -> String {
 /// Prerouting chain checking everything that arrives on a profile bridge.
 pub fn guard_chain(profile: &ProfileName) -> String {
     format!("{profile}-guard")
+}
+
+/// Where a shared chain's logged block of the profile's packet ends: one
+/// counted drop, so the profile's blocked count holds what shared rules
+/// blocked for it ([`super::droplog`]).
+pub fn blocked_chain(profile: &ProfileName) -> String {
+    format!("{profile}{BLOCKED_SUFFIX}")
+}
+
+/// Where a shared chain's block of the profile's packet ends when the log
+/// budget kept it out of the log: its counter is the profile's suppressed
+/// count of shared rules.
+pub fn suppressed_chain(profile: &ProfileName) -> String {
+    format!("{profile}{SUPPRESSED_SUFFIX}")
+}
+
+/// What [`blocked_chain`] adds to the profile's name.
+pub const BLOCKED_SUFFIX: &str = "-blocked";
+/// What [`suppressed_chain`] adds to the profile's name.
+pub const SUPPRESSED_SUFFIX: &str = "-suppressed";
+
+/// Whether `chain` is a profile's block sink ([`blocked_chain`],
+/// [`suppressed_chain`]): a verdict reached there was decided by the
+/// shared rule that sent the packet.
+pub fn is_sink(chain: &str) -> bool {
+    chain.ends_with(BLOCKED_SUFFIX) || chain.ends_with(SUPPRESSED_SUFFIX)
 }
 
 /// Sandbox → world chain of a profile.

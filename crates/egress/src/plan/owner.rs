@@ -88,9 +88,12 @@ fn own(net: IpNet, dir: Option<CtDir>) -> RulePlan {
     RulePlan::counted(m, Verdict::Accept)
 }
 
+/// `ct state related` comes first: every packet of the chain meets the
+/// drop and its drop-log twin, and `<p>-in`'s source-set lookup would
+/// otherwise run twice for every reply before the state test fails.
 fn foreign_related(p: &Profile, kind: &str, matches: Vec<Match>) -> Vec<RulePlan> {
-    let mut m = matches;
-    m.push(Match::CtRelated);
+    let mut m = vec![Match::CtRelated];
+    m.extend(matches);
     super::droplog::tap(
         &p.name,
         kind,
@@ -173,5 +176,15 @@ mod tests {
             .filter(|r| r.matches.contains(&Match::CtRelated))
             .count();
         assert!(drops >= 1);
+    }
+
+    #[test]
+    fn every_foreign_related_drop_tests_the_state_before_anything_else() {
+        let p = dev_profile();
+        for rules in [out_rules(&p), in_rules(&p), host_rules(&p)] {
+            for r in rules.iter().filter(|r| r.verdict != Verdict::Accept) {
+                assert_eq!(r.matches.first(), Some(&Match::CtRelated), "{r:?}");
+            }
+        }
     }
 }

@@ -290,7 +290,7 @@ impl HostPlan {
                         .filter(|_| depth < 8)
                         && let d @ Outcome::Decided { .. } = self.walk(next, ctx, path, depth + 1)
                     {
-                        return d;
+                        return sunk(d, &next.name, hit, set);
                     }
                 }
                 Verdict::Masquerade => {}
@@ -440,4 +440,16 @@ fn in_range(r: &AddrRange, a: IpAddr) -> bool {
 
 fn next_v4(a: Ipv4Addr) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(a).wrapping_add(1))
+}
+/// A verdict a profile's block sink reached was decided by the shared
+/// rule that sent the packet there: that rule (and its set) is the hit.
+fn sunk(d: Outcome, sink: &str, hit: impl FnOnce() -> RuleHit, set: Option<SetHit>) -> Outcome {
+    match d {
+        Outcome::Decided { accept, .. } if names::is_sink(sink) => Outcome::Decided {
+            accept,
+            hit: hit(),
+            set,
+        },
+        d => d,
+    }
 }

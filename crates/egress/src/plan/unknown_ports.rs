@@ -10,11 +10,10 @@
 //! used to jump to every profile's chain in turn. The kernel lacks
 //! `meta ibrname`, so the bridge a frame crossed cannot be the key.
 
-use corral_sandbox_core::{Profile, ProfileSet};
-use ipnet::IpNet;
+use corral_sandbox_core::ProfileSet;
 
 use super::build::chain;
-use super::model::{AddrFamily, AddrRange, Match, RulePlan, TablePlan, Verdict};
+use super::model::{AddrFamily, AddrRange, RulePlan, TablePlan, Verdict};
 use super::vmap::{self, MapField, MapKey, MapKeyValue, VmapPlan};
 use super::{droplog, guard, names};
 
@@ -25,7 +24,14 @@ pub(super) fn dispatch(t: &mut TablePlan, profiles: &ProfileSet) -> Vec<RulePlan
         .map(|f| VmapPlan::new(vmap::ports_by_addr(f), MapKey::Addr(f)));
     for p in profiles {
         t.keyed_sets.push(droplog::meter_plan(&p.name));
-        let rules = droplog::tap(&p.name, "ports", "unbound", subnet_rules(p));
+        // One drop: `forward` reaches the chain only through a map whose
+        // key was one of the frame's address fields, found in this
+        // profile's subnets (with the protocol check that field needs),
+        // so looking the four or six fields up again here (a rule each,
+        // doubled by the drop log's twins) only made every profile cost
+        // rules. The maps are the per-profile data.
+        let drop = vec![RulePlan::counted(vec![], Verdict::Drop)];
+        let rules = droplog::tap(&p.name, "ports", "unbound", drop);
         t.chains.push(chain(&names::ports_chain(&p.name), p, rules));
         for net in guard::subnets(p) {
             let i = usize::from(AddrFamily::of(net.addr()) == AddrFamily::V6);
@@ -69,23 +75,5 @@ pub(super) fn dispatch(t: &mut TablePlan, profiles: &ProfileSet) -> Vec<RulePlan
                 m
             }),
     );
-    rules
-}
-
-/// The profile's addresses, as source, destination, ARP target or sender.
-fn subnet_rules(p: &Profile) -> Vec<RulePlan> {
-    let v4 = IpNet::V4(p.subnet_v4.trunc());
-    let drop = |m| RulePlan::counted(vec![m], Verdict::Drop);
-    let mut rules = vec![
-        drop(Match::SaddrIn(v4)),
-        drop(Match::DaddrIn(v4)),
-        drop(Match::ArpTargetIn(p.subnet_v4.trunc())),
-        drop(Match::ArpSenderIn(p.subnet_v4.trunc())),
-    ];
-    if let Some(v6) = p.subnet_v6 {
-        let v6 = IpNet::V6(v6.trunc());
-        rules.push(drop(Match::SaddrIn(v6)));
-        rules.push(drop(Match::DaddrIn(v6)));
-    }
     rules
 }

@@ -19,8 +19,15 @@ use serde::Serialize;
 
 use super::model::{AddrFamily, AddrRange, to_u128};
 
-/// Interface → profile guard chain (prerouting).
+/// Interface → profile guard chain (from the shared guard).
 pub const GUARD_BY_IIF: &str = "guard_by_iif";
+/// Profile bridge → the shared guard (prerouting): only what arrives on a
+/// planned bridge meets it.
+pub const SHARED_GUARD_BY_IIF: &str = "shared_guard_by_iif";
+/// Input interface (a profile's bridge) → the profile's blocked sink.
+pub const BLOCKED_BY_IIF: &str = "blocked_by_iif";
+/// Input interface (a profile's bridge) → the profile's suppressed sink.
+pub const SUPPRESSED_BY_IIF: &str = "suppressed_by_iif";
 /// Output interface → profile in chain (forward, replies only).
 pub const IN_BY_OIF: &str = "in_by_oif";
 /// Input interface → profile out chain (forward).

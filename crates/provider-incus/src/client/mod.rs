@@ -3,7 +3,7 @@
 
 mod error;
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 mod https;
 mod operation;
 mod transfer;
@@ -158,10 +158,14 @@ impl IncusClient {
                 what: what.to_owned(),
                 detail: format!("not an Incus envelope: {e}"),
             }),
+            // A HEAD's refusal has no body: its status is all Incus said.
             Err(_) => Err(ClientError::Api {
                 what: what.to_owned(),
                 status: status.as_u16(),
-                message: String::from_utf8_lossy(body).trim().to_owned(),
+                message: match String::from_utf8_lossy(body).trim() {
+                    "" => status.to_string(),
+                    text => text.to_owned(),
+                },
             }),
         }
     }

@@ -22,14 +22,25 @@ fn start<T>(s: &Spanned<T>) -> Option<usize> {
     Some(s.span().start)
 }
 
-/// Convert `[host]`; `None` when any part is invalid (errors are in `c`).
+/// A refused character named in words: a space or a tab printed as itself
+/// would leave a blank where the value should be.
+fn refused_char(ch: char) -> String {
+    match ch {
+        ' ' => "a space".to_owned(),
+        '#' => "`#`".to_owned(),
+        c if c.is_whitespace() && !c.is_control() => "a whitespace character".to_owned(),
+        c => format!("the control character `{}`", c.escape_debug()),
+    }
+}
+
+/// Convert `[host]`; a part that is invalid is recorded in `c` and keeps
+/// its default, so the rest can still be checked against it.
 pub(crate) fn convert(
     raw: RawHost,
     raw_verification: Option<RawVerification>,
     raw_watch: Option<RawWatch>,
     c: &mut Collector<'_>,
-) -> Option<HostConfig> {
-    let before = c.errors.len();
+) -> HostConfig {
     let mut host = defaults::host();
     if let Some(dir) = &raw.state_dir {
         let bad = dir
@@ -43,9 +54,10 @@ pub(crate) fn convert(
                 Some(HOST),
                 Some("state_dir"),
                 format!(
-                    "the path holds {}, which corral refuses in a path it hands to \
+                    "the path holds {} (U+{:04X}), which corral refuses in a path it hands to \
                      dnsmasq; use a path without whitespace, control characters or `#`",
-                    ch.escape_debug()
+                    refused_char(ch),
+                    u32::from(ch)
                 ),
             );
         } else if dir.get_ref().starts_with('/') {
@@ -123,7 +135,7 @@ pub(crate) fn convert(
     if let Some(w) = raw_watch {
         host.watch = watch(&w, c);
     }
-    (c.errors.len() == before).then_some(host)
+    host
 }
 
 fn watch(raw: &RawWatch, c: &mut Collector<'_>) -> WatchConfig {

@@ -94,40 +94,92 @@ pub(crate) fn from_toml_str(text: &str, file: &str) -> Result<Config, ConfigErro
             ),
         }
     }
+    // A bad `[host]` still checks the profiles against what it could read
+    // (a bad field keeps its valid default), so one pass says everything.
     let host = host::convert(raw_host, raw_verification, raw_watch, &mut c);
-    let profiles = profiles(&raw_profiles, &mut c);
+    let profiles = profiles(&raw_profiles, &host, &mut c);
     let phases = raw_phases.map(|p| phases(&p, profiles.as_ref(), &mut c));
-    if let (Some(h), Some(set)) = (&host, &profiles) {
-        cross_check(h, set, &raw_profiles, &mut c);
-    }
-    match (host, profiles) {
-        (Some(host), Some(profiles)) => c.finish(|| Config {
+    match profiles {
+        Some(profiles) => c.finish(|| Config {
             host,
             profiles,
             phases: phases.unwrap_or_default(),
         }),
         // A section that failed to convert recorded at least one error.
-        _ => Err(c.into_errors()),
+        None => Err(c.into_errors()),
     }
 }
 
+/// Deserialize one section, recording every key's problem, not only the
+/// first one serde meets: a key that does not deserialize is recorded and
+/// taken out, and the rest tried again, so one pass reports them all (and,
+/// when only optional keys were bad, the rest is still checked).
 fn de<T: DeserializeOwned>(
     value: Spanned<DeValue<'_>>,
     ctx: &str,
     c: &mut Collector<'_>,
 ) -> Option<T> {
     let span = value.span();
-    match T::deserialize(ValueDeserializer::from(value)) {
-        Ok(v) => Some(v),
-        Err(e) => {
-            let at = e.span().map_or(span.start, |s| s.start);
-            c.at(Some(at), Some(ctx), None, e.message().to_owned());
-            None
+    let mut value = value;
+    let mut removed: Vec<String> = Vec::new();
+    loop {
+        match T::deserialize(ValueDeserializer::from(value.clone())) {
+            Ok(v) => return Some(v),
+            Err(e) => {
+                let at = e.span().map_or(span.start, |s| s.start);
+                let message = e.message().to_owned();
+                // Taking a bad required key out makes it "missing", and a
+                // misspelt key ("brige") makes the real one missing: both
+                // already said.
+                if removed.iter().any(|k| {
+                    message
+                        .strip_prefix("missing field `")
+                        .and_then(|m| m.strip_suffix('`'))
+                        .is_some_and(|missing| near(k, missing))
+                }) {
+                    return None;
+                }
+                c.at(Some(at), Some(ctx), None, message);
+                let DeValue::Table(table) = value.get_mut() else {
+                    return None;
+                };
+                let inside =
+                    |s: std::ops::Range<usize>| s.start <= at && at < s.end.max(s.start + 1);
+                // No key holds it (a missing field): nothing more to learn.
+                let bad = table
+                    .iter()
+                    .find(|(k, v)| inside(k.span()) || inside(v.span()))
+                    .map(|(k, _)| k.get_ref().to_string())?;
+                table.remove(bad.as_str());
+                removed.push(bad);
+            }
         }
     }
 }
 
-fn profiles(raw: &[Option<RawProfile>], c: &mut Collector<'_>) -> Option<ProfileSet> {
+/// Whether `a` is `b` or a slip of the keyboard away (at most two edits).
+fn near(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != cb))
+                .min(above + 1)
+                .min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()] <= 2
+}
+
+fn profiles(
+    raw: &[Option<RawProfile>],
+    host: &HostConfig,
+    c: &mut Collector<'_>,
+) -> Option<ProfileSet> {
     if raw.is_empty() {
         c.at(
             None,
@@ -141,6 +193,11 @@ fn profiles(raw: &[Option<RawProfile>], c: &mut Collector<'_>) -> Option<Profile
     let mut origin = Vec::new();
     let mut all_ok = true;
     for (i, r) in raw.iter().enumerate() {
+        // Checked on what was written, so a profile with other problems
+        // still hears of its collision with `[host]`.
+        if let Some(r) = r {
+            cross_check(host, r, c);
+        }
         match r.as_ref().and_then(|r| profile(r, c)) {
             Some(p) => {
                 converted.push(p);
@@ -363,41 +420,29 @@ fn phases(raw: &RawPhases, set: Option<&ProfileSet>, c: &mut Collector<'_>) -> P
     }
 }
 
-/// Host settings that must not collide with profiles.
-fn cross_check(
-    host: &HostConfig,
-    set: &ProfileSet,
-    raw: &[Option<RawProfile>],
-    c: &mut Collector<'_>,
-) {
-    for (p, r) in set.iter().zip(raw.iter().flatten()) {
-        let ctx = format!("profile \"{}\"", p.name);
-        if p.bridge == host.multipass_bridge {
-            c.at(
-                start(&r.bridge),
-                Some(&ctx),
-                Some("bridge"),
-                format!(
-                    "bridge \"{}\" is Multipass's control bridge (host.multipass_bridge), \
-                    whose forwarding corral blocks; choose another bridge name",
-                    p.bridge
-                ),
-            );
-        }
-        if host
-            .uplink
-            .as_ref()
-            .is_some_and(|u| u.as_str() == p.bridge.as_str())
-        {
-            c.at(
-                start(&r.bridge),
-                Some(&ctx),
-                Some("bridge"),
-                format!(
-                    "bridge \"{}\" is the host's uplink (host.uplink); choose another bridge name",
-                    p.bridge
-                ),
-            );
-        }
+/// Host settings that must not collide with a profile.
+fn cross_check(host: &HostConfig, r: &RawProfile, c: &mut Collector<'_>) {
+    let ctx = format!("profile \"{}\"", r.name.get_ref());
+    let bridge = r.bridge.get_ref().as_str();
+    if bridge == host.multipass_bridge.as_str() {
+        c.at(
+            start(&r.bridge),
+            Some(&ctx),
+            Some("bridge"),
+            format!(
+                "bridge \"{bridge}\" is Multipass's control bridge (host.multipass_bridge), \
+                whose forwarding corral blocks; choose another bridge name"
+            ),
+        );
+    }
+    if host.uplink.as_ref().is_some_and(|u| u.as_str() == bridge) {
+        c.at(
+            start(&r.bridge),
+            Some(&ctx),
+            Some("bridge"),
+            format!(
+                "bridge \"{bridge}\" is the host's uplink (host.uplink); choose another bridge name"
+            ),
+        );
     }
 }

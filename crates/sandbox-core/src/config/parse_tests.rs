@@ -411,18 +411,21 @@ fn the_annotated_example_loads_and_round_trips() {
 
 #[test]
 fn a_state_dir_that_could_add_a_dnsmasq_directive_is_refused() {
-    for dir in [
-        "/x\\nconf-file=/y",
-        "/x\\rz",
-        "/var/lib/a b",
-        "/var/lib/a#b",
+    for (dir, named) in [
+        ("/x\\nconf-file=/y", "the control character `\\n` (U+000A)"),
+        ("/x\\rz", "the control character `\\r` (U+000D)"),
+        ("/var/lib/a b", "a space (U+0020)"),
+        ("/var/lib/a\\tb", "the control character `\\t` (U+0009)"),
+        ("/var/lib/a#b", "`#` (U+0023)"),
     ] {
         let e = one(&format!(
             "[host]\nstate_dir = \"{dir}\"\n{}",
             none("a", "cb-a", "10.99.1.0/24")
         ));
         assert!(
-            e.contains("host: state_dir: the path holds") && !e.contains('\n'),
+            e.contains(&format!("host: state_dir: the path holds {named}, which"))
+                && !e.contains('\n')
+                && !e.contains("  "),
             "{dir}: {e}"
         );
     }
@@ -571,4 +574,95 @@ fn host_watch_defaults_values_round_trip_and_errors_point_at_the_key() {
         "{}",
         one(&text)
     );
+}
+
+/// Every problem of a file in one pass: several bad keys in one section
+/// (serde stops at the first), the semantic checks of a section that also
+/// had a bad key, and a profile that collides with a `[host]` that is
+/// itself partly invalid. Control: each problem alone is reported too, so
+/// none of them is an artefact of the others.
+#[test]
+fn every_problem_of_a_file_in_one_pass() {
+    let problems = [
+        // [host]: an unknown key, a wrong type, a bad path, and a valid
+        // uplink a profile collides with.
+        ("[host]\n", ""),
+        ("colour = \"blue\"\n", "unknown field `colour`"),
+        ("dns_upstreams = \"192.0.2.53\"\n", "invalid type"),
+        ("state_dir = \"/var/lib/a b\"\n", "the path holds a space"),
+        ("uplink = \"corral-up\"\n", ""),
+        // A profile with two bad keys and two semantic problems.
+        ("[[profile]]\nname = \"dev\"\n", ""),
+        ("bridge = \"corral-up\"\n", "is the host's uplink"),
+        ("subnet = \"10.9.1.0/33\"\n", "is not an IPv4 subnet"),
+        ("mode = \"sometimes\"\n", "unknown mode `sometimes`"),
+        ("learned_max = \"many\"\n", "invalid type"),
+        ("colour = \"red\"\n", "unknown field `colour`"),
+    ];
+    let text: String = problems.iter().map(|(l, _)| *l).collect();
+    let all = errs(&text);
+    let wanted: Vec<&str> = problems
+        .iter()
+        .map(|(_, w)| *w)
+        .filter(|w| !w.is_empty())
+        .collect();
+    assert_eq!(all.len(), wanted.len(), "{all:#?}");
+    for (e, w) in all.iter().zip(&wanted) {
+        assert!(e.contains(w), "expected `{w}` in order, got {all:#?}");
+    }
+    // Each line's problem is on that line (file order).
+    let lines: Vec<usize> = Config::from_toml_str(&text, "corral.toml")
+        .unwrap_err()
+        .iter()
+        .map(|e| e.line.unwrap())
+        .collect();
+    assert_eq!(lines, [2, 3, 4, 8, 9, 10, 11, 12], "{all:#?}");
+
+    // Control: with every other problem fixed, each is still reported.
+    let good = "[host]\nuplink = \"corral-up\"\n[[profile]]\nname = \"dev\"\n\
+                bridge = \"corral-dev\"\nsubnet = \"10.9.1.0/24\"\nmode = \"none\"\n";
+    assert!(Config::from_toml_str(good, "corral.toml").is_ok());
+    for (bad, w) in [
+        ("[host]\ncolour = \"blue\"\n", "unknown field `colour`"),
+        (
+            "[host]\nstate_dir = \"/var/lib/a b\"\n",
+            "the path holds a space",
+        ),
+        ("mode = \"sometimes\"\n", "unknown mode"),
+        ("bridge = \"corral-up\"\n", "is the host's uplink"),
+    ] {
+        let text = if bad.starts_with("[host]") {
+            good.replacen("[host]\n", bad, 1)
+        } else {
+            let key = bad.split(' ').next().unwrap();
+            good.lines()
+                .map(|l| {
+                    if l.starts_with(key) {
+                        bad.trim_end().to_owned()
+                    } else {
+                        l.to_owned()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let e = one(&text);
+        assert!(e.contains(w), "{text}: {e}");
+    }
+}
+
+/// A misspelt required key is one problem, not also "missing field"; a
+/// required key that is really absent beside an unknown one is both.
+#[test]
+fn a_misspelt_key_is_not_also_missing() {
+    let e = one(
+        "[[profile]]\nname = \"dev\"\nbrige = \"br-dev\"\nsubnet = \"10.9.1.0/24\"\nmode = \"none\"\n",
+    );
+    assert!(e.contains("unknown field `brige`"), "{e}");
+    let all = errs(
+        "[[profile]]\nname = \"dev\"\ncolour = \"red\"\nsubnet = \"10.9.1.0/24\"\nmode = \"none\"\n",
+    );
+    assert_eq!(all.len(), 2, "{all:#?}");
+    assert!(all[0].contains("missing field `bridge`"), "{all:#?}");
+    assert!(all[1].contains("unknown field `colour`"), "{all:#?}");
 }

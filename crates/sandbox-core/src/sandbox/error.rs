@@ -24,6 +24,21 @@ pub enum ProviderError {
         /// Its name.
         name: String,
     },
+    /// The image to create from is not where the backend looks for it.
+    #[error(
+        "image `{}` is not in {}; {}",
+        crate::text::Shown(image),
+        crate::text::Shown(place),
+        crate::text::Shown(remedy)
+    )]
+    ImageMissing {
+        /// The image (alias or fingerprint) asked for.
+        image: String,
+        /// Where the backend looked, e.g. "Incus project `corral`".
+        place: String,
+        /// How to get it there, or which image to name instead.
+        remedy: String,
+    },
     /// The name is already taken.
     #[error(
         "{what} `{}` already exists; choose another name or remove it first",

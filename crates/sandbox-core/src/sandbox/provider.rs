@@ -163,6 +163,20 @@ pub trait SandboxProvider: Send + Sync + fmt::Debug {
     /// Every sandbox corral owns on this backend.
     async fn list(&self) -> Result<Vec<SandboxInfo>, ProviderError>;
 
+    /// [`list`](Self::list), where a backend may leave `addresses` empty
+    /// to save a state read per running sandbox (Incus), for a caller
+    /// that needs the addresses of one or two at most.
+    async fn list_without_addresses(&self) -> Result<Vec<SandboxInfo>, ProviderError> {
+        self.list().await
+    }
+
+    /// Bytes free where a new sandbox's root disk would go (Incus: its
+    /// storage pool), so a disk larger than that is refused before
+    /// anything is made; `None` from a backend that cannot tell.
+    async fn disk_free(&self) -> Result<Option<u64>, ProviderError> {
+        Ok(None)
+    }
+
     /// Every instance of the backend's scope (corral's or not) with the
     /// host bridges its network interfaces are on, for teardown safety and
     /// `host status`; `None` from a backend that cannot tell (its
@@ -296,6 +310,13 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     /// corral's host rules (Tart's Softnet); `None` when no such filter
     /// exists (corral's own rules enforce, checked by the start gate).
     async fn filter_health(&self) -> Result<Option<FilterHealth>, ProviderError> {
+        Ok(None)
+    }
+
+    /// How many commands run inside it right now (exec sessions, corral's
+    /// or anyone's), when the backend can tell; `None` when it cannot (an
+    /// idle stop then never judges it idle).
+    async fn exec_sessions(&self) -> Result<Option<u32>, ProviderError> {
         Ok(None)
     }
 

@@ -12,8 +12,8 @@ mod options;
 
 pub use canary::{
     CanaryCheck, CanaryPlan, CheckKind, CheckResult, ControlResult, DEFAULT_PROBE_PORT, DNS_PORT,
-    Expectation, METADATA, NotPlanned, Observed, PlanError, ProbeTarget, Requirement, Vantage,
-    plan,
+    Expectation, METADATA, NotPlanned, OWN_TARGET_V4, OWN_TARGET_V6, Observed, OwnTargets,
+    PlanError, ProbeTarget, Requirement, SIBLING_BOUND, Vantage, plan,
 };
 pub use clock::{Clock, ManualClock, Timestamp};
 pub use event::{CheckRecord, ControlRecord, EventOutcome, FilterHealth, VerificationEvent};

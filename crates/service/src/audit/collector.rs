@@ -9,7 +9,8 @@
 //! while it runs, so corrald and a `corral log --follow` never both
 //! collect (each record is written once; the kernel would refuse a second
 //! reader of the drop log anyway). Records are made only while a collector
-//! runs; what a gateway logged before is skipped, not replayed.
+//! runs; what a gateway logged before is skipped, not replayed. Each run is
+//! recorded (`coverage`) so a reader can say what it did not see.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -25,7 +26,7 @@ use corral_egress::host::StateStore;
 use corral_egress::netns::Netns;
 use corral_egress::nft;
 use corral_gateway::GatewayPaths;
-use corral_sandbox_core::audit::NetRecord;
+use corral_sandbox_core::audit::{Blocked, NetRecord};
 use corral_sandbox_core::sandbox::BoundNic;
 use corral_sandbox_core::verify::Clock;
 use corral_state_files::{StateDir, StateLock};
@@ -96,6 +97,8 @@ impl Collector {
         let Some(lock) = dir.try_lock(LOCK)? else {
             return Ok(None);
         };
+        let since = WallClock.now();
+        super::coverage::mark(&dir, since, since)?;
         let spawn_err = |source| AuditError::Read {
             path: state_dir.to_owned(),
             source,
@@ -138,6 +141,7 @@ impl Collector {
             log: AuditLog::open(state_dir)?,
             nics,
             who,
+            since,
             gateways: Vec::new(),
             suppressed: None,
             refreshed: None,
@@ -193,16 +197,23 @@ fn read_drops(mut reader: Reader, log: &AuditLog, who: &Who, stop: &AtomicBool) 
         }
         let record = {
             let who = who.read().unwrap_or_else(PoisonError::into_inner);
-            let mut blocked = entry.blocked(&who.who);
-            if blocked.profile.is_empty()
-                && let Some(profile) = entry.indev.and_then(|i| who.bridges.get(&i))
-            {
-                blocked.profile = profile.clone();
-            }
-            NetRecord::Blocked(blocked)
+            NetRecord::Blocked(blocked(&entry, &who))
         };
         append(log, record);
     }
+}
+
+/// The record of a blocked packet. A shared chain's rule (the bridge
+/// table's, the inet table's shared guard) names no profile in its prefix:
+/// the packet arrived on the profile's bridge, which names it.
+fn blocked(entry: &corral_egress::droplog::Entry, who: &Attributing) -> Blocked {
+    let mut blocked = entry.blocked(&who.who);
+    if blocked.profile.is_empty()
+        && let Some(profile) = entry.indev.and_then(|i| who.bridges.get(&i))
+    {
+        blocked.profile = profile.clone();
+    }
+    blocked
 }
 
 fn append(log: &AuditLog, record: NetRecord) {
@@ -225,6 +236,8 @@ struct Worker {
     log: AuditLog,
     nics: Arc<dyn NicSource>,
     who: Who,
+    /// When this collector started (for the coverage record).
+    since: corral_sandbox_core::verify::Timestamp,
     gateways: Vec<GatewayLog>,
     /// Each profile's suppressed count at the last look (`None` before
     /// the first: that look is the baseline, not news).
@@ -250,6 +263,13 @@ impl Worker {
     /// many blocked packets went unlogged.
     fn refresh(&mut self) {
         self.refreshed = Some(Instant::now());
+        let marked = StateDir::open(&self.state_dir)
+            .and_then(|d| d.subdir(DIR))
+            .map_err(AuditError::from)
+            .and_then(|d| super::coverage::mark(&d, self.since, WallClock.now()));
+        if let Err(e) = marked {
+            tracing::warn!(error = %e, "audit: cannot record that collection runs");
+        }
         let store = StateStore::new(&self.state_dir);
         let inputs = match store.load() {
             Ok(Some(i)) => i,
@@ -411,5 +431,53 @@ impl NicSource for ServiceNics {
                 Vec::new()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_egress::droplog::{Entry, parse_prefix};
+
+    fn entry(prefix: &str, indev: u32) -> Entry {
+        Entry {
+            time: std::time::SystemTime::UNIX_EPOCH,
+            prefix: parse_prefix(prefix).unwrap(),
+            src: "10.90.0.7".parse().unwrap(),
+            dst: "127.0.0.1".parse().unwrap(),
+            protocol: 6,
+            sport: Some(40_000),
+            dport: Some(80),
+            mac: None,
+            indev: Some(indev),
+        }
+    }
+
+    /// A shared rule's record names the profile of the bridge the packet
+    /// arrived on and keeps the deciding rule's id; a profile's own rule
+    /// keeps the profile its prefix names, whatever the interface.
+    #[test]
+    fn a_shared_rule_is_named_for_the_profile_of_its_bridge() {
+        let who = Attributing {
+            who: BindingAttribution::default(),
+            bridges: [(7, "dev".to_owned()), (8, "web".to_owned())].into(),
+        };
+        let shared = blocked(&entry("shared_guard/loopback:drop", 7), &who);
+        assert_eq!(
+            (shared.profile.as_str(), shared.rule.as_str()),
+            ("dev", "shared_guard/loopback")
+        );
+        let other = blocked(&entry("shared_guard/loopback:drop", 8), &who);
+        assert_eq!(other.profile, "web");
+        let own = blocked(&entry("web-out/unlisted:drop", 7), &who);
+        assert_eq!(
+            (own.profile.as_str(), own.rule.as_str()),
+            ("web", "web-out/unlisted")
+        );
+        // A bridge corral does not know names no profile (not a guess).
+        assert_eq!(
+            blocked(&entry("shared_guard/invalid:drop", 9), &who).profile,
+            ""
+        );
     }
 }

@@ -11,9 +11,11 @@
 //! read it.
 
 pub mod collector;
+pub mod coverage;
 mod dns;
 mod filter;
 mod follow;
+pub mod ocsf;
 mod time;
 
 use std::io::{BufRead as _, BufReader};
@@ -89,13 +91,17 @@ impl Entry {
                 | NetRecord::LearnRefused { .. },
             ) => EntryKind::Dns,
             Entry::Access(_) => EntryKind::Access,
-            // What supervision found is judged like a verification.
+            // What supervision found is judged like a verification: the
+            // gateways', the kernel watch's, the cluster controller's.
             Entry::Sandbox(
                 Event::Verification(_)
                 | Event::Alert { .. }
                 | Event::GatewayDied { .. }
                 | Event::GatewayRestarted { .. }
-                | Event::UnmanagedStart { .. },
+                | Event::UnmanagedStart { .. }
+                | Event::HostDrift { .. }
+                | Event::MemberDrained { .. }
+                | Event::MemberRestored { .. },
             ) => EntryKind::Verification,
             Entry::Sandbox(_) => EntryKind::Lifecycle,
         }

@@ -27,6 +27,6 @@ pub use controller::{Controller, MemberList, Tick, TickError};
 pub use drain::{MemberCanary, OnDrain, Reverified, Reverifier, reverify};
 pub use persisted::RotationFile;
 pub use placement::{PlacementRefused, place};
-pub use remote::RemoteAttester;
+pub use remote::{Admit, RemoteAttester};
 pub use rotation::{Change, Rotation, Standing};
 pub use settings::{ClusterSettings, Peer};

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::drain::{MemberCanary, Reverified};
 use corral_sandbox_core::Config;
-use http_body_util::{BodyExt as _, Empty, Limited};
+use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
@@ -26,6 +26,38 @@ pub const ATTESTATION_PATH: &str = "/v1/cluster/attestation";
 /// The route a member's corrald runs a sandbox's canary on (`{sandbox}`:
 /// its name).
 pub const VERIFY_ROUTE: &str = "/v1/cluster/verify/{sandbox}";
+
+/// The route a member's corrald admits profiled work placed on it for
+/// another member's corrald on (`{sandbox}`: its name): the create, start
+/// or delete that member was asked for, run here, where the sandbox's
+/// host side is ([`Admit`]).
+pub const ADMIT_ROUTE: &str = "/v1/cluster/admit/{sandbox}";
+
+/// The longest an admission may take: a create, a start's wait for the
+/// lease and exec (60 s at most) and the canary.
+pub const ADMIT_TIMEOUT: Duration = Duration::from_secs(150);
+
+/// What a member's corrald is asked to do for a peer at [`ADMIT_ROUTE`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Admit {
+    /// `POST /v1/sandboxes` as the asking corrald received it (its
+    /// `target` this member), for a caller it authenticated.
+    Create {
+        /// The request body, as the caller sent it.
+        request: serde_json::Value,
+        /// The caller's uid (recorded as the owner).
+        uid: u32,
+        /// The caller's primary gid.
+        gid: u32,
+        /// The caller is an admin there.
+        admin: bool,
+    },
+    /// `POST /v1/sandboxes/{sandbox}/start`.
+    Start {},
+    /// `DELETE /v1/sandboxes/{sandbox}` (its port unbound on this member).
+    Delete {},
+}
 
 /// The longest a member's canary may take: a canary probes several
 /// destinations, each bounded by seconds; this runs off the tick.
@@ -103,7 +135,14 @@ impl RemoteAttester {
 
     async fn get(&self, member: &str, address: &str, at: &str) -> Result<AttestationDoc, String> {
         let (status, body) = self
-            .request(member, address, at, http::Method::GET, ATTESTATION_PATH)
+            .request(
+                member,
+                address,
+                at,
+                http::Method::GET,
+                ATTESTATION_PATH,
+                None,
+            )
             .await?;
         parse_answer(at, status, &body)
     }
@@ -118,8 +157,36 @@ impl RemoteAttester {
         Ok((address, format!("{member} (https://{address})")))
     }
 
-    /// One request without a body to `member` over mutual TLS: the status
-    /// and the answer's body (at most [`MAX_ANSWER`] bytes).
+    /// Ask `member`'s corrald to do `admit` for `sandbox` there, within
+    /// [`ADMIT_TIMEOUT`]: its answer's status and body as it gave them
+    /// (what its start gate and canary found, or why it refused), else why
+    /// there was no answer (nothing is known of what it did).
+    pub async fn admit(
+        &self,
+        member: &str,
+        sandbox: &str,
+        admit: &Admit,
+    ) -> Result<(http::StatusCode, Bytes), String> {
+        let (address, at) = self.endpoint(member)?;
+        let path = ADMIT_ROUTE.replace("{sandbox}", sandbox);
+        let body = serde_json::to_vec(admit).map_err(|e| format!("{at}: {e}"))?;
+        tokio::time::timeout(
+            ADMIT_TIMEOUT,
+            self.request(
+                member,
+                address,
+                &at,
+                http::Method::POST,
+                &path,
+                Some(body.into()),
+            ),
+        )
+        .await
+        .map_err(|_| format!("no answer from {at} within {} s", ADMIT_TIMEOUT.as_secs()))?
+    }
+
+    /// One request (a JSON `body`, or none) to `member` over mutual TLS:
+    /// the status and the answer's body (at most [`MAX_ANSWER`] bytes).
     async fn request(
         &self,
         member: &str,
@@ -127,6 +194,7 @@ impl RemoteAttester {
         at: &str,
         method: http::Method,
         path: &str,
+        body: Option<Bytes>,
     ) -> Result<(http::StatusCode, Bytes), String> {
         let name = server_name(member).map_err(|e| format!("{at}: {e}"))?;
         let tcp = TcpStream::connect(address)
@@ -144,11 +212,15 @@ impl RemoteAttester {
         // Aborted when this future is dropped (timeout): a server that
         // stalls after the handshake holds no task and no socket.
         let _conn = AbortOnDrop(tokio::spawn(conn));
-        let request = http::Request::builder()
+        let mut request = http::Request::builder()
             .method(method)
             .uri(path)
-            .header(http::header::HOST, member)
-            .body(Empty::<Bytes>::new())
+            .header(http::header::HOST, member);
+        if body.is_some() {
+            request = request.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        let request = request
+            .body(Full::new(body.unwrap_or_default()))
             .map_err(|e| format!("{at}: cannot build the request: {e}"))?;
         let answer = sender
             .send_request(request)
@@ -171,7 +243,7 @@ impl MemberCanary for RemoteAttester {
         let path = VERIFY_ROUTE.replace("{sandbox}", sandbox);
         let (status, body) = tokio::time::timeout(
             CANARY_TIMEOUT,
-            self.request(member, address, &at, http::Method::POST, &path),
+            self.request(member, address, &at, http::Method::POST, &path, None),
         )
         .await
         .map_err(|_| format!("no verdict from {at} within {} s", CANARY_TIMEOUT.as_secs()))??;
@@ -391,6 +463,35 @@ mod tests {
         ] {
             let e = parse_verdict(AT, "m2", "s1", status, &body).unwrap_err();
             assert!(e.starts_with(AT) && e.contains(expected), "{e}");
+        }
+    }
+
+    #[test]
+    fn an_admission_is_one_tagged_object_and_nothing_else_parses() {
+        let create = Admit::Create {
+            request: serde_json::json!({"name": "s1", "profile": "allowlist", "target": "m2"}),
+            uid: 1000,
+            gid: 1000,
+            admin: false,
+        };
+        let text = serde_json::to_value(&create).unwrap();
+        assert_eq!(text["op"], "create", "{text}");
+        assert_eq!(serde_json::from_value::<Admit>(text).unwrap(), create);
+        assert_eq!(
+            serde_json::from_str::<Admit>(r#"{"op":"start"}"#).unwrap(),
+            Admit::Start {}
+        );
+        assert_eq!(
+            serde_json::from_str::<Admit>(r#"{"op":"delete"}"#).unwrap(),
+            Admit::Delete {}
+        );
+        for bad in [
+            r#"{"op":"stop"}"#,
+            r#"{"op":"start","uid":0}"#,
+            r#"{"op":"create","request":{}}"#,
+            "{}",
+        ] {
+            assert!(serde_json::from_str::<Admit>(bad).is_err(), "{bad}");
         }
     }
 

@@ -1,22 +1,28 @@
 //! `corral explain` and `GET /v1/explain`: would a packet from a sandbox
 //! of a profile reach a destination, and which rule says so. The verdict
-//! is [`HostPlan::trace`](corral_egress::plan::HostPlan::trace) over the
-//! plan in force, with the learned addresses read back from the target's
-//! dynamic sets; this module only gathers those inputs, resolves a name
-//! through the profile's gateway, and shapes the answer both front-ends
-//! render.
+//! is the kernel's: corral's live tables read back and walked along the
+//! kernel's route ([`Host::trace_live`](corral_egress::host::Host::trace_live));
+//! beside it, the plan's own walk
+//! ([`HostPlan::trace`](corral_egress::plan::HostPlan::trace), with the
+//! learned addresses read back), which names the allow entries behind a
+//! verdict. Where the live tables differ from the plan the answer says so,
+//! lists the drift and gives both verdicts. This module only gathers those
+//! inputs, resolves a name through the profile's gateway, and shapes the
+//! answer both front-ends render.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use corral_egress::host::HostError;
+use corral_egress::host::{HostDrift, HostError, LiveAsk};
+use corral_egress::nft::live_trace::{LiveTrace, LiveVerdict, Route};
 use corral_egress::plan::eval::{Flow, Learned};
-use corral_egress::plan::explain::{Proto, Question, one_line, reason};
+use corral_egress::plan::explain::{Proto, Question, one_line, reason, verdict_word};
 use corral_egress::plan::trace::{Trace, TraceVerdict};
 use corral_gateway::{Gateway, GatewayStatus};
 use serde::Serialize;
 
 use super::{HostService, Planned};
+use crate::reports::DriftView;
 
 /// How long a name query to the gateway resolver may take.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -55,14 +61,20 @@ pub struct NameLookup {
 pub struct Answer {
     /// The destination address.
     pub address: IpAddr,
-    /// The verdict.
-    pub verdict: TraceVerdict,
+    /// The kernel's verdict (the live walk's).
+    pub verdict: LiveVerdict,
+    /// The plan's verdict (the plan's walk's).
+    pub plan_verdict: TraceVerdict,
     /// Why, in words.
     pub reason: String,
     /// The verdict, deciding rule and reason as one line.
     pub line: String,
-    /// The walk itself.
+    /// The walk through the plan.
     pub trace: Trace,
+    /// The walk through the live rules.
+    pub live: LiveTrace,
+    /// Where the kernel routes the packet.
+    pub route: Route,
 }
 
 /// The answer to one question.
@@ -80,9 +92,16 @@ pub struct Explanation {
     pub port: Option<u16>,
     /// The protocol.
     pub protocol: Proto,
-    /// `allow` when every traced address is allowed (and there is one),
-    /// else `block`.
-    pub verdict: TraceVerdict,
+    /// The kernel's: `allow` when every traced address is allowed (and
+    /// there is one), `unknown` when none is blocked but the live walk of
+    /// one could not be completed, else `block`.
+    pub verdict: LiveVerdict,
+    /// The plan's, by the same rule.
+    pub plan_verdict: TraceVerdict,
+    /// Every difference between the plan and corral's live tables (empty:
+    /// the kernel holds exactly the plan), as `corral host verify` lists
+    /// them.
+    pub drift: Vec<DriftView>,
     /// Set when the destination is a name.
     pub name: Option<NameLookup>,
     /// One per address traced.
@@ -101,6 +120,15 @@ pub enum ExplainError {
         profile: String,
         /// Where the plan came from.
         origin: String,
+    },
+    /// The live rules could not be read back or walked.
+    #[error("reading corral's live nftables tables and routes back from {target}")]
+    Live {
+        /// `this host` or the namespace.
+        target: String,
+        /// The cause.
+        #[source]
+        source: HostError,
     },
     /// The learned addresses could not be read from the target.
     #[error("reading the addresses the gateway resolvers learned from {target}")]
@@ -157,17 +185,49 @@ impl HostService {
                 target: self.target.describe(),
                 source,
             })?;
-        let answers = addresses
+        let traces = addresses
             .iter()
-            .map(|&ip| answer(planned, subject, question, ip, &learned))
+            .map(|&ip| plan_trace(planned, subject, question, ip, &learned))
             .collect::<Option<Vec<_>>>()
             .ok_or_else(no_profile)?;
+        let asks: Vec<LiveAsk> = traces
+            .iter()
+            .map(|t| LiveAsk {
+                bridge: bridge.name.to_string(),
+                flow: t.flow,
+            })
+            .collect();
+        let reading =
+            self.target
+                .host
+                .trace_live(plan, &asks)
+                .map_err(|source| ExplainError::Live {
+                    target: self.target.describe(),
+                    source,
+                })?;
+        let drifted = !reading.drift.is_empty();
+        let answers: Vec<Answer> = traces
+            .into_iter()
+            .zip(reading.traces)
+            .map(|(trace, (pkt, live))| answer(question, trace, live, pkt.route, drifted))
+            .collect();
         let verdict =
-            if !answers.is_empty() && answers.iter().all(|a| a.verdict == TraceVerdict::Allow) {
-                TraceVerdict::Allow
+            if answers.iter().any(|a| a.verdict == LiveVerdict::Block) || answers.is_empty() {
+                LiveVerdict::Block
+            } else if answers.iter().all(|a| a.verdict == LiveVerdict::Allow) {
+                LiveVerdict::Allow
             } else {
-                TraceVerdict::Block
+                LiveVerdict::Unknown
             };
+        let plan_verdict = if !answers.is_empty()
+            && answers
+                .iter()
+                .all(|a| a.plan_verdict == TraceVerdict::Allow)
+        {
+            TraceVerdict::Allow
+        } else {
+            TraceVerdict::Block
+        };
         Ok(Explanation {
             profile: subject.profile.clone(),
             sandbox: subject.sandbox.clone(),
@@ -176,6 +236,12 @@ impl HostService {
             port: question.port,
             protocol: question.proto,
             verdict,
+            plan_verdict,
+            drift: reading
+                .drift
+                .into_iter()
+                .map(|d| DriftView::from(&HostDrift::Nft(d)))
+                .collect(),
             name,
             answers,
             plan: planned.origin.clone(),
@@ -256,21 +322,22 @@ impl HostService {
     }
 }
 
-fn answer(
+/// The plan's walk of a packet from `subject` to `ip`.
+fn plan_trace(
     planned: &Planned,
     subject: &Subject,
     question: &Question,
     ip: IpAddr,
     learned: &Learned,
-) -> Option<Answer> {
+) -> Option<Trace> {
     let plan = &planned.plan;
     let protocol = question.proto.number(ip);
     let src = match ip {
         IpAddr::V4(_) => subject.v4.map(IpAddr::V4),
         IpAddr::V6(_) => subject.v6.map(IpAddr::V6),
     };
-    let trace = match src {
-        Some(src) => plan.trace(
+    match src {
+        Some(src) => Some(plan.trace(
             &Flow {
                 protocol,
                 src,
@@ -278,18 +345,103 @@ fn answer(
                 dport: question.port,
             },
             learned,
-        ),
-        None => plan.trace_profile(&subject.profile, protocol, ip, question.port, learned)?,
-    };
+        )),
+        None => plan.trace_profile(&subject.profile, protocol, ip, question.port, learned),
+    }
+}
+
+/// The kernel's verdict word (`allow`, `block`, `unknown`).
+pub fn live_word(v: LiveVerdict) -> &'static str {
+    match v {
+        LiveVerdict::Allow => "allow",
+        LiveVerdict::Block => "block",
+        LiveVerdict::Unknown => "unknown",
+    }
+}
+
+fn agrees(live: LiveVerdict, plan: TraceVerdict) -> bool {
+    matches!(
+        (live, plan),
+        (LiveVerdict::Allow, TraceVerdict::Allow) | (LiveVerdict::Block, TraceVerdict::Block)
+    )
+}
+
+/// What decided in the kernel, in a few words.
+fn live_cause(live: &LiveTrace) -> String {
+    if let Some(what) = &live.unknown {
+        return format!("unknown: {what}");
+    }
+    if let Some(r) = &live.rule {
+        let set = live
+            .set
+            .as_ref()
+            .map(|s| match &s.element {
+                Some(e) => format!(
+                    " (set {}, element {})",
+                    s.name,
+                    corral_egress::plan::render::range_text(e)
+                ),
+                None => format!(" (set {})", s.name),
+            })
+            .unwrap_or_default();
+        return format!(
+            "kernel rule {}#{} (handle {}) `{}`{set}",
+            r.chain, r.index, r.handle, r.nft
+        );
+    }
+    if let Some(chain) = &live.policy {
+        return format!("the policy of base chain {chain} (drop)");
+    }
+    live.note
+        .clone()
+        .unwrap_or_else(|| "no live rule stops it (the base chains' policies accept)".to_owned())
+}
+
+fn answer(
+    question: &Question,
+    trace: Trace,
+    live: LiveTrace,
+    route: Route,
+    drifted: bool,
+) -> Answer {
+    let address = trace.flow.dst;
     let asked = Question {
-        dest: ip.to_string(),
+        dest: address.to_string(),
         ..question.clone()
+    }
+    .to_string();
+    let plan_line = one_line(&trace, &asked);
+    let (reason_text, line) = if !drifted && agrees(live.verdict, trace.verdict) {
+        (reason(&trace), plan_line)
+    } else {
+        let plan_word = verdict_word(trace.verdict);
+        let cause = live_cause(&live);
+        let why = format!(
+            "the kernel's rules differ from the plan: {cause} decides; the plan would {plan_word} it: {}",
+            reason(&trace)
+        );
+        let line = format!(
+            "{} {asked} from profile {}: {cause}; the plan says: {plan_line}",
+            live_word(live.verdict),
+            trace.profile.as_deref().unwrap_or("-"),
+        );
+        (why, line)
     };
-    Some(Answer {
-        address: ip,
-        verdict: trace.verdict,
-        reason: reason(&trace),
-        line: one_line(&trace, &asked.to_string()),
+    let (reason_text, line) = match &route {
+        Route::Refused(why) => (
+            format!("{reason_text} (but routing refuses it now: {why})"),
+            format!("{line} (but routing refuses it now: {why})"),
+        ),
+        _ => (reason_text, line),
+    };
+    Answer {
+        address,
+        verdict: live.verdict,
+        plan_verdict: trace.verdict,
+        reason: reason_text,
+        line,
         trace,
-    })
+        live,
+        route,
+    }
 }

@@ -13,6 +13,7 @@
 //! never records a stale plan over it).
 
 mod config_check;
+mod errors;
 mod explain;
 mod planned;
 mod unresolved;
@@ -21,16 +22,16 @@ pub mod wiring;
 use std::path::{Path, PathBuf};
 
 use corral_egress::host::{
-    ApplyReport, HostDrift, HostError, InForce, PortReport, StateError, StateStore, Status,
-    TeardownReport,
+    ApplyReport, HostDrift, HostError, InForce, PortReport, StateStore, Status, TeardownReport,
 };
 use corral_egress::link::BridgeOutcome;
 use corral_egress::nft::RefreshReport;
-use corral_gateway::{GatewayError, GatewayReport, GatewayState};
+use corral_gateway::{GatewayReport, GatewayState};
 use corral_sandbox_core::BridgeName;
 
 pub use config_check::{ConfigCheck, compare_with_applied};
-pub use explain::{Answer, ExplainError, Explanation, NameLookup, Subject};
+pub use errors::{ApplyError, RefreshError, TeardownError};
+pub use explain::{Answer, ExplainError, Explanation, NameLookup, Subject, live_word};
 pub use planned::{
     Planned, PlanningError, applied, plan_config, plan_to_check, with_host_networks,
 };
@@ -47,53 +48,6 @@ pub struct Applied {
     pub gateways: Vec<GatewayReport>,
     /// Where the applied inputs were recorded.
     pub state_file: PathBuf,
-}
-
-/// An apply stopped part-way; each variant says what is in force.
-#[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
-    /// The state directory's host lock could not be taken; nothing changed.
-    #[error("cannot take the host lock; nothing was changed")]
-    Lock(#[source] StateError),
-    /// The port bindings recorded by the last apply could not be read or
-    /// kept; nothing changed.
-    #[error("keeping the port bindings of what was applied; nothing was changed")]
-    Bindings(#[source] PlanningError),
-    /// The host refused the change or does not match the plan afterwards;
-    /// the previous ruleset stays in force (one transaction).
-    #[error("applying to {target}")]
-    Host {
-        /// `this host` or the namespace.
-        target: String,
-        /// The cause (`NotEnforced` carries the drift).
-        #[source]
-        source: HostError,
-    },
-    /// The rules were committed but the record of them could not be
-    /// written; `restored` says what is in force now.
-    #[error("recording the applied ruleset failed, so {restored}")]
-    Record {
-        /// Why the record could not be written.
-        #[source]
-        source: StateError,
-        /// What was done about it, in words.
-        restored: String,
-    },
-    /// The rules are in force but a gateway did not start.
-    #[error(
-        "the ruleset is applied (sandboxes can reach only what it allows), but the gateway DHCP/DNS services did not start"
-    )]
-    Gateways(#[source] GatewayError),
-    /// A gateway still serving names the new plan removes could not be
-    /// stopped before the new ruleset; the previous ruleset is in force.
-    #[error(
-        "nothing was changed: the gateway serving names this apply removes could not be stopped first"
-    )]
-    GatewayStop(#[source] GatewayError),
-    /// The plan could not be completed with the host's networks; nothing
-    /// changed.
-    #[error("nothing was changed")]
-    Planning(#[source] PlanningError),
 }
 
 /// `planned` with the subnets it retires: those `before` retired or
@@ -114,53 +68,6 @@ fn retiring(planned: Planned, before: Option<&corral_egress::plan::HostPlan>) ->
             .with_fail_closed(retired, before.cut_ports.clone()),
         ..planned
     }
-}
-
-/// A refresh failed.
-#[derive(Debug, thiserror::Error)]
-pub enum RefreshError {
-    /// The state directory's host lock could not be taken; nothing changed.
-    #[error("cannot take the host lock; nothing was changed")]
-    Lock(#[source] StateError),
-    /// Nothing to refresh.
-    #[error("nothing has been applied to {target} yet (no {}); run `corral host apply` first", state_file.display())]
-    NothingApplied {
-        /// `this host` or the namespace.
-        target: String,
-        /// The missing record.
-        state_file: PathBuf,
-    },
-    /// Reading what was applied, or planning the new inputs, failed.
-    #[error(transparent)]
-    Planning(#[from] PlanningError),
-    /// The host refused the update or drifted.
-    #[error("refreshing {target}")]
-    Host {
-        /// `this host` or the namespace.
-        target: String,
-        /// The cause.
-        #[source]
-        source: HostError,
-    },
-    /// The sets are updated but the record could not be written.
-    #[error("the sets are refreshed, but recording it failed")]
-    Record(#[source] StateError),
-    /// The ports of the bridges could not be swept; nothing else changed.
-    #[error(
-        "sweeping the ports of corral's bridges (a port nobody bound may not be quarantined yet); the sets were not refreshed"
-    )]
-    Sweep(#[source] HostError),
-}
-
-/// A teardown failed before it could start.
-#[derive(Debug, thiserror::Error)]
-pub enum TeardownError {
-    /// The state directory's host lock could not be taken; nothing changed.
-    #[error("cannot take the host lock; nothing was changed")]
-    Lock(#[source] StateError),
-    /// The host could not be entered.
-    #[error(transparent)]
-    Host(HostError),
 }
 
 /// What a refresh did.
@@ -383,6 +290,17 @@ impl HostService {
             &fresh,
         )
         .map_err(ApplyError::Gateways)?;
+        // Last: they serve only the canary, never the enforcement, so their
+        // failure leaves every rule above in force.
+        let v = &planned.config.host.verification;
+        let ns = self.target.host.netns();
+        if v.canary.is_none() || v.canary_v6.is_none() {
+            corral_egress::own_targets::ensure(ns, &self.state_dir)
+                .map_err(ApplyError::OwnTargets)?;
+        } else {
+            corral_egress::own_targets::remove(ns, &self.state_dir)
+                .map_err(ApplyError::OwnTargets)?;
+        }
         Ok(Applied {
             report,
             gateways,
@@ -487,6 +405,11 @@ impl HostService {
             .gateways_stopped
             .extend(stopped.iter().map(ToString::to_string));
         report.errors.extend(errors);
+        if let Err(e) =
+            corral_egress::own_targets::remove(self.target.host.netns(), &self.state_dir)
+        {
+            report.errors.push(crate::error::chain(&e));
+        }
         if report.is_clean()
             && let Err(e) = self.store().clear()
         {

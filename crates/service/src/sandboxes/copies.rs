@@ -108,6 +108,7 @@ impl SandboxService {
         from: &str,
         options: CreateOptions,
     ) -> Result<HandedOut, ServiceError> {
+        let asked = std::time::Instant::now();
         let target = sandbox_name(name)?;
         let (source, snapshot) = split_from(from)?;
         self.refuse_taken(name).await?;
@@ -149,12 +150,15 @@ impl SandboxService {
             owner: options.owner,
             template: None,
             from: Some(from.to_owned()),
+            ttl_secs: None,
+            idle_stop_secs: None,
         };
         self.hand_out(
             sandbox,
             super::create::Fresh {
                 created: &created,
                 started: None,
+                create_ms: Some(u64::try_from(asked.elapsed().as_millis()).unwrap_or(u64::MAX)),
             },
             profile.as_ref(),
             gate,
@@ -224,6 +228,8 @@ impl SandboxService {
                 owner,
                 template: None,
                 from: Some(format!("file {}", source.display())),
+                ttl_secs: None,
+                idle_stop_secs: None,
             })
             .await;
         Ok(info)

@@ -15,7 +15,7 @@ use corral_sandbox_core::ProfileName;
 use corral_sandbox_core::sandbox::{
     InstanceType, ProviderError, Sandbox, SandboxInfo, StopOptions,
 };
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 impl SandboxService {
     /// Every template: the built-ins and the operator's files beside the
@@ -30,8 +30,12 @@ impl SandboxService {
         req: &NewSandbox,
         options: CreateOptions,
     ) -> Result<HandedOut, ServiceError> {
-        let CreatePlan { mut spec, rendered } =
-            plan(&self.settings.config, req, &self.templates()?)?;
+        let asked = Instant::now();
+        let CreatePlan {
+            mut spec,
+            rendered,
+            lifetime,
+        } = plan(&self.settings.config, req, &self.templates()?)?;
         let capacity = HostCapacity::probe().map_err(|source| ProviderError::Io {
             context: "cannot read this host's CPUs and memory to check the resources asked for"
                 .into(),
@@ -40,13 +44,16 @@ impl SandboxService {
         capacity.check(&spec.resources)?;
         let profile = spec.network.as_ref().map(|n| n.profile.clone());
         self.refuse_taken(&req.name).await?;
-        if profile.is_some() {
-            self.place_on_cluster(&mut spec.target).await?;
+        if profile.is_some()
+            && let Some(placed) = self.place_on_cluster(&mut spec.target).await?
+        {
+            placed.here(&req.name)?;
         }
         let mut gate = self
             .gate_or_record(&req.name, profile.as_ref(), None)
             .await?;
         let provider = self.backend.provider().await?;
+        refuse_disk_beyond(provider, spec.resources.disk_gib).await?;
         // The claim is held until the provider has made the sandbox (its
         // NIC then names the port, which keeps a reconcile off it).
         let (binding, claim) = match (&profile, self.backend.binds_ports()) {
@@ -87,12 +94,15 @@ impl SandboxService {
             owner: options.owner,
             template: Some(rendered.template.clone()),
             from: None,
+            ttl_secs: lifetime.ttl_secs,
+            idle_stop_secs: lifetime.idle_stop_secs,
         };
         self.hand_out(
             sandbox,
             Fresh {
                 created: &created,
                 started,
+                create_ms: Some(ms_since(asked)),
             },
             profile.as_ref(),
             gate,
@@ -105,26 +115,75 @@ impl SandboxService {
 
     /// On an Incus cluster, profiled work goes only to a member in
     /// rotation with a fresh attestation (the standings the controller
-    /// wrote): `target` is checked, or chosen when absent. Off a cluster
-    /// nothing changes.
-    async fn place_on_cluster(&self, target: &mut Option<String>) -> Result<(), ServiceError> {
+    /// wrote): `target` is checked, or chosen when absent (this member
+    /// when it may take the work: its own kernel then holds the rules).
+    /// Where it goes and where this corral runs; off a cluster nothing
+    /// changes (`None`).
+    async fn place_on_cluster(
+        &self,
+        target: &mut Option<String>,
+    ) -> Result<Option<Placed>, ServiceError> {
         let Some(members) = self.backend.cluster_members().await? else {
-            return Ok(());
+            return Ok(None);
         };
-        let chosen = crate::cluster::place(
-            &self.settings.state_dir,
-            &members,
-            target.as_deref(),
-            std::time::SystemTime::now(),
-        )?;
-        *target = Some(chosen);
-        Ok(())
+        let local = self.backend.local_member().await?;
+        let now = std::time::SystemTime::now();
+        let state_dir = &self.settings.state_dir;
+        let here = match (target.as_deref(), local.as_deref()) {
+            (None, Some(l)) => crate::cluster::place(state_dir, &members, Some(l), now).ok(),
+            _ => None,
+        };
+        let chosen = match here {
+            Some(l) => l,
+            None => crate::cluster::place(state_dir, &members, target.as_deref(), now)?,
+        };
+        *target = Some(chosen.clone());
+        Ok(local.map(|local| Placed {
+            member: chosen,
+            local,
+        }))
+    }
+
+    /// Where a create of `req` would go: on an Incus cluster with a
+    /// profile, the member placement picks (refused as the create would
+    /// be) and the one this corral runs on, once the name is known to be
+    /// free (taken: refused as a create is); `None` off a cluster or
+    /// without a profile. A caller that can reach the member's corral
+    /// (corrald with `--cluster`) asks it when they differ.
+    pub async fn placement(&self, req: &NewSandbox) -> Result<Option<Placed>, ServiceError> {
+        self.refuse_taken(&req.name).await?;
+        let CreatePlan { mut spec, .. } = plan(&self.settings.config, req, &self.templates()?)?;
+        if spec.network.is_none() {
+            return Ok(None);
+        }
+        self.place_on_cluster(&mut spec.target).await
+    }
+
+    /// The member `info`'s sandbox is on when it is profiled and that is
+    /// not the member this corral runs on (its gate and canary belong
+    /// there); `None` otherwise.
+    pub async fn located_elsewhere(
+        &self,
+        info: &SandboxInfo,
+    ) -> Result<Option<Placed>, ServiceError> {
+        let (Some(_), Some(member)) = (&info.profile, &info.location) else {
+            return Ok(None);
+        };
+        let Some(local) = self.backend.local_member().await? else {
+            return Ok(None);
+        };
+        Ok((*member != local).then(|| Placed {
+            member: member.clone(),
+            local,
+        }))
     }
 
     /// A profiled sandbox already on a cluster member starts only while
     /// that member is in rotation with a fresh attestation (a start is a
     /// placement of profiled work: a drained member's stopped sandboxes
-    /// stay stopped). A refusal is recorded like the start gate's.
+    /// stay stopped) and only through that member's corral (its gate and
+    /// canary run on its kernel). A refusal is recorded like the start
+    /// gate's.
     pub(super) async fn refuse_unattested_member(
         &self,
         name: &str,
@@ -134,10 +193,19 @@ impl SandboxService {
             return Ok(());
         };
         let mut target = Some(member.clone());
-        match self.place_on_cluster(&mut target).await {
+        let placed = async {
+            match self.place_on_cluster(&mut target).await? {
+                Some(p) => p.here(name),
+                None => Ok(()),
+            }
+        };
+        match placed.await {
             Ok(()) => Ok(()),
             Err(e) => {
-                if matches!(e, ServiceError::Placement(_)) {
+                if matches!(
+                    e,
+                    ServiceError::Placement(_) | ServiceError::OnAnotherMember { .. }
+                ) {
                     self.hooks
                         .record(&Event::Refused {
                             name: name.to_owned(),
@@ -246,9 +314,9 @@ impl SandboxService {
         rendered: Option<(&Rendered, InstanceType)>,
         ready_timeout: Duration,
     ) -> Result<(SandboxInfo, Ready, Option<TemplateApplied>), ServiceError> {
-        let (created, done) = match fresh {
-            Some(f) => (Some(f.created), f.started),
-            None => (None, None),
+        let (created, done, create_ms) = match fresh {
+            Some(f) => (Some(f.created), f.started, f.create_ms),
+            None => (None, None, None),
         };
         // A fresh sandbox's `created` vouches for its start already.
         if created.is_none() {
@@ -258,6 +326,8 @@ impl SandboxService {
                 })
                 .await;
         }
+        let start_began = Instant::now();
+        let start_ms = done.is_none().then_some(());
         let (started, ()) = tokio::join!(
             async {
                 match done {
@@ -272,6 +342,7 @@ impl SandboxService {
             }
         );
         started?;
+        let start_ms = start_ms.map(|()| ms_since(start_began));
         let profile = match profile {
             Some(p) => Some(self.profile(p.as_str())?),
             None => None,
@@ -285,7 +356,13 @@ impl SandboxService {
                 }
             }
         )?;
-        if let Err(e) = self.hooks.before_handout(sandbox, &info).await {
+        let checks_began = Instant::now();
+        let checked = self.hooks.before_handout(sandbox, &info).await;
+        let mut ready = ready;
+        ready.steps.create_ms = create_ms;
+        ready.steps.start_ms = start_ms;
+        ready.steps.canary_ms = ms_since(checks_began);
+        if let Err(e) = checked {
             let _ = sandbox
                 .stop(StopOptions {
                     force: true,
@@ -309,10 +386,64 @@ impl SandboxService {
     }
 }
 
+/// Where profiled work goes on an Incus cluster, and where this corral
+/// runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    /// The member it goes to (or is on).
+    pub member: String,
+    /// The member this corral's Incus daemon is.
+    pub local: String,
+}
+
+impl Placed {
+    /// `Ok` when the work is on this member; else the refusal for
+    /// `sandbox` (nothing is done here for another member's kernel).
+    pub fn here(&self, sandbox: &str) -> Result<(), ServiceError> {
+        if self.member == self.local {
+            return Ok(());
+        }
+        Err(ServiceError::OnAnotherMember {
+            sandbox: sandbox.to_owned(),
+            member: self.member.clone(),
+            local: self.local.clone(),
+        })
+    }
+}
+
 /// A sandbox the provider just made: its creation event (recorded before
 /// it is handed out) and, when the provider started it as it made it, how
 /// that start went.
 pub(super) struct Fresh<'a> {
     pub(super) created: &'a Event,
     pub(super) started: Option<Result<(), ProviderError>>,
+    /// From the request until the provider had made it.
+    pub(super) create_ms: Option<u64>,
+}
+
+fn ms_since(t: Instant) -> u64 {
+    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A root disk larger than the backend's free space is refused before
+/// anything is made (a dir-backed pool would take it and fill the host).
+async fn refuse_disk_beyond(
+    provider: &dyn corral_sandbox_core::sandbox::SandboxProvider,
+    disk_gib: Option<u64>,
+) -> Result<(), ProviderError> {
+    const GIB: u64 = 1024 * 1024 * 1024;
+    let Some(gib) = disk_gib else { return Ok(()) };
+    let Some(free) = provider.disk_free().await? else {
+        return Ok(());
+    };
+    if gib.saturating_mul(GIB) > free {
+        return Err(ProviderError::InvalidSpec {
+            field: "resources.disk_gib",
+            reason: format!(
+                "{gib} GiB asked; the backend's storage has {} GiB free, so ask for at most that",
+                free / GIB
+            ),
+        });
+    }
+    Ok(())
 }

@@ -49,7 +49,8 @@ use corral_sandbox_core::sandbox::{BoundNic, ProviderError, SandboxInfo, Sandbox
 use corral_sandbox_core::{Profile, ProfileName};
 use serde::Serialize;
 
-pub use ready::{Ready, wait_ready, wait_ready_with_info};
+pub use create::Placed;
+pub use ready::{Ready, Steps, wait_ready, wait_ready_with_info};
 pub use spec::{
     ByteSize, CreatePlan, NewSandbox, Size, SizeError, default_profile, filled, plan, sandbox_name,
     spec_for,
@@ -57,7 +58,7 @@ pub use spec::{
 
 use crate::error::ServiceError;
 use crate::gate::{self, GatePass};
-use crate::hooks::{Event, Hooks, NoHooks};
+use crate::hooks::{DefaultCanary, Event, Hooks, WithoutCanary};
 use crate::provider::Backend;
 use crate::settings::Settings;
 use crate::templates::TemplateApplied;
@@ -112,19 +113,44 @@ pub struct SandboxService {
 }
 
 impl SandboxService {
-    /// The lifecycle under `settings` on `backend`, without extra stages.
+    /// The lifecycle under `settings` on `backend`, with the canary: every
+    /// profiled sandbox is verified before it is handed out, its judgement
+    /// recorded in the store under `settings.state_dir` (opened on first
+    /// use; a store that cannot be opened refuses the hand-out). Opt out
+    /// by name with [`Self::without_canary`].
     pub fn new(settings: Arc<Settings>, backend: Arc<Backend>) -> Self {
+        let hooks = Arc::new(DefaultCanary::new(
+            Arc::clone(&settings),
+            Arc::clone(&backend),
+        ));
         Self {
             settings,
             backend,
-            hooks: Arc::new(NoHooks),
+            hooks,
         }
     }
 
-    /// The same lifecycle with `hooks` added (canary, durable store).
+    /// The same lifecycle with `hooks` in place of the default canary
+    /// (a configured [`crate::verify::Verifier`], an audit stream).
     pub fn with_hooks(mut self, hooks: Arc<dyn Hooks>) -> Self {
         self.hooks = hooks;
         self
+    }
+
+    /// The same lifecycle handing sandboxes out without the canary, for
+    /// `reason` (logged at each hand-out it skips): the opt-out is named,
+    /// never a default.
+    pub fn without_canary(mut self, reason: impl Into<String>) -> Self {
+        self.hooks = Arc::new(WithoutCanary {
+            reason: reason.into(),
+        });
+        self
+    }
+
+    /// The stages this lifecycle runs (the default canary, the caller's
+    /// hooks, or the named opt-out).
+    pub fn hooks(&self) -> &Arc<dyn Hooks> {
+        &self.hooks
     }
 
     /// The settings.

@@ -12,16 +12,44 @@ use serde::Serialize;
 
 use crate::error::ServiceError;
 
-/// How often readiness is polled.
+/// How often exec readiness is polled.
 const POLL: Duration = Duration::from_millis(100);
 
-/// What "ready" found.
+/// How often the lease is polled: the DHCP exchange ends at a moment
+/// nothing tells corral of, so every poll period is half a period of
+/// waiting on average; one backend state read per poll is cheap beside
+/// that.
+const LEASE_POLL: Duration = Duration::from_millis(20);
+
+/// What "ready" found, and where the time to it went.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Ready {
     /// The address leased by the profile's gateway, when the sandbox has a profile.
     pub lease: Option<IpAddr>,
     /// Milliseconds from start to ready.
     pub ms: u64,
+    /// The steps, each in milliseconds.
+    pub steps: Steps,
+}
+
+/// Where a hand-out's time went, step by step (milliseconds; the steps
+/// follow one another, so they add up to the wall time but for the
+/// bookkeeping between them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Steps {
+    /// From the request to the provider having made it: the start gate,
+    /// the port binding and the provider's create (and its start, when the
+    /// provider starts it as it makes it). Null for an existing sandbox.
+    pub create_ms: Option<u64>,
+    /// The provider's start call. Null when the create started it.
+    pub start_ms: Option<u64>,
+    /// Until the profile's gateway leased the address (null without a profile).
+    pub lease_ms: Option<u64>,
+    /// From the lease until the sandbox answered exec.
+    pub exec_ms: u64,
+    /// The checks before hand-out (the canary, for a profiled sandbox
+    /// under a verifier).
+    pub canary_ms: u64,
 }
 
 /// Wait up to `timeout` for `sandbox` to hold a lease from `profile`'s
@@ -35,10 +63,17 @@ pub async fn wait_ready(
     let started = Instant::now();
     let deadline = started + timeout;
     let lease = wait_lease(sandbox, profile, state_dir, timeout, deadline).await?;
+    let leased = Instant::now();
+    let lease_ms = profile.map(|_| ms_since(started));
     wait_exec(sandbox, timeout, deadline).await?;
     Ok(Ready {
         lease,
         ms: ms_since(started),
+        steps: Steps {
+            lease_ms,
+            exec_ms: ms_since(leased),
+            ..Steps::default()
+        },
     })
 }
 
@@ -54,14 +89,21 @@ pub async fn wait_ready_with_info(
     let started = Instant::now();
     let deadline = started + timeout;
     let lease = wait_lease(sandbox, profile, state_dir, timeout, deadline).await?;
-    let (ms, info) = tokio::try_join!(
+    let leased = Instant::now();
+    let lease_ms = profile.map(|_| ms_since(started));
+    let ((ms, exec_ms), info) = tokio::try_join!(
         async {
             wait_exec(sandbox, timeout, deadline).await?;
-            Ok(ms_since(started))
+            Ok((ms_since(started), ms_since(leased)))
         },
         async { Ok::<_, ServiceError>(sandbox.info().await?) }
     )?;
-    Ok((Ready { lease, ms }, info))
+    let steps = Steps {
+        lease_ms,
+        exec_ms,
+        ..Steps::default()
+    };
+    Ok((Ready { lease, ms, steps }, info))
 }
 
 fn ms_since(started: Instant) -> u64 {
@@ -105,7 +147,7 @@ async fn wait_lease(
                 ),
             ));
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(LEASE_POLL).await;
     }
 }
 

@@ -38,6 +38,14 @@ pub struct NewSandbox {
     /// (or a single host).
     #[serde(default)]
     pub target: Option<String>,
+    /// Its time to live, seconds: deleted that long after it is created;
+    /// `None`: the template's (none unless the template sets one).
+    #[serde(default)]
+    pub ttl_secs: Option<u64>,
+    /// How long it may sit idle while running before it is stopped,
+    /// seconds; `None`: the template's.
+    #[serde(default)]
+    pub idle_stop_secs: Option<u64>,
 }
 
 impl NewSandbox {
@@ -52,6 +60,8 @@ impl NewSandbox {
             resources: Resources::default(),
             instance_type: InstanceType::Container,
             target: None,
+            ttl_secs: None,
+            idle_stop_secs: None,
         }
     }
 
@@ -77,6 +87,8 @@ pub struct CreatePlan {
     pub spec: SandboxSpec,
     /// The template as it reaches the guest.
     pub rendered: Rendered,
+    /// Its lifetime (the request's, else the template's).
+    pub lifetime: crate::lifetimes::Limits,
 }
 
 /// `req` with what it leaves open taken from `template`.
@@ -91,6 +103,8 @@ pub fn filled(req: &NewSandbox, template: &Template) -> NewSandbox {
             memory_mib: r.memory_mib.or(t.memory_mib),
             disk_gib: r.disk_gib.or(t.disk_gib),
         },
+        ttl_secs: req.ttl_secs.or(template.ttl_secs),
+        idle_stop_secs: req.idle_stop_secs.or(template.idle_stop_secs),
         ..req.clone()
     }
 }
@@ -107,6 +121,22 @@ pub fn plan(
         .as_deref()
         .unwrap_or(templates::DEFAULT_TEMPLATE);
     let template = catalog.get(name)?;
+    for (field, v) in [
+        ("ttl_secs", req.ttl_secs),
+        ("idle_stop_secs", req.idle_stop_secs),
+    ] {
+        if v.is_some_and(|s| !(1..=crate::lifetimes::duration::MAX_SECS).contains(&s)) {
+            return Err(ProviderError::InvalidSpec {
+                field,
+                reason: format!(
+                    "{}; expected 1 to {} seconds",
+                    v.unwrap_or_default(),
+                    crate::lifetimes::duration::MAX_SECS
+                ),
+            }
+            .into());
+        }
+    }
     let req = filled(req, template);
     let mut spec = spec_for(config, &req)?;
     let profile = spec
@@ -115,7 +145,15 @@ pub fn plan(
         .and_then(|n| config.profiles.get(n.profile.as_str()));
     let rendered = templates::render::render(template, profile)?;
     spec.user_data = Some(rendered.user_data.clone());
-    Ok(CreatePlan { spec, rendered })
+    let lifetime = crate::lifetimes::Limits {
+        ttl_secs: req.ttl_secs,
+        idle_stop_secs: req.idle_stop_secs,
+    };
+    Ok(CreatePlan {
+        spec,
+        rendered,
+        lifetime,
+    })
 }
 
 /// A sandbox name from caller input.
@@ -204,7 +242,7 @@ impl Size {
     }
 }
 
-/// A size string is not `<number>[unit]`.
+/// A size string is not `<number><unit>`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "`{0}` is not a size; write a whole number with a unit, e.g. 512MiB, 2GiB, 20G (M/MB/MiB and G/GB/GiB are all binary)"
@@ -236,7 +274,7 @@ impl FromStr for ByteSize {
         let n: u64 = digits.parse().map_err(|_| err())?;
         let factor = match unit.trim().to_ascii_lowercase().as_str() {
             "m" | "mb" | "mib" => 1,
-            "g" | "gb" | "gib" | "" => 1024,
+            "g" | "gb" | "gib" => 1024,
             "t" | "tb" | "tib" => 1024 * 1024,
             _ => return Err(err()),
         };
@@ -321,7 +359,7 @@ mod tests {
     fn sizes() {
         assert_eq!("512MiB".parse::<ByteSize>().unwrap().mib, 512);
         assert_eq!("2G".parse::<ByteSize>().unwrap().mib, 2048);
-        assert_eq!("3".parse::<ByteSize>().unwrap().gib_ceil(), 3);
+        assert_eq!("3G".parse::<ByteSize>().unwrap().gib_ceil(), 3);
         assert_eq!("1500m".parse::<ByteSize>().unwrap().gib_ceil(), 2);
         for bad in [
             "",
@@ -329,6 +367,10 @@ mod tests {
             "-1G",
             "1.5G",
             "0",
+            // No unit: 1 MiB and 1 GiB are both plausible, so neither is
+            // guessed.
+            "1",
+            "512",
             "2 parsecs",
             "99999999999999999999T",
         ] {
@@ -361,6 +403,34 @@ mod tests {
         r.template = Some("nope".into());
         let e = plan(&config, &r, &catalog).unwrap_err().to_string();
         assert!(e.contains("template `nope` does not exist"), "{e}");
+    }
+
+    #[test]
+    fn lifetimes_come_from_the_request_else_the_template_and_are_bounded() {
+        let config = Config::builtin_default();
+        let catalog = Catalog::builtin().unwrap();
+        let mut t = catalog.get("blank").unwrap().clone();
+        t.ttl_secs = Some(7200);
+        t.idle_stop_secs = Some(1800);
+        let mut r = req("a1", None);
+        r.idle_stop_secs = Some(60);
+        let f = filled(&r, &t);
+        assert_eq!(f.ttl_secs, Some(7200), "the template's default");
+        assert_eq!(f.idle_stop_secs, Some(60), "the request wins");
+        // Control: the built-in template sets none.
+        let p = plan(&config, &req("a1", None), &catalog).unwrap();
+        assert_eq!(p.lifetime, crate::lifetimes::Limits::default());
+        r.ttl_secs = Some(90);
+        let p = plan(&config, &r, &catalog).unwrap();
+        assert_eq!(
+            (p.lifetime.ttl_secs, p.lifetime.idle_stop_secs),
+            (Some(90), Some(60))
+        );
+        for bad in [0, crate::lifetimes::duration::MAX_SECS + 1] {
+            r.ttl_secs = Some(bad);
+            let e = plan(&config, &r, &catalog).unwrap_err().to_string();
+            assert!(e.contains("ttl_secs") && e.contains("expected 1 to"), "{e}");
+        }
     }
 
     proptest! {

@@ -89,8 +89,27 @@ impl Store {
             Some(RecordChange::Remove(name)) => {
                 tx.execute("DELETE FROM sandboxes WHERE name = ?1", params![name])
                     .map_err(self.sql("forget a sandbox"))?;
+                tx.execute("DELETE FROM lifetimes WHERE name = ?1", params![name])
+                    .map_err(self.sql("forget a sandbox's lifetime"))?;
             }
             None => {}
+        }
+        if let Event::Created {
+            name,
+            ttl_secs,
+            idle_stop_secs,
+            ..
+        } = event
+        {
+            // A name made anew drops any lifetime an old sandbox of that
+            // name left (one deleted behind corral's back).
+            let life = crate::lifetimes::Limits {
+                ttl_secs: *ttl_secs,
+                idle_stop_secs: *idle_stop_secs,
+            }
+            .record(at_ts);
+            super::lifetimes::write(&tx, name, &life)
+                .map_err(self.sql("record a sandbox's lifetime"))?;
         }
         tx.commit().map_err(self.sql("commit an event"))?;
         drop(conn);
@@ -218,6 +237,8 @@ mod tests {
             owner: Some(1000),
             template: Some("blank".into()),
             from: None,
+            ttl_secs: None,
+            idle_stop_secs: None,
         };
         let rec = |name: &str| SandboxRecord {
             name: name.into(),

@@ -67,6 +67,18 @@ pub const MIGRATIONS: &[Migration] = &[
             );
         ",
     },
+    Migration {
+        version: 4,
+        what: "lifetimes: each sandbox's time to live and idle limit",
+        sql: "
+            CREATE TABLE lifetimes (
+                name            TEXT    PRIMARY KEY,
+                ttl_secs        INTEGER,
+                expires_ms      INTEGER,
+                idle_stop_secs  INTEGER
+            );
+        ",
+    },
 ];
 
 /// The schema version this build knows.
@@ -151,28 +163,29 @@ mod tests {
     #[test]
     fn each_migration_applies_once_and_a_failure_rolls_back() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(apply(&mut conn, MIGRATIONS).unwrap(), [1, 2, 3]);
+        assert_eq!(apply(&mut conn, MIGRATIONS).unwrap(), [1, 2, 3, 4]);
         assert!(apply(&mut conn, MIGRATIONS).unwrap().is_empty());
         // A later migration that fails leaves the version and schema as they were.
         let more = [
             MIGRATIONS[0],
             MIGRATIONS[1],
             MIGRATIONS[2],
+            MIGRATIONS[3],
             Migration {
-                version: 4,
+                version: 5,
                 what: "broken",
                 sql: "CREATE TABLE t3 (x); THIS IS NOT SQL;",
             },
         ];
         let e = apply(&mut conn, &more).unwrap_err();
         assert!(
-            matches!(e, MigrationError::Failed { version: 4, .. }),
+            matches!(e, MigrationError::Failed { version: 5, .. }),
             "{e}"
         );
         let v: u32 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(v, 3);
+        assert_eq!(v, 4);
         let t3: i64 = conn
             .query_row(
                 "SELECT count(*) FROM sqlite_master WHERE name = 't3'",
@@ -195,7 +208,7 @@ mod tests {
             "INSERT INTO sandboxes (name, kind, profile, created_ms) VALUES ('old', 'incus', NULL, 5)",
         )
         .unwrap();
-        assert_eq!(apply(&mut conn, MIGRATIONS).unwrap(), [2, 3]);
+        assert_eq!(apply(&mut conn, MIGRATIONS).unwrap(), [2, 3, 4]);
         let (owner, template): (Option<u32>, Option<String>) = conn
             .query_row(
                 "SELECT owner_uid, template FROM sandboxes WHERE name = 'old'",

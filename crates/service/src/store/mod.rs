@@ -23,6 +23,7 @@ mod events;
 mod gate;
 mod grants;
 mod legacy;
+mod lifetimes;
 pub mod migrations;
 mod sandboxes;
 
@@ -36,6 +37,7 @@ use rusqlite::config::DbConfig;
 
 pub use events::{EventQuery, RecordChange, StoredEvent};
 pub use grants::GrantRecord;
+pub use lifetimes::LifetimeRecord;
 pub use sandboxes::{SandboxRecord, Verdict};
 
 use migrations::MigrationError;

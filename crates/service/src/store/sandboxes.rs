@@ -119,8 +119,10 @@ impl Store {
 
     /// Forget a deleted sandbox; true when there was a record.
     pub fn remove_sandbox(&self, name: &str) -> Result<bool, StoreError> {
-        let n = self
-            .conn()
+        let conn = self.conn();
+        conn.execute("DELETE FROM lifetimes WHERE name = ?1", params![name])
+            .map_err(self.sql("forget a sandbox's lifetime"))?;
+        let n = conn
             .execute("DELETE FROM sandboxes WHERE name = ?1", params![name])
             .map_err(self.sql("forget a sandbox"))?;
         Ok(n > 0)
@@ -134,6 +136,13 @@ impl Store {
             .map_err(self.sql("rename a sandbox"))?;
         tx.execute(
             "UPDATE sandboxes SET name = ?2 WHERE name = ?1",
+            params![from, to],
+        )
+        .map_err(self.sql("rename a sandbox"))?;
+        tx.execute("DELETE FROM lifetimes WHERE name = ?1", params![to])
+            .map_err(self.sql("rename a sandbox"))?;
+        tx.execute(
+            "UPDATE lifetimes SET name = ?2 WHERE name = ?1",
             params![from, to],
         )
         .map_err(self.sql("rename a sandbox"))?;

@@ -264,13 +264,27 @@ async fn judge_once(ctx: &Context, provider: &IncusProvider, start: &InstanceSta
             return;
         }
     };
-    let profile = match sandbox.info().await {
-        Ok(info) => info.profile,
+    let info = match sandbox.info().await {
+        Ok(info) => info,
         Err(e) => {
             tracing::warn!(sandbox = %name, error = %e, "cannot read a sandbox started outside corral");
             return;
         }
     };
+    // Incus streams the whole cluster's starts; one on another member is
+    // judged by that member's corral, on the kernel that holds its rules.
+    match ctx.service.located_elsewhere(&info).await {
+        Ok(None) => {}
+        Ok(Some(placed)) => {
+            tracing::debug!(sandbox = %name, member = %placed.member, "a start on another cluster member: its corral judges it");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(sandbox = %name, error = %e, "cannot tell which cluster member a sandbox started outside corral is on");
+            return;
+        }
+    }
+    let profile = info.profile;
     // A sandbox with no profile has no network of corral's to hold.
     let Some(profile) = profile else { return };
     let verb = if start.restarted {

@@ -44,6 +44,10 @@ struct Raw {
     packages: Vec<Spanned<String>>,
     #[serde(default)]
     install: Vec<Spanned<String>>,
+    #[serde(default)]
+    ttl: Option<Spanned<String>>,
+    #[serde(default)]
+    idle_stop: Option<Spanned<String>>,
     context: RawContext,
 }
 
@@ -313,6 +317,18 @@ pub fn parse(name: &str, file: &str, text: &str) -> Result<Template, TemplateErr
         }
         (_, None) => size.map(Size::resources).unwrap_or_default(),
     };
+    let mut secs = |field: &str, v: &Option<Spanned<String>>| -> Option<u64> {
+        let v = v.as_ref()?;
+        match crate::lifetimes::parse_secs(v.get_ref()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                p.at(start(v), field, e.to_string());
+                None
+            }
+        }
+    };
+    let ttl_secs = secs("ttl", &raw.ttl);
+    let idle_stop_secs = secs("idle_stop", &raw.idle_stop);
     if !p.found.is_empty() {
         return Err(ConfigErrors(p.found).into());
     }
@@ -333,6 +349,8 @@ pub fn parse(name: &str, file: &str, text: &str) -> Result<Template, TemplateErr
                 .map(Spanned::into_inner)
                 .unwrap_or_default(),
         },
+        ttl_secs,
+        idle_stop_secs,
         source: TemplateSource::Builtin,
     })
 }
@@ -434,6 +452,27 @@ path = "/home/agent/AGENTS.md"
         assert!(e.contains("mine.toml:13"), "{e}");
         let e = parse("Bad Name", "x.toml", GOOD).unwrap_err().to_string();
         assert!(e.contains("not a template name"), "{e}");
+    }
+
+    #[test]
+    fn lifetimes_parse_as_durations_and_a_bad_one_names_its_line() {
+        let with = |ttl: &str, idle: &str| {
+            GOOD.replace(
+                "user = \"agent\"",
+                &format!("user = \"agent\"\nttl = \"{ttl}\"\nidle_stop = \"{idle}\""),
+            )
+        };
+        let t = parse("m", "m.toml", &with("2h", "30m")).unwrap();
+        assert_eq!((t.ttl_secs, t.idle_stop_secs), (Some(7200), Some(1800)));
+        // Control: the file without them sets neither.
+        let t = parse("m", "m.toml", GOOD).unwrap();
+        assert_eq!((t.ttl_secs, t.idle_stop_secs), (None, None));
+        let e = parse("m", "m.toml", &with("2 hours", "0s"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("m.toml:5: ttl"), "{e}");
+        assert!(e.contains("m.toml:6: idle_stop"), "{e}");
+        assert!(e.contains("90s, 30m, 2h, 1d"), "{e}");
     }
 
     #[test]

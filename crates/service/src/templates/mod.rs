@@ -88,6 +88,12 @@ pub struct Template {
     pub install: Vec<String>,
     /// The agent-context file.
     pub context: ContextFile,
+    /// The time to live its sandboxes get unless the caller gives one,
+    /// seconds.
+    pub ttl_secs: Option<u64>,
+    /// The idle limit its sandboxes get unless the caller gives one,
+    /// seconds.
+    pub idle_stop_secs: Option<u64>,
     /// Where it came from.
     pub source: TemplateSource,
 }

@@ -5,9 +5,11 @@
 //! plan needs to know (uplink address, upstream resolver).
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV6, TcpListener, UdpSocket};
+use std::path::Path;
 
 use corral_egress::netns::Netns;
+use corral_sandbox_core::verify::{OWN_TARGET_V4, OWN_TARGET_V6, OwnTargets};
 
 /// Where route lookups for the uplink address go when no canary is set:
 /// a documentation address (RFC 5737). Only the route is looked up; no
@@ -54,6 +56,42 @@ impl HostSide {
             Ok((l, a))
         })?
     }
+}
+
+/// Listeners on corral's own canary targets, open while this value lives
+/// (the run's duration): nothing listens there between runs.
+#[derive(Debug)]
+pub struct OwnListeners {
+    _v4: TcpListener,
+    _v6: TcpListener,
+}
+
+/// Open a listener on each of corral's own targets, in the namespace
+/// `corral host apply` pinned in `state_dir` (a free port each, so runs
+/// at once never contend); the error says why the checks they serve
+/// cannot run.
+pub fn own_targets(state_dir: &Path) -> Result<(OwnListeners, OwnTargets), String> {
+    let ns = corral_egress::own_targets::open(state_dir).map_err(|e| {
+        format!("{e}; `corral host apply` sets them up when host.verification.canary or canary_v6 is not set")
+    })?;
+    let bound = ns.run(|| {
+        let v4 = TcpListener::bind(SocketAddr::new(IpAddr::V4(OWN_TARGET_V4), 0))?;
+        let v6 = TcpListener::bind(SocketAddr::V6(SocketAddrV6::new(OWN_TARGET_V6, 0, 0, 0)))?;
+        let (a4, a6) = (v4.local_addr()?, v6.local_addr()?);
+        Ok::<_, io::Error>((v4, v6, a4, a6))
+    });
+    let (v4, v6, a4, a6) = bound
+        .and_then(|r| r)
+        .map_err(|e| format!("cannot listen on corral's own targets ({OWN_TARGET_V4}, {OWN_TARGET_V6}): {e}; run `corral host apply` again"))?;
+    let SocketAddr::V6(a6) = a6 else {
+        return Err(format!(
+            "the listener on {OWN_TARGET_V6} reports an IPv4 address"
+        ));
+    };
+    Ok((
+        OwnListeners { _v4: v4, _v6: v6 },
+        OwnTargets { v4: a4, v6: a6 },
+    ))
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ mod host_side;
 pub mod placement;
 mod probe;
 pub mod run;
+mod sibling;
 pub mod stop;
 pub mod watchdog;
 
@@ -110,6 +111,17 @@ pub enum VerifyError {
     /// The host's namespace could not be opened.
     #[error("cannot open the host side of the canary")]
     Target(#[from] TargetError),
+    /// The sandbox's network namespace could not be entered.
+    #[error(
+        "cannot enter the sandbox's network namespace {path}: setns(2) into a network namespace needs CAP_SYS_ADMIN and a seccomp policy that allows it (systemd: RestrictNamespaces=net)"
+    )]
+    Enter {
+        /// `/proc/PID/ns/net`.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The canary, the gate and the store, as a lifecycle hook.
@@ -201,15 +213,23 @@ impl Verifier {
             })
     }
 
-    /// Another running sandbox on `profile`'s subnet, other than `me` (the
-    /// list carries no addresses: each candidate is asked, at most a few),
-    /// in any project corral manages: a granted user's sandboxes sit on
-    /// the same bridges as corral's own.
+    /// Another running sandbox on `profile`'s subnet, other than `me`, in
+    /// any project corral manages: a granted user's sandboxes sit on the
+    /// same bridges as corral's own. The list is read without addresses
+    /// (a full list reads every running sandbox's state, which grows with
+    /// the siblings the canary needs only one of); candidates the list
+    /// gave no address are asked, at most a few.
     async fn sibling(&self, me: &SandboxName, profile: &Profile) -> Option<IpAddr> {
         let providers = self.backend.as_ref()?.providers().await.ok()?;
+        let on_subnet = |addresses: &[IpAddr]| {
+            addresses
+                .iter()
+                .copied()
+                .find(|a| matches!(a, IpAddr::V4(v4) if profile.subnet_v4.contains(v4)))
+        };
         let mut asked = 0;
         for provider in &providers {
-            let Ok(list) = provider.list().await else {
+            let Ok(list) = provider.list_without_addresses().await else {
                 continue;
             };
             let candidates = list
@@ -217,6 +237,9 @@ impl Verifier {
                 .filter(|s| &s.name != me && s.state == SandboxState::Running)
                 .filter(|s| s.profile.as_ref() == Some(&profile.name));
             for c in candidates {
+                if let Some(found) = on_subnet(&c.addresses) {
+                    return Some(found);
+                }
                 if asked == MAX_SIBLINGS_ASKED {
                     return None;
                 }
@@ -227,13 +250,8 @@ impl Verifier {
                 let Ok(info) = sandbox.info().await else {
                     continue;
                 };
-                let found = info
-                    .addresses
-                    .iter()
-                    .copied()
-                    .find(|a| matches!(a, IpAddr::V4(v4) if profile.subnet_v4.contains(v4)));
-                if found.is_some() {
-                    return found;
+                if let Some(found) = on_subnet(&info.addresses) {
+                    return Some(found);
                 }
             }
         }
@@ -269,8 +287,24 @@ impl Verifier {
         };
         let host = self.host_side()?;
         let uplink = host.uplink_address(cfg.canary).ok();
-        let lan_listener = uplink.and_then(|ip| host.listen(ip).ok());
-        let gateway_listener = host.listen(IpAddr::V4(profile.gateway_v4())).ok();
+        let (lan_listener, host_lan_failed) = match uplink.map(|ip| (ip, host.listen(ip))) {
+            Some((_, Ok(l))) => (Some(l), None),
+            Some((ip, Err(e))) => (
+                None,
+                Some(format!("cannot listen on the uplink address {ip}: {e}")),
+            ),
+            None => (None, None),
+        };
+        let gw = IpAddr::V4(profile.gateway_v4());
+        let (gateway_listener, gateway_port_failed) = match host.listen(gw) {
+            Ok(l) => (Some(l), None),
+            // Not this host's address (a VM's network elsewhere): nothing to check here.
+            Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => (None, None),
+            Err(e) => (
+                None,
+                Some(format!("cannot listen on the gateway address {gw}: {e}")),
+            ),
+        };
         let upstream: Option<SocketAddr> = corral_gateway::upstreams_or_host(
             &self.settings.config.host.dns_upstreams,
             std::path::Path::new(corral_gateway::RESOLV_CONF),
@@ -281,11 +315,30 @@ impl Verifier {
             ProbeSite::HostNamespace { .. } => self.sibling(&info.name, &profile).await,
             ProbeSite::Guest => None,
         };
+        // corral's own targets stand in for an unset canary; a run whose
+        // settings name both never touches them. They exist only on this
+        // host: a sandbox whose network is elsewhere (its gateway address
+        // is not this host's) would fail to reach them for want of a route
+        // while the control here passed, so it does not use them.
+        let network_here = gateway_listener.is_some() || gateway_port_failed.is_some();
+        let (own_listeners, own_targets, own_targets_failed) =
+            if network_here && (cfg.canary.is_none() || cfg.canary_v6.is_none()) {
+                match host_side::own_targets(&self.settings.state_dir) {
+                    Ok((l, t)) => (Some(l), Some(t), None),
+                    Err(why) => (None, None, Some(why)),
+                }
+            } else {
+                (None, None, None)
+            };
         let vantage = Vantage {
             host_lan: lan_listener.as_ref().map(|(_, a)| *a),
             gateway_port: gateway_listener.as_ref().map(|(_, a)| *a),
             sibling,
             upstream,
+            host_lan_failed,
+            gateway_port_failed,
+            own_targets,
+            own_targets_failed,
         };
         let canary = plan(&profile, cfg, &vantage, requirement)?;
         let side = match site {
@@ -295,6 +348,7 @@ impl Verifier {
         let results = run::run(&canary, side, &host).await;
         drop(lan_listener);
         drop(gateway_listener);
+        drop(own_listeners);
         let now = self.clock.now();
         let store = Arc::clone(&self.store);
         let cfg = cfg.clone();
@@ -365,10 +419,13 @@ impl Verifier {
             .iter()
             .copied()
             .find(|a| matches!(a, IpAddr::V4(v4) if profile.subnet_v4.contains(v4)));
-        let bound_here = own.is_some_and(|ip| {
-            ns.run(|| UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok())
-                .unwrap_or(false)
-        });
+        let bound_here =
+            match own.map(|ip| ns.run(|| UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok())) {
+                Some(Ok(bound)) => bound,
+                None => false,
+                // Not the sandbox's fault: corrald cannot enter namespaces.
+                Some(Err(source)) => return Err(VerifyError::Enter { path, source }),
+            };
         if !bound_here {
             return Err(VerifyError::Provider(ProviderError::InvalidState {
                 name: info.name.to_string(),

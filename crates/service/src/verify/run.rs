@@ -3,7 +3,8 @@
 //! sandbox's network, the controls from the host's.
 //!
 //! - A container's checks run on throwaway threads that joined its network
-//!   namespace (`/proc/<init pid>/ns/net`); nothing runs in the guest.
+//!   namespace (`/proc/<init pid>/ns/net`); nothing runs in the guest. Its
+//!   sibling check also watches the bridge from the host ([`super::sibling`]).
 //! - A VM's checks run in the guest through exec ([`super::guest`]).
 
 use std::net::SocketAddr;
@@ -12,12 +13,13 @@ use std::time::Duration;
 use corral_egress::netns::Netns;
 use corral_sandbox_core::sandbox::Sandbox;
 use corral_sandbox_core::verify::{
-    CanaryCheck, CanaryPlan, CheckResult, ControlResult, DNS_PORT, Observed, ProbeTarget,
+    CanaryCheck, CanaryPlan, CheckKind, CheckResult, ControlResult, DNS_PORT, Observed, ProbeTarget,
 };
 
 use super::guest;
 use super::host_side::HostSide;
 use super::probe::{self, Seen};
+use super::sibling;
 
 /// Where the checks run.
 #[derive(Debug)]
@@ -104,8 +106,21 @@ pub async fn run(plan: &CanaryPlan, side: SandboxSide<'_>, host: &HostSide) -> V
                         .iter()
                         .map(|check| {
                             let (ns, host_ns) = (&ns, &host_ns);
-                            let probe = scope
-                                .spawn(move || in_ns(ns, &check.target, check.bound, resolver));
+                            let probe = scope.spawn(move || match (&check.kind, &check.target) {
+                                (CheckKind::SiblingBlocked, ProbeTarget::Ping(ip)) => {
+                                    sibling::probe(ns, host_ns.ns(), *ip, check.bound)
+                                }
+                                (CheckKind::Ipv6Allowed, ProbeTarget::Addr(a)) => ns
+                                    .run(|| probe::tcp_from_global(*a, check.bound))
+                                    .unwrap_or_else(|e| Seen {
+                                        observed: Observed::ProbeError(format!(
+                                            "cannot enter the namespace: {e}"
+                                        )),
+                                        output: String::new(),
+                                        elapsed: Duration::ZERO,
+                                    }),
+                                _ => in_ns(ns, &check.target, check.bound, resolver),
+                            });
                             let control = scope.spawn(move || control_in(host_ns, check));
                             (check, probe, control)
                         })

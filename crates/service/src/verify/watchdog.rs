@@ -435,7 +435,9 @@ mod tests {
             store,
             std::sync::Arc::new(crate::WallClock),
         );
-        Watchdog::new(verifier, SandboxService::new(settings, backend), interval)
+        let service = SandboxService::new(settings, backend)
+            .without_canary("the watchdog runs its own verifier");
+        Watchdog::new(verifier, service, interval)
     }
 
     #[test]

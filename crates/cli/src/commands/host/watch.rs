@@ -1,6 +1,7 @@
-//! `corral host watch`: the kernel watch and the gateway supervisor in the
-//! foreground (what corrald runs in the background), logging each
-//! detection and reaction, until SIGINT or SIGTERM.
+//! `corral host watch`: the kernel watch, the gateway supervisor, the
+//! Incus start watcher and the reaper of lifetimes in the foreground (what corrald runs in the
+//! background), logging each detection and reaction, until SIGINT or
+//! SIGTERM.
 
 use std::sync::Arc;
 
@@ -55,13 +56,56 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
             None
         }
     };
-    let sandboxes = sandboxes(&loaded, settings, args, runtime.handle());
+    let local = local(&loaded, settings, args);
+    // Starts behind corral's back (an admin's `incus start`) put through
+    // the gate and the canary, as corrald does.
+    let mut starts = match &local {
+        Some(l) => match runtime.block_on(l.service.backend().incus_providers()) {
+            Ok(Some(providers)) => {
+                let _in_runtime = runtime.enter();
+                Some(
+                    corral_service::supervise::IncusStartWatcher::new(
+                        Arc::new(l.service.clone()),
+                        Arc::clone(&l.store),
+                        providers,
+                    )
+                    .spawn(),
+                )
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "start watcher: not running");
+                None
+            }
+        },
+        None => None,
+    };
+    // Lifetimes (`corral new --ttl`, `--idle-stop`) enforced, as corrald
+    // does.
+    let reaper = local.as_ref().map(|l| {
+        runtime.spawn(
+            corral_service::lifetimes::reaper::Reaper::new(l.verifier.clone(), l.service.clone())
+                .run(),
+        )
+    });
+    let sandboxes: Arc<dyn Affected> = match local {
+        Some(l) => Arc::new(ServiceSandboxes::with_canary(
+            l.service,
+            l.verifier,
+            runtime.handle().clone(),
+        )),
+        None => Arc::new(NoSandboxes),
+    };
     let watcher = Watcher::new(service, sandboxes).map_err(CliError::failure)?;
     let stop = watcher.stop_handle();
     runtime.spawn(async move {
         wait_for_signal().await;
         stop.stop();
     });
+    if let Some(s) = starts.as_mut() {
+        runtime.block_on(s.subscribed());
+        out.info("judging Incus starts corral did not make (gate, topology, canary)");
+    }
     out.info(&format!(
         "watching {} (stop with Ctrl-C)",
         args.netns.as_deref().unwrap_or("this host")
@@ -70,18 +114,32 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
     if let Some(g) = gateways {
         runtime.block_on(g.stop());
     }
+    if let Some(s) = starts {
+        runtime.block_on(s.stop());
+    }
+    if let Some(r) = reaper {
+        r.abort();
+    }
     watched.map_err(CliError::failure)?;
     Ok(Exit::Ok)
 }
 
-/// The sandboxes of the local backend, re-verified through the canary
-/// after a heal and stopped after a cut; none when there is no backend.
-fn sandboxes(
+/// The local backend's sandboxes: what a cut stops, a heal re-verifies
+/// and the start watcher judges.
+struct Local {
+    service: SandboxService,
+    verifier: Verifier,
+    store: Arc<Store>,
+}
+
+/// The local backend with the canary as its hooks; `None` (said in the
+/// log) when there is no backend or no store: then a cut sets ports down
+/// and stops nothing.
+fn local(
     loaded: &corral_service::LoadedConfig,
     settings: Settings,
     args: &HostArgs,
-    runtime: &tokio::runtime::Handle,
-) -> Arc<dyn Affected> {
+) -> Option<Local> {
     let backend = match Backend::select(
         std::env::consts::OS,
         SandboxKind::Incus,
@@ -91,26 +149,30 @@ fn sandboxes(
         Ok(b) => b.with_profiles(&loaded.config.profiles),
         Err(e) => {
             tracing::warn!(error = %e, "no sandbox backend: a cut sets ports down and stops nothing");
-            return Arc::new(NoSandboxes);
+            return None;
         }
     };
     let store = match Store::open(&settings.state_dir) {
         Ok(s) => Arc::new(s),
         Err(e) => {
             tracing::warn!(error = %e, "no store: a cut sets ports down and stops nothing");
-            return Arc::new(NoSandboxes);
+            return None;
         }
     };
     let settings = Arc::new(settings);
     let backend = Arc::new(backend.with_user_projects(Arc::clone(&store) as _));
-    let verifier = Verifier::new(Arc::clone(&settings), store, Arc::new(WallClock))
-        .with_backend(Arc::clone(&backend));
+    let verifier = Verifier::new(
+        Arc::clone(&settings),
+        Arc::clone(&store),
+        Arc::new(WallClock),
+    )
+    .with_backend(Arc::clone(&backend));
     let service = SandboxService::new(settings, backend).with_hooks(Arc::new(verifier.clone()));
-    Arc::new(ServiceSandboxes::with_canary(
+    Some(Local {
         service,
         verifier,
-        runtime.clone(),
-    ))
+        store,
+    })
 }
 
 async fn wait_for_signal() {

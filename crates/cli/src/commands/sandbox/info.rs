@@ -1,7 +1,6 @@
 //! `corral info NAME`: one sandbox (ownership checked).
 
-use corral_sandbox_core::sandbox::{SandboxInfo, SnapshotInfo};
-use serde::Serialize;
+use corral_service::shapes::SandboxDetail;
 
 use super::context::{fail, service};
 use super::render;
@@ -9,26 +8,13 @@ use crate::args::InfoArgs;
 use crate::error::{CmdResult, Outcome};
 use crate::output::{Output, print_json};
 
-/// `corral info --json`.
-#[derive(Debug, Serialize)]
-struct InfoJson<'a> {
-    schema: &'static str,
-    #[serde(flatten)]
-    info: &'a SandboxInfo,
-    snapshots: &'a [SnapshotInfo],
-}
-
 /// Show.
 pub fn run(args: &InfoArgs, out: Output) -> CmdResult {
     let (svc, rt) = service(&args.ctx)?;
     let info = rt.block_on(svc.info(&args.name)).map_err(fail)?;
     let snapshots = rt.block_on(svc.snapshots(&args.name)).map_err(fail)?;
     if args.json {
-        print_json(&InfoJson {
-            schema: "corral.sandbox-info.v1",
-            info: &info,
-            snapshots: &snapshots,
-        })?;
+        print_json(&SandboxDetail::new(info, snapshots))?;
         return Ok(Outcome::Ok);
     }
     let mut rows = vec![

@@ -12,9 +12,8 @@
 use std::time::Duration;
 
 use corral_sandbox_core::sandbox::{InstanceType, Resources};
-use corral_service::sandboxes::{ByteSize, NewSandbox, Size, default_profile};
+use corral_service::sandboxes::{ByteSize, NewSandbox, Size, Steps, default_profile};
 use corral_service::{CreateOptions, HandedOut};
-use serde::Serialize;
 
 use corral_sandbox_core::HostOs;
 use corral_service::verify::placement::{PlaceError, Placer};
@@ -24,14 +23,6 @@ use super::render;
 use crate::args::{NewArgs, SizeArg};
 use crate::error::{CliError, CmdResult, Outcome};
 use crate::output::{Output, Style, print_json};
-
-/// `corral new --json`.
-#[derive(Debug, Serialize)]
-struct NewJson<'a> {
-    schema: &'static str,
-    #[serde(flatten)]
-    handed_out: &'a HandedOut,
-}
 
 fn resources(args: &NewArgs) -> Result<Resources, CliError> {
     if let Some(size) = args.size {
@@ -96,6 +87,8 @@ pub fn run(args: &NewArgs, out: Output) -> CmdResult {
             InstanceType::Container
         },
         target: args.target.clone(),
+        ttl_secs: args.ttl,
+        idle_stop_secs: args.idle_stop,
     };
     let host_os = HostOs::from_target_os(std::env::consts::OS).unwrap_or(HostOs::Linux);
     let placer = Placer::new(host_os, vec![svc.clone()], verifier);
@@ -112,13 +105,28 @@ pub fn run(args: &NewArgs, out: Output) -> CmdResult {
     show(&out, args.json, &made)
 }
 
+/// Where a hand-out's time went, step by step, and their sum.
+fn steps_line(s: &Steps) -> String {
+    let mut parts = Vec::new();
+    let mut total = 0u64;
+    let mut step = |name: &str, ms: Option<u64>| {
+        if let Some(ms) = ms {
+            total = total.saturating_add(ms);
+            parts.push(format!("{name} {ms} ms"));
+        }
+    };
+    step("create", s.create_ms);
+    step("start", s.start_ms);
+    step("lease", s.lease_ms);
+    step("exec ready", Some(s.exec_ms));
+    step("canary", Some(s.canary_ms));
+    format!("{} (total {total} ms)", parts.join(", "))
+}
+
 /// Print a sandbox just handed out.
 fn show(out: &Output, json: bool, made: &HandedOut) -> CmdResult {
     if json {
-        print_json(&NewJson {
-            schema: "corral.sandbox-new.v1",
-            handed_out: made,
-        })?;
+        print_json(&corral_service::shapes::SandboxNew::new(made.clone()))?;
         return Ok(Outcome::Ok);
     }
     out.data(&format!(
@@ -140,7 +148,30 @@ fn show(out: &Output, json: bool, made: &HandedOut) -> CmdResult {
             )),
         made.ready.as_ref().map_or(0, |r| r.ms),
     ));
+    if let Some(r) = &made.ready {
+        out.data(&format!("  time: {}", steps_line(&r.steps)));
+    }
     render::handed_out(out, made);
     out.table(&render::table(out, std::slice::from_ref(&made.info)), false);
     Ok(Outcome::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_line_names_each_step_and_sums_them() {
+        let s = Steps {
+            create_ms: Some(120),
+            start_ms: None,
+            lease_ms: Some(300),
+            exec_ms: 40,
+            canary_ms: 90,
+        };
+        assert_eq!(
+            steps_line(&s),
+            "create 120 ms, lease 300 ms, exec ready 40 ms, canary 90 ms (total 550 ms)"
+        );
+    }
 }

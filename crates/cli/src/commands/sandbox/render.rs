@@ -3,7 +3,6 @@
 use corral_sandbox_core::sandbox::{SandboxInfo, SandboxState};
 use corral_service::HandedOut;
 use corral_service::templates::AppliedBy;
-use serde::Serialize;
 
 use crate::output::{Output, Style, Table};
 
@@ -76,10 +75,23 @@ pub fn plural(n: usize, what: &str) -> String {
 /// One row per sandbox; a `member` column when any of them runs on an
 /// Incus cluster member (single hosts keep their table as it was).
 pub fn table(out: &Output, infos: &[SandboxInfo]) -> Table {
+    table_with(out, infos, &std::collections::BTreeMap::new())
+}
+
+/// The same, with an `ends` column when any sandbox has a lifetime: when
+/// its time to live deletes it, and its idle limit.
+pub fn table_with(
+    out: &Output,
+    infos: &[SandboxInfo],
+    lifetimes: &std::collections::BTreeMap<String, corral_service::shapes::Lifetime>,
+) -> Table {
     let clustered = infos.iter().any(|i| i.location.is_some());
     let mut header = vec!["name", "state", "profile", "type", "addresses", "image"];
     if clustered {
         header.push("member");
+    }
+    if !lifetimes.is_empty() {
+        header.push("ends");
     }
     let mut t = Table::new(header);
     for i in infos {
@@ -107,45 +119,36 @@ pub fn table(out: &Output, infos: &[SandboxInfo]) -> Table {
         if clustered {
             row.push(i.location.clone().unwrap_or_else(|| "-".to_owned()));
         }
+        if !lifetimes.is_empty() {
+            row.push(ends(lifetimes.get(i.name.as_str())));
+        }
         t.row(row);
     }
     t
 }
 
-/// The outcome of a verb on one of several sandboxes.
-#[derive(Debug, Serialize)]
-pub struct ActionResult {
-    /// The sandbox.
-    pub name: String,
-    /// It worked.
-    pub ok: bool,
-    /// Its state afterwards, when known.
-    pub state: Option<SandboxState>,
-    /// The error (with causes) when it did not.
-    pub error: Option<String>,
-}
-
-/// `corral start|stop|restart|rm --json`.
-#[derive(Debug, Serialize)]
-pub struct ActionJson<'a> {
-    /// `corral.sandbox-action.v1`.
-    pub schema: &'static str,
-    /// `start`, `stop`, `restart` or `rm`.
-    pub action: &'a str,
-    /// One result per sandbox.
-    pub results: &'a [ActionResult],
-}
-
-/// The error and every cause on one line.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
+/// `deleted at 2026-12-02T10:00:00Z, idle stop 30m`, or `-`.
+fn ends(life: Option<&corral_service::shapes::Lifetime>) -> String {
+    let Some(l) = life else {
+        return "-".to_owned();
+    };
+    let mut parts = Vec::new();
+    if let Some(at) = &l.expires_at {
+        // Whole seconds: the milliseconds are noise in a table.
+        let shown = at.split('.').next().map_or(at.clone(), |s| format!("{s}Z"));
+        parts.push(format!("deleted at {shown}"));
     }
-    text
+    if let Some(s) = l.idle_stop_secs {
+        parts.push(format!(
+            "idle stop {}",
+            corral_service::lifetimes::show_secs(s)
+        ));
+    }
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join(", ")
+    }
 }
 
 #[cfg(test)]

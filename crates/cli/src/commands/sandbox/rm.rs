@@ -25,8 +25,16 @@ pub fn run(args: &RmArgs, out: Output) -> CmdResult {
         return Ok(Outcome::Failed);
     }
     let (svc, rt) = service(&args.ctx)?;
-    many::each(&out, &rt, "rm", "deleted", &args.names, args.json, |name| {
-        let svc = svc.clone();
-        async move { svc.delete(&name).await.map(|()| None) }
-    })
+    many::each(
+        &out,
+        &rt,
+        "rm",
+        "deleted",
+        &many::Asked::named(&args.names),
+        args.json,
+        |name| {
+            let svc = svc.clone();
+            async move { svc.delete(&name).await.map(|()| None) }
+        },
+    )
 }

@@ -5,9 +5,7 @@
 
 use std::time::Duration;
 
-use corral_sandbox_core::sandbox::SnapshotInfo;
-use corral_service::HandedOut;
-use serde::Serialize;
+use corral_service::shapes::{SandboxRestore, SandboxSnapshot};
 
 use super::confirm::destructive;
 use super::context::{fail, service};
@@ -15,24 +13,6 @@ use super::render;
 use crate::args::{RestoreArgs, SnapshotArgs};
 use crate::error::{CmdResult, Outcome};
 use crate::output::{Output, Style, print_json};
-
-/// `corral snapshot --json`.
-#[derive(Debug, Serialize)]
-struct SnapshotJson<'a> {
-    schema: &'static str,
-    sandbox: &'a str,
-    #[serde(flatten)]
-    snapshot: &'a SnapshotInfo,
-}
-
-/// `corral restore --json`.
-#[derive(Debug, Serialize)]
-struct RestoreJson<'a> {
-    schema: &'static str,
-    snapshot: &'a str,
-    #[serde(flatten)]
-    handed_out: &'a HandedOut,
-}
 
 /// Take a snapshot.
 pub fn snapshot(args: &SnapshotArgs, out: Output) -> CmdResult {
@@ -42,11 +22,7 @@ pub fn snapshot(args: &SnapshotArgs, out: Output) -> CmdResult {
     drop(progress);
     let snap = result.map_err(fail)?;
     if args.json {
-        print_json(&SnapshotJson {
-            schema: "corral.sandbox-snapshot.v1",
-            sandbox: &args.name,
-            snapshot: &snap,
-        })?;
+        print_json(&SandboxSnapshot::new(&args.name, snap))?;
     } else {
         out.data(&format!(
             "{} {}/{}{}",
@@ -81,11 +57,7 @@ pub fn restore(args: &RestoreArgs, out: Output) -> CmdResult {
     drop(progress);
     let made = result.map_err(fail)?;
     if args.json {
-        print_json(&RestoreJson {
-            schema: "corral.sandbox-restore.v1",
-            snapshot: &args.snapshot,
-            handed_out: &made,
-        })?;
+        print_json(&SandboxRestore::new(&args.snapshot, made))?;
         return Ok(Outcome::Ok);
     }
     out.data(&format!(

@@ -2,21 +2,13 @@
 
 use corral_sandbox_core::verify::EventOutcome;
 use corral_service::hooks::Event;
-use corral_service::store::{EventQuery, StoredEvent};
-use serde::Serialize;
+use corral_service::store::EventQuery;
 
 use super::utc;
 use crate::args::EventsArgs;
 use crate::commands::sandbox::store;
 use crate::error::{CliError, CmdResult, Outcome};
 use crate::output::{Output, Style, Table, print_json};
-
-/// `corral events --json`.
-#[derive(Debug, Serialize)]
-struct EventsJson<'a> {
-    schema: &'static str,
-    events: &'a [StoredEvent],
-}
 
 /// One line about an event.
 pub(crate) fn summary(e: &Event) -> String {
@@ -57,6 +49,21 @@ pub(crate) fn summary(e: &Event) -> String {
         Event::Starting { .. } => "start requested by corral".to_owned(),
         Event::Refused { reason, .. } | Event::Alert { reason, .. } => reason.clone(),
         Event::Stopped { .. } | Event::Deleted { .. } => String::new(),
+        Event::Expired { ttl_secs, .. } => {
+            format!(
+                "time to live ({}) ran out: deleted",
+                corral_service::lifetimes::show_secs(*ttl_secs)
+            )
+        }
+        Event::IdleStopped {
+            idle_stop_secs,
+            idle_secs,
+            ..
+        } => format!(
+            "idle {} (limit {}): stopped",
+            corral_service::lifetimes::show_secs(*idle_secs),
+            corral_service::lifetimes::show_secs(*idle_stop_secs)
+        ),
         Event::MemberDrained { member, reason } => {
             format!("cluster member {member} drained: {reason}")
         }
@@ -117,10 +124,7 @@ pub fn run(args: &EventsArgs, out: Output) -> CmdResult {
         })
         .map_err(|e| CliError::failure(anyhow::Error::new(e)))?;
     if args.json {
-        print_json(&EventsJson {
-            schema: "corral.events.v1",
-            events: &events,
-        })?;
+        print_json(&corral_service::shapes::EventList::new(events))?;
         return Ok(Outcome::Ok);
     }
     let mut t = Table::new(["id", "time (UTC)", "sandbox", "event", "what"]);

@@ -2,37 +2,15 @@
 //! kinds, each kind's standing (eligible, demoted until…, probation), and
 //! every sandbox's last verification.
 
-use corral_sandbox_core::SandboxKind;
-use corral_sandbox_core::verify::{Clock as _, KindStatus, Timestamp};
+use corral_sandbox_core::verify::{Clock as _, KindStatus};
 use corral_service::WallClock;
-use corral_service::store::SandboxRecord;
-use serde::Serialize;
+use corral_service::shapes::GateView;
 
 use super::utc;
 use crate::args::GateArgs;
 use crate::commands::sandbox::store;
 use crate::error::{CliError, CmdResult, Outcome};
 use crate::output::{Output, Style, Table, print_json};
-
-/// One kind's standing.
-#[derive(Debug, Serialize)]
-struct KindJson {
-    kind: SandboxKind,
-    #[serde(flatten)]
-    status: KindStatus,
-    demotion_reason: Option<String>,
-}
-
-/// `corral gate --json`.
-#[derive(Debug, Serialize)]
-struct GateJson<'a> {
-    schema: &'static str,
-    path: String,
-    now: Timestamp,
-    opted_in: &'a [SandboxKind],
-    kinds: Vec<KindJson>,
-    sandboxes: &'a [SandboxRecord],
-}
 
 /// Show.
 pub fn run(args: &GateArgs, out: Output) -> CmdResult {
@@ -43,33 +21,17 @@ pub fn run(args: &GateArgs, out: Output) -> CmdResult {
         .map_err(failure)?;
     let sandboxes = db.sandboxes().map_err(failure)?;
     let now = WallClock.now();
-    let demoted: Vec<SandboxKind> = gate.demotions().into_iter().map(|(k, ..)| k).collect();
-    let kinds: Vec<KindJson> = SandboxKind::ALL
-        .into_iter()
-        .filter(|k| gate.opted_in().contains(k) || demoted.contains(k))
-        .map(|kind| KindJson {
-            kind,
-            status: gate.status(kind, now),
-            demotion_reason: gate.demotion_reason(kind).map(str::to_owned),
-        })
-        .collect();
+    let view = GateView::new(db.path(), &gate, now, sandboxes);
     if args.json {
-        print_json(&GateJson {
-            schema: "corral.gate.v1",
-            path: db.path().display().to_string(),
-            now,
-            opted_in: gate.opted_in(),
-            kinds,
-            sandboxes: &sandboxes,
-        })?;
+        print_json(&view)?;
         return Ok(Outcome::Ok);
     }
     if gate.opted_in().is_empty() {
         out.info("no kind is opted in to per-sandbox verification (host.verification.kinds)");
     }
-    if !kinds.is_empty() {
+    if !view.kinds.is_empty() {
         let mut t = Table::new(["kind", "standing", "why"]);
-        for k in &kinds {
+        for k in &view.kinds {
             let standing = match k.status {
                 KindStatus::Eligible => out.paint(Style::Good, "eligible"),
                 KindStatus::NotOptedIn => "not opted in".to_owned(),
@@ -96,7 +58,7 @@ pub fn run(args: &GateArgs, out: Output) -> CmdResult {
         "last verified",
         "verdict",
     ]);
-    for s in &sandboxes {
+    for s in &view.sandboxes {
         t.row([
             s.name.clone(),
             s.kind.to_string(),

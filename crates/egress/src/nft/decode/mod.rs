@@ -100,7 +100,7 @@ pub fn nft_syntax(rule_text: &str) -> String {
 }
 
 /// The top-level `[ ... ]` groups, without their brackets.
-fn groups(text: &str) -> Vec<String> {
+pub(crate) fn groups(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut depth = 0usize;
     let mut cur = String::new();

@@ -49,6 +49,28 @@ pub fn plan(
         }
     }
 
+    // corral's own targets stand in for the canaries not given; a given
+    // one always wins (an operator's address proves the real uplink).
+    let own = vantage.own_targets;
+    let canary = cfg
+        .canary
+        .map(Canary::Given)
+        .or(own.map(|o| Canary::Own(o.v4)));
+    let canary_v6 = cfg
+        .canary_v6
+        .map(|c| Canary::Given(SocketAddr::V6(c)))
+        .or(own.map(|o| Canary::Own(SocketAddr::V6(o.v6))));
+    let missing = |b: &mut Builder, kind: CheckKind, key: &str| match &vantage.own_targets_failed {
+        Some(why) => b.could_not_run(
+            kind,
+            format!(
+                "{}, and corral's own target cannot be used: {why}",
+                unset(key)
+            ),
+        ),
+        None => b.skip(kind, unset(key)),
+    };
+
     match profile.mode {
         EgressMode::None => {}
         EgressMode::Allowlist => match probe_target(profile) {
@@ -64,17 +86,17 @@ pub fn plan(
             ),
         },
         // For an internet profile the canary is allowed traffic.
-        EgressMode::Internet => match cfg.canary {
+        EgressMode::Internet => match canary {
             Some(c) => b.check(
                 CheckKind::AllowedConnects,
-                ProbeTarget::Addr(c),
+                ProbeTarget::Addr(c.addr()),
                 Expectation::Connects,
                 None,
             ),
-            None => b.skip(CheckKind::AllowedConnects, unset("canary")),
+            None => missing(&mut b, CheckKind::AllowedConnects, "canary"),
         },
     }
-    match (profile.mode, udp_target(profile, cfg)) {
+    match (profile.mode, udp_target(profile, canary.map(Canary::addr))) {
         (EgressMode::None, _) => {}
         (_, Some(t)) => b.check(
             CheckKind::AllowedUdp,
@@ -82,40 +104,57 @@ pub fn plan(
             Expectation::Connects,
             None,
         ),
-        (EgressMode::Internet, None) => b.skip(CheckKind::AllowedUdp, unset("canary")),
+        (EgressMode::Internet, None) => missing(&mut b, CheckKind::AllowedUdp, "canary"),
         (_, None) => b.skip(
             CheckKind::AllowedUdp,
             "no allow entry is a single address that allows UDP",
         ),
     }
     if profile.mode != EgressMode::Internet {
-        match cfg.canary {
+        match canary {
             Some(c) => {
-                b.allowlisted(c.ip(), "canary")?;
-                b.check(
-                    CheckKind::CanaryBlocked,
-                    ProbeTarget::Addr(c),
-                    Expectation::Fails,
-                    Some(ProbeTarget::Addr(c)),
-                );
+                if b.blockable(c, "canary", CheckKind::CanaryBlocked)? {
+                    let t = ProbeTarget::Addr(c.addr());
+                    b.check(
+                        CheckKind::CanaryBlocked,
+                        t.clone(),
+                        Expectation::Fails,
+                        Some(t),
+                    );
+                }
             }
-            None => b.skip(CheckKind::CanaryBlocked, unset("canary")),
+            None => missing(&mut b, CheckKind::CanaryBlocked, "canary"),
         }
     }
-    // IPv6 is allowed only to an internet profile that has an IPv6 subnet.
-    if !(profile.mode == EgressMode::Internet && profile.subnet_v6.is_some()) {
-        match cfg.canary_v6 {
+    // IPv6 is allowed only to an internet profile that has an IPv6 subnet:
+    // there the IPv6 canary is allowed traffic, as the IPv4 one is.
+    if profile.mode == EgressMode::Internet && profile.subnet_v6.is_some() {
+        match canary_v6 {
             Some(c) => {
-                b.allowlisted(IpAddr::V6(*c.ip()), "canary_v6")?;
-                let t = ProbeTarget::Addr(SocketAddr::V6(c));
                 b.check(
-                    CheckKind::Ipv6Blocked,
-                    t.clone(),
-                    Expectation::Fails,
-                    Some(t),
+                    CheckKind::Ipv6Allowed,
+                    ProbeTarget::Addr(c.addr()),
+                    Expectation::Connects,
+                    None,
                 );
+                b.widen_last(IPV6_READY_BOUND);
             }
-            None => b.skip(CheckKind::Ipv6Blocked, unset("canary_v6")),
+            None => missing(&mut b, CheckKind::Ipv6Allowed, "canary_v6"),
+        }
+    } else {
+        match canary_v6 {
+            Some(c) => {
+                if b.blockable(c, "canary_v6", CheckKind::Ipv6Blocked)? {
+                    let t = ProbeTarget::Addr(c.addr());
+                    b.check(
+                        CheckKind::Ipv6Blocked,
+                        t.clone(),
+                        Expectation::Fails,
+                        Some(t),
+                    );
+                }
+            }
+            None => missing(&mut b, CheckKind::Ipv6Blocked, "canary_v6"),
         }
     }
     match vantage.host_lan {
@@ -125,10 +164,13 @@ pub fn plan(
             Expectation::Fails,
             Some(ProbeTarget::Addr(a)),
         ),
-        None => b.skip(
-            CheckKind::HostLanBlocked,
-            "the host has no uplink address to listen on",
-        ),
+        None => match &vantage.host_lan_failed {
+            Some(why) => b.could_not_run(CheckKind::HostLanBlocked, why.clone()),
+            None => b.skip(
+                CheckKind::HostLanBlocked,
+                "the host has no uplink address to listen on",
+            ),
+        },
     }
     match vantage.gateway_port {
         Some(a) => b.check(
@@ -137,18 +179,24 @@ pub fn plan(
             Expectation::Fails,
             Some(ProbeTarget::Addr(a)),
         ),
-        None => b.skip(
-            CheckKind::GatewayPortBlocked,
-            "no port could be opened on the gateway address",
-        ),
+        None => match &vantage.gateway_port_failed {
+            Some(why) => b.could_not_run(CheckKind::GatewayPortBlocked, why.clone()),
+            None => b.skip(
+                CheckKind::GatewayPortBlocked,
+                "the profile's gateway address is not on this host",
+            ),
+        },
     }
     match vantage.sibling {
-        Some(ip) => b.check(
-            CheckKind::SiblingBlocked,
-            ProbeTarget::Ping(ip),
-            Expectation::Fails,
-            Some(ProbeTarget::Ping(ip)),
-        ),
+        Some(ip) => {
+            b.check(
+                CheckKind::SiblingBlocked,
+                ProbeTarget::Ping(ip),
+                Expectation::Fails,
+                Some(ProbeTarget::Ping(ip)),
+            );
+            b.tighten_last(SIBLING_BOUND);
+        }
         None => b.skip(
             CheckKind::SiblingBlocked,
             "no other running sandbox on the profile",
@@ -168,9 +216,9 @@ pub fn plan(
         Expectation::Fails,
         None,
     );
-    match cfg.canary {
-        Some(c) => {
-            let server = SocketAddr::new(c.ip(), DNS_PORT);
+    match canary {
+        Some(c) if b.blockable(c, "canary", CheckKind::ForeignResolverBlocked)? => {
+            let server = SocketAddr::new(c.addr().ip(), DNS_PORT);
             b.check(
                 CheckKind::ForeignResolverBlocked,
                 ProbeTarget::Resolver(server),
@@ -178,7 +226,9 @@ pub fn plan(
                 Some(ProbeTarget::Resolver(server)),
             );
         }
-        None => b.skip(CheckKind::ForeignResolverBlocked, unset("canary")),
+        // Left out, with why, by `blockable`.
+        Some(_) => {}
+        None => missing(&mut b, CheckKind::ForeignResolverBlocked, "canary"),
     }
     if profile.mode == EgressMode::Allowlist {
         match &cfg.unlisted_name {
@@ -235,22 +285,81 @@ impl Builder<'_> {
         });
     }
 
+    /// Give the last check at least `at_least`, whatever the configured
+    /// bound.
+    fn widen_last(&mut self, at_least: Duration) {
+        if let Some(c) = self.checks.last_mut() {
+            c.bound = c.bound.max(at_least);
+        }
+    }
+
+    /// Bound the last check by `at_most` as well as the configured bound.
+    fn tighten_last(&mut self, at_most: Duration) {
+        if let Some(c) = self.checks.last_mut() {
+            c.bound = c.bound.min(at_most);
+        }
+    }
+
     fn skip(&mut self, kind: CheckKind, reason: impl Into<String>) {
         self.not_planned.push(NotPlanned {
             kind,
             reason: reason.into(),
+            could_not_run: false,
         });
     }
 
-    fn allowlisted(&self, ip: IpAddr, key: &'static str) -> Result<(), PlanError> {
-        if self.profile.mode == EgressMode::Allowlist && allows_ip(self.profile, ip) {
-            return Err(PlanError::Allowlisted {
+    fn could_not_run(&mut self, kind: CheckKind, reason: impl Into<String>) {
+        self.not_planned.push(NotPlanned {
+            kind,
+            reason: reason.into(),
+            could_not_run: true,
+        });
+    }
+
+    /// Whether a must-fail check against `c` proves anything: a given
+    /// canary on the allowlist refuses the plan (the operator must choose
+    /// another); corral's own target on it leaves the check out, with why.
+    fn blockable(
+        &mut self,
+        c: Canary,
+        key: &'static str,
+        kind: CheckKind,
+    ) -> Result<bool, PlanError> {
+        let ip = c.addr().ip();
+        if !(self.profile.mode == EgressMode::Allowlist && allows_ip(self.profile, ip)) {
+            return Ok(true);
+        }
+        match c {
+            Canary::Given(_) => Err(PlanError::Allowlisted {
                 profile: self.profile.name.to_string(),
                 target: ip.to_string(),
                 key,
-            });
+            }),
+            Canary::Own(_) => {
+                self.skip(
+                    kind,
+                    format!(
+                        "the profile allows corral's own target {ip}; set host.verification.{key} to an address it does not allow"
+                    ),
+                );
+                Ok(false)
+            }
         }
-        Ok(())
+    }
+}
+
+/// A canary destination: the operator's, or corral's own host-local target.
+#[derive(Debug, Clone, Copy)]
+enum Canary {
+    Given(SocketAddr),
+    Own(SocketAddr),
+}
+
+impl Canary {
+    fn addr(self) -> SocketAddr {
+        match self {
+            Canary::Given(a) | Canary::Own(a) => a,
+        }
     }
 }
 
@@ -278,10 +387,10 @@ fn probe_target(profile: &Profile) -> Option<ProbeTarget> {
 /// Where a UDP datagram is allowed: the canary's address and port on an
 /// internet profile; on an allowlist, the first single-address entry that
 /// allows UDP, at its first port (an entry needs a port to be probed).
-fn udp_target(profile: &Profile, cfg: &VerificationConfig) -> Option<SocketAddr> {
+fn udp_target(profile: &Profile, canary: Option<SocketAddr>) -> Option<SocketAddr> {
     match profile.mode {
         EgressMode::None => None,
-        EgressMode::Internet => cfg.canary,
+        EgressMode::Internet => canary,
         EgressMode::Allowlist => profile.allow.iter().find_map(|e| {
             if e.protocol == Some(Protocol::Tcp) {
                 return None;
@@ -305,11 +414,5 @@ fn allows_ip(profile: &Profile, ip: IpAddr) -> bool {
 }
 
 fn allows_name(profile: &Profile, name: &HostName) -> bool {
-    profile.allow.iter().any(|e| match &e.target {
-        AllowTarget::Host(h) => h.normalized() == name.normalized(),
-        AllowTarget::Wildcard(suffix) => {
-            suffix.covers(name) && suffix.normalized() != name.normalized()
-        }
-        AllowTarget::Net(_) => false,
-    })
+    crate::admission::allowlist_admits(&profile.allow, name.as_str())
 }

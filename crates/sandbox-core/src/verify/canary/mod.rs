@@ -9,7 +9,7 @@
 //! must-fail check whose control did not reach its destination proves
 //! nothing and fails.
 
-use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::fmt;
 use std::time::Duration;
 
@@ -30,6 +30,41 @@ pub const DEFAULT_PROBE_PORT: u16 = 443;
 /// The cloud metadata service every provider network must keep out of reach.
 pub const METADATA: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)), 80);
 
+/// The sibling check's bound, for the probe and its control alike.
+///
+/// Bridge-port isolation drops a frame between two sandbox ports before
+/// any netfilter hook (the bridge's `should_deliver`), so a blocked
+/// sibling leaves no drop-log record and sends no reject: the sandbox's
+/// ARP request for it just goes unanswered, and the kernel gives up only
+/// after its neighbour retries (about 3 s). What bounds the wait instead
+/// is the control: the same echo from the host, through the bridge's own
+/// port, must be answered within this bound, so a sibling the sandbox
+/// could reach would have answered the sandbox within it too (one ARP
+/// exchange and one echo on the same bridge, microseconds apart). A
+/// control slower than this fails the check rather than pass it on a
+/// wait too short to mean anything. A container's prober usually ends
+/// the check long before, on the bridge's own evidence that it sent the
+/// sandbox's ARP request out of no port ([`Observed::Dropped`]); this
+/// bound decides only when no such evidence comes.
+pub const SIBLING_BOUND: Duration = Duration::from_millis(250);
+
+/// The least bound of `ipv6-allowed`, whatever `check_timeout_secs` says:
+/// a sandbox that has just started forms its IPv6 address from the
+/// gateway's router advertisement and holds it tentative for duplicate
+/// address detection (on a real container: there, tentative, 0.8 s after
+/// its init started, and in use by 2.8 s), and the probe waits for that
+/// address before it connects (docs/verification.md).
+pub const IPV6_READY_BOUND: Duration = Duration::from_secs(5);
+
+/// corral's own canary target (IPv4): an address in a documentation range
+/// (RFC 5737) that `corral host apply` puts in a small namespace behind a
+/// veth on this host, for the checks whose setting is not given. It routes
+/// nowhere outside the machine.
+pub const OWN_TARGET_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 253);
+
+/// corral's own IPv6 canary target (RFC 3849), beside [`OWN_TARGET_V4`].
+pub const OWN_TARGET_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xca7, 0, 0, 0, 0, 2);
+
 /// The DNS port.
 pub const DNS_PORT: u16 = 53;
 
@@ -41,6 +76,8 @@ pub enum CheckKind {
     AllowedConnects,
     /// An allowed destination must be reached over UDP.
     AllowedUdp,
+    /// An IPv6 destination must connect (a profile with IPv6 egress).
+    Ipv6Allowed,
     /// The configured canary destination must not connect.
     CanaryBlocked,
     /// A global IPv6 address must not connect.
@@ -64,6 +101,7 @@ impl fmt::Display for CheckKind {
         f.write_str(match self {
             CheckKind::AllowedConnects => "allowed destination connects",
             CheckKind::AllowedUdp => "allowed destination reached over UDP",
+            CheckKind::Ipv6Allowed => "IPv6 destination connects",
             CheckKind::CanaryBlocked => "canary destination blocked",
             CheckKind::Ipv6Blocked => "global IPv6 blocked",
             CheckKind::HostLanBlocked => "host LAN address blocked",
@@ -82,6 +120,7 @@ impl CheckKind {
         match self {
             CheckKind::AllowedConnects => "allowed-connects",
             CheckKind::AllowedUdp => "allowed-udp",
+            CheckKind::Ipv6Allowed => "ipv6-allowed",
             CheckKind::CanaryBlocked => "canary-blocked",
             CheckKind::Ipv6Blocked => "ipv6-blocked",
             CheckKind::HostLanBlocked => "host-lan-blocked",
@@ -178,6 +217,13 @@ pub struct NotPlanned {
     pub kind: CheckKind,
     /// Why it is not run.
     pub reason: String,
+    /// The check applies to this sandbox but its target could not be set
+    /// up (a listener, an address): a kind whose standing rests on the
+    /// canary does not pass with it missing. False when there is nothing
+    /// to check (no sibling running, no allow entry of the shape, a
+    /// setting a kind corral enforces may leave out).
+    #[serde(default)]
+    pub could_not_run: bool,
 }
 
 /// Every check for one sandbox on one profile. Only [`plan`] builds one, so
@@ -219,6 +265,10 @@ pub enum Observed {
     TimedOut,
     /// No route, or an ICMP unreachable / administratively prohibited.
     Unreachable,
+    /// Seen dropped by the host before the bound ran out: the bridge took
+    /// the packet (or the ARP request it needed first) in and sent it on
+    /// to no port.
+    Dropped,
     /// The name did not resolve (NXDOMAIN, refused or empty answer).
     NotResolved,
     /// The name resolved (to these addresses).
@@ -245,6 +295,7 @@ impl fmt::Display for Observed {
             Observed::Refused => f.write_str("refused"),
             Observed::TimedOut => f.write_str("timed out"),
             Observed::Unreachable => f.write_str("unreachable"),
+            Observed::Dropped => f.write_str("dropped"),
             Observed::NotResolved => f.write_str("not resolved"),
             Observed::Resolved(a) => {
                 let list: Vec<String> = a.iter().map(ToString::to_string).collect();
@@ -291,6 +342,28 @@ pub struct Vantage {
     pub sibling: Option<IpAddr>,
     /// The resolver the gateway forwards to, for the unlisted-name control.
     pub upstream: Option<SocketAddr>,
+    /// Why no listener could be opened on the host's uplink address, when
+    /// it has one (the check applies but cannot run).
+    pub host_lan_failed: Option<String>,
+    /// Why no listener could be opened on the gateway address, when the
+    /// address is this host's (the check applies but cannot run).
+    pub gateway_port_failed: Option<String>,
+    /// corral's own targets, listening for this run, standing in for
+    /// `canary` and `canary_v6` when those are not set.
+    pub own_targets: Option<OwnTargets>,
+    /// Why corral's own targets could not be used, when a setting they
+    /// stand in for is missing (the checks apply but cannot run).
+    pub own_targets_failed: Option<String>,
+}
+
+/// corral's own canary targets as one run sees them: listeners on
+/// [`OWN_TARGET_V4`] and [`OWN_TARGET_V6`], open for the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnTargets {
+    /// The IPv4 listener.
+    pub v4: SocketAddr,
+    /// The IPv6 listener.
+    pub v6: SocketAddrV6,
 }
 
 /// Which settings the plan insists on.

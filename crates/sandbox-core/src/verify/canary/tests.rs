@@ -19,6 +19,10 @@ fn vantage() -> Vantage {
         gateway_port: Some("10.231.3.1:40002".parse().unwrap()),
         sibling: None,
         upstream: Some("192.168.1.1:53".parse().unwrap()),
+        host_lan_failed: None,
+        gateway_port_failed: None,
+        own_targets: None,
+        own_targets_failed: None,
     }
 }
 
@@ -74,18 +78,69 @@ fn internet_and_none_plans() {
         Requirement::Strict,
     )
     .unwrap();
-    // The internet profile has an IPv6 subnet: v6 egress is allowed there.
+    // The internet profile has an IPv6 subnet: v6 egress is allowed there,
+    // and the IPv6 canary must connect.
     assert_eq!(
         kinds(&net),
         [
             CheckKind::AllowedConnects,
             CheckKind::AllowedUdp,
+            CheckKind::Ipv6Allowed,
             CheckKind::HostLanBlocked,
             CheckKind::GatewayPortBlocked,
             CheckKind::SiblingBlocked,
             CheckKind::MetadataBlocked,
             CheckKind::ForeignResolverBlocked,
         ]
+    );
+    // Like the IPv4 canary there: a success is its own proof.
+    let v6 = net
+        .checks
+        .iter()
+        .find(|c| c.kind == CheckKind::Ipv6Allowed)
+        .unwrap();
+    assert_eq!(
+        v6.target,
+        ProbeTarget::Addr(core::net::SocketAddr::V6(cfg().canary_v6.unwrap()))
+    );
+    assert_eq!(v6.expect, Expectation::Connects);
+    assert_eq!(v6.control, None);
+    let short = VerificationConfig {
+        options: crate::verify::options::VerificationOptions {
+            check_timeout: Duration::from_secs(2),
+            ..Default::default()
+        },
+        ..cfg()
+    };
+    let quick = plan(
+        config.profiles.get("internet").unwrap(),
+        &short,
+        &v,
+        Requirement::Strict,
+    )
+    .unwrap();
+    for c in quick.checks() {
+        let want = match c.kind {
+            CheckKind::Ipv6Allowed => IPV6_READY_BOUND,
+            CheckKind::SiblingBlocked => SIBLING_BOUND,
+            _ => Duration::from_secs(2),
+        };
+        assert_eq!(c.bound, want, "{:?}", c.kind);
+    }
+    // The sibling's wait is bounded by its control's, not by the ARP
+    // retries: the same echo from the host must come back within it.
+    let sib = net
+        .checks
+        .iter()
+        .find(|c| c.kind == CheckKind::SiblingBlocked)
+        .unwrap();
+    assert_eq!(sib.bound, SIBLING_BOUND);
+    assert_eq!(sib.control.as_ref(), Some(&sib.target));
+    assert!(
+        net.checks
+            .iter()
+            .filter(|c| c.kind != CheckKind::SiblingBlocked)
+            .all(|c| c.bound == Duration::from_secs(5))
     );
     let iso = plan(
         config.profiles.get("isolated").unwrap(),
@@ -204,4 +259,210 @@ fn reserved_canary_is_refused() {
     }
     // The metadata address the canary probes is on the same list.
     assert!(crate::reserved::reserved_range(METADATA.ip()).is_some());
+}
+
+/// What each built-in profile's canary runs on a host with no
+/// `[host.verification]` (docs/verification.md lists it): every skip is
+/// a setting not given or no sibling, none a check that could not run.
+fn own() -> OwnTargets {
+    OwnTargets {
+        v4: SocketAddr::new(IpAddr::V4(OWN_TARGET_V4), 40100),
+        v6: core::net::SocketAddrV6::new(OWN_TARGET_V6, 40101, 0, 0),
+    }
+}
+
+#[test]
+fn default_host_plans_per_builtin_profile() {
+    let config = Config::builtin_default();
+    let v = Vantage {
+        sibling: Some("10.231.2.20".parse().unwrap()),
+        own_targets: Some(own()),
+        ..vantage()
+    };
+    use CheckKind::*;
+    let want: [(&str, &[CheckKind], &[CheckKind]); 3] = [
+        (
+            "isolated",
+            &[
+                CanaryBlocked,
+                Ipv6Blocked,
+                HostLanBlocked,
+                GatewayPortBlocked,
+                SiblingBlocked,
+                MetadataBlocked,
+                ForeignResolverBlocked,
+            ],
+            &[],
+        ),
+        (
+            "internet",
+            &[
+                AllowedConnects,
+                AllowedUdp,
+                Ipv6Allowed,
+                HostLanBlocked,
+                GatewayPortBlocked,
+                SiblingBlocked,
+                MetadataBlocked,
+                ForeignResolverBlocked,
+            ],
+            &[],
+        ),
+        (
+            "allowlist",
+            &[
+                AllowedConnects,
+                CanaryBlocked,
+                Ipv6Blocked,
+                HostLanBlocked,
+                GatewayPortBlocked,
+                SiblingBlocked,
+                MetadataBlocked,
+                ForeignResolverBlocked,
+            ],
+            &[AllowedUdp, UnlistedNameUnresolved],
+        ),
+    ];
+    for (name, kinds_want, skipped_want) in want {
+        let p = plan(
+            config.profiles.get(name).unwrap(),
+            &VerificationConfig::default(),
+            &v,
+            Requirement::Configured,
+        )
+        .unwrap();
+        assert_eq!(kinds(&p), kinds_want, "{name}");
+        let skipped: Vec<CheckKind> = p.not_planned().iter().map(|n| n.kind).collect();
+        assert_eq!(skipped, skipped_want, "{name}");
+        assert!(p.not_planned().iter().all(|n| !n.could_not_run), "{name}");
+        // The own targets stand in for the canaries, each must-fail check
+        // with its control against the same listener.
+        for c in p.checks() {
+            let on_own = match &c.target {
+                ProbeTarget::Addr(a) | ProbeTarget::Udp(a) => {
+                    *a == own().v4 || *a == SocketAddr::V6(own().v6)
+                }
+                ProbeTarget::Resolver(a) => *a == SocketAddr::new(IpAddr::V4(OWN_TARGET_V4), 53),
+                _ => false,
+            };
+            let own_kind = matches!(
+                c.kind,
+                CanaryBlocked | Ipv6Blocked | Ipv6Allowed | ForeignResolverBlocked | AllowedUdp
+            ) || (c.kind == AllowedConnects && name == "internet");
+            assert_eq!(on_own, own_kind, "{name}: {:?} {}", c.kind, c.target);
+            if c.expect == Expectation::Fails && c.kind != MetadataBlocked {
+                assert_eq!(c.control.as_ref(), Some(&c.target), "{name}: {:?}", c.kind);
+            }
+        }
+    }
+}
+
+#[test]
+fn without_own_targets_the_default_plan_is_thin_and_says_so() {
+    let config = Config::builtin_default();
+    let isolated = config.profiles.get("isolated").unwrap();
+    let thin = plan(
+        isolated,
+        &VerificationConfig::default(),
+        &vantage(),
+        Requirement::Configured,
+    )
+    .unwrap();
+    assert_eq!(
+        kinds(&thin),
+        [
+            CheckKind::HostLanBlocked,
+            CheckKind::GatewayPortBlocked,
+            CheckKind::MetadataBlocked
+        ]
+    );
+    assert!(thin.not_planned().iter().all(|n| !n.could_not_run));
+    // The targets were expected (the setting is missing) but could not
+    // be used: every check they stand in for could not run.
+    let failed = plan(
+        isolated,
+        &VerificationConfig::default(),
+        &Vantage {
+            own_targets_failed: Some("no pinned namespace (run corral host apply)".into()),
+            ..vantage()
+        },
+        Requirement::Configured,
+    )
+    .unwrap();
+    let could_not: Vec<CheckKind> = failed
+        .not_planned()
+        .iter()
+        .filter(|n| n.could_not_run)
+        .map(|n| n.kind)
+        .collect();
+    assert_eq!(
+        could_not,
+        [
+            CheckKind::CanaryBlocked,
+            CheckKind::Ipv6Blocked,
+            CheckKind::ForeignResolverBlocked
+        ]
+    );
+    assert!(
+        failed.not_planned()[0]
+            .reason
+            .contains("run corral host apply")
+    );
+}
+
+#[test]
+fn a_given_canary_wins_over_the_own_target() {
+    let config = Config::builtin_default();
+    let p = plan(
+        config.profiles.get("isolated").unwrap(),
+        &cfg(),
+        &Vantage {
+            own_targets: Some(own()),
+            ..vantage()
+        },
+        Requirement::Configured,
+    )
+    .unwrap();
+    let canary = p
+        .checks()
+        .iter()
+        .find(|c| c.kind == CheckKind::CanaryBlocked)
+        .unwrap();
+    assert_eq!(canary.target.to_string(), "tcp 198.51.100.7:443");
+}
+
+#[test]
+fn an_allowlist_covering_the_own_target_leaves_its_checks_out() {
+    let text = r#"
+[[profile]]
+name = "docs"
+bridge = "corral-docs"
+subnet = "10.231.9.0/24"
+mode = "allowlist"
+allow = ["203.0.113.10:443/tcp", "198.51.100.0/24:443/tcp"]
+"#;
+    let config = Config::from_toml_str(text, "t").unwrap();
+    let p = plan(
+        config.profiles.get("docs").unwrap(),
+        &VerificationConfig::default(),
+        &Vantage {
+            own_targets: Some(own()),
+            ..vantage()
+        },
+        Requirement::Configured,
+    )
+    .unwrap();
+    assert!(!kinds(&p).contains(&CheckKind::CanaryBlocked));
+    assert!(!kinds(&p).contains(&CheckKind::ForeignResolverBlocked));
+    assert!(kinds(&p).contains(&CheckKind::Ipv6Blocked));
+    let why = p
+        .not_planned()
+        .iter()
+        .find(|n| n.kind == CheckKind::CanaryBlocked)
+        .unwrap();
+    assert!(
+        why.reason.contains("allows corral's own target"),
+        "{}",
+        why.reason
+    );
 }

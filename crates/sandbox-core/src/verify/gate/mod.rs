@@ -281,7 +281,10 @@ impl Gate {
                     (Expectation::Connects, Observed::Connected)
                         | (
                             Expectation::Fails,
-                            Observed::Refused | Observed::TimedOut | Observed::Unreachable,
+                            Observed::Refused
+                                | Observed::TimedOut
+                                | Observed::Unreachable
+                                | Observed::Dropped,
                         )
                         | (Expectation::DoesNotResolve, Observed::NotResolved)
                 );
@@ -319,6 +322,14 @@ impl Gate {
                 }),
             });
         }
+        // A check that applies but could not run leaves the proof a kind's
+        // standing rests on incomplete; for a kind corral enforces itself it
+        // is counted and said, as every skip is.
+        if verified_kind {
+            for n in plan.not_planned().iter().filter(|n| n.could_not_run) {
+                failed.push(format!("{} could not run ({})", n.kind, n.reason));
+            }
+        }
         match health {
             Some(h) if !h.is_alive() => failed.push(format!("filter health is {h}")),
             None if verified_kind => {
@@ -328,7 +339,7 @@ impl Gate {
         }
         if failed.is_empty() {
             event.outcome = EventOutcome::Passed;
-            event.message = format!("all {} checks passed", plan.checks().len());
+            event.message = passed_message(plan);
             if !verified_kind {
                 return Judgement {
                     event,
@@ -402,4 +413,23 @@ impl Gate {
             ),
         })
     }
+}
+
+/// "All N checks passed", with how many were skipped and why: a reader
+/// must not take a short plan for a complete one.
+fn passed_message(plan: &CanaryPlan) -> String {
+    let n = plan.checks().len();
+    let skipped = plan.not_planned();
+    if skipped.is_empty() {
+        return format!("all {n} checks passed, none skipped");
+    }
+    let why: Vec<String> = skipped
+        .iter()
+        .map(|s| format!("{}: {}", s.kind.as_str(), s.reason))
+        .collect();
+    format!(
+        "all {n} planned checks passed; {} skipped ({})",
+        skipped.len(),
+        why.join("; ")
+    )
 }

@@ -21,6 +21,7 @@ fn setup() -> (Gate, CanaryPlan, SandboxName, ManualClock) {
     let lan: SocketAddr = "192.168.1.10:22".parse().unwrap();
     let vantage = Vantage {
         host_lan: Some(lan),
+        gateway_port: Some("10.231.3.1:40002".parse().unwrap()),
         ..Vantage::default()
     };
     let plan = plan(
@@ -190,7 +191,11 @@ fn unknown_health_missing_checks_probe_errors_and_overruns_fail_closed() {
         (
             {
                 let mut r = passing(&plan);
-                r[6].observed = Observed::Resolved(vec!["192.0.2.1".parse().unwrap()]);
+                let i = r
+                    .iter()
+                    .position(|c| c.kind == CheckKind::UnlistedNameUnresolved)
+                    .unwrap();
+                r[i].observed = Observed::Resolved(vec!["192.0.2.1".parse().unwrap()]);
                 r
             },
             FilterHealth::Alive,
@@ -398,4 +403,162 @@ fn probe_output_is_bounded() {
         &out[out.len() - 30..]
     );
     assert_eq!(j.event.checks[0].kind, CheckKind::AllowedConnects);
+}
+
+/// A pass says how many checks were skipped and why; a check that applied
+/// but could not run fails a kind whose standing rests on the canary, and
+/// only is counted for a kind corral enforces. Control: the same plan
+/// with the listener in place passes the opted-in kind.
+#[test]
+fn skipped_checks_are_counted_and_a_missing_one_fails_an_opted_in_kind() {
+    let (mut gate, complete, sb, clock) = setup();
+    let config = Config::builtin_default();
+    let cfg = VerificationConfig {
+        kinds: vec![SandboxKind::Tart],
+        canary: Some("198.51.100.7:443".parse().unwrap()),
+        canary_v6: Some("[2001:db8::7]:443".parse().unwrap()),
+        unlisted_name: Some("unlisted.example.org".parse().unwrap()),
+        options: VerificationOptions::default(),
+    };
+    let short = plan(
+        config.profiles.get("allowlist").unwrap(),
+        &cfg,
+        &Vantage {
+            host_lan: Some("192.168.1.10:22".parse().unwrap()),
+            gateway_port_failed: Some("no port could be opened on the gateway address".into()),
+            ..Vantage::default()
+        },
+        Requirement::Strict,
+    )
+    .unwrap();
+    let missing: Vec<_> = short
+        .not_planned()
+        .iter()
+        .filter(|n| n.could_not_run)
+        .collect();
+    assert_eq!(missing.len(), 1);
+    assert_eq!(missing[0].kind, CheckKind::GatewayPortBlocked);
+    let health = Some(&FilterHealth::Alive);
+    // Control: with the gateway listener the opted-in kind passes, and the
+    // message counts the skips (no sibling, no UDP entry).
+    let ok = gate.judge(
+        &sb,
+        SandboxKind::Tart,
+        &complete,
+        &passing(&complete),
+        health,
+        clock.now(),
+    );
+    assert_eq!(
+        ok.event.outcome,
+        EventOutcome::Passed,
+        "{}",
+        ok.event.message
+    );
+    assert!(
+        ok.event.message.starts_with(&format!(
+            "all {} planned checks passed; 2 skipped (",
+            complete.checks().len()
+        )),
+        "{}",
+        ok.event.message
+    );
+    assert!(
+        ok.event
+            .message
+            .contains("sibling-blocked: no other running sandbox")
+    );
+    // Without it, the same passing results fail the opted-in kind...
+    let bad = gate.judge(
+        &sb,
+        SandboxKind::Tart,
+        &short,
+        &passing(&short),
+        health,
+        clock.now(),
+    );
+    assert_eq!(bad.event.outcome, EventOutcome::Failed);
+    assert!(bad.verified.is_none());
+    assert!(
+        bad.event
+            .message
+            .contains("gateway non-DNS port blocked could not run"),
+        "{}",
+        bad.event.message
+    );
+    // ...and pass, counted, for a kind corral enforces.
+    let enforced = gate.judge(
+        &sb,
+        SandboxKind::Incus,
+        &short,
+        &passing(&short),
+        health,
+        clock.now(),
+    );
+    assert_eq!(
+        enforced.event.outcome,
+        EventOutcome::Passed,
+        "{}",
+        enforced.event.message
+    );
+    assert!(
+        enforced.event.message.contains("3 skipped"),
+        "{}",
+        enforced.event.message
+    );
+    assert!(
+        enforced
+            .event
+            .message
+            .contains("gateway-port-blocked: no port could be opened")
+    );
+}
+
+/// A sibling seen dropped on the bridge passes its must-fail check; the
+/// same check seeing the sibling reached (the control: isolation gone)
+/// fails it.
+#[test]
+fn a_sibling_seen_dropped_passes_and_one_reached_fails() {
+    let (gate0, _, sb, clock) = setup();
+    let cfg = VerificationConfig {
+        kinds: vec![SandboxKind::Tart],
+        canary: Some("198.51.100.7:443".parse().unwrap()),
+        canary_v6: Some("[2001:db8::7]:443".parse().unwrap()),
+        unlisted_name: Some("unlisted.example.org".parse().unwrap()),
+        options: VerificationOptions::default(),
+    };
+    let config = Config::builtin_default();
+    let vantage = Vantage {
+        sibling: Some("10.231.3.7".parse().unwrap()),
+        ..Vantage::default()
+    };
+    let plan = plan(
+        config.profiles.get("allowlist").unwrap(),
+        &cfg,
+        &vantage,
+        Requirement::Configured,
+    )
+    .unwrap();
+    let i = plan
+        .checks()
+        .iter()
+        .position(|c| c.kind == CheckKind::SiblingBlocked)
+        .unwrap();
+    for (observed, want) in [
+        (Observed::Dropped, EventOutcome::Passed),
+        (Observed::Connected, EventOutcome::Failed),
+    ] {
+        let mut gate = gate0.clone();
+        let mut results = passing(&plan);
+        results[i].observed = observed.clone();
+        let j = gate.judge(
+            &sb,
+            SandboxKind::Incus,
+            &plan,
+            &results,
+            Some(&FilterHealth::Alive),
+            clock.now(),
+        );
+        assert_eq!(j.event.outcome, want, "{observed}: {}", j.event.message);
+    }
 }

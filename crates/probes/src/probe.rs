@@ -1,11 +1,4 @@
-//! Packet probes: TCP connect + echo, UDP request/echo, ICMP echo.
-//!
-//! A probe runs on the calling thread (run it inside
-//! [`super::Netns::run`]) and is classified by what the kernel said:
-//! the peer answered ([`Observed::Connected`]), something refused quickly
-//! (a TCP reset or an ICMP unreachable: [`Observed::Rejected`]), nothing
-//! came back before the timeout ([`Observed::TimedOut`], i.e. dropped), or
-//! the probe itself failed ([`Observed::Error`]).
+//! The probes and how a socket error is classified.
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
@@ -13,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::listen::Transport;
+use crate::Transport;
 
 /// What to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -105,7 +98,7 @@ pub fn run(probe: &Probe, timeout: Duration) -> ProbeResult {
     let observed = match probe {
         Probe::Tcp { to } => tcp(*to, timeout),
         Probe::Udp { to } => udp(*to, timeout),
-        Probe::Icmp { to } => super::icmp::echo(*to, timeout),
+        Probe::Icmp { to } => crate::icmp::echo(*to, timeout),
     };
     ProbeResult {
         observed,
@@ -159,7 +152,7 @@ fn udp(to: SocketAddr, timeout: Duration) -> Observed {
 }
 
 /// Maps a socket error to what it means for reachability.
-pub(crate) fn classify(e: &io::Error) -> Observed {
+pub fn classify(e: &io::Error) -> Observed {
     if matches!(
         e.kind(),
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
@@ -200,60 +193,5 @@ mod tests {
         assert!(matches!(classify(&e(libc::EINVAL)), Observed::Error(_)));
         assert!(Observed::TimedOut.blocked() && !Observed::TimedOut.reached());
         assert!(!Observed::Error("x".into()).blocked());
-    }
-
-    #[test]
-    fn loopback_probes_connect_and_refuse() {
-        if !corral_test_support::gate::netns() {
-            return;
-        }
-        let ns = corral_egress::netns::Netns::new().unwrap();
-        let listeners = super::super::listen::Listeners::start(&ns).unwrap();
-        let tcp = listeners
-            .add("127.0.0.1:0".parse().unwrap(), Transport::Tcp)
-            .unwrap();
-        let udp = listeners
-            .add("127.0.0.1:0".parse().unwrap(), Transport::Udp)
-            .unwrap();
-        let t = Duration::from_millis(500);
-        let results = ns
-            .run(|| {
-                [
-                    run(&Probe::Tcp { to: tcp }, t),
-                    run(&Probe::Udp { to: udp }, t),
-                    run(
-                        &Probe::Icmp {
-                            to: "127.0.0.1".parse().unwrap(),
-                        },
-                        t,
-                    ),
-                    run(
-                        &Probe::Tcp {
-                            to: "127.0.0.1:1".parse().unwrap(),
-                        },
-                        t,
-                    ),
-                    run(
-                        &Probe::Udp {
-                            to: "127.0.0.1:1".parse().unwrap(),
-                        },
-                        t,
-                    ),
-                ]
-            })
-            .unwrap();
-        assert_eq!(results[0].observed, Observed::Connected);
-        assert_eq!(results[1].observed, Observed::Connected);
-        assert_eq!(results[2].observed, Observed::Connected);
-        assert!(
-            matches!(results[3].observed, Observed::Rejected(_)),
-            "{:?}",
-            results[3]
-        );
-        assert!(
-            matches!(results[4].observed, Observed::Rejected(_)),
-            "{:?}",
-            results[4]
-        );
     }
 }

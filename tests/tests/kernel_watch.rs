@@ -9,86 +9,35 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use corral_drill::lab::topology::PUBLIC_V4;
-use corral_drill::lab::{Lab, Observed, Probe};
-use corral_egress::host::{AppliedInputs, HostDrift, StateStore};
+use corral_drill::lab::{Observed, Probe};
+use corral_egress::host::HostDrift;
 use corral_egress::link::Links;
-use corral_egress::plan::test_support::profile;
-use corral_egress::resolve::Resolution;
-use corral_sandbox_core::config::{Config, HostConfig, PhaseProfiles};
-use corral_sandbox_core::{EgressMode, ProfileSet, WatchConfig, WatchReaction};
-use corral_service::host::{HostService, applied};
+use corral_sandbox_core::{WatchConfig, WatchReaction};
+use corral_service::host::applied;
 use corral_service::store::EventQuery;
-use corral_service::target::Target;
 use corral_service::watch::{Check, NoSandboxes, Outcome, StopHandle, Watcher};
 use corral_service::{Event, Store};
 
 const PROBE: Duration = Duration::from_millis(1500);
-const ALLOWED: (IpAddr, u16) = (IpAddr::V4(std::net::Ipv4Addr::new(203, 0, 113, 10)), 443);
 
-struct WatchLab {
-    lab: Lab,
-    path: String,
-    state: tempfile::TempDir,
-}
+#[path = "common/recorded_lab.rs"]
+mod recorded_lab;
+
+use recorded_lab::{ALLOWED, RecordedLab as WatchLab};
 
 impl WatchLab {
     /// The lab with corral's plan applied and recorded as `corral host
-    /// apply` records it.
-    fn new() -> Self {
-        let p = profile(
-            "wat",
-            "cb-wat",
-            "10.232.9.0/24",
-            EgressMode::Allowlist,
-            &["*.corral.test", "203.0.113.10:443/tcp"],
-        );
-        let lab = Lab::new(&ProfileSet::new(vec![p]).unwrap(), &Resolution::new()).unwrap();
-        lab.control().unwrap();
-        let path = format!(
-            "/proc/{}/fd/{}",
-            std::process::id(),
-            lab.topo.host.fd().as_raw_fd()
-        );
-        let state = tempfile::tempdir().unwrap();
-        let config = Config {
-            host: HostConfig::default(),
-            profiles: lab.profiles.clone(),
-            phases: PhaseProfiles::default(),
-        };
-        let bridges: Vec<String> = lab
-            .plan
-            .bridges
-            .iter()
-            .map(|b| b.name.to_string())
-            .collect();
-        let nets = lab.host.networks(&bridges).unwrap().to_nets();
-        let store = StateStore::new(state.path());
-        store
-            .save(
-                &AppliedInputs::new(&config, Resolution::new())
-                    .with_host_networks(Some(nets))
-                    .with_bindings(lab.plan.bindings.clone()),
-            )
-            .unwrap();
-        let me = Self { lab, path, state };
-        let planned = applied(&me.service().store()).unwrap().unwrap();
-        me.lab.host.apply(&planned.plan).unwrap();
+    /// apply` records it, reading back clean.
+    fn clean() -> Self {
+        let me = Self::new("wat", "10.232.9.0/24");
         assert_eq!(me.drift(), Vec::<HostDrift>::new());
         me
-    }
-
-    fn service(&self) -> HostService {
-        HostService::new(
-            Target::open(Some(&self.path)).unwrap(),
-            self.state.path().to_owned(),
-        )
     }
 
     fn drift(&self) -> Vec<HostDrift> {
@@ -234,7 +183,7 @@ fn a_deleted_table_is_healed_and_the_blocked_probe_is_blocked_again() {
     if !corral_test_support::gate::netns() {
         return;
     }
-    let w = WatchLab::new();
+    let w = WatchLab::clean();
     assert!(w.unlisted().blocked(), "enforced after apply");
     w.nft(&["delete", "table", "inet", "corral"]);
     // Control: with the table gone and no watch, the probe gets through.
@@ -279,7 +228,7 @@ fn a_deleted_rule_and_a_flushed_set_are_healed() {
     if !corral_test_support::gate::netns() {
         return;
     }
-    let w = WatchLab::new();
+    let w = WatchLab::clean();
     let planned = applied(&w.service().store()).unwrap().unwrap();
     let allow = planned
         .plan
@@ -330,7 +279,7 @@ fn corrals_own_apply_and_a_learned_element_are_not_tampering() {
     if !corral_test_support::gate::netns() {
         return;
     }
-    let w = WatchLab::new();
+    let w = WatchLab::clean();
     let running = w.watch(heal());
     assert!(matches!(
         running.start.as_ref().unwrap().outcome,
@@ -380,7 +329,7 @@ fn cut_sets_the_port_down_and_traffic_stops() {
     if !corral_test_support::gate::netns() {
         return;
     }
-    let w = WatchLab::new();
+    let w = WatchLab::clean();
     let running = w.watch(WatchConfig {
         reaction: WatchReaction::Cut,
         ..WatchConfig::default()

@@ -2,11 +2,11 @@
 
 use std::io;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
-use super::probe::Observed;
+use crate::Observed;
 
 static NEXT_ID: AtomicU16 = AtomicU16::new(0x4300);
 
@@ -20,16 +20,27 @@ const V6_ECHO_REPLY: u8 = 129;
 /// Sends one echo request to `to` and waits up to `timeout` for its reply
 /// or an ICMP error that quotes it.
 pub(crate) fn echo(to: IpAddr, timeout: Duration) -> Observed {
-    match echo_inner(to, timeout) {
+    echo_until(to, timeout, None).unwrap_or(Observed::TimedOut)
+}
+
+/// Like [`echo`], but gives up early, with `None`, once `stop` becomes
+/// readable: the caller learned the echo's fate some other way (the
+/// canary's sibling check, from the bridge) and wants the socket gone.
+pub fn echo_until(to: IpAddr, timeout: Duration, stop: Option<BorrowedFd<'_>>) -> Option<Observed> {
+    match echo_inner(to, timeout, stop) {
         Ok(o) => o,
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Observed::Error(format!(
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Some(Observed::Error(format!(
             "raw ICMP socket refused ({e}); CAP_NET_RAW is missing, run as root"
-        )),
-        Err(e) => super::probe::classify(&e),
+        ))),
+        Err(e) => Some(crate::classify(&e)),
     }
 }
 
-fn echo_inner(to: IpAddr, timeout: Duration) -> io::Result<Observed> {
+fn echo_inner(
+    to: IpAddr,
+    timeout: Duration,
+    stop: Option<BorrowedFd<'_>>,
+) -> io::Result<Option<Observed>> {
     // Distinct ids keep concurrent probes in one namespace apart (a raw
     // socket sees every ICMP packet of the namespace).
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
@@ -73,9 +84,13 @@ fn echo_inner(to: IpAddr, timeout: Duration) -> io::Result<Observed> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Ok(Observed::TimedOut);
+            return Ok(Some(Observed::TimedOut));
         }
-        set_timeout(&sock, left)?;
+        match wait(&sock, stop, left)? {
+            Ready::Reply => {}
+            Ready::Stop => return Ok(None),
+            Ready::Nothing => continue,
+        }
         let mut from: libc::sockaddr_storage = zeroed_storage();
         let mut from_len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
         // SAFETY: `buf` and `from` are valid for the lengths given.
@@ -84,7 +99,7 @@ fn echo_inner(to: IpAddr, timeout: Duration) -> io::Result<Observed> {
                 sock.as_raw_fd(),
                 buf.as_mut_ptr().cast(),
                 buf.len(),
-                0,
+                libc::MSG_DONTWAIT,
                 (&raw mut from).cast(),
                 &mut from_len,
             )
@@ -93,9 +108,9 @@ fn echo_inner(to: IpAddr, timeout: Duration) -> io::Result<Observed> {
             let e = io::Error::last_os_error();
             if matches!(
                 e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
             ) {
-                return Ok(Observed::TimedOut);
+                continue;
             }
             return Err(e);
         }
@@ -105,9 +120,49 @@ fn echo_inner(to: IpAddr, timeout: Duration) -> io::Result<Observed> {
             IpAddr::V6(_) => parse_v6(&buf[..n], id),
         };
         if let Some(v) = verdict {
-            return Ok(v);
+            return Ok(Some(v));
         }
     }
+}
+
+enum Ready {
+    Reply,
+    Stop,
+    Nothing,
+}
+
+/// Wait up to `left` for the socket or `stop` to be readable.
+fn wait(sock: &OwnedFd, stop: Option<BorrowedFd<'_>>, left: Duration) -> io::Result<Ready> {
+    let mut fds = [
+        libc::pollfd {
+            fd: sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: stop.map_or(-1, |s| s.as_raw_fd()),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // Round up: a sub-millisecond rest must not spin at 0.
+    let ms = i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+    // SAFETY: two valid pollfds (a negative fd is ignored by poll).
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(Ready::Nothing);
+        }
+        return Err(e);
+    }
+    if fds[1].revents != 0 {
+        return Ok(Ready::Stop);
+    }
+    if fds[0].revents != 0 {
+        return Ok(Ready::Reply);
+    }
+    Ok(Ready::Nothing)
 }
 
 /// An IPv4 raw read includes the IP header.
@@ -194,28 +249,6 @@ fn sockaddr(ip: IpAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
             (storage, size_of::<libc::sockaddr_in6>() as libc::socklen_t)
         }
     }
-}
-
-fn set_timeout(sock: &OwnedFd, d: Duration) -> io::Result<()> {
-    let tv = libc::timeval {
-        tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
-        // Always below 1_000_000, so it fits.
-        tv_usec: d.subsec_micros() as libc::suseconds_t,
-    };
-    // SAFETY: setsockopt reads `tv` for its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&raw const tv).cast(),
-            size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -14,33 +14,31 @@
 //! destination the tampering affects (an unlisted one for a deleted table
 //! or rule, the allowed one for a flushed allow set). Time zero is the
 //! moment `nft` exits (its change is committed by then). Needs root; run
-//! with `cargo bench -p corral-service --bench heal` (`ROUNDS=n`, default
+//! with `cargo bench -p corral-tests --bench heal` (`ROUNDS=n`, default
 //! 10).
 
 // Bench code: a failed step aborts the run with its message, as in tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use corral_drill::lab::topology::PUBLIC_V4;
-use corral_drill::lab::{Lab, Probe, probe_from};
-use corral_egress::host::{AppliedInputs, StateStore};
+use corral_drill::lab::{Probe, probe_from};
 use corral_egress::netns::Netns;
-use corral_egress::plan::test_support::profile;
-use corral_egress::resolve::Resolution;
-use corral_sandbox_core::config::{Config, HostConfig, PhaseProfiles};
-use corral_sandbox_core::{EgressMode, ProfileSet, WatchConfig};
-use corral_service::host::{HostService, applied};
-use corral_service::target::Target;
+use corral_sandbox_core::WatchConfig;
 use corral_service::watch::{Check, NoSandboxes, Outcome, Watcher};
 
-const ALLOWED: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 10)), 443);
+#[path = "../tests/common/recorded_lab.rs"]
+mod recorded_lab;
+
+use recorded_lab::RecordedLab;
+
+const ALLOWED: SocketAddr = SocketAddr::new(recorded_lab::ALLOWED.0, recorded_lab::ALLOWED.1);
 const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
 
 fn main() {
@@ -51,43 +49,9 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
-    let p = profile(
-        "hb",
-        "cb-hb",
-        "10.232.11.0/24",
-        EgressMode::Allowlist,
-        &["*.corral.test", "203.0.113.10:443/tcp"],
-    );
-    let lab = Lab::new(&ProfileSet::new(vec![p]).unwrap(), &Resolution::new()).unwrap();
-    lab.control().unwrap();
-    let path = format!(
-        "/proc/{}/fd/{}",
-        std::process::id(),
-        lab.topo.host.fd().as_raw_fd()
-    );
-    let state = tempfile::tempdir().unwrap();
-    let config = Config {
-        host: HostConfig::default(),
-        profiles: lab.profiles.clone(),
-        phases: PhaseProfiles::default(),
-    };
-    let bridges: Vec<String> = lab
-        .plan
-        .bridges
-        .iter()
-        .map(|b| b.name.to_string())
-        .collect();
-    let nets = lab.host.networks(&bridges).unwrap().to_nets();
-    StateStore::new(state.path())
-        .save(
-            &AppliedInputs::new(&config, Resolution::new())
-                .with_host_networks(Some(nets))
-                .with_bindings(lab.plan.bindings.clone()),
-        )
-        .unwrap();
-    let service = || HostService::new(Target::open(Some(&path)).unwrap(), state.path().to_owned());
-    let planned = applied(&service().store()).unwrap().unwrap();
-    lab.host.apply(&planned.plan).unwrap();
+    let recorded = RecordedLab::new("hb", "10.232.11.0/24");
+    let (lab, planned) = (&recorded.lab, &recorded.planned);
+    let service = || recorded.service();
 
     // Baseline: what a heal re-does (an apply of the recorded plan) and a
     // read-back, in this run.
@@ -120,7 +84,6 @@ fn main() {
     assert!(matches!(first.outcome, Outcome::Clean { .. }), "{first:?}");
 
     let sandbox = lab.sandbox("hb").ns.try_clone().unwrap();
-    let flow = Flow::start(&sandbox);
     let allow = planned
         .plan
         .inet
@@ -143,6 +106,9 @@ fn main() {
     );
     let mut rows = Vec::new();
     for (kind, dest, enforced_connects) in kinds {
+        // A flow of its own per kind, so a reset is charged to the
+        // tampering that caused it.
+        let flow = Flow::start(&sandbox);
         let mut restored = Vec::new();
         let mut healed = Vec::new();
         let mut leaked = 0usize;
@@ -195,19 +161,43 @@ fn main() {
             }
             healed.push(ms(healed_at.duration_since(t0)));
         }
-        rows.push((kind, restored, healed, leaked));
+        rows.push((kind, restored, healed, leaked, flow.stop()));
     }
-    let (echoes, failures, gap) = flow.stop();
     stop.stop();
     let _ = thread.join();
 
+    // Control for the running flow, with no watch and no corral code
+    // between the deletion and the re-apply: the table deleted, left away
+    // for as long as the watch's median heal took, then the same plan
+    // applied by hand. A flow that dies here dies of the window itself
+    // (the table took the NAT and the stateful accept with it), not of
+    // anything the heal does.
+    let window = Duration::from_secs_f64(pct(&rows[0].2, 50.0) / 1000.0);
+    let mut survived = 0;
+    for _ in 0..rounds {
+        let flow = Flow::start(&sandbox);
+        std::thread::sleep(Duration::from_millis(30));
+        nft(&lab.topo.host, &["delete", "table", "inet", "corral"]);
+        std::thread::sleep(window);
+        lab.host.apply_after(&planned.plan, None).unwrap();
+        std::thread::sleep(Duration::from_millis(600));
+        let (echoes, failures, _) = flow.stop();
+        if failures == 0 && echoes > 0 {
+            survived += 1;
+        }
+    }
     println!(
-        "| tampering | rounds | restored p50 (ms) | restored p99 (ms) | healed p50 (ms) | healed p99 (ms) | healed p50 / apply p50 | probes with the tampered outcome |"
+        "control, no watch: table deleted and re-applied by hand after {:.0} ms: the running flow survived {survived} of {rounds} rounds",
+        window.as_secs_f64() * 1000.0
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-    for (kind, restored, healed, leaked) in &rows {
+
+    println!(
+        "| tampering | rounds | restored p50 (ms) | restored p99 (ms) | healed p50 (ms) | healed p99 (ms) | healed p50 / apply p50 | probes with the tampered outcome | running allowed flow: echoes / failed / longest gap (ms) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    for (kind, restored, healed, leaked, (echoes, failures, gap)) in &rows {
         println!(
-            "| {kind} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {leaked} |",
+            "| {kind} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {leaked} | {echoes} / {failures} / {gap:.1} |",
             healed.len(),
             pct(restored, 50.0),
             pct(restored, 99.0),
@@ -216,9 +206,6 @@ fn main() {
             pct(healed, 50.0) / pct(&apply_ms, 50.0)
         );
     }
-    println!(
-        "running flow to the allowed destination: {echoes} echoes, {failures} failed, longest gap between echoes {gap:.1} ms"
-    );
 }
 
 /// The start of the first probe after `t0` that got the tampered outcome
