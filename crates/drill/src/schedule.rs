@@ -74,7 +74,8 @@ pub(crate) fn run_attacks(
 /// 2. the port-off-its-bridge attacks (one detachment per sandbox, the
 ///    sandboxes at once), while the gateways start;
 /// 3. `checks` (read-back: every L3 attack done, no name answered yet);
-/// 4. the DNS rows, then the L2 attacks and the gateway capacity attacks
+/// 4. the DNS rows and the learned-set flood (which swaps rulesets for
+///    its control), then the L2 attacks and the gateway capacity attacks
 ///    at the same time (the latter with controls of their own, the former
 ///    only ever dropping frames with the rules in force).
 pub(crate) struct Enforced {
@@ -119,6 +120,8 @@ impl Enforced {
         let (dns, l2_results) = match gateways {
             Ok(Ok(g)) => {
                 let mut dns = dns::profile_rows(lab, &g, timeout);
+                // Alone: it swaps the ruleset for its control.
+                dns.extend(attack::learned_flood::rows(lab, &g, timeout));
                 let (l2_results, capacity) = std::thread::scope(|s| {
                     let capacity = s.spawn(|| {
                         // The same pair as the capacity rows: one after the other.

@@ -194,15 +194,6 @@ fn outcome(r: std::io::Result<(usize, bool)>) -> Observed {
     }
 }
 
-/// Loads `plan`'s nftables tables into the lab's host (one transaction).
-fn load(lab: &Lab, plan: &HostPlan) -> Result<(), String> {
-    match lab.topo.host.run(|| corral_egress::nft::apply(plan)) {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
 /// The drill's class-12 rows (see the module docs): every shot of
 /// [`derive`] under corral's plan without class 12's rules (the control),
 /// then under the full plan, which is in force again when this returns
@@ -216,11 +207,11 @@ pub(crate) fn rows(lab: &Lab) -> Vec<DrillRow> {
         L3Shot::Conntrack(c) => outcome(launch(&lab.topo, &lab.topo.sandboxes[a.from], c)),
         _ => Observed::Error("not a conntrack attack".to_owned()),
     };
-    let control: Vec<Observed> = match load(lab, &without_flow_limits(&lab.plan)) {
+    let control: Vec<Observed> = match lab.load(&without_flow_limits(&lab.plan)) {
         Ok(()) => attacks.iter().map(run).collect(),
         Err(e) => vec![Observed::Error(format!("control ruleset: {e}")); attacks.len()],
     };
-    let enforced: Vec<(Observed, u64)> = match load(lab, &lab.plan) {
+    let enforced: Vec<(Observed, u64)> = match lab.load(&lab.plan) {
         Ok(()) => attacks
             .iter()
             .map(|a| {

@@ -12,7 +12,8 @@
 //! gateway services' capacity (DHCP pool starvation, TCP/53 connection
 //! exhaustion, a DNS flood); [`dhcp`] DHCP against a sibling's lease
 //! (quarantine, fragments) and the gateway's replies as a channel
-//! between siblings. The helpers here are what any attack needs;
+//! between siblings; [`learned_flood`] a hostile authority's answer
+//! against the learned sets' bound. The helpers here are what any attack needs;
 //! the L2 and gateway attacks return an [`Outcome`].
 
 pub mod conntrack_fill;
@@ -20,6 +21,7 @@ pub mod dhcp;
 pub mod gateway;
 pub mod l2;
 pub mod l3;
+pub mod learned_flood;
 pub mod related;
 
 use std::io;

@@ -16,7 +16,8 @@
 //! A blocked or NXDOMAIN result is thus the rules' or the filter's doing.
 
 mod names;
-use names::{allowed_name_entry, ask, host_octet, nxdomain_kept, resolved_to, unlisted_name};
+pub(crate) use names::allowed_name_entry;
+use names::{ask, host_octet, nxdomain_kept, resolved_to, unlisted_name};
 
 use super::report::{DrillRow, Expect, judge};
 use crate::lab::LabGateways;
@@ -545,6 +546,20 @@ mode = "none"
             dns.iter().all(|r| r.verdict == super::super::Verdict::Pass),
             "{dns:#?}"
         );
+        // dev lists names: the learned-set bound (class 4) runs on it, A and
+        // AAAA, each with its control (and passed: `report.ok()` below).
+        let rows4: Vec<&DrillRow> = report
+            .rows
+            .iter()
+            .filter(|r| r.probe.starts_with(crate::attack::learned_flood::PREFIX))
+            .collect();
+        for r in &rows4 {
+            eprintln!(
+                "{:?} {} -> {:?} (control {:?}) {} ms",
+                r.verdict, r.probe, r.observed, r.control, r.ms
+            );
+        }
+        assert_eq!(rows4.len(), 2, "{rows4:#?}");
         assert!(report.ok(), "{}", report.summary());
     }
 }

@@ -69,7 +69,7 @@ pub(super) fn nxdomain_kept(resp: &Response, leaked: bool) -> Observed {
 /// A name the profile admits, the port and transport to probe it on, and
 /// a TCP port its entry does not allow (when the entry names ports or a
 /// protocol at all).
-pub(super) fn allowed_name_entry(p: &Profile) -> Option<(String, u16, Transport, Option<u16>)> {
+pub(crate) fn allowed_name_entry(p: &Profile) -> Option<(String, u16, Transport, Option<u16>)> {
     p.allow.iter().find_map(|e| {
         let name = match &e.target {
             AllowTarget::Host(h) => h.normalized(),

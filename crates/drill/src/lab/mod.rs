@@ -126,6 +126,19 @@ impl Lab {
         Ok(self.host.apply(&self.plan)?)
     }
 
+    /// Loads `plan`'s nftables tables into the lab's host in one
+    /// transaction, nothing else: the rows whose control is corral's own
+    /// plan with one guard taken out swap rulesets with this (and put
+    /// [`Self::plan`] back with it). The tables are replaced whole, so
+    /// every set starts empty.
+    pub fn load(&self, plan: &HostPlan) -> Result<(), String> {
+        match self.topo.host.run(|| corral_egress::nft::apply(plan)) {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// Runs a probe from a sandbox.
     pub fn probe(&self, from: &SandboxNs, p: &Probe, timeout: Duration) -> ProbeResult {
         probe_from(&from.ns, p, timeout)
