@@ -13,6 +13,7 @@
 
 mod gateway_lab;
 
+use corral_drill::attack::gateway::ConnectFlood;
 use corral_drill::lab::{Observed, Transport};
 use corral_egress::netns::Netns;
 use corral_egress::nft::read_live;
@@ -199,11 +200,17 @@ fn class4_control_without_a_size_the_flood_is_learned_whole() {
     assert!(v6.len() > max, "control: v6 learned only {}", v6.len());
 }
 
-/// `CONNECTS` TCP/53 connects from `ns` to `gw`, `PACE` apart, each reset
-/// at once: (connected, elapsed).
-fn connect_flood(ns: &Netns, gw: Ipv4Addr) -> (usize, Duration) {
-    corral_drill::attack::gateway::connect_flood(ns, SocketAddr::new(gw.into(), 53), CONNECTS, PACE)
-        .unwrap()
+/// TCP/53 connects from `ns` to `gw`, `PACE` apart, each reset at once,
+/// until `enough_refused` were refused or `most` were tried.
+fn connect_flood(ns: &Netns, gw: Ipv4Addr, most: usize, enough_refused: usize) -> ConnectFlood {
+    corral_drill::attack::gateway::connect_flood(
+        ns,
+        SocketAddr::new(gw.into(), 53),
+        most,
+        enough_refused,
+        PACE,
+    )
+    .unwrap()
 }
 
 fn is_rate_rule(m: &Match) -> bool {
@@ -217,18 +224,21 @@ fn is_rate_rule(m: &Match) -> bool {
     )
 }
 
-const CONNECTS: usize = 1_000;
+/// Most connects a flood tries: at the 5 ms pace about 15 s, so even a
+/// machine loaded to sending only a little faster than the meter's rate
+/// empties its burst and is refused.
+const MOST: usize = 3_000;
+/// Refusals that end a flood: enough to tell the meter from a stray reset.
+const ENOUGH_REFUSED: usize = 20;
 /// Between two connects: longer than the kernel's connection-count GC
 /// interval (one jiffy), so the reset connections leave the per-source
 /// count and only the rate meter can refuse.
 const PACE: Duration = Duration::from_millis(5);
 
-/// Most connections the meter lets through in `elapsed` (burst, the rate
-/// over the whole second count, and one for a token refilled mid-way).
-fn allowed(elapsed: Duration) -> usize {
-    DNS_BURST as usize + (DNS_RATE as usize) * (elapsed.as_secs() as usize + 1) + 1
-}
-
+/// The meter holds the flood on positive evidence: connects are refused
+/// (the rate rule's reset), and no more go through than its burst and rate
+/// allow. A flood that is never refused fails, however slow the machine:
+/// a bound alone would pass whenever the flood is slower than the meter.
 #[test]
 fn class4_tcp_dns_connections_share_the_udp_rate() {
     if !corral_test_support::gate::netns() {
@@ -239,34 +249,36 @@ fn class4_tcp_dns_connections_share_the_udp_rate() {
         corral_gateway::DnsTiming::default(),
     );
     let sb = env.topo.sandbox("agent").unwrap();
-    let (ok, elapsed) = connect_flood(&sb.ns, sb.gateway_v4);
-    println!("limited: {ok} of {CONNECTS} connected in {elapsed:?}");
-    assert!(ok > 0, "TCP/53 never connected");
+    let r = connect_flood(&sb.ns, sb.gateway_v4, MOST, ENOUGH_REFUSED);
+    println!("limited: {r}");
+    assert!(r.connected > 0, "TCP/53 never connected: {r}");
     assert!(
-        ok <= allowed(elapsed),
-        "{ok} connections in {elapsed:?} exceed the {DNS_RATE}/s burst {DNS_BURST} meter"
+        r.refused >= ENOUGH_REFUSED,
+        "the {DNS_RATE}/s burst {DNS_BURST} meter never refused: {r}"
     );
+    assert!(r.held(), "more went through than the meter allows: {r}");
 }
 
 /// Control: with the rate rule taken out of the plan (the per-source count
-/// left in), the same flood connects past what the meter allows — or, on
-/// a machine loaded enough that the flood itself is slower than the
-/// meter's bound (1,000 of 1,000 connects in 13 s at load 15–18 against a
-/// bound of 1,201), every connect and more than the same flood got with
-/// the rule in the same run.
+/// left in), as many connects as the limited flood needed to be refused
+/// all go through: nothing but the rate rule refused them.
 #[test]
 fn class4_control_without_the_rate_rule_tcp_flood_passes() {
     if !corral_test_support::gate::netns() {
         return;
     }
-    let (limited, _) = {
+    let limited = {
         let env = env(
             vec![gateway_lab::allowlist_profile()],
             corral_gateway::DnsTiming::default(),
         );
         let sb = env.topo.sandbox("agent").unwrap();
-        connect_flood(&sb.ns, sb.gateway_v4)
+        connect_flood(&sb.ns, sb.gateway_v4, MOST, ENOUGH_REFUSED)
     };
+    assert!(
+        limited.refused >= ENOUGH_REFUSED,
+        "with the rule: never refused: {limited}"
+    );
     let env = env_with(
         vec![gateway_lab::allowlist_profile()],
         corral_gateway::DnsTiming::default(),
@@ -280,11 +292,15 @@ fn class4_control_without_the_rate_rule_tcp_flood_passes() {
         },
     );
     let sb = env.topo.sandbox("agent").unwrap();
-    let (ok, elapsed) = connect_flood(&sb.ns, sb.gateway_v4);
-    println!("control: {ok} of {CONNECTS} connected in {elapsed:?} (with the rule: {limited})");
+    let r = connect_flood(&sb.ns, sb.gateway_v4, limited.attempts, 1);
+    println!("control: {r} (with the rule: {limited})");
+    assert_eq!(
+        r.refused, 0,
+        "control: refused without the rate rule (something else limits TCP/53): {r}"
+    );
     assert!(
-        ok > allowed(elapsed) || (ok == CONNECTS && ok > limited),
-        "control: only {ok} connected in {elapsed:?} (with the rule: {limited}); something else limits TCP/53"
+        r.connected > limited.connected,
+        "control: {r}, no more than with the rule: {limited}"
     );
 }
 

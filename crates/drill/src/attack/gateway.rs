@@ -116,28 +116,88 @@ pub fn hold_tcp_dns(
     })
 }
 
-/// Opens `count` TCP/53 connections to `server` from `ns` one after
-/// another, `pace` apart, each reset at once (so none stays open against
-/// the per-source count): how many connected, and in how long.
+/// What a flood of TCP/53 connects got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectFlood {
+    /// Connects tried.
+    pub attempts: usize,
+    /// Connects that went through.
+    pub connected: usize,
+    /// Connects answered with a reset (the rate meter's `reject with tcp
+    /// reset`, or anything else that refuses them).
+    pub refused: usize,
+    /// How long the flood took.
+    pub elapsed: Duration,
+}
+
+impl ConnectFlood {
+    /// Most connects the gateway's per-source rate meter lets through in
+    /// [`Self::elapsed`]: its burst, its rate over every started second,
+    /// and one for a token refilled mid-way.
+    pub fn allowed(&self) -> usize {
+        use corral_egress::plan::bridge::{DNS_BURST, DNS_RATE};
+        DNS_BURST as usize + DNS_RATE as usize * (self.elapsed.as_secs() as usize + 1) + 1
+    }
+
+    /// Held by the meter, on positive evidence: connects were refused, and
+    /// no more went through than the meter allows. A flood that was never
+    /// refused proves nothing, however few got through (a slow machine
+    /// sends slower than the meter's rate), so it is never held.
+    pub fn held(&self) -> bool {
+        self.refused > 0 && self.connected <= self.allowed()
+    }
+}
+
+impl std::fmt::Display for ConnectFlood {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of {} TCP/53 connects went through, {} refused, in {:?} (the meter allows {})",
+            self.connected,
+            self.attempts,
+            self.refused,
+            self.elapsed,
+            self.allowed()
+        )
+    }
+}
+
+/// Opens TCP/53 connections to `server` from `ns` one after another,
+/// `pace` apart, each reset at once (so none stays open against the
+/// per-source count), until `enough_refused` were refused or `most` were
+/// tried. Stopping on refusals keeps the flood short where a meter holds
+/// it and long enough to reach the meter on a slow machine.
 pub fn connect_flood(
     ns: &Netns,
     server: SocketAddr,
-    count: usize,
+    most: usize,
+    enough_refused: usize,
     pace: Duration,
-) -> io::Result<(usize, Duration)> {
+) -> io::Result<ConnectFlood> {
     ns.run(|| {
         let start = Instant::now();
-        let mut ok = 0;
-        for _ in 0..count {
-            if let Ok(s) = TcpStream::connect_timeout(&server, Duration::from_millis(300)) {
-                // A reset leaves conntrack's count at once; a FIN would
-                // hold the slot until the gateway closes too.
-                let _ = reset_on_close(&s);
-                ok += 1;
+        let mut r = ConnectFlood {
+            attempts: 0,
+            connected: 0,
+            refused: 0,
+            elapsed: Duration::ZERO,
+        };
+        while r.attempts < most && r.refused < enough_refused {
+            r.attempts += 1;
+            match TcpStream::connect_timeout(&server, Duration::from_millis(300)) {
+                Ok(s) => {
+                    // A reset leaves conntrack's count at once; a FIN would
+                    // hold the slot until the gateway closes too.
+                    let _ = reset_on_close(&s);
+                    r.connected += 1;
+                }
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => r.refused += 1,
+                Err(_) => {}
             }
             std::thread::sleep(pace);
         }
-        (ok, start.elapsed())
+        r.elapsed = start.elapsed();
+        r
     })
 }
 
@@ -397,18 +457,11 @@ fn tcp_held(a: &SandboxNs, b: &SandboxNs, dns: SocketAddr, timeout: Duration) ->
 /// rate meter can refuse): landed when more connected than the per-source
 /// meter (`DNS_RATE`/s after `DNS_BURST`) lets through in that time.
 fn connect_flooded(a: &SandboxNs) -> Observed {
-    use corral_egress::plan::bridge::{DNS_BURST, DNS_RATE};
     let a_dns = SocketAddr::new(a.gateway_v4.into(), 53);
-    let (ok, elapsed) = match connect_flood(&a.ns, a_dns, 1_000, Duration::from_millis(5)) {
-        Ok(r) => r,
-        Err(e) => return Observed::Error(e.to_string()),
-    };
-    let allowed = DNS_BURST as usize + DNS_RATE as usize * (elapsed.as_secs() as usize + 1) + 1;
-    let detail = format!("{ok} of 1000 TCP/53 connects went through in {elapsed:?}");
-    if ok <= allowed {
-        Observed::Rejected(detail)
-    } else {
-        landed(detail)
+    match connect_flood(&a.ns, a_dns, 3_000, 20, Duration::from_millis(5)) {
+        Ok(r) if r.held() => Observed::Rejected(r.to_string()),
+        Ok(r) => landed(r.to_string()),
+        Err(e) => Observed::Error(e.to_string()),
     }
 }
 
