@@ -50,6 +50,7 @@
 
 #![warn(missing_docs)]
 
+pub mod advert;
 mod error;
 mod exit_watch;
 mod files;

@@ -9,6 +9,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV6, TcpListener, UdpSocke
 use std::path::Path;
 
 use corral_egress::netns::Netns;
+use corral_gateway::advert::{Advertisement, Router};
+use corral_sandbox_core::Profile;
+use corral_sandbox_core::sandbox::BoundNic;
 use corral_sandbox_core::verify::{OWN_TARGET_V4, OWN_TARGET_V6, OwnTargets};
 
 /// Where route lookups for the uplink address go when no canary is set:
@@ -31,6 +34,32 @@ impl HostSide {
     /// The namespace.
     pub fn ns(&self) -> &Netns {
         &self.ns
+    }
+
+    /// Sends the gateway's router advertisement out of the sandbox's own
+    /// port (`corral_gateway::advert`), so a sandbox whose link just came
+    /// up forms its IPv6 address now rather than after its link-local
+    /// address's detection (about a second), which `ipv6-allowed` would
+    /// wait out. Nothing to do where the profile has no /64 to announce.
+    pub fn advertise(&self, profile: &Profile, nic: &BoundNic) -> io::Result<()> {
+        let Some(prefix) = profile
+            .subnet_v6
+            .filter(|n| n.prefix_len() == corral_egress::plan::bindings::SLAAC_PREFIX_LEN)
+        else {
+            return Ok(());
+        };
+        let dns = corral_gateway::serves_dns(profile)
+            .then(|| profile.gateway_v6())
+            .flatten();
+        self.ns.run(|| {
+            let router = Router::of_bridge(profile.bridge.as_str())?;
+            Advertisement {
+                router,
+                prefix,
+                dns,
+            }
+            .send_on_port(nic.port.as_str(), nic.mac.octets())
+        })?
     }
 
     /// The address this host would send from toward `toward` (its uplink

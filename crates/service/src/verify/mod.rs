@@ -286,6 +286,18 @@ impl Verifier {
             }),
         };
         let host = self.host_side()?;
+        // First, so the sandbox forms its IPv6 address while the rest of
+        // the run is set up (`ipv6-allowed` waits for it).
+        if let Some(nic) = &info.nic
+            && let Err(e) = host.advertise(&profile, nic)
+        {
+            tracing::warn!(
+                sandbox = %info.name,
+                port = %nic.port,
+                "could not send the gateway's router advertisement to the sandbox's port \
+                 (its IPv6 address comes from its own solicitation instead): {e}"
+            );
+        }
         let uplink = host.uplink_address(cfg.canary).ok();
         let (lan_listener, host_lan_failed) = match uplink.map(|ip| (ip, host.listen(ip))) {
             Some((_, Ok(l))) => (Some(l), None),

@@ -1,0 +1,342 @@
+//! The gateway's router advertisement, sent out of one sandbox's port at
+//! once (docs/gateway.md, "IPv6 addressing").
+//!
+//! A sandbox forms its IPv6 address (SLAAC) from the gateway's
+//! advertisement. Left to itself it asks for one only once its link-local
+//! address has passed duplicate address detection, a second or more after
+//! its link came up, and the gateway answers that request to the
+//! link-local address alone; a sandbox ignores any advertisement sent to
+//! its link-local address while that address is still tentative. It does
+//! take one sent to all nodes at any time. So corral sends, out of the
+//! sandbox's own port only (a packet socket on the host-side interface,
+//! which no sibling shares), the advertisement the gateway would send:
+//! the same fields and options, in the order dnsmasq writes them (its
+//! own answers are compared with these in `tests/gateway_advert.rs`). It
+//! says nothing the gateway does not say anyway, and a sandbox can neither
+//! trigger nor shape it.
+//!
+//! Needs CAP_NET_RAW, in the network namespace of the bridge.
+
+use std::io;
+use std::net::Ipv6Addr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use ipnet::Ipv6Net;
+
+const ETH_P_IPV6: u16 = 0x86dd;
+const ICMPV6: u8 = 58;
+const ROUTER_ADVERTISEMENT: u8 = 134;
+/// ff02::1, all nodes on the link.
+const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+/// What dnsmasq (2.90) advertises for `ra-only` with no lease time:
+/// current hop limit 64, router lifetime 1,800 s, infinite prefix and
+/// resolver lifetimes, on-link and autonomous.
+const HOP_LIMIT: u8 = 64;
+const ROUTER_LIFETIME_SECS: u16 = 1_800;
+const INFINITE: u32 = u32::MAX;
+const ON_LINK_AUTONOMOUS: u8 = 0xc0;
+
+/// The router as the sandbox sees it: the bridge's link-layer and
+/// link-local addresses and its MTU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Router {
+    /// The bridge's MAC.
+    pub mac: [u8; 6],
+    /// The bridge's link-local address: the source of the gateway's
+    /// advertisements, so the router the sandbox learns is the same one.
+    pub link_local: Ipv6Addr,
+    /// The bridge's MTU.
+    pub mtu: u32,
+}
+
+impl Router {
+    /// Reads `bridge`'s addresses and MTU in the calling thread's network
+    /// namespace.
+    pub fn of_bridge(bridge: &str) -> io::Result<Router> {
+        let (mac, link_local) = mac_and_link_local(bridge)?;
+        Ok(Router {
+            mac,
+            link_local,
+            mtu: mtu(bridge)?,
+        })
+    }
+}
+
+/// One advertisement: the router, the profile's /64 and, when the gateway
+/// resolves names, its IPv6 address as the resolver (RDNSS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Advertisement {
+    /// Who advertises.
+    pub router: Router,
+    /// The prefix sandboxes form their address in.
+    pub prefix: Ipv6Net,
+    /// The resolver to announce, if any.
+    pub dns: Option<Ipv6Addr>,
+}
+
+impl Advertisement {
+    /// The ICMPv6 message, with its checksum for `router.link_local` →
+    /// `dst`. Options in dnsmasq's order: prefix, MTU, source link-layer
+    /// address, resolver.
+    pub fn icmp(&self, dst: Ipv6Addr) -> Vec<u8> {
+        let mut m = vec![ROUTER_ADVERTISEMENT, 0, 0, 0, HOP_LIMIT, 0];
+        m.extend_from_slice(&ROUTER_LIFETIME_SECS.to_be_bytes());
+        m.extend_from_slice(&[0; 8]); // reachable time, retransmit timer: unspecified
+        m.extend_from_slice(&[3, 4, self.prefix.prefix_len(), ON_LINK_AUTONOMOUS]);
+        m.extend_from_slice(&INFINITE.to_be_bytes());
+        m.extend_from_slice(&INFINITE.to_be_bytes());
+        m.extend_from_slice(&[0; 4]);
+        m.extend_from_slice(&self.prefix.network().octets());
+        m.extend_from_slice(&[5, 1, 0, 0]);
+        m.extend_from_slice(&self.router.mtu.to_be_bytes());
+        m.extend_from_slice(&[1, 1]);
+        m.extend_from_slice(&self.router.mac);
+        if let Some(dns) = self.dns {
+            m.extend_from_slice(&[25, 3, 0, 0]);
+            m.extend_from_slice(&INFINITE.to_be_bytes());
+            m.extend_from_slice(&dns.octets());
+        }
+        let sum = checksum(&self.router.link_local, &dst, &m);
+        m[2..4].copy_from_slice(&sum.to_be_bytes());
+        m
+    }
+
+    /// The whole frame to `to_mac`: IPv6 to all nodes, hop limit 255.
+    pub fn frame(&self, to_mac: [u8; 6]) -> Vec<u8> {
+        let icmp = self.icmp(ALL_NODES);
+        let mut f = Vec::with_capacity(14 + 40 + icmp.len());
+        f.extend_from_slice(&to_mac);
+        f.extend_from_slice(&self.router.mac);
+        f.extend_from_slice(&ETH_P_IPV6.to_be_bytes());
+        f.extend_from_slice(&[0x60, 0, 0, 0]);
+        f.extend_from_slice(&u16::try_from(icmp.len()).unwrap_or(0).to_be_bytes());
+        f.extend_from_slice(&[ICMPV6, 255]);
+        f.extend_from_slice(&self.router.link_local.octets());
+        f.extend_from_slice(&ALL_NODES.octets());
+        f.extend_from_slice(&icmp);
+        f
+    }
+
+    /// Sends it out of `port` (the host-side interface of one sandbox's
+    /// NIC, in the calling thread's namespace) to `to_mac`, the sandbox's
+    /// MAC, bypassing the bridge: no other port gets it.
+    pub fn send_on_port(&self, port: &str, to_mac: [u8; 6]) -> io::Result<()> {
+        let index = if_index(port)?;
+        let f = self.frame(to_mac);
+        // Protocol 0: this socket only sends, so it never queues a frame.
+        // SAFETY: plain socket(2); the fd is owned at once.
+        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh valid fd owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: all-zero is a valid sockaddr_ll; the fields follow.
+        let mut to: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        to.sll_family = libc::AF_PACKET as u16;
+        to.sll_protocol = ETH_P_IPV6.to_be();
+        to.sll_ifindex = index;
+        to.sll_halen = 6;
+        to.sll_addr[..6].copy_from_slice(&to_mac);
+        // SAFETY: `f` and `to` are alive for the call, lengths are theirs.
+        let rc = unsafe {
+            libc::sendto(
+                fd.as_raw_fd(),
+                f.as_ptr().cast(),
+                f.len(),
+                0,
+                (&raw const to).cast(),
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// The one's-complement checksum of ICMPv6 (RFC 4443 §2.3) over the
+/// pseudo-header and `body` (whose checksum field is zero).
+fn checksum(src: &Ipv6Addr, dst: &Ipv6Addr, body: &[u8]) -> u16 {
+    let len = u32::try_from(body.len()).unwrap_or(u32::MAX);
+    let mut bytes = Vec::with_capacity(40 + body.len() + 1);
+    bytes.extend_from_slice(&src.octets());
+    bytes.extend_from_slice(&dst.octets());
+    bytes.extend_from_slice(&len.to_be_bytes());
+    bytes.extend_from_slice(&[0, 0, 0, ICMPV6]);
+    bytes.extend_from_slice(body);
+    if bytes.len() % 2 == 1 {
+        bytes.push(0);
+    }
+    let mut sum: u32 = bytes
+        .chunks_exact(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    // The fold above leaves at most 16 bits.
+    !(sum as u16)
+}
+
+fn if_index(name: &str) -> io::Result<i32> {
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name holds a NUL"))?;
+    // SAFETY: a NUL-terminated name alive for the call.
+    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if index == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    i32::try_from(index).map_err(|_| io::Error::other("interface index out of range"))
+}
+
+fn mtu(name: &str) -> io::Result<u32> {
+    // SAFETY: plain socket(2); the fd is owned at once.
+    let raw = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh valid fd owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: all-zero is a valid ifreq.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    let bytes = name.as_bytes();
+    if bytes.len() >= req.ifr_name.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("interface name `{name}` is too long"),
+        ));
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: SIOCGIFMTU reads the name and writes ifru_mtu of `req`.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFMTU, &mut req) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the ioctl above filled the MTU member.
+    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+    u32::try_from(mtu).map_err(|_| io::Error::other("negative MTU"))
+}
+
+fn mac_and_link_local(name: &str) -> io::Result<([u8; 6], Ipv6Addr)> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head`, freed below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let (mut mac, mut ll) = (None, None);
+    let mut at = head;
+    while !at.is_null() {
+        // SAFETY: a node of the list getifaddrs returned.
+        let ifa = unsafe { &*at };
+        at = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
+            continue;
+        }
+        // SAFETY: a NUL-terminated name owned by the list.
+        if unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_bytes() != name.as_bytes() {
+            continue;
+        }
+        // SAFETY: ifa_addr is non-null and starts with a family.
+        match i32::from(unsafe { (*ifa.ifa_addr).sa_family }) {
+            libc::AF_PACKET => {
+                // SAFETY: an AF_PACKET address is a sockaddr_ll.
+                let a = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_ll>() };
+                if a.sll_halen == 6 {
+                    let mut m = [0u8; 6];
+                    m.copy_from_slice(&a.sll_addr[..6]);
+                    mac = Some(m);
+                }
+            }
+            libc::AF_INET6 => {
+                // SAFETY: an AF_INET6 address is a sockaddr_in6.
+                let a = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_in6>() };
+                let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
+                if ip.is_unicast_link_local() && ll.is_none() {
+                    ll = Some(ip);
+                }
+            }
+            _ => {}
+        }
+    }
+    // SAFETY: the list from getifaddrs above, freed once.
+    unsafe { libc::freeifaddrs(head) };
+    match (mac, ll) {
+        (Some(m), Some(l)) => Ok((m, l)),
+        (None, _) => Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("interface `{name}` has no link-layer address here"),
+        )),
+        (_, None) => Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("interface `{name}` has no link-local IPv6 address (is it up, with IPv6 on?)"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What dnsmasq 2.90 sent (captured on a bridge with `enable-ra`,
+    /// `dhcp-range=fd00:77::,ra-only,64` and
+    /// `dhcp-option=option6:dns-server,[fd00:77::1]`), unicast to the
+    /// link-local address that asked, from the bridge's.
+    const DNSMASQ: &str = "8600cf3d400007080000000000000000030440c0ffffffffffffffff00000000\
+fd00007700000000000000000000000005010000000005dc01018a7de18c65b019030000ffffffff\
+fd000077000000000000000000000001";
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    fn captured() -> Advertisement {
+        Advertisement {
+            router: Router {
+                mac: [0x8a, 0x7d, 0xe1, 0x8c, 0x65, 0xb0],
+                link_local: "fe80::a80f:7ff:fe29:c915".parse().unwrap(),
+                mtu: 1500,
+            },
+            prefix: "fd00:77::/64".parse().unwrap(),
+            dns: Some("fd00:77::1".parse().unwrap()),
+        }
+    }
+
+    #[test]
+    fn the_message_is_dnsmasqs_byte_for_byte() {
+        // The same destination as the capture, so the checksums agree too.
+        let to: Ipv6Addr = "fe80::cc88:63ff:fe72:8a8a".parse().unwrap();
+        assert_eq!(captured().icmp(to), hex(DNSMASQ));
+    }
+
+    #[test]
+    fn without_a_resolver_there_is_no_rdnss_option() {
+        let a = Advertisement {
+            dns: None,
+            ..captured()
+        };
+        let m = a.icmp(ALL_NODES);
+        assert_eq!(m.len(), hex(DNSMASQ).len() - 24);
+        assert!(!m[16..].chunks(8).any(|c| c[0] == 25));
+    }
+
+    #[test]
+    fn the_frame_goes_to_all_nodes_from_the_router_with_a_valid_checksum() {
+        let a = captured();
+        let to = [2, 0, 0, 0, 0, 9];
+        let f = a.frame(to);
+        assert_eq!(&f[..6], &to);
+        assert_eq!(&f[6..12], &a.router.mac);
+        let ip = &f[14..54];
+        assert_eq!((ip[6], ip[7]), (ICMPV6, 255));
+        assert_eq!(&ip[8..24], &a.router.link_local.octets());
+        assert_eq!(&ip[24..40], &ALL_NODES.octets());
+        // Data holding its own correct checksum sums to zero.
+        assert_eq!(checksum(&a.router.link_local, &ALL_NODES, &f[54..]), 0);
+    }
+}
