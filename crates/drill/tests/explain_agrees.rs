@@ -24,7 +24,7 @@ use corral_drill::lab::topology::{
     TCP_PORTS, UDP_PORTS,
 };
 use corral_drill::lab::{Lab, Observed, Probe, Transport, allowlisted_endpoints};
-use corral_egress::plan::eval::{Flow, Learned};
+use corral_egress::plan::eval::Learned;
 use corral_egress::plan::explain::one_line;
 use corral_egress::plan::trace::TraceVerdict;
 use corral_egress::plan::{AddrFamily, SetKind};
@@ -232,25 +232,6 @@ fn candidates(lab: &Lab, sb: &SandboxNs) -> Vec<Probe> {
     out
 }
 
-fn flow(sb: &SandboxNs, p: &Probe) -> Flow {
-    let dst = p.ip();
-    let (protocol, dport) = match p {
-        Probe::Tcp { to } => (6, Some(to.port())),
-        Probe::Udp { to } => (17, Some(to.port())),
-        Probe::Icmp { to } => (if to.is_ipv4() { 1 } else { 58 }, None),
-    };
-    let src = match (dst, sb.v6) {
-        (IpAddr::V6(_), Some(v6)) => IpAddr::V6(v6),
-        _ => IpAddr::V4(sb.v4),
-    };
-    Flow {
-        protocol,
-        src,
-        dst,
-        dport,
-    }
-}
-
 /// What the gateway resolver would have learned: [`LEARNED_V4`] and
 /// [`LEARNED_V6`] in every dynamic set of their family (added with `nft`
 /// in the lab's host, as dnsmasq adds them), so learned accepts are
@@ -347,7 +328,7 @@ fn agree(specs: &[ProfileSpec], packets: &[PacketSpec]) -> Result<(usize, usize)
     let mut learned_hits = 0;
     for (from, probe) in &chosen {
         let sb = &lab.topo.sandboxes[*from];
-        let trace = lab.plan.trace(&flow(sb, probe), &learned);
+        let trace = lab.plan.trace(&sb.flow_of(probe), &learned);
         let mut r = lab.probe(sb, probe, WAIT);
         if r.observed == Observed::TimedOut && trace.verdict == TraceVerdict::Allow {
             // A loaded machine can be slow to answer: a drop must hold for

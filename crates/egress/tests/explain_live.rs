@@ -29,7 +29,7 @@ use corral_drill::lab::topology::{
 use corral_drill::lab::{Lab, Observed, Probe};
 use corral_egress::host::LiveAsk;
 use corral_egress::nft::live_trace::LiveVerdict;
-use corral_egress::plan::eval::{Flow, Learned};
+use corral_egress::plan::eval::Learned;
 use corral_egress::plan::render::range_text;
 use corral_egress::plan::trace::TraceVerdict;
 use corral_egress::plan::{SetKind, TableFamily};
@@ -106,25 +106,6 @@ fn candidates(lab: &Lab, sb: &SandboxNs) -> Vec<Probe> {
         out.push(tcp(IpAddr::V4(other.v4), SANDBOX_PORT));
     }
     out
-}
-
-fn flow(sb: &SandboxNs, p: &Probe) -> Flow {
-    let dst = p.ip();
-    let (protocol, dport) = match p {
-        Probe::Tcp { to } => (6, Some(to.port())),
-        Probe::Udp { to } => (17, Some(to.port())),
-        Probe::Icmp { to } => (if to.is_ipv4() { 1 } else { 58 }, None),
-    };
-    let src = match (dst, sb.v6) {
-        (IpAddr::V6(_), Some(v6)) => IpAddr::V6(v6),
-        _ => IpAddr::V4(sb.v4),
-    };
-    Flow {
-        protocol,
-        src,
-        dst,
-        dport,
-    }
 }
 
 /// `nft ARGS` in the lab's host (the test's tampering tool; the product
@@ -361,7 +342,7 @@ fn agree(
     let (from0, probe0) = &chosen[0];
     let first = lab
         .plan
-        .trace(&flow(&lab.topo.sandboxes[*from0], probe0), &Learned::new());
+        .trace(&lab.topo.sandboxes[*from0].flow_of(probe0), &Learned::new());
     let aimed = format!(
         "{} {}",
         daddr(probe0.ip()),
@@ -386,7 +367,7 @@ fn agree(
             let sb = &lab.topo.sandboxes[*from];
             LiveAsk {
                 bridge: sb.bridge.clone(),
-                flow: flow(sb, p),
+                flow: sb.flow_of(p),
             }
         })
         .collect();
@@ -426,7 +407,7 @@ fn agree(
             )));
         };
         blocked += usize::from(kernel == LiveVerdict::Block);
-        let plan = lab.plan.trace(&flow(sb, probe), &Learned::new());
+        let plan = lab.plan.trace(&sb.flow_of(probe), &Learned::new());
         wrong_plan += usize::from(plan_word(plan.verdict) != kernel);
         prop_assert_eq!(
             kernel,

@@ -66,6 +66,7 @@ mod process;
 mod render;
 mod reservations;
 mod resolv_conf;
+pub mod resolver;
 mod spec;
 pub mod test_upstream;
 pub mod wire;

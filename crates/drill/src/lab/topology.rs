@@ -145,6 +145,30 @@ pub struct SandboxNs {
     _listeners: Listeners,
 }
 
+impl SandboxNs {
+    /// The flow `p` sends from this sandbox, as the plan's evaluator and
+    /// `explain` take it: from its IPv6 address to an IPv6 destination
+    /// (when it has one), else from its IPv4 address.
+    pub fn flow_of(&self, p: &Probe) -> corral_egress::plan::eval::Flow {
+        let dst = p.ip();
+        let (protocol, dport) = match p {
+            Probe::Tcp { to } => (6, Some(to.port())),
+            Probe::Udp { to } => (17, Some(to.port())),
+            Probe::Icmp { to } => (if to.is_ipv4() { 1 } else { 58 }, None),
+        };
+        let src = match (dst, self.v6) {
+            (IpAddr::V6(_), Some(v6)) => IpAddr::V6(v6),
+            _ => IpAddr::V4(self.v4),
+        };
+        corral_egress::plan::eval::Flow {
+            protocol,
+            src,
+            dst,
+            dport,
+        }
+    }
+}
+
 /// The whole simulated host.
 #[derive(Debug)]
 pub struct Topology {
