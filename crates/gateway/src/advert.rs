@@ -18,9 +18,10 @@
 //! Needs CAP_NET_RAW, in the network namespace of the bridge.
 
 use std::io;
-use std::net::Ipv6Addr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use corral_egress::link::Links;
 use ipnet::Ipv6Net;
 
 const ETH_P_IPV6: u16 = 0x86dd;
@@ -50,14 +51,32 @@ pub struct Router {
 }
 
 impl Router {
-    /// Reads `bridge`'s addresses and MTU in the calling thread's network
-    /// namespace.
-    pub fn of_bridge(bridge: &str) -> io::Result<Router> {
-        let (mac, link_local) = mac_and_link_local(bridge)?;
+    /// Reads `bridge`'s addresses and MTU over rtnetlink, in the calling
+    /// thread's network namespace.
+    pub async fn of_bridge(bridge: &str) -> io::Result<Router> {
+        let failed = |e: corral_egress::link::LinkError| io::Error::other(e.to_string());
+        let links = Links::connect().map_err(failed)?;
+        let link = links.require(bridge).await.map_err(failed)?;
+        let missing = |what: &str| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("bridge `{bridge}` has no {what} (is it up, with IPv6 on?)"),
+            )
+        };
+        let link_local = links
+            .addresses(bridge)
+            .await
+            .map_err(failed)?
+            .into_iter()
+            .find_map(|n| match n.addr() {
+                IpAddr::V6(ip) if ip.is_unicast_link_local() => Some(ip),
+                _ => None,
+            })
+            .ok_or_else(|| missing("link-local IPv6 address"))?;
         Ok(Router {
-            mac,
+            mac: link.mac.ok_or_else(|| missing("Ethernet address"))?,
             link_local,
-            mtu: mtu(bridge)?,
+            mtu: link.mtu.ok_or_else(|| missing("MTU"))?,
         })
     }
 }
@@ -189,91 +208,6 @@ fn if_index(name: &str) -> io::Result<i32> {
         return Err(io::Error::last_os_error());
     }
     i32::try_from(index).map_err(|_| io::Error::other("interface index out of range"))
-}
-
-fn mtu(name: &str) -> io::Result<u32> {
-    // SAFETY: plain socket(2); the fd is owned at once.
-    let raw = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a fresh valid fd owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: all-zero is a valid ifreq.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    let bytes = name.as_bytes();
-    if bytes.len() >= req.ifr_name.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("interface name `{name}` is too long"),
-        ));
-    }
-    for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    // SAFETY: SIOCGIFMTU reads the name and writes ifru_mtu of `req`.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFMTU, &mut req) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the ioctl above filled the MTU member.
-    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
-    u32::try_from(mtu).map_err(|_| io::Error::other("negative MTU"))
-}
-
-fn mac_and_link_local(name: &str) -> io::Result<([u8; 6], Ipv6Addr)> {
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `head`, freed below.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let (mut mac, mut ll) = (None, None);
-    let mut at = head;
-    while !at.is_null() {
-        // SAFETY: a node of the list getifaddrs returned.
-        let ifa = unsafe { &*at };
-        at = ifa.ifa_next;
-        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
-            continue;
-        }
-        // SAFETY: a NUL-terminated name owned by the list.
-        if unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_bytes() != name.as_bytes() {
-            continue;
-        }
-        // SAFETY: ifa_addr is non-null and starts with a family.
-        match i32::from(unsafe { (*ifa.ifa_addr).sa_family }) {
-            libc::AF_PACKET => {
-                // SAFETY: an AF_PACKET address is a sockaddr_ll.
-                let a = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_ll>() };
-                if a.sll_halen == 6 {
-                    let mut m = [0u8; 6];
-                    m.copy_from_slice(&a.sll_addr[..6]);
-                    mac = Some(m);
-                }
-            }
-            libc::AF_INET6 => {
-                // SAFETY: an AF_INET6 address is a sockaddr_in6.
-                let a = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_in6>() };
-                let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
-                if ip.is_unicast_link_local() && ll.is_none() {
-                    ll = Some(ip);
-                }
-            }
-            _ => {}
-        }
-    }
-    // SAFETY: the list from getifaddrs above, freed once.
-    unsafe { libc::freeifaddrs(head) };
-    match (mac, ll) {
-        (Some(m), Some(l)) => Ok((m, l)),
-        (None, _) => Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("interface `{name}` has no link-layer address here"),
-        )),
-        (_, None) => Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("interface `{name}` has no link-local IPv6 address (is it up, with IPv6 on?)"),
-        )),
-    }
 }
 
 #[cfg(test)]

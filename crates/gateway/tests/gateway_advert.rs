@@ -84,7 +84,7 @@ fn advertisement(env: &Env, sb: &SandboxNs) -> Advertisement {
     let router = env
         .topo
         .host
-        .run(|| Router::of_bridge(&sb.bridge))
+        .run_async(|| Router::of_bridge(&sb.bridge))
         .unwrap()
         .unwrap();
     Advertisement {

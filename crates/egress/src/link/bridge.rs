@@ -266,6 +266,8 @@ mod tests {
             isolated: None,
             netfilter: None,
             group: 0,
+            mac: None,
+            mtu: None,
         }
     }
 

@@ -108,6 +108,10 @@ pub struct LinkState {
     pub netfilter: Option<BridgeNetfilter>,
     /// The netdev group (`IFLA_GROUP`; 0 is the default group).
     pub group: u32,
+    /// The link-layer address, when it is an Ethernet one.
+    pub mac: Option<[u8; 6]>,
+    /// The MTU.
+    pub mtu: Option<u32>,
 }
 
 impl LinkState {
@@ -122,10 +126,14 @@ impl LinkState {
             isolated: None,
             netfilter: None,
             group: 0,
+            mac: None,
+            mtu: None,
         };
         for attr in &msg.attributes {
             match attr {
                 LinkAttribute::Group(g) => state.group = *g,
+                LinkAttribute::Address(a) => state.mac = <[u8; 6]>::try_from(a.as_slice()).ok(),
+                LinkAttribute::Mtu(m) => state.mtu = Some(*m),
                 LinkAttribute::IfName(n) => state.name.clone_from(n),
                 LinkAttribute::IfAlias(a) => state.alias = Some(a.clone()),
                 LinkAttribute::Controller(c) => state.controller = Some(*c),

@@ -51,8 +51,8 @@ impl HostSide {
         let dns = corral_gateway::serves_dns(profile)
             .then(|| profile.gateway_v6())
             .flatten();
-        self.ns.run(|| {
-            let router = Router::of_bridge(profile.bridge.as_str())?;
+        self.ns.run_async(|| async {
+            let router = Router::of_bridge(profile.bridge.as_str()).await?;
             Advertisement {
                 router,
                 prefix,
