@@ -116,7 +116,7 @@ fn gateway_view(lab: &HostLab, addresses: &Value) -> String {
                 dirs.push(path);
             } else if path
                 .file_name()
-                .is_some_and(|f| f == "log" || f == "leases")
+                .is_some_and(|f| f == "dnsmasq.log" || f == "leases")
             {
                 logs.push(path);
             }
@@ -125,6 +125,9 @@ fn gateway_view(lab: &HostLab, addresses: &Value) -> String {
     for log in logs {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         out.push_str(&format!("--- {}\n", log.display()));
+        if log.file_name().is_some_and(|f| f == "dnsmasq.log") {
+            out.push_str(&unanswered(&text));
+        }
         for line in text.lines() {
             if ips
                 .iter()
@@ -141,14 +144,91 @@ fn gateway_view(lab: &HostLab, addresses: &Value) -> String {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
+    let fdb = std::process::Command::new("bridge")
+        .args(["fdb", "show", "br", &bridge])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    out.push_str(&format!(
+        "--- bridge fdb show br {bridge} (learned entries)\n"
+    ));
+    for line in fdb.lines().filter(|l| !l.contains("permanent")) {
+        out.push_str(line);
+        out.push('\n');
+    }
     out.push_str(&format!("--- ip neigh show dev {bridge} ({ips:?})\n"));
+    // A disposed sandbox reports no address: then every entry, so an
+    // entry holding another port's MAC for an address shows.
     for line in neigh.lines() {
-        if ips.iter().any(|ip| line.starts_with(&format!("{ip} "))) {
+        if ips.is_empty() || ips.iter().any(|ip| line.starts_with(&format!("{ip} "))) {
             out.push_str(line);
             out.push('\n');
         }
     }
     out
+}
+
+/// From a gateway's `log-queries=extra` log: how many askers looked a
+/// name up, and every query that got neither a reply nor a forward (its
+/// serial, asker and lines), then the log's last lines: whether a refused
+/// start's lookup reached dnsmasq at all, and whether dnsmasq answered.
+fn unanswered(log: &str) -> String {
+    // `<date> dnsmasq[<pid>]: <serial> <ip>/<port> <what>`
+    let mut by_serial: BTreeMap<u64, (String, Vec<String>)> = BTreeMap::new();
+    for line in log.lines() {
+        let Some((_, rest)) = line.split_once("]: ") else {
+            continue;
+        };
+        let mut words = rest.splitn(3, ' ');
+        let (Some(serial), Some(asker), Some(what)) = (words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        let (Ok(serial), Some((ip, _))) = (serial.parse::<u64>(), asker.split_once('/')) else {
+            continue;
+        };
+        let e = by_serial
+            .entry(serial)
+            .or_insert_with(|| (ip.to_owned(), Vec::new()));
+        e.1.push(what.to_owned());
+    }
+    let askers: std::collections::BTreeSet<&str> =
+        by_serial.values().map(|(ip, _)| ip.as_str()).collect();
+    let open: Vec<String> = by_serial
+        .iter()
+        .filter(|(_, (_, lines))| {
+            lines.iter().any(|l| l.starts_with("query["))
+                && !lines.iter().any(|l| {
+                    l.starts_with("reply") || l.starts_with("forwarded") || l.starts_with("config")
+                })
+        })
+        .map(|(serial, (ip, lines))| format!("  {serial} from {ip}: {lines:?}\n"))
+        .collect();
+    // A canary asks a few times; one whose answers never arrive asks on
+    // (its probe resends within its bound, and the check is tried twice).
+    let mut per_asker: BTreeMap<&str, usize> = BTreeMap::new();
+    for (ip, lines) in by_serial.values() {
+        if lines.iter().any(|l| l.starts_with("query[")) {
+            *per_asker.entry(ip.as_str()).or_insert(0) += 1;
+        }
+    }
+    let most: Vec<String> = {
+        let mut v: Vec<(&str, usize)> = per_asker.into_iter().collect();
+        v.sort_by_key(|e| std::cmp::Reverse(e.1));
+        v.into_iter()
+            .take(5)
+            .map(|(ip, n)| format!("{ip}: {n}"))
+            .collect()
+    };
+    let tail: Vec<&str> = log.lines().rev().take(20).collect();
+    format!(
+        "{} queries from {} askers; most queries by one asker: {most:?}; unanswered ({}):\n{}last lines:\n{}\n",
+        by_serial.len(),
+        askers.len(),
+        open.len(),
+        open.concat(),
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    )
 }
 
 fn tally(results: &[(String, u16, Value)]) -> BTreeMap<u16, usize> {

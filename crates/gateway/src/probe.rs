@@ -30,12 +30,15 @@ pub enum ProbeError {
         source: io::Error,
     },
     /// No answer in time (dropped on the way, or nobody listens).
-    #[error("DNS query for `{name}` to {server} got no answer within {timeout:?}")]
+    #[error("DNS query for `{name}` to {server}{} got no answer within {timeout:?}", from.map(|f| format!(" from {f}")).unwrap_or_default())]
     Timeout {
         /// The name asked.
         name: String,
         /// The server asked.
         server: SocketAddr,
+        /// The address it was asked from, when the socket had one (which
+        /// source a lost lookup used is the first question about it).
+        from: Option<SocketAddr>,
         /// How long we waited.
         timeout: Duration,
     },
@@ -121,6 +124,7 @@ pub fn query(
         .ok_or_else(|| ProbeError::Timeout {
             name: name.to_owned(),
             server,
+            from: sock.local_addr().ok(),
             timeout,
         })
 }
@@ -136,6 +140,7 @@ pub fn query_tcp(
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ProbeError::Timeout {
             name: name.to_owned(),
             server,
+            from: None,
             timeout,
         },
         _ => ProbeError::Io {
