@@ -13,8 +13,7 @@ use std::time::Duration;
 use corral_egress::netns::Netns;
 use corral_sandbox_core::sandbox::Sandbox;
 use corral_sandbox_core::verify::{
-    CanaryCheck, CanaryPlan, CheckKind, CheckResult, ControlResult, DNS_PORT, Expectation,
-    Observed, ProbeTarget,
+    CanaryCheck, CanaryPlan, CheckKind, CheckResult, ControlResult, DNS_PORT, Observed, ProbeTarget,
 };
 
 use super::guest;
@@ -70,15 +69,13 @@ fn in_ns(ns: &Netns, target: &ProbeTarget, bound: Duration, resolver: Option<Soc
         })
 }
 
-/// A check that expects its destination reached and missed it is tried
-/// once more, and `again` is that second try: one lost handshake or
-/// lookup on a loaded host (a gateway busy with a hundred starts at once)
-/// is not a broken allowlist, and failing it would dispose of a sound
-/// sandbox. A check that proves a block is never tried again: a block
-/// seen once holds, and a breach seen once is a breach. Both tries are in
-/// the output.
+/// `first`, or, for a check that may be tried twice
+/// ([`CanaryCheck::tries`]: one that expects its destination reached) and
+/// missed, the second try `again` with both in its output. The gate
+/// allows such a check the bound of both tries
+/// ([`CanaryCheck::time_allowed`]).
 fn retried(check: &CanaryCheck, first: Seen, again: impl FnOnce() -> Seen) -> Seen {
-    if check.expect != Expectation::Connects || first.observed.reached() {
+    if check.tries() < 2 || first.observed.reached() {
         return first;
     }
     let second = again();
@@ -179,7 +176,7 @@ pub async fn run(plan: &CanaryPlan, side: SandboxSide<'_>, host: &HostSide) -> V
                 };
                 let tries = async {
                     let first = guest::probe(sandbox, check).await;
-                    if check.expect != Expectation::Connects || first.observed.reached() {
+                    if check.tries() < 2 || first.observed.reached() {
                         return first;
                     }
                     let second = guest::probe(sandbox, check).await;
@@ -214,6 +211,7 @@ pub fn gateway_resolver(gw: std::net::IpAddr) -> SocketAddr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use corral_sandbox_core::verify::Expectation;
 
     fn check(expect: Expectation) -> CanaryCheck {
         CanaryCheck {

@@ -210,6 +210,27 @@ pub struct CanaryCheck {
     pub control: Option<ProbeTarget>,
 }
 
+impl CanaryCheck {
+    /// How many times the prober runs this check at most: a check that
+    /// expects its destination reached and missed it is tried once more
+    /// (one lost handshake or lookup on a loaded host is not a broken
+    /// allowlist, and failing it would dispose of a sound sandbox); a
+    /// check that proves a block runs once (a block seen once holds, and a
+    /// destination reached once is a breach).
+    pub fn tries(&self) -> u32 {
+        match self.expect {
+            Expectation::Connects => 2,
+            Expectation::Fails | Expectation::DoesNotResolve => 1,
+        }
+    }
+
+    /// The longest its result may take and still count: the bound of
+    /// every try.
+    pub fn time_allowed(&self) -> Duration {
+        self.bound * self.tries()
+    }
+}
+
 /// A check the plan leaves out, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NotPlanned {

@@ -275,7 +275,7 @@ impl Gate {
                 .and_then(|r| r.control.as_ref())
                 .is_some_and(|c| c.observed.reached());
             let passed = result.is_some_and(|r| {
-                let in_time = r.elapsed <= check.bound + OVERRUN_GRACE;
+                let in_time = r.elapsed <= check.time_allowed() + OVERRUN_GRACE;
                 let as_expected = matches!(
                     (check.expect, &r.observed),
                     (Expectation::Connects, Observed::Connected)

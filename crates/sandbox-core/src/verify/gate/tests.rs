@@ -562,3 +562,48 @@ fn a_sibling_seen_dropped_passes_and_one_reached_fails() {
         assert_eq!(j.event.outcome, want, "{observed}: {}", j.event.message);
     }
 }
+
+/// A reach check may take both of its tries' bounds (it is tried again
+/// when the first misses); a block check only its one.
+#[test]
+fn a_reach_check_has_two_tries_time_and_a_block_check_one() {
+    let judge = |expect: Expectation, factor: u32| {
+        let (mut gate, plan, sb, clock) = setup();
+        let i = plan
+            .checks()
+            .iter()
+            .position(|c| c.expect == expect)
+            .expect("the plan has such a check");
+        assert_eq!(
+            plan.checks()[i].tries(),
+            if expect == Expectation::Connects {
+                2
+            } else {
+                1
+            }
+        );
+        let mut results = passing(&plan);
+        results[i].elapsed = plan.checks()[i].bound * factor + plan.checks()[i].bound / 2;
+        let j = gate.judge(
+            &sb,
+            SandboxKind::Tart,
+            &plan,
+            &results,
+            Some(&FilterHealth::Alive),
+            clock.now(),
+        );
+        j.event.checks.get(i).is_some_and(|c| c.passed)
+    };
+    assert!(
+        judge(Expectation::Connects, 1),
+        "1.5 bounds for a reach check"
+    );
+    assert!(
+        !judge(Expectation::Connects, 2),
+        "2.5 bounds for a reach check"
+    );
+    assert!(
+        !judge(Expectation::Fails, 1),
+        "1.5 bounds for a block check"
+    );
+}
