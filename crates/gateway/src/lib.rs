@@ -76,7 +76,7 @@ pub use exit_watch::ExitWatch;
 pub use fleet::{Started, start_all, status_all, stop_all, upstreams};
 pub use leases::{Lease, leases};
 pub use lifecycle::{GatewayReport, GatewayState, start_for_host, status_recorded, stop_recorded};
-pub use names::{DomainRule, NamePattern, NameRules, SetLine};
+pub use names::{DomainRule, LearnSets, NamePattern, NameRules, SetLine};
 pub use orphans::{FoundGateway, find_gateways, stop_gateways};
 pub use paths::GatewayPaths;
 pub use ports::{PortError, bind_port, unbind_port};

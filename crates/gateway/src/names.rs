@@ -39,6 +39,52 @@ pub struct SetLine {
     pub sets: Vec<(AddrFamily, String)>,
 }
 
+/// Which learned sets an admitted name's answers feed, as corral's own
+/// resolver decides it: the sets of the (protocol, ports) class of every
+/// allow entry that admits the name itself — exactly, unlike dnsmasq's
+/// longest-domain `nftset=` lines ([`NameRules::set_lines`]), so a name
+/// under a wildcard never feeds the class of a host entry above it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LearnSets {
+    profile: corral_sandbox_core::ProfileName,
+    entries: Vec<(NamePattern, Class)>,
+    v6: bool,
+}
+
+impl LearnSets {
+    /// The learned sets of `profile`'s name entries.
+    pub fn of(profile: &Profile) -> Self {
+        Self {
+            profile: profile.name.clone(),
+            entries: profile
+                .allow
+                .iter()
+                .filter_map(|e| NamePattern::of(&e.target).map(|p| (p, (e.protocol, e.ports))))
+                .collect(),
+            v6: profile.subnet_v6.is_some(),
+        }
+    }
+
+    /// The sets of `family` that addresses of `name` (lower case, no
+    /// final dot) go to: none for a name no entry admits, and none for
+    /// IPv6 on a profile without an IPv6 subnet.
+    pub fn sets_for(&self, name: &str, family: AddrFamily) -> Vec<String> {
+        if family == AddrFamily::V6 && !self.v6 {
+            return Vec::new();
+        }
+        let classes: BTreeSet<Class> = self
+            .entries
+            .iter()
+            .filter(|(p, _)| p.admits(name))
+            .map(|(_, c)| *c)
+            .collect();
+        classes
+            .into_iter()
+            .map(|c| dns_set(&self.profile, family, c.0, c.1))
+            .collect()
+    }
+}
+
 /// One dnsmasq domain directive, before upstream addresses are attached.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DomainRule {
@@ -247,6 +293,32 @@ mod tests {
                 "other.test claude-dns4,claude-dns6",
             ]
         );
+    }
+
+    #[test]
+    fn corrals_resolver_feeds_only_the_classes_that_admit_the_name() {
+        let p = crate::spec::tests::profile(
+            corral_sandbox_core::EgressMode::Allowlist,
+            &[
+                "api.example.com:443/tcp",
+                "*.cdn.test:8443/tcp",
+                "img.cdn.test:53/udp",
+            ],
+            "10.99.2.0/24",
+        );
+        let sets = LearnSets::of(&p);
+        let v4 = |n: &str| sets.sets_for(n, AddrFamily::V4);
+        assert_eq!(v4("API.example.com."), ["claude-dns4-tcp-443"]);
+        assert_eq!(
+            v4("img.cdn.test"),
+            ["claude-dns4-tcp-8443", "claude-dns4-udp-53"]
+        );
+        // Where dnsmasq's longest-domain line would add udp/53.
+        assert_eq!(v4("x.img.cdn.test"), ["claude-dns4-tcp-8443"]);
+        assert!(v4("cdn.test").is_empty());
+        assert!(v4("x.api.example.com").is_empty());
+        // No IPv6 subnet, no IPv6 set.
+        assert!(sets.sets_for("api.example.com", AddrFamily::V6).is_empty());
     }
 
     #[test]

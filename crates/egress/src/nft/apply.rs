@@ -191,7 +191,7 @@ fn apply_batch(
     Ok(b.finish())
 }
 
-fn send(f: &Finished) -> Result<BatchStats, NftError> {
+pub(crate) fn send(f: &Finished) -> Result<BatchStats, NftError> {
     NlSocket::open()?.commit(f)?;
     Ok(BatchStats {
         messages: f.messages(),

@@ -27,6 +27,10 @@ pub(crate) enum Op {
     /// Create (tables and chains: create-or-keep; rules: append; elements:
     /// exclusive, an existing element is an error).
     Add,
+    /// Elements only: create, or leave an existing element as it is
+    /// (no `NLM_F_EXCL`), so a resolver that learns an address twice does
+    /// not fail its transaction.
+    Upsert,
     /// Delete.
     Del,
 }
@@ -201,7 +205,7 @@ impl Batch {
     /// Add or delete a table.
     pub(crate) fn table(&mut self, op: Op, family: u16, t: &Table, note: String) {
         let (ty, flags) = match op {
-            Op::Add => (libc::NFT_MSG_NEWTABLE, libc::NLM_F_CREATE),
+            Op::Add | Op::Upsert => (libc::NFT_MSG_NEWTABLE, libc::NLM_F_CREATE),
             Op::Del => (libc::NFT_MSG_DELTABLE, 0),
         };
         self.object(ty, family, flags, note, wire::table(t), |h| {
@@ -268,6 +272,7 @@ impl Batch {
                 libc::NFT_MSG_NEWSETELEM,
                 libc::NLM_F_CREATE | libc::NLM_F_EXCL,
             ),
+            Op::Upsert => (libc::NFT_MSG_NEWSETELEM, libc::NLM_F_CREATE),
             Op::Del => (libc::NFT_MSG_DELSETELEM, 0),
         };
         let bound = wire::elems(s);

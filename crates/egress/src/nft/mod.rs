@@ -41,6 +41,7 @@ mod concat;
 mod counters;
 mod decode;
 mod expr;
+mod learn;
 mod limits;
 pub mod live_trace;
 mod obj;
@@ -58,6 +59,7 @@ pub use apply::{
 pub use counters::{ProfileCounters, profile_counters};
 pub use decode::nft_syntax;
 pub use expr::fingerprint;
+pub use learn::{LearnElement, learn};
 pub use readback::{
     LiveBase, LiveChain, LiveRule, LiveSet, LiveState, LiveTable, read_learned, read_live,
     read_live_enforcing, read_set,
@@ -161,4 +163,13 @@ pub enum NftError {
         /// The timeout in seconds.
         secs: u64,
     },
+}
+
+impl NftError {
+    /// True when the kernel refused a transaction because a set was at
+    /// its size (`ENFILE`): a learned set that is full, which refuses new
+    /// addresses and keeps the ones it has.
+    pub fn is_set_full(&self) -> bool {
+        matches!(self, NftError::Rejected { source, .. } if source.raw_os_error() == Some(libc::ENFILE))
+    }
 }

@@ -21,7 +21,7 @@ use crate::plan::{
 
 /// Elements per netlink message: keeps one message far below the 64 KiB a
 /// nested attribute can hold (an IPv6 element is ~40 bytes on the wire).
-const ELEMS_PER_MSG: usize = 1024;
+pub(crate) const ELEMS_PER_MSG: usize = 1024;
 
 /// `ipv4_addr` / `ipv6_addr` datatype numbers, as `nft` records them.
 fn key_type(f: AddrFamily) -> u32 {
@@ -44,7 +44,7 @@ pub(crate) fn timeout_ms(t: std::time::Duration) -> u64 {
 }
 
 /// A set object carrying only identity (table, name, family).
-fn carrier(family: TableFamily, name: &str) -> Result<Set, NftError> {
+pub(crate) fn carrier(family: TableFamily, name: &str) -> Result<Set, NftError> {
     let mut s = Set::new()?;
     s.set_str(sys::NFTNL_SET_TABLE, &cstr(TABLE_NAME)?);
     s.set_str(sys::NFTNL_SET_NAME, &cstr(name)?);

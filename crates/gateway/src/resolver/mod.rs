@@ -1,9 +1,11 @@
 //! corral's own resolver policy, the first piece of the gateway that
 //! replaces dnsmasq (docs/gateway.md, "corral's resolver policy"): what a
 //! sandbox's query may become upstream, and what an upstream's answer may
-//! become for the sandbox. Pure: messages in, messages out. The server
-//! around it (sockets per bridge, the upstream exchange, the learned
-//! sets) is the next step; dnsmasq still serves every bridge today.
+//! become for the sandbox ([`Policy::decide`], [`Policy::answer`]: pure,
+//! messages in, messages out), one exchange with the upstream
+//! ([`Policy::resolve`]), and the server on a bridge that learns every
+//! address it hands out before the answer leaves ([`Resolver`]). dnsmasq
+//! still serves every bridge in production today.
 //!
 //! Both ways are rebuilt, never passed on as sent:
 //! - **a query** goes upstream as one question (A or AAAA, class IN) for a
@@ -25,6 +27,7 @@ mod answer;
 mod ede;
 mod exchange;
 mod query;
+mod serve;
 #[cfg(test)]
 mod tests;
 
@@ -38,6 +41,7 @@ use corral_sandbox_core::Profile;
 
 pub use ede::{EDE_BLOCKED, EDE_NOT_SUPPORTED, EDE_OTHER, ExtendedError, extended_errors};
 pub use exchange::{Exchange, Transport, Upstream};
+pub use serve::{Bounds, Counters, Learn, LearnFailure, NftLearner, Resolver, bind};
 
 /// The most addresses one answer hands out unless a policy says otherwise
 /// (a hostile authority may answer thousands; every one would be learned).

@@ -1,0 +1,351 @@
+//! corral's resolver on a bridge: UDP and TCP on the gateway address,
+//! bound to the bridge's device, each query one [`Policy::resolve`], and
+//! every address an answer hands out learned into the profile's sets
+//! *before* the answer leaves (docs/gateway.md, "corral's resolver on a
+//! bridge"). A learn that fails — the set full, the set gone — turns the
+//! answer into a refusal naming why, so no sandbox ever holds an address
+//! its profile's rules would not let through.
+//!
+//! Bounds, each what dnsmasq's configuration bounds today: queries in
+//! flight upstream ([`Bounds::in_flight`]; over it a query is dropped, as a
+//! resolver that is out of room does), TCP connections
+//! ([`Bounds::tcp_connections`]; over it a connection is closed at once),
+//! and how long a TCP connection may sit idle. The per-source rates are the
+//! bridge's nftables rules', in front of any socket.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use corral_egress::nft::LearnElement;
+use corral_egress::plan::AddrFamily;
+use hickory_proto::op::{Message, ResponseCode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::Semaphore;
+
+use super::ede::{EDE_OTHER, ExtendedError};
+use super::query::{respond, text};
+use super::{Learned, Policy, Transport, Upstream};
+use crate::names::LearnSets;
+use crate::render::{DNS_FORWARD_MAX, MAX_TCP_CONNECTIONS};
+
+/// Where learned addresses go: the profile's sets in the host's kernel
+/// ([`NftLearner`]), or a test's stand-in.
+pub trait Learn: Send + Sync {
+    /// Adds every element, or none of them.
+    fn learn(&self, elements: &[LearnElement]) -> Result<(), LearnFailure>;
+}
+
+/// Why addresses could not be learned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LearnFailure {
+    /// A set is at its size; it keeps what it has.
+    Full,
+    /// Anything else (the set or table gone, netlink refused).
+    Other(String),
+}
+
+/// Learns into `table inet corral` of the network namespace the calling
+/// thread is in.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NftLearner;
+
+impl Learn for NftLearner {
+    fn learn(&self, elements: &[LearnElement]) -> Result<(), LearnFailure> {
+        match corral_egress::nft::learn(elements) {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_set_full() => Err(LearnFailure::Full),
+            Err(e) => Err(LearnFailure::Other(e.to_string())),
+        }
+    }
+}
+
+/// The server's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Queries being answered at once (UDP and TCP together).
+    pub in_flight: usize,
+    /// TCP connections open at once.
+    pub tcp_connections: usize,
+    /// How long a TCP connection may wait for its next query.
+    pub tcp_idle: Duration,
+    /// The least an address stays learned, however short its TTL (a TTL
+    /// of 0 must not become an element that never expires, nor one gone
+    /// before the client connects).
+    pub learn_floor: Duration,
+    /// Added to every learned address's TTL: the client's TTL counts from
+    /// when it got the answer, the element's from just before.
+    pub learn_grace: Duration,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Self {
+            in_flight: DNS_FORWARD_MAX as usize,
+            tcp_connections: MAX_TCP_CONNECTIONS as usize,
+            tcp_idle: Duration::from_secs(10),
+            learn_floor: Duration::from_secs(10),
+            learn_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What the server did, counted since it started.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Responses sent.
+    pub answered: AtomicU64,
+    /// Queries that went upstream.
+    pub forwarded: AtomicU64,
+    /// Addresses learned (an address learned into two sets counts once).
+    pub learned: AtomicU64,
+    /// Answers refused because a learn failed.
+    pub learn_failed: AtomicU64,
+    /// Addresses cut past the answer cap.
+    pub cut: AtomicU64,
+    /// Queries dropped: no room in flight, or a TCP connection over the cap.
+    pub dropped: AtomicU64,
+}
+
+/// One profile's resolver on one bridge.
+pub struct Resolver {
+    policy: Policy,
+    sets: LearnSets,
+    upstream: Upstream,
+    learner: Arc<dyn Learn>,
+    bounds: Bounds,
+    in_flight: Arc<Semaphore>,
+    tcp: Arc<Semaphore>,
+    /// What it did.
+    pub counters: Counters,
+}
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolver")
+            .field("profile", &self.policy.profile)
+            .field("upstream", &self.upstream)
+            .field("bounds", &self.bounds)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Binds the resolver's sockets at `addr` (the gateway's address, port
+/// 53), bound to `device` so only queries arriving on that bridge reach
+/// them. Must be called in the network namespace of the bridge and inside
+/// a tokio runtime.
+pub fn bind(addr: SocketAddr, device: &str) -> io::Result<(UdpSocket, TcpListener)> {
+    let udp = std::net::UdpSocket::bind(addr)?;
+    bind_to_device(&udp, device)?;
+    udp.set_nonblocking(true)?;
+    let tcp = std::net::TcpListener::bind(addr)?;
+    bind_to_device(&tcp, device)?;
+    tcp.set_nonblocking(true)?;
+    Ok((UdpSocket::from_std(udp)?, TcpListener::from_std(tcp)?))
+}
+
+fn bind_to_device(sock: &impl std::os::fd::AsRawFd, device: &str) -> io::Result<()> {
+    let name = device.as_bytes();
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("`{device}` is not an interface name"),
+        ));
+    }
+    // SAFETY: the fd is open for the call; `name` is valid for its
+    // length, which the kernel reads (no NUL needed with an explicit
+    // length).
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_BINDTODEVICE,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+impl Resolver {
+    /// A resolver with `policy`, learning into `sets` through `learner`.
+    pub fn new(
+        policy: Policy,
+        sets: LearnSets,
+        upstream: Upstream,
+        learner: Arc<dyn Learn>,
+        bounds: Bounds,
+    ) -> Self {
+        Self {
+            in_flight: Arc::new(Semaphore::new(bounds.in_flight)),
+            tcp: Arc::new(Semaphore::new(bounds.tcp_connections)),
+            policy,
+            sets,
+            upstream,
+            learner,
+            bounds,
+            counters: Counters::default(),
+        }
+    }
+
+    /// How long `l` stays learned.
+    fn lifetime(&self, l: &Learned) -> Duration {
+        Duration::from_secs(u64::from(l.ttl)).max(self.bounds.learn_floor) + self.bounds.learn_grace
+    }
+
+    /// The elements of `learned` for the sets of `name`.
+    fn elements(&self, name: &str, learned: &[Learned]) -> Vec<LearnElement> {
+        let mut out = Vec::new();
+        for l in learned {
+            let family = match l.addr {
+                IpAddr::V4(_) => AddrFamily::V4,
+                IpAddr::V6(_) => AddrFamily::V6,
+            };
+            for set in self.sets.sets_for(name, family) {
+                out.push(LearnElement {
+                    set,
+                    addr: l.addr,
+                    timeout: Some(self.lifetime(l)),
+                });
+            }
+        }
+        out
+    }
+
+    /// The answer to one query's bytes, with its addresses learned; `None`:
+    /// send nothing.
+    pub async fn answer(&self, query: &[u8], transport: Transport) -> Option<Vec<u8>> {
+        let ex = self.policy.resolve(query, transport, &self.upstream).await;
+        if ex.forwarded {
+            self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
+        }
+        self.counters
+            .cut
+            .fetch_add(ex.cut as u64, Ordering::Relaxed);
+        let response = ex.response?;
+        if !ex.learned.is_empty() {
+            // The question was admitted (it was forwarded and answered), so
+            // the query parses; its name picks the classes to learn into.
+            let asked = Message::from_vec(query).ok()?;
+            let name = asked.queries().first().map(|q| text(q.name()))?;
+            let elements = self.elements(&name, &ex.learned);
+            if let Err(why) = self.learner.learn(&elements) {
+                self.counters.learn_failed.fetch_add(1, Ordering::Relaxed);
+                self.counters.answered.fetch_add(1, Ordering::Relaxed);
+                return self.unlearned(&asked, &name, &why);
+            }
+            self.counters
+                .learned
+                .fetch_add(ex.learned.len() as u64, Ordering::Relaxed);
+        }
+        self.counters.answered.fetch_add(1, Ordering::Relaxed);
+        Some(response)
+    }
+
+    /// The refusal sent instead of an answer whose addresses could not be
+    /// learned.
+    fn unlearned(&self, asked: &Message, name: &str, why: &LearnFailure) -> Option<Vec<u8>> {
+        let (code, text) = match why {
+            LearnFailure::Full => (
+                ResponseCode::Refused,
+                format!(
+                    "corral profile `{}`: its learned addresses are at their limit, so `{name}` gets no new address until some expire; ask the operator to raise the profile's `learned_max`",
+                    self.policy.profile
+                ),
+            ),
+            LearnFailure::Other(e) => (
+                ResponseCode::ServFail,
+                format!(
+                    "corral profile `{}`: `{name}` was answered but its addresses could not be allowed ({e})",
+                    self.policy.profile
+                ),
+            ),
+        };
+        respond(
+            asked,
+            code,
+            Vec::new(),
+            &[ExtendedError::new(EDE_OTHER, text)],
+        )
+        .to_vec()
+        .ok()
+    }
+
+    /// Serves `sock` until it fails: each datagram answered in its own
+    /// task, at most [`Bounds::in_flight`] at once.
+    pub async fn serve_udp(self: Arc<Self>, sock: UdpSocket) -> io::Result<()> {
+        let sock = Arc::new(sock);
+        let mut buf = vec![0u8; 65_535];
+        loop {
+            let (n, from) = sock.recv_from(&mut buf).await?;
+            let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            let query = buf[..n].to_vec();
+            let (me, sock) = (self.clone(), sock.clone());
+            tokio::spawn(async move {
+                if let Some(r) = me.answer(&query, Transport::Udp).await {
+                    // A send that fails (the sandbox gone) has no one to
+                    // tell.
+                    let _ = sock.send_to(&r, from).await;
+                }
+                drop(permit);
+            });
+        }
+    }
+
+    /// Serves `listener` until it fails: each connection in its own task,
+    /// at most [`Bounds::tcp_connections`] at once, its queries answered in
+    /// order.
+    pub async fn serve_tcp(self: Arc<Self>, listener: TcpListener) -> io::Result<()> {
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let Ok(permit) = self.tcp.clone().try_acquire_owned() else {
+                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                drop(stream);
+                continue;
+            };
+            let me = self.clone();
+            tokio::spawn(async move {
+                // A connection that breaks ends its own task only.
+                let _ = me.connection(stream).await;
+                drop(permit);
+            });
+        }
+    }
+
+    async fn connection(&self, mut stream: TcpStream) -> io::Result<()> {
+        loop {
+            let mut len = [0u8; 2];
+            match tokio::time::timeout(self.bounds.tcp_idle, stream.read_exact(&mut len)).await {
+                Ok(Ok(_)) => {}
+                // Idle too long, or closed: either way the connection ends.
+                Ok(Err(_)) | Err(_) => return Ok(()),
+            }
+            let mut query = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            tokio::time::timeout(self.bounds.tcp_idle, stream.read_exact(&mut query))
+                .await
+                .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+            let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            };
+            let response = self.answer(&query, Transport::Tcp).await;
+            drop(permit);
+            let Some(r) = response else { continue };
+            let Ok(n) = u16::try_from(r.len()) else {
+                continue;
+            };
+            stream.write_all(&n.to_be_bytes()).await?;
+            stream.write_all(&r).await?;
+        }
+    }
+}

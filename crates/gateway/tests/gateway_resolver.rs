@@ -1,0 +1,275 @@
+//! corral's own resolver on a lab bridge, with real packets: the netns
+//! topology with corral's rules applied, the profile's dnsmasq stopped and
+//! `resolver::Resolver` serving the gateway address in its place (bound
+//! to the bridge), learning into the plan's sets through netlink.
+//!
+//! Each test's control is the same sandbox before the lookup (or with the
+//! lookup refused): the address is blocked by corral's rules, so only the
+//! resolver's learning can have opened it.
+
+// Test helpers outside #[test] fns unwrap too: a failed setup is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod gateway_lab;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use corral_drill::lab::Observed;
+use corral_egress::netns::Netns;
+use corral_egress::nft;
+use corral_egress::plan::TableFamily;
+use corral_gateway::DnsTiming;
+use corral_gateway::resolver::{
+    Bounds, NftLearner, Policy, Resolver, Upstream, bind, extended_errors,
+};
+use corral_gateway::wire::{RCODE_NXDOMAIN, TYPE_A};
+use corral_gateway::{LearnSets, probe};
+use corral_sandbox_core::Profile;
+use gateway_lab::{CDN_ADDR, Env, ROTATED_ADDR, T, UPSTREAM, allowlist_profile, ask, env, tcp};
+use hickory_proto::op::{Edns, Message, Query, ResponseCode};
+use hickory_proto::rr::{Name, RecordType};
+use tokio::sync::oneshot;
+
+const SET: &str = "agent-dns4";
+
+/// corral's resolver serving `profile`'s bridge in `host`, until dropped.
+struct Served {
+    resolver: Arc<Resolver>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Stops the profile's dnsmasq and serves its gateway address with
+/// corral's resolver instead.
+fn serve(env: &Env, profile: &Profile, bounds: Bounds) -> Served {
+    for gw in &env.gateways.0 {
+        gw.stop().unwrap();
+    }
+    let sb = env.topo.sandbox(profile.name.as_str()).unwrap();
+    let at = SocketAddr::new(sb.gateway_v4.into(), 53);
+    let policy = Policy::for_profile(profile, env.plan.host_networks.as_deref().unwrap_or(&[]));
+    let resolver = Arc::new(Resolver::new(
+        policy,
+        LearnSets::of(profile),
+        Upstream {
+            addr: SocketAddr::new(UPSTREAM.into(), 53),
+            timeout: T,
+        },
+        Arc::new(NftLearner),
+        bounds,
+    ));
+    let host: Netns = env.topo.host.try_clone().unwrap();
+    let device = profile.bridge.to_string();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let (ready, bound) = std::sync::mpsc::channel::<std::io::Result<()>>();
+    let r = resolver.clone();
+    let thread = std::thread::spawn(move || {
+        host.run_async(|| async move {
+            let (udp, tcp) = match bind(at, &device) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
+            };
+            let _ = ready.send(Ok(()));
+            tokio::select! {
+                _ = r.clone().serve_udp(udp) => {}
+                _ = r.serve_tcp(tcp) => {}
+                _ = stopped => {}
+            }
+        })
+        .unwrap();
+    });
+    bound.recv().unwrap().unwrap();
+    Served {
+        resolver,
+        stop: Some(stop),
+        thread: Some(thread),
+    }
+}
+
+/// The learned set's elements: (address, milliseconds left).
+fn learned(env: &Env) -> Vec<(IpAddr, u64)> {
+    let live = env
+        .topo
+        .host
+        .run(|| nft::read_set(TableFamily::Inet, SET))
+        .unwrap()
+        .unwrap();
+    live.tables
+        .iter()
+        .flat_map(|t| &t.sets)
+        .filter(|s| s.name == SET)
+        .flat_map(|s| {
+            s.elements
+                .iter()
+                .map(|r| r.start)
+                .zip(s.expires_ms.iter().copied())
+        })
+        .collect()
+}
+
+fn timing() -> DnsTiming {
+    DnsTiming {
+        client_ttl_cap: Duration::from_secs(60),
+        set_timeout: Duration::from_secs(600),
+    }
+}
+
+#[test]
+fn an_address_is_reachable_only_once_corrals_resolver_learned_it() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let profile = allowlist_profile();
+    let env = env(vec![profile.clone()], timing());
+    let served = serve(&env, &profile, Bounds::default());
+    let sb = env.topo.sandbox("agent").unwrap();
+    env.upstream
+        .set("api.corral.test", &[ROTATED_ADDR.into()], 3600);
+    env.upstream
+        .set("img.cdn.corral.test", &[CDN_ADDR.into()], 20);
+
+    // Control: corral's rules block both addresses before any lookup.
+    assert!(tcp(&sb.ns, ROTATED_ADDR).blocked(), "open before a lookup");
+    assert!(tcp(&sb.ns, CDN_ADDR).blocked(), "open before a lookup");
+
+    let r = ask(&sb.ns, sb.gateway_v4, "api.corral.test", TYPE_A).unwrap();
+    assert_eq!(r.answers.len(), 1, "{r:?}");
+    assert_eq!(r.answers[0].addr, IpAddr::V4(ROTATED_ADDR));
+    assert!(r.answers[0].ttl <= 60, "TTL not clamped: {r:?}");
+    assert_eq!(tcp(&sb.ns, ROTATED_ADDR), Observed::Connected);
+    // The element lives the answer's TTL (clamped) and the grace, not
+    // the set's 600 s default.
+    let bounds = Bounds::default();
+    let most = (Duration::from_secs(60) + bounds.learn_grace).as_millis() as u64;
+    let elems = learned(&env);
+    let (_, left) = elems
+        .iter()
+        .find(|(a, _)| *a == IpAddr::V4(ROTATED_ADDR))
+        .unwrap_or_else(|| panic!("not learned: {elems:?}"));
+    assert!(
+        *left <= most && *left > most - 10_000,
+        "{left} ms left, expected about {most}"
+    );
+
+    // Asked again: the add of an address already learned does not fail
+    // the answer, and refreshes its lifetime.
+    let r = ask(&sb.ns, sb.gateway_v4, "api.corral.test", TYPE_A).unwrap();
+    assert_eq!(r.answers.len(), 1, "{r:?}");
+
+    // A wildcard's name over TCP, with a short TTL: learned for the floor
+    // and the grace at least.
+    let r = sb
+        .ns
+        .run(|| {
+            probe::query_tcp(
+                SocketAddr::new(sb.gateway_v4.into(), 53),
+                "img.cdn.corral.test",
+                TYPE_A,
+                T,
+            )
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.answers.len(), 1, "{r:?}");
+    assert_eq!(tcp(&sb.ns, CDN_ADDR), Observed::Connected);
+    let (_, left) = learned(&env)
+        .into_iter()
+        .find(|(a, _)| *a == IpAddr::V4(CDN_ADDR))
+        .unwrap();
+    let least = (Duration::from_secs(20) + bounds.learn_grace).as_millis() as u64;
+    assert!(left > least - 10_000 && left <= least, "{left} ms left");
+
+    // An unlisted name: refused by the policy, never asked upstream,
+    // nothing learned.
+    let before = env.upstream.queries().len();
+    let r = ask(&sb.ns, sb.gateway_v4, "evil.corral.test", TYPE_A).unwrap();
+    assert_eq!(r.rcode, RCODE_NXDOMAIN, "{r:?}");
+    assert_eq!(env.upstream.queries().len(), before);
+
+    let c = &served.resolver.counters;
+    assert_eq!(c.learned.load(Ordering::Relaxed), 3);
+    assert_eq!(c.learn_failed.load(Ordering::Relaxed), 0);
+}
+
+/// A UDP query with EDNS, so a refusal can carry its reason.
+fn ask_edns(ns: &Netns, server: Ipv4Addr, name: &str) -> Message {
+    let mut q = Message::new();
+    q.set_id(0x5151).set_recursion_desired(true);
+    q.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+    q.set_edns(Edns::new());
+    let bytes = q.to_vec().unwrap();
+    ns.run(move || {
+        let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        s.set_read_timeout(Some(T)).unwrap();
+        s.send_to(&bytes, SocketAddr::new(server.into(), 53))
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        let n = s.recv(&mut buf).unwrap();
+        Message::from_vec(&buf[..n]).unwrap()
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_full_learned_set_refuses_new_names_and_keeps_what_it_has() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let mut profile = allowlist_profile();
+    profile.learned_max = 1;
+    let env = env(vec![profile.clone()], timing());
+    let served = serve(&env, &profile, Bounds::default());
+    let sb = env.topo.sandbox("agent").unwrap();
+    env.upstream
+        .set("api.corral.test", &[ROTATED_ADDR.into()], 3600);
+    env.upstream
+        .set("img.cdn.corral.test", &[CDN_ADDR.into()], 3600);
+
+    let r = ask(&sb.ns, sb.gateway_v4, "api.corral.test", TYPE_A).unwrap();
+    assert_eq!(r.answers.len(), 1, "{r:?}");
+    assert_eq!(tcp(&sb.ns, ROTATED_ADDR), Observed::Connected);
+
+    // The set holds its one element: the next name's address cannot be
+    // learned, so it is not handed out, and the refusal says why.
+    let m = ask_edns(&sb.ns, sb.gateway_v4, "img.cdn.corral.test");
+    assert_eq!(m.response_code(), ResponseCode::Refused, "{m:?}");
+    assert!(m.answers().is_empty(), "{m:?}");
+    let why = extended_errors(&m);
+    assert!(
+        why.iter().any(|e| e.text.contains("learned_max")),
+        "{why:?}"
+    );
+    assert!(tcp(&sb.ns, CDN_ADDR).blocked());
+    // The old element is untouched.
+    assert_eq!(tcp(&sb.ns, ROTATED_ADDR), Observed::Connected);
+    assert_eq!(learned(&env).len(), 1);
+    // The name it holds is still answered (its add changes nothing).
+    let r = ask(&sb.ns, sb.gateway_v4, "api.corral.test", TYPE_A).unwrap();
+    assert_eq!(r.answers.len(), 1, "{r:?}");
+    assert_eq!(
+        served
+            .resolver
+            .counters
+            .learn_failed
+            .load(Ordering::Relaxed),
+        1
+    );
+}
