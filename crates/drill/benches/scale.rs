@@ -109,6 +109,7 @@ fn apply_all(lab: &Lab, gateways: &LabGateways, set: &ProfileSet) -> (Duration, 
         set,
         &[SocketAddr::new(UPSTREAM.into(), 53)],
         DnsTiming::default(),
+        &[],
         Some(&lab.topo.host),
         &[],
     )

@@ -94,4 +94,12 @@ pub enum GatewayError {
         /// Its pid.
         pid: u32,
     },
+    /// corral's resolver record for a bridge could not be written.
+    #[error("cannot record corral's resolver for bridge `{bridge}`: {reason}")]
+    Record {
+        /// The bridge.
+        bridge: String,
+        /// Why.
+        reason: String,
+    },
 }

@@ -7,13 +7,17 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use corral_sandbox_core::{BridgeName, ProfileSet};
 
 use super::error::GatewayError;
 use super::process::{Change, Gateway, GatewayStatus, list};
+use super::resolver::ResolverSpec;
+use super::resolver::recorded::record;
 use super::spec::{DnsTiming, GatewaySpec};
 use corral_egress::netns::Netns;
+use ipnet::IpNet;
 
 /// The result of starting one bridge's gateway.
 #[derive(Debug)]
@@ -44,6 +48,7 @@ pub fn start_all(
     profiles: &ProfileSet,
     upstreams: &[SocketAddr],
     timing: DnsTiming,
+    host_networks: &[IpNet],
     ns: Option<&Netns>,
     fresh: &[BridgeName],
 ) -> Result<Vec<Started>, GatewayError> {
@@ -69,13 +74,21 @@ pub fn start_all(
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(spec) = specs.get(i) else { break };
                     let gw = Gateway::new(state_dir, &spec.bridge);
-                    let r =
-                        gw.ensure(spec, fresh.contains(&spec.bridge), ns)
-                            .map(|(pid, change)| Started {
-                                bridge: spec.bridge.clone(),
-                                pid,
-                                change,
-                            });
+                    // corral's resolver, where the profile has it, is
+                    // recorded for its host to pick up (or its record
+                    // removed): dnsmasq then serves leases only.
+                    let resolver = profiles
+                        .by_bridge(spec.bridge.as_str())
+                        .and_then(|p| ResolverSpec::of(p, upstreams, host_networks, timing));
+                    let r = record(&gw, resolver.as_ref())
+                        .and_then(|()| {
+                            ensure_port_free(&gw, spec, fresh.contains(&spec.bridge), ns)
+                        })
+                        .map(|(pid, change)| Started {
+                            bridge: spec.bridge.clone(),
+                            pid,
+                            change,
+                        });
                     if let Ok(mut all) = results.lock() {
                         all[i] = Some(r);
                     }
@@ -99,6 +112,32 @@ pub fn start_all(
         }
     }
     Ok(started)
+}
+
+/// How long a dnsmasq start that finds the gateway's port held is tried
+/// again: a profile that leaves corral's resolver has its record removed
+/// before the ruleset changes, and the resolver lets go of the port within
+/// its record check (a quarter second), wherever it is hosted.
+const PORT_HELD_RETRY: Duration = Duration::from_secs(3);
+
+/// [`Gateway::ensure`], tried again while the port is held.
+fn ensure_port_free(
+    gw: &Gateway,
+    spec: &GatewaySpec,
+    force: bool,
+    ns: Option<&Netns>,
+) -> Result<(u32, Change), GatewayError> {
+    let deadline = Instant::now() + PORT_HELD_RETRY;
+    loop {
+        match gw.ensure(spec, force, ns) {
+            Err(GatewayError::Startup { stderr, .. })
+                if stderr.contains("Address already in use") && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            r => return r,
+        }
+    }
 }
 
 /// Gateways started at once: a start is mostly waiting on dnsmasq (spawn,
@@ -133,7 +172,8 @@ mod tests {
         let set =
             ProfileSet::new(vec![profile(EgressMode::Internet, &[], "10.99.5.0/24")]).unwrap();
         // Internet mode without upstreams is refused before anything runs.
-        let err = start_all(dir.path(), &set, &[], DnsTiming::default(), None, &[]).unwrap_err();
+        let err =
+            start_all(dir.path(), &set, &[], DnsTiming::default(), &[], None, &[]).unwrap_err();
         assert!(matches!(err, GatewayError::NoUpstreams { .. }), "{err}");
         assert!(status_all(dir.path()).is_empty());
         assert!(stop_all(dir.path()).is_empty());

@@ -45,6 +45,7 @@ pub fn start_for_host(
     state_dir: &Path,
     profiles: &ProfileSet,
     config: &HostConfig,
+    host_networks: &[ipnet::IpNet],
     fresh: &[BridgeName],
 ) -> Result<Vec<GatewayReport>, GatewayError> {
     let upstreams = crate::upstreams_or_host(&config.dns_upstreams, Path::new(crate::RESOLV_CONF));
@@ -53,6 +54,7 @@ pub fn start_for_host(
         profiles,
         &upstreams,
         DnsTiming::default(),
+        host_networks,
         Some(host.netns()),
         fresh,
     )?;

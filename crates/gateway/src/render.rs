@@ -67,6 +67,14 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
             c.kv("port", 0);
             c.kv("dhcp-option", "option:dns-server");
         }
+        DnsService::Elsewhere => {
+            c.comment("corral's resolver answers on the gateway address: leases only here");
+            c.kv("port", 0);
+            c.kv(
+                "dhcp-option",
+                format!("option:dns-server,{}", spec.gateway_v4),
+            );
+        }
         DnsService::Forward { upstreams } => {
             c.comment("internet profile: forward everything to the host's upstreams");
             c.kv(
@@ -191,7 +199,10 @@ fn router_advertisements(c: &mut Conf, spec: &GatewaySpec) {
         format!("{},ra-only,{SLAAC_PREFIX_LEN}", net.network()),
     );
     match (spec.gateway_v6, &spec.dns) {
-        (Some(gw6), DnsService::Forward { .. } | DnsService::Filtered { .. }) => {
+        (
+            Some(gw6),
+            DnsService::Forward { .. } | DnsService::Filtered { .. } | DnsService::Elsewhere,
+        ) => {
             c.kv("dhcp-option", format!("option6:dns-server,[{gw6}]"));
         }
         _ => c.kv("dhcp-option", "option6:dns-server"),
@@ -394,6 +405,35 @@ mod tests {
         let d =
             render(&GatewaySpec::from_profile(&p, &ups(), DnsTiming::default()).unwrap()).unwrap();
         assert!(!d.contains("enable-ra"), "{d}");
+    }
+
+    #[test]
+    fn corrals_resolver_leaves_dnsmasq_the_leases_only() {
+        let mut p = profile(
+            EgressMode::Allowlist,
+            &["api.example.com:443"],
+            "10.99.2.0/24",
+        );
+        p.subnet_v6 = Some("fd00:99:2::/64".parse().unwrap());
+        p.dns = corral_sandbox_core::DnsPolicy::Corral;
+        let spec = GatewaySpec::from_profile(&p, &ups(), DnsTiming::default()).unwrap();
+        assert_eq!(spec.dns, DnsService::Elsewhere);
+        let d = render(&spec).unwrap();
+        // No DNS socket, no names, no sets: corral's resolver has them.
+        assert!(d.contains("\nport=0\n"), "{d}");
+        assert!(
+            !d.contains("nftset") && !d.contains("server=") && !d.contains("api.example.com"),
+            "{d}"
+        );
+        // The sandboxes are still told the gateway resolves, both ways.
+        assert!(
+            d.contains("\ndhcp-option=option:dns-server,10.99.2.1\n"),
+            "{d}"
+        );
+        assert!(
+            d.contains("\ndhcp-option=option6:dns-server,[fd00:99:2::1]\n"),
+            "{d}"
+        );
     }
 
     #[test]

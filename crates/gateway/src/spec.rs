@@ -77,6 +77,10 @@ pub enum DnsService {
         /// The `nftset=` lines: which learned sets each domain feeds.
         set_lines: Vec<SetLine>,
     },
+    /// corral's own resolver answers on the gateway address (`dns =
+    /// "corral"`, served by corrald): dnsmasq serves leases only
+    /// (`port=0`) but names the gateway as the sandboxes' resolver.
+    Elsewhere,
 }
 
 /// Everything needed to render one bridge's dnsmasq configuration.
@@ -107,7 +111,7 @@ pub struct GatewaySpec {
 /// address (a forwarder or the filtered resolver); false for `none`
 /// profiles and `dns = "off"`, whose gateway serves leases only.
 pub fn serves_dns(profile: &Profile) -> bool {
-    profile.dns == DnsPolicy::Gateway && profile.mode != EgressMode::None
+    profile.dns.resolves() && profile.mode != EgressMode::None
 }
 
 /// Default DHCP lease time: long enough that a restart of the gateway never
@@ -124,6 +128,7 @@ impl GatewaySpec {
         let names = NameRules::from_allow(&profile.allow);
         let dns = match (profile.dns, profile.mode) {
             _ if !serves_dns(profile) => DnsService::Off,
+            (DnsPolicy::Corral, _) => DnsService::Elsewhere,
             (_, EgressMode::Internet) => DnsService::Forward {
                 upstreams: upstreams.to_vec(),
             },
@@ -139,7 +144,8 @@ impl GatewaySpec {
         };
         let needs_upstream = match &dns {
             DnsService::Off => false,
-            DnsService::Forward { .. } => true,
+            // corral's resolver asks the same upstreams.
+            DnsService::Forward { .. } | DnsService::Elsewhere => true,
             DnsService::Filtered { names, .. } => !names.is_empty(),
         };
         if needs_upstream && upstreams.is_empty() {

@@ -94,6 +94,7 @@ fn a_reapply_restarts_only_the_changed_gateway() {
                 set,
                 &up,
                 DnsTiming::default(),
+                &[],
                 Some(&lab.topo.host),
                 fresh,
             )

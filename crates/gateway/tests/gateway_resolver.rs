@@ -8,14 +8,13 @@
 //! resolver's learning can have opened it.
 
 // Test helpers outside #[test] fns unwrap too: a failed setup is a failed test.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod gateway_lab;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use corral_drill::lab::Observed;
@@ -24,7 +23,7 @@ use corral_egress::nft;
 use corral_egress::plan::TableFamily;
 use corral_gateway::DnsTiming;
 use corral_gateway::resolver::{
-    Bounds, NftLearner, Policy, Resolver, Upstream, bind, extended_errors,
+    Bounds, Hosted, NftLearner, Policy, Resolver, Upstream, extended_errors,
 };
 use corral_gateway::wire::{RCODE_NXDOMAIN, TYPE_A};
 use corral_gateway::{LearnSets, probe};
@@ -32,38 +31,18 @@ use corral_sandbox_core::Profile;
 use gateway_lab::{CDN_ADDR, Env, ROTATED_ADDR, T, UPSTREAM, allowlist_profile, ask, env, tcp};
 use hickory_proto::op::{Edns, Message, Query, ResponseCode};
 use hickory_proto::rr::{Name, RecordType};
-use tokio::sync::oneshot;
 
 const SET: &str = "agent-dns4";
 
-/// corral's resolver serving `profile`'s bridge in `host`, until dropped.
-struct Served {
-    resolver: Arc<Resolver>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// Stops the profile's dnsmasq and serves its gateway address with
-/// corral's resolver instead.
-fn serve(env: &Env, profile: &Profile, bounds: Bounds) -> Served {
+/// corral's resolver instead, until dropped.
+fn serve(env: &Env, profile: &Profile, bounds: Bounds) -> Hosted {
     for gw in &env.gateways.0 {
         gw.stop().unwrap();
     }
     let sb = env.topo.sandbox(profile.name.as_str()).unwrap();
-    let at = SocketAddr::new(sb.gateway_v4.into(), 53);
     let policy = Policy::for_profile(profile, env.plan.host_networks.as_deref().unwrap_or(&[]));
-    let resolver = Arc::new(Resolver::new(
+    let resolver = Resolver::new(
         policy,
         LearnSets::of(profile),
         Upstream {
@@ -72,36 +51,14 @@ fn serve(env: &Env, profile: &Profile, bounds: Bounds) -> Served {
         },
         Arc::new(NftLearner),
         bounds,
-    ));
-    let host: Netns = env.topo.host.try_clone().unwrap();
-    let device = profile.bridge.to_string();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let (ready, bound) = std::sync::mpsc::channel::<std::io::Result<()>>();
-    let r = resolver.clone();
-    let thread = std::thread::spawn(move || {
-        host.run_async(|| async move {
-            let (udp, tcp) = match bind(at, &device) {
-                Ok(s) => s,
-                Err(e) => {
-                    let _ = ready.send(Err(e));
-                    return;
-                }
-            };
-            let _ = ready.send(Ok(()));
-            tokio::select! {
-                _ = r.clone().serve_udp(udp) => {}
-                _ = r.serve_tcp(tcp) => {}
-                _ = stopped => {}
-            }
-        })
-        .unwrap();
-    });
-    bound.recv().unwrap().unwrap();
-    Served {
+    );
+    Hosted::start(
+        &env.topo.host,
         resolver,
-        stop: Some(stop),
-        thread: Some(thread),
-    }
+        &[SocketAddr::new(sb.gateway_v4.into(), 53)],
+        profile.bridge.as_str(),
+    )
+    .unwrap()
 }
 
 /// The learned set's elements: (address, milliseconds left).
@@ -204,13 +161,18 @@ fn an_address_is_reachable_only_once_corrals_resolver_learned_it() {
     assert_eq!(r.rcode, RCODE_NXDOMAIN, "{r:?}");
     assert_eq!(env.upstream.queries().len(), before);
 
-    let c = &served.resolver.counters;
+    let c = &served.resolver().counters;
     assert_eq!(c.learned.load(Ordering::Relaxed), 3);
     assert_eq!(c.learn_failed.load(Ordering::Relaxed), 0);
 }
 
 /// A UDP query with EDNS, so a refusal can carry its reason.
 fn ask_edns(ns: &Netns, server: Ipv4Addr, name: &str) -> Message {
+    try_ask_edns(ns, server, name).expect("no answer")
+}
+
+/// [`ask_edns`]; `None`: no answer.
+fn try_ask_edns(ns: &Netns, server: Ipv4Addr, name: &str) -> Option<Message> {
     let mut q = Message::new();
     q.set_id(0x5151).set_recursion_desired(true);
     q.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
@@ -222,8 +184,8 @@ fn ask_edns(ns: &Netns, server: Ipv4Addr, name: &str) -> Message {
         s.send_to(&bytes, SocketAddr::new(server.into(), 53))
             .unwrap();
         let mut buf = [0u8; 4096];
-        let n = s.recv(&mut buf).unwrap();
-        Message::from_vec(&buf[..n]).unwrap()
+        let n = s.recv(&mut buf).ok()?;
+        Some(Message::from_vec(&buf[..n]).unwrap())
     })
     .unwrap()
 }
@@ -266,10 +228,134 @@ fn a_full_learned_set_refuses_new_names_and_keeps_what_it_has() {
     assert_eq!(r.answers.len(), 1, "{r:?}");
     assert_eq!(
         served
-            .resolver
+            .resolver()
             .counters
             .learn_failed
             .load(Ordering::Relaxed),
         1
+    );
+}
+
+#[test]
+fn a_resolver_whose_record_changed_refuses_and_lets_go_of_its_port() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let profile = allowlist_profile();
+    let env = env(vec![profile.clone()], timing());
+    for gw in &env.gateways.0 {
+        gw.stop().unwrap();
+    }
+    let sb = env.topo.sandbox("agent").unwrap();
+    env.upstream
+        .set("api.corral.test", &[ROTATED_ADDR.into()], 3600);
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("resolver.json");
+    std::fs::write(&record, b"v1").unwrap();
+    let id = corral_gateway::resolver::RecordId::of(&record).unwrap();
+    let resolver = Resolver::new(
+        Policy::for_profile(&profile, &[]),
+        LearnSets::of(&profile),
+        Upstream {
+            addr: SocketAddr::new(UPSTREAM.into(), 53),
+            timeout: T,
+        },
+        Arc::new(NftLearner),
+        Bounds::default(),
+    )
+    .watching(record.clone(), id);
+    let at = SocketAddr::new(sb.gateway_v4.into(), 53);
+    let hosted = Hosted::start(&env.topo.host, resolver, &[at], profile.bridge.as_str()).unwrap();
+    let r = ask(&sb.ns, sb.gateway_v4, "api.corral.test", TYPE_A).unwrap();
+    assert_eq!(r.answers.len(), 1, "{r:?}");
+
+    // The apply replaces the record (a new file): from then on nothing is
+    // answered from the old policy, and the port is let go.
+    std::fs::write(dir.path().join("new"), b"v2").unwrap();
+    std::fs::rename(dir.path().join("new"), &record).unwrap();
+    assert!(!hosted.resolver().is_current());
+    // (Asked at once, the old resolver refuses with the reason; asked
+    // after its record check, it is gone and nothing answers.)
+    if let Some(m) = try_ask_edns(&sb.ns, sb.gateway_v4, "api.corral.test") {
+        assert_eq!(m.response_code(), ResponseCode::ServFail, "{m:?}");
+        assert!(m.answers().is_empty());
+        assert!(
+            extended_errors(&m)
+                .iter()
+                .any(|e| e.text.contains("being replaced")),
+            "{m:?}"
+        );
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while hosted.is_serving() {
+        assert!(std::time::Instant::now() < deadline, "still serving");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The port is free again: another server can bind it.
+    env.topo
+        .host
+        .run(|| std::net::UdpSocket::bind(at))
+        .unwrap()
+        .unwrap();
+}
+
+/// Issue 26, class 4, with corral's resolver: a hostile authority's long
+/// answer is cut to the answer cap before anything is learned.
+#[test]
+fn a_long_answer_is_cut_to_the_cap_before_it_is_learned() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let profile = allowlist_profile();
+    let env = env(vec![profile.clone()], timing());
+    let flood: Vec<IpAddr> = (0..300u32)
+        .map(|i| {
+            IpAddr::V4(Ipv4Addr::from(
+                u32::from(Ipv4Addr::new(192, 175, 49, 0)) + i,
+            ))
+        })
+        .collect();
+    env.upstream.set("many.cdn.corral.test", &flood, 3600);
+    // Control: the authority's own answer, asked from the host, is whole.
+    let whole = env
+        .topo
+        .host
+        .run(|| {
+            probe::query_tcp(
+                SocketAddr::new(UPSTREAM.into(), 53),
+                "many.cdn.corral.test",
+                TYPE_A,
+                T,
+            )
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(whole.answers.len(), 300);
+
+    let served = serve(&env, &profile, Bounds::default());
+    let sb = env.topo.sandbox("agent").unwrap();
+    let r = sb
+        .ns
+        .run(|| {
+            probe::query_tcp(
+                SocketAddr::new(sb.gateway_v4.into(), 53),
+                "many.cdn.corral.test",
+                TYPE_A,
+                T,
+            )
+        })
+        .unwrap()
+        .unwrap();
+    let cap = corral_gateway::resolver::DEFAULT_ANSWER_CAP;
+    assert_eq!(r.answers.len(), cap, "{r:?}");
+    let held = learned(&env);
+    assert_eq!(held.len(), cap, "{held:?}");
+    // What was handed out is exactly what was learned.
+    for a in &r.answers {
+        assert!(held.iter().any(|(h, _)| *h == a.addr), "{a:?} not learned");
+    }
+    assert_eq!(
+        served.resolver().counters.cut.load(Ordering::Relaxed),
+        (300 - cap) as u64
     );
 }

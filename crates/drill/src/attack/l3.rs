@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use corral_egress::link::Links;
 use corral_egress::resolve::Resolution;
-use corral_sandbox_core::{DnsPolicy, EgressMode, ProfileSet};
+use corral_sandbox_core::{EgressMode, ProfileSet};
 use serde::Serialize;
 
 use super::{UdpSink, gateway_mac, lands, mac_of, observed, same_family, udp_frame};
@@ -384,7 +384,7 @@ pub fn derive(profiles: &ProfileSet, topo: &Topology) -> Vec<Attack> {
             }
             EgressMode::None => {}
         }
-        let resolver = p.dns == DnsPolicy::Gateway && p.mode != EgressMode::None;
+        let resolver = p.dns.resolves() && p.mode != EgressMode::None;
         if let Some(gw6) = sb.gateway_v6.filter(|_| p.mode == EgressMode::Internet) {
             push(
                 Class::ForgedSource,

@@ -96,8 +96,11 @@ pub(crate) fn profile_rows(lab: &Lab, gateways: &LabGateways, timeout: Duration)
         };
         match (p.dns, p.mode) {
             (DnsPolicy::Off, _) | (_, EgressMode::None) => out.push(d.no_resolver()),
-            (DnsPolicy::Gateway, EgressMode::Internet) => out.push(d.forwards(pi)),
-            (DnsPolicy::Gateway, EgressMode::Allowlist) => out.extend(d.filtered(p, pi)),
+            // (corral's resolver serves allowlist profiles only: profile
+            // validation refuses it on internet ones.)
+            (_, EgressMode::Internet) => out.push(d.forwards(pi)),
+            // Either resolver: the same rows hold for dnsmasq and corral's.
+            (_, EgressMode::Allowlist) => out.extend(d.filtered(p, pi)),
         }
     }
     out
@@ -560,6 +563,49 @@ mode = "none"
             );
         }
         assert_eq!(rows4.len(), 2, "{rows4:#?}");
+        assert!(report.ok(), "{}", report.summary());
+    }
+
+    /// The filtered rows, with corral's own resolver serving the profile
+    /// (`dns = "corral"`; the lab hosts it as corrald does, from the
+    /// record the gateways' start wrote, and dnsmasq serves the leases
+    /// only): every row that holds for dnsmasq holds for it.
+    #[test]
+    fn dns_rows_pass_with_corrals_resolver() {
+        if !corral_test_support::gate::netns() {
+            return;
+        }
+        let text = r#"
+[[profile]]
+name = "dev"
+bridge = "cb-dev"
+subnet = "10.9.0.0/24"
+subnet_v6 = "fd00:9::/64"
+mode = "allowlist"
+dns = "corral"
+allow = ["api.example.com:443/tcp", "*.cdn.example.com", "[2001:db8:1::10]:443/tcp"]
+"#;
+        let cfg = corral_sandbox_core::config::Config::from_toml_str(text, "t").unwrap();
+        let report =
+            super::super::run(&cfg.profiles, &super::super::DrillOptions::default()).unwrap();
+        let dns: Vec<&DrillRow> = report
+            .rows
+            .iter()
+            .filter(|r| PROBES.contains(&r.probe.as_str()))
+            .collect();
+        for r in &dns {
+            eprintln!(
+                "{:?} {} {} -> {:?} (control {:?}) {} ms",
+                r.verdict, r.from, r.probe, r.observed, r.control, r.ms
+            );
+        }
+        // rotation (3 rows), carried over an apply, attack 4 (other
+        // port), attack 5 (rebinding), unlisted, tunnel, IPv6 addressing.
+        assert_eq!(dns.len(), 9, "{dns:#?}");
+        assert!(
+            dns.iter().all(|r| r.verdict == super::super::Verdict::Pass),
+            "{dns:#?}"
+        );
         assert!(report.ok(), "{}", report.summary());
     }
 }

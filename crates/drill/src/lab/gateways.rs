@@ -5,6 +5,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
+use corral_gateway::resolver::{Bounds, Hosted, recorded};
 use corral_gateway::test_upstream::TestUpstream;
 use corral_gateway::{DnsTiming, GatewayError, reserve_all, start_all, stop_all};
 
@@ -29,6 +30,9 @@ pub enum GatewaysError {
     /// A gateway could not be started.
     #[error("lab gateways: {0}")]
     Gateway(#[from] GatewayError),
+    /// corral's resolver could not be hosted on a bridge.
+    #[error("lab gateways: {0}")]
+    Resolver(String),
     /// The upstream's address could not be added.
     #[error("lab gateways: {0}")]
     Topology(#[from] super::TopologyError),
@@ -41,6 +45,9 @@ pub struct LabGateways {
     state: PathBuf,
     /// The upstream every gateway forwards to.
     pub upstream: TestUpstream,
+    /// corral's resolver on each bridge whose profile has `dns =
+    /// "corral"` (dnsmasq serves only its leases).
+    pub resolvers: Vec<Hosted>,
 }
 
 impl LabGateways {
@@ -70,7 +77,11 @@ impl LabGateways {
                 .map(|d| d.as_nanos())
                 .unwrap_or(0)
         ));
-        let gateways = Self { state, upstream };
+        let mut gateways = Self {
+            state,
+            upstream,
+            resolvers: Vec::new(),
+        };
         // Every bound sandbox has its lease reserved before dnsmasq starts.
         reserve_all(
             &gateways.state,
@@ -82,9 +93,16 @@ impl LabGateways {
             &lab.profiles,
             &[up],
             timing,
+            lab.plan.host_networks.as_deref().unwrap_or(&[]),
             Some(&lab.topo.host),
             &[],
         )?;
+        for r in recorded(&gateways.state) {
+            let hosted = Hosted::from_record(&lab.topo.host, &r, Bounds::default());
+            gateways
+                .resolvers
+                .push(hosted.map_err(GatewaysError::Resolver)?);
+        }
         Ok(gateways)
     }
 
@@ -96,6 +114,7 @@ impl LabGateways {
 
 impl Drop for LabGateways {
     fn drop(&mut self) {
+        self.resolvers.clear();
         let _ = stop_all(&self.state);
         let _ = std::fs::remove_dir_all(&self.state);
     }

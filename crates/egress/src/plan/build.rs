@@ -40,7 +40,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use corral_sandbox_core::{
-    AllowTarget, BlockAction, DnsPolicy, EgressMode, PortRange, Profile, ProfileSet, Protocol,
+    AllowTarget, BlockAction, EgressMode, PortRange, Profile, ProfileSet, Protocol,
 };
 use ipnet::IpNet;
 
@@ -578,7 +578,7 @@ fn allowlist(
         }
     }
     rules.extend(refuse_reserved(p));
-    if p.dns == DnsPolicy::Gateway {
+    if p.dns.resolves() {
         for class in &dns_classes {
             for fam in families(p) {
                 let name = names::dns_set(&p.name, fam, class.0, class.1);

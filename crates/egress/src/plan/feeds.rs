@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use corral_sandbox_core::{AllowTarget, DnsPolicy, EgressMode, ProfileName, ProfileSet};
+use corral_sandbox_core::{AllowTarget, EgressMode, ProfileName, ProfileSet};
 use serde::Serialize;
 
 use super::model::AddrFamily;
@@ -38,7 +38,7 @@ pub type DnsFeeds = BTreeMap<String, Feed>;
 pub fn dns_feeds(profiles: &ProfileSet) -> DnsFeeds {
     let mut out = DnsFeeds::new();
     for p in profiles.iter() {
-        if p.mode != EgressMode::Allowlist || p.dns != DnsPolicy::Gateway {
+        if p.mode != EgressMode::Allowlist || !p.dns.resolves() {
             continue;
         }
         let mut families = vec![AddrFamily::V4];
@@ -161,7 +161,7 @@ mod tests {
     fn no_learned_sets_without_the_gateway_resolver() {
         let mut s = set(&["*.cdn.example"]);
         let mut p = s.iter().next().unwrap().clone();
-        p.dns = DnsPolicy::Off;
+        p.dns = corral_sandbox_core::DnsPolicy::Off;
         s = ProfileSet::new(vec![p]).unwrap();
         assert!(dns_feeds(&s).is_empty());
     }

@@ -15,7 +15,7 @@
 
 use std::net::IpAddr;
 
-use corral_sandbox_core::{DnsPolicy, EgressMode, PortRange, Profile};
+use corral_sandbox_core::{EgressMode, PortRange, Profile};
 
 use super::bridge::{DNS_BURST, DNS_RATE};
 use super::keyed::{Field, KeyPart, KeyedKind, KeyedSetPlan, Limit};
@@ -42,7 +42,7 @@ fn digit(family: AddrFamily) -> char {
 }
 
 fn has_resolver(p: &Profile) -> bool {
-    p.dns == DnsPolicy::Gateway && p.mode != EgressMode::None
+    p.dns.resolves() && p.mode != EgressMode::None
 }
 
 fn gateways(p: &Profile) -> Vec<IpAddr> {

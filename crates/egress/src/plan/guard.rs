@@ -36,7 +36,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use corral_sandbox_core::{DnsPolicy, EgressMode, PortRange, Profile};
+use corral_sandbox_core::{EgressMode, PortRange, Profile};
 use ipnet::IpNet;
 
 use super::model::{AddrFamily, AddrType, L4Proto, Match, RulePlan, Verdict};
@@ -246,7 +246,7 @@ pub fn host_rules(p: &Profile) -> Vec<RulePlan> {
         "dns-tcp-cap",
         super::gateway_guard::rules(p),
     ));
-    if p.dns == DnsPolicy::Gateway && p.mode != EgressMode::None {
+    if p.dns.resolves() && p.mode != EgressMode::None {
         let mut gateways = vec![IpAddr::V4(p.gateway_v4())];
         gateways.extend(p.gateway_v6().map(IpAddr::V6));
         for gw in gateways {

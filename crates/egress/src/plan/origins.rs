@@ -1,7 +1,7 @@
 //! Where each allow entry lands in the plan (its sets, its addresses),
 //! kept beside the plan for `corral explain`; the kernel never sees it.
 
-use corral_sandbox_core::{AllowTarget, DnsPolicy, EgressMode, ProfileSet};
+use corral_sandbox_core::{AllowTarget, EgressMode, ProfileSet};
 
 use super::build::families;
 use super::explain::AllowOrigin;
@@ -41,7 +41,7 @@ pub(super) fn origins(profiles: &ProfileSet, resolution: &Resolution) -> Vec<All
                     .map(|f| names::allow_set(&p.name, f, proto, ports))
                     .collect()
             };
-            let learned_sets = if named && p.dns == DnsPolicy::Gateway {
+            let learned_sets = if named && p.dns.resolves() {
                 families(p)
                     .into_iter()
                     .map(|f| names::dns_set(&p.name, f, proto, ports))

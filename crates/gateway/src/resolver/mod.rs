@@ -26,7 +26,9 @@
 mod answer;
 mod ede;
 mod exchange;
+mod hosted;
 mod query;
+pub(crate) mod recorded;
 mod serve;
 #[cfg(test)]
 mod tests;
@@ -41,6 +43,10 @@ use corral_sandbox_core::Profile;
 
 pub use ede::{EDE_BLOCKED, EDE_NOT_SUPPORTED, EDE_OTHER, ExtendedError, extended_errors};
 pub use exchange::{Exchange, Transport, Upstream};
+pub use hosted::Hosted;
+pub use recorded::{
+    RESOLVER_FILE, RecordId, Recorded, ResolverSpec, UPSTREAM_TIMEOUT, record_all, recorded,
+};
 pub use serve::{Bounds, Counters, Learn, LearnFailure, NftLearner, Resolver, bind};
 
 /// The most addresses one answer hands out unless a policy says otherwise

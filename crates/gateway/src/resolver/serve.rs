@@ -15,6 +15,7 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -28,6 +29,7 @@ use tokio::sync::Semaphore;
 
 use super::ede::{EDE_OTHER, ExtendedError};
 use super::query::{respond, text};
+use super::recorded::RecordId;
 use super::{Learned, Policy, Transport, Upstream};
 use crate::names::LearnSets;
 use crate::render::{DNS_FORWARD_MAX, MAX_TCP_CONNECTIONS};
@@ -119,6 +121,7 @@ pub struct Resolver {
     bounds: Bounds,
     in_flight: Arc<Semaphore>,
     tcp: Arc<Semaphore>,
+    record: Option<(PathBuf, RecordId)>,
     /// What it did.
     pub counters: Counters,
 }
@@ -191,8 +194,25 @@ impl Resolver {
             upstream,
             learner,
             bounds,
+            record: None,
             counters: Counters::default(),
         }
+    }
+
+    /// Serves only while the record at `path` is still the version `id`:
+    /// once the apply rewrites or removes it, every query is refused until
+    /// the resolver is replaced, so a changed policy is never served from
+    /// the old one.
+    pub fn watching(mut self, path: PathBuf, id: RecordId) -> Self {
+        self.record = Some((path, id));
+        self
+    }
+
+    /// Whether the policy it serves is still the recorded one.
+    pub fn is_current(&self) -> bool {
+        self.record
+            .as_ref()
+            .is_none_or(|(path, id)| RecordId::of(path) == Some(*id))
     }
 
     /// How long `l` stays learned.
@@ -222,6 +242,9 @@ impl Resolver {
     /// The answer to one query's bytes, with its addresses learned; `None`:
     /// send nothing.
     pub async fn answer(&self, query: &[u8], transport: Transport) -> Option<Vec<u8>> {
+        if !self.is_current() {
+            return self.replaced(query);
+        }
         let ex = self.policy.resolve(query, transport, &self.upstream).await;
         if ex.forwarded {
             self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
@@ -247,6 +270,27 @@ impl Resolver {
         }
         self.counters.answered.fetch_add(1, Ordering::Relaxed);
         Some(response)
+    }
+
+    /// The refusal of a resolver whose record changed.
+    fn replaced(&self, query: &[u8]) -> Option<Vec<u8>> {
+        let asked = Message::from_vec(query).ok()?;
+        if asked.message_type() != hickory_proto::op::MessageType::Query {
+            return None;
+        }
+        self.counters.answered.fetch_add(1, Ordering::Relaxed);
+        let text = format!(
+            "corral profile `{}`: its resolver is being replaced (the profile changed); ask again in a moment",
+            self.policy.profile
+        );
+        respond(
+            &asked,
+            ResponseCode::ServFail,
+            Vec::new(),
+            &[ExtendedError::new(EDE_OTHER, text)],
+        )
+        .to_vec()
+        .ok()
     }
 
     /// The refusal sent instead of an answer whose addresses could not be

@@ -123,7 +123,9 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
                     ProfileField::Name => cols[0].column,
                     ProfileField::Bridge => cols[1].column,
                     ProfileField::Subnet | ProfileField::SubnetV6 => cols[2].column,
-                    ProfileField::Mode | ProfileField::Allow => cols[3].column,
+                    // networks.conf has no dns column: its profiles never
+                    // set one.
+                    ProfileField::Mode | ProfileField::Allow | ProfileField::Dns => cols[3].column,
                 };
                 let field = match e.field {
                     ProfileField::Mode | ProfileField::Allow => "allowed-hosts",

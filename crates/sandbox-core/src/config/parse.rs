@@ -221,6 +221,7 @@ fn profiles(
                     ProfileField::SubnetV6 => r.subnet_v6.as_ref().and_then(start),
                     ProfileField::Mode => start(&r.mode),
                     ProfileField::Allow => r.allow.first().map_or(start(&r.mode), start),
+                    ProfileField::Dns => r.dns.as_ref().map_or(start(&r.mode), start),
                 };
                 let ctx = format!("profile \"{}\"", e.profile);
                 c.at(at, Some(&ctx), Some(e.field.key()), e.problem);
@@ -308,12 +309,13 @@ fn profile(r: &RawProfile, c: &mut Collector<'_>) -> Option<Profile> {
     let dns = match r.dns.as_ref().map(|s| (s, s.get_ref().as_str())) {
         None | Some((_, "gateway")) => DnsPolicy::Gateway,
         Some((_, "off")) => DnsPolicy::Off,
+        Some((_, "corral")) => DnsPolicy::Corral,
         Some((s, other)) => {
             c.at(
                 start(s),
                 ctx,
                 Some("dns"),
-                format!("unknown dns policy `{other}`; expected gateway or off"),
+                format!("unknown dns policy `{other}`; expected gateway, corral or off"),
             );
             DnsPolicy::Gateway
         }

@@ -301,7 +301,7 @@ fn bad_values_of_each_kind() {
             "corral.toml:7:9: profile \"a\": block: unknown block action `ignore`; \
                 expected reject or drop",
             "corral.toml:8:7: profile \"a\": dns: unknown dns policy `google`; \
-                expected gateway or off",
+                expected gateway, corral or off",
         ]
     );
 }
@@ -665,4 +665,30 @@ fn a_misspelt_key_is_not_also_missing() {
     assert_eq!(all.len(), 2, "{all:#?}");
     assert!(all[0].contains("missing field `bridge`"), "{all:#?}");
     assert!(all[1].contains("unknown field `colour`"), "{all:#?}");
+}
+
+#[test]
+fn corrals_resolver_serves_allowlist_profiles_only() {
+    let text = prof(
+        "a",
+        "br-a",
+        "10.0.0.0/24",
+        "mode = \"internet\"\ndns = \"corral\"",
+    );
+    assert_eq!(
+        one(&text),
+        "corral.toml:6:7: profile \"a\": dns: dns = \"corral\" is corral's filtered resolver, \
+            for mode = \"allowlist\" only; use dns = \"gateway\" (or \"off\") here"
+    );
+    let text = prof(
+        "a",
+        "br-a",
+        "10.0.0.0/24",
+        "mode = \"allowlist\"\nallow = [\"pypi.org\"]\ndns = \"corral\"",
+    );
+    let cfg = Config::from_toml_str(&text, "corral.toml").unwrap();
+    let p = cfg.profiles.iter().next().unwrap();
+    assert_eq!(p.dns, crate::DnsPolicy::Corral);
+    // Written back as read.
+    assert!(cfg.to_toml_string().contains("dns = \"corral\""));
 }

@@ -108,6 +108,7 @@ fn profile(p: &Profile) -> OutProfile {
         dns: match p.dns {
             DnsPolicy::Gateway => "gateway",
             DnsPolicy::Off => "off",
+            DnsPolicy::Corral => "corral",
         },
         allow_unresolved: p.allow_unresolved,
         deny: p.deny.iter().map(ToString::to_string).collect(),

@@ -50,8 +50,21 @@ pub enum DnsPolicy {
     /// host's upstream resolvers; `none` profiles get leases only.
     #[default]
     Gateway,
+    /// corral's own resolver on the gateway address (allowlist profiles
+    /// only): queries and answers rebuilt, every address learned before it
+    /// is handed out, refusals that say why. Served by corrald; dnsmasq
+    /// then serves only the leases.
+    Corral,
     /// No resolver at all; sandboxes must use addresses.
     Off,
+}
+
+impl DnsPolicy {
+    /// Whether the profile's gateway address answers DNS at all (given a
+    /// mode that has a resolver): either resolver, not `off`.
+    pub fn resolves(self) -> bool {
+        self != DnsPolicy::Off
+    }
 }
 
 /// One validated network profile.

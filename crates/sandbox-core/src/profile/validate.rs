@@ -6,7 +6,7 @@ use std::fmt;
 
 use ipnet::{Ipv4Net, Ipv6Net};
 
-use super::{EgressMode, Profile, ProfileSet};
+use super::{DnsPolicy, EgressMode, Profile, ProfileSet};
 
 /// Smallest IPv4 subnet that holds a gateway and at least two sandboxes
 /// (a /29 has six host addresses; a /30 only two).
@@ -30,6 +30,8 @@ pub enum ProfileField {
     Mode,
     /// `allow`.
     Allow,
+    /// `dns`.
+    Dns,
 }
 
 impl ProfileField {
@@ -42,6 +44,7 @@ impl ProfileField {
             ProfileField::SubnetV6 => "subnet_v6",
             ProfileField::Mode => "mode",
             ProfileField::Allow => "allow",
+            ProfileField::Dns => "dns",
         }
     }
 }
@@ -175,6 +178,12 @@ fn check_single(p: &Profile, push: &mut impl FnMut(ProfileField, String)) {
                 ),
             );
         }
+    }
+    if p.dns == DnsPolicy::Corral && p.mode != EgressMode::Allowlist {
+        push(
+            ProfileField::Dns,
+            "dns = \"corral\" is corral's filtered resolver, for mode = \"allowlist\" only; use dns = \"gateway\" (or \"off\") here".to_owned(),
+        );
     }
     match p.mode {
         EgressMode::Allowlist if p.allow.is_empty() => push(

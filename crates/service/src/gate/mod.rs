@@ -410,11 +410,18 @@ fn check_gateway(
             RESOLVER_TIMEOUT,
         )
     });
+    // corral's resolver lives in the supervisor's process, not in a
+    // daemon of its own: say where it should have come from.
+    let hint = if profile.dns == corral_sandbox_core::DnsPolicy::Corral {
+        " (the profile has dns = \"corral\": corral's resolver is served by corrald or `corral host watch`; start one)"
+    } else {
+        ""
+    };
     match answer {
         Ok(Ok(_)) => Ok((pid, Some(address))),
         Ok(Err(e)) => Err(Missing::Resolver {
             address,
-            error: e.to_string(),
+            error: format!("{e}{hint}"),
         }),
         Err(e) => Err(Missing::Resolver {
             address,

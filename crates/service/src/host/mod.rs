@@ -216,6 +216,21 @@ impl HostService {
                     .map_err(ApplyError::GatewayStop)?;
             }
         }
+        // corral's resolvers see their records change before the rules do
+        // (each refuses from then until its host starts the new one), so
+        // none serves an old policy against the new ruleset.
+        let upstreams = corral_gateway::upstreams_or_host(
+            &planned.config.host.dns_upstreams,
+            Path::new(corral_gateway::RESOLV_CONF),
+        );
+        corral_gateway::resolver::record_all(
+            &self.state_dir,
+            &planned.config.profiles,
+            &upstreams,
+            planned.plan.host_networks.as_deref().unwrap_or(&[]),
+            corral_gateway::DnsTiming::default(),
+        )
+        .map_err(ApplyError::Gateways)?;
         let store = self.store();
         let report = match self
             .target
@@ -287,6 +302,7 @@ impl HostService {
             &self.state_dir,
             &planned.config.profiles,
             &planned.config.host,
+            planned.plan.host_networks.as_deref().unwrap_or(&[]),
             &fresh,
         )
         .map_err(ApplyError::Gateways)?;

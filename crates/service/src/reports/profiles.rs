@@ -51,7 +51,7 @@ pub struct ProfileView {
     pub deny: Vec<String>,
     /// `reject` or `drop`.
     pub block: BlockAction,
-    /// `gateway` or `off`.
+    /// `gateway`, `corral` or `off`.
     pub dns: DnsPolicy,
     /// Names that resolve to nothing are accepted.
     pub allow_unresolved: bool,

@@ -39,6 +39,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use super::SuperviseError;
+use super::resolvers::Resolvers;
 use crate::hooks::Event;
 use crate::store::Store;
 use crate::target::Target;
@@ -179,8 +180,18 @@ impl GatewaySupervisor {
 
     async fn run(self, mut stopped: watch::Receiver<bool>, rescan: Arc<Notify>) {
         let mut watched: HashMap<BridgeName, JoinHandle<()>> = HashMap::new();
+        let mut resolvers = Some(Resolvers::default());
         loop {
             watched.retain(|_, task| !task.is_finished());
+            if let Some(mut r) = resolvers.take() {
+                let ctx = Arc::clone(&self.ctx);
+                resolvers = tokio::task::spawn_blocking(move || {
+                    r.sync(&ctx.state_dir, &ctx.netns);
+                    r
+                })
+                .await
+                .ok();
+            }
             let dir = self.ctx.state_dir.clone();
             let listed = tokio::task::spawn_blocking(move || corral_gateway::status_recorded(&dir))
                 .await
@@ -209,6 +220,11 @@ impl GatewaySupervisor {
         }
         for (_, task) in watched {
             let _ = task.await;
+        }
+        // Stopped with the supervisor: their sandboxes' lookups go
+        // unanswered until it runs again (closed, never open).
+        if let Some(r) = resolvers {
+            let _ = tokio::task::spawn_blocking(move || drop(r)).await;
         }
     }
 }

@@ -4,6 +4,8 @@
 //! - [`gateways`]: every recorded profile gateway (dnsmasq) watched
 //!   through a pidfd, restarted from its recorded configuration with
 //!   backoff when it dies, `gateway_died` / `gateway_restarted` on record;
+//!   The same rescans host corral's own resolver on every bridge whose
+//!   profile has `dns = "corral"` (`resolvers`);
 //! - [`incus`]: Incus's lifecycle event stream watched; a start of a
 //!   profiled corral sandbox that corral did not make is put through the
 //!   start gate, the topology check and the canary, and stopped when one
@@ -14,6 +16,7 @@
 
 pub mod gateways;
 pub mod incus;
+mod resolvers;
 
 pub use gateways::{Backoff, GatewaySupervisor, SupervisorHandle};
 pub use incus::{IncusStartWatcher, StartWatchHandle};

@@ -5,7 +5,7 @@
 //! written by a YAML library, never by string pasting.
 
 use corral_sandbox_core::Profile;
-use corral_sandbox_core::profile::{DnsPolicy, EgressMode};
+use corral_sandbox_core::profile::EgressMode;
 use serde::Serialize;
 
 use super::Template;
@@ -92,7 +92,7 @@ pub fn network_summary(profile: Option<&Profile>) -> String {
         ),
         EgressMode::Allowlist => {
             let list: Vec<String> = p.allow.iter().map(ToString::to_string).collect();
-            let dns = if p.dns == DnsPolicy::Gateway {
+            let dns = if p.dns.resolves() {
                 " Names resolve through the gateway, which answers for those names only."
             } else {
                 ""

@@ -1,0 +1,224 @@
+//! corral's own resolver (`dns = "corral"`) in production shape: a
+//! profile applied through `HostService` (rules, bridge, dnsmasq serving
+//! the leases only, the resolver's record) inside an anonymous network
+//! namespace, and the gateway supervisor hosting the resolver.
+//!
+//! - Control: with no supervisor nothing answers on the gateway address
+//!   and the start gate refuses, saying who serves corral's resolver.
+//! - With the supervisor the resolver answers and the gate passes; a name
+//!   the profile lists is forwarded (its upstream is unreachable in the
+//!   namespace, which has no route: SERVFAIL naming the upstream, nothing
+//!   leaves), an unlisted one refused with the reason.
+//! - A re-apply that drops the name: the resolver is replaced, and the
+//!   name is refused from then on.
+//! - Back on `dns = "gateway"`: the record goes, corral's resolver stops,
+//!   dnsmasq answers.
+
+// Test helpers panic to report a failure, like the tests themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use corral_egress::netns::Netns;
+use corral_gateway::resolver::{extended_errors, recorded};
+use corral_sandbox_core::{Config, ProfileName};
+use corral_service::config::{LoadedConfig, Origin};
+use corral_service::gate::{self, GateError, Missing};
+use corral_service::host::{HostService, plan_config};
+use corral_service::store::Store;
+use corral_service::supervise::GatewaySupervisor;
+use corral_service::target::Target;
+use hickory_proto::op::{Edns, Message, Query, ResponseCode};
+use hickory_proto::rr::{Name, RecordType};
+
+const GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 97, 3, 1);
+
+fn config(allow: &str, dns: &str) -> Config {
+    let text = format!(
+        r#"
+[host]
+dns_upstreams = ["192.0.2.53"]
+
+[[profile]]
+name = "agent"
+bridge = "cb-rsv"
+subnet = "10.97.3.0/24"
+mode = "allowlist"
+dns = "{dns}"
+allow = ["{allow}"]
+"#
+    );
+    Config::from_toml_str(&text, "corral.toml").unwrap()
+}
+
+struct Lab {
+    ns: Netns,
+    path: String,
+    state: tempfile::TempDir,
+}
+
+impl Lab {
+    fn new() -> Self {
+        let ns = Netns::new().unwrap();
+        let path = format!("/proc/{}/fd/{}", std::process::id(), ns.fd().as_raw_fd());
+        Self {
+            ns,
+            path,
+            state: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn service(&self) -> HostService {
+        HostService::new(
+            Target::open(Some(&self.path)).unwrap(),
+            self.state.path().to_owned(),
+        )
+    }
+
+    fn apply(&self, config: Config) {
+        let planned = plan_config(LoadedConfig {
+            config,
+            origin: Origin::Builtin,
+        })
+        .unwrap();
+        self.service().apply(&planned).unwrap();
+    }
+
+    /// One EDNS query to the gateway from inside the namespace; `None`:
+    /// no answer.
+    fn ask(&self, name: &str) -> Option<Message> {
+        let mut q = Message::new();
+        q.set_id(0x3131).set_recursion_desired(true);
+        q.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+        q.set_edns(Edns::new());
+        let bytes = q.to_vec().unwrap();
+        self.ns
+            .run(move || {
+                let s = UdpSocket::bind("0.0.0.0:0").ok()?;
+                s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+                s.send_to(&bytes, SocketAddr::new(GATEWAY.into(), 53))
+                    .ok()?;
+                let mut buf = [0u8; 4096];
+                let n = s.recv(&mut buf).ok()?;
+                Message::from_vec(&buf[..n]).ok()
+            })
+            .unwrap()
+    }
+
+    fn gate(&self, config: &Config) -> Result<gate::GatePass, Box<GateError>> {
+        gate::check(
+            config,
+            &ProfileName::new("agent").unwrap(),
+            Some(&self.path),
+            self.state.path(),
+        )
+        .map_err(Box::new)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Ok(t) = Target::open(Some(&self.path)) {
+            let _ = HostService::new(t, self.state.path().to_owned()).teardown();
+        }
+    }
+}
+
+/// Polls `done` until it holds; a correctness wait with a generous bound,
+/// not a timing assertion.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "gave up waiting: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn texts(m: &Message) -> String {
+    extended_errors(m)
+        .into_iter()
+        .map(|e| e.text)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[test]
+fn the_supervisor_hosts_corrals_resolver_and_follows_each_apply() {
+    if !corral_test_support::gate::netns()
+        || !corral_test_support::gate::tool("dnsmasq", "dnsmasq-base")
+    {
+        return;
+    }
+    let lab = Lab::new();
+    let first = config("*.corral.test", "corral");
+    lab.apply(first.clone());
+    assert_eq!(recorded(lab.state.path()).len(), 1, "the apply records it");
+
+    // Control: dnsmasq serves only the leases; without a host for corral's
+    // resolver nothing answers and the gate refuses, saying why.
+    assert!(lab.ask("corral-gate-check").is_none(), "something answers");
+    match lab.gate(&first).map_err(|e| *e) {
+        Err(GateError::Refused(r)) => {
+            assert!(
+                r.missing
+                    .iter()
+                    .any(|m| matches!(m, Missing::Resolver { .. })),
+                "{r}"
+            );
+            assert!(r.to_string().contains("corral host watch"), "{r}");
+        }
+        other => panic!("the gate must refuse without the resolver: {other:?}"),
+    }
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = Arc::new(Store::open(lab.state.path()).unwrap());
+    let handle = rt.block_on(async {
+        GatewaySupervisor::new(lab.state.path(), Some(&lab.path), store)
+            .unwrap()
+            .with_rescan(Duration::from_millis(200))
+            .spawn()
+    });
+    wait_until("the supervisor hosts the resolver", || {
+        lab.ask("corral-gate-check").is_some()
+    });
+    lab.gate(&first)
+        .expect("the gate passes with the resolver up");
+    // Listed: forwarded (and failing upstream, as the namespace has no
+    // route); unlisted: refused by corral's policy, with the reason.
+    let listed = lab.ask("pkg.corral.test").unwrap();
+    assert_eq!(listed.response_code(), ResponseCode::ServFail, "{listed:?}");
+    assert!(texts(&listed).contains("192.0.2.53"), "{}", texts(&listed));
+    let unlisted = lab.ask("pkg.other.test").unwrap();
+    assert_eq!(unlisted.response_code(), ResponseCode::NXDomain);
+    assert!(
+        texts(&unlisted).contains("blocked by corral profile `agent`"),
+        "{}",
+        texts(&unlisted)
+    );
+
+    // The name leaves the list: refused from the new resolver on.
+    lab.apply(config("*.other.test", "corral"));
+    wait_until("the narrowed list is served", || {
+        lab.ask("pkg.corral.test")
+            .is_some_and(|m| m.response_code() == ResponseCode::NXDomain)
+    });
+    let now = lab.ask("pkg.other.test").unwrap();
+    assert_eq!(now.response_code(), ResponseCode::ServFail, "{now:?}");
+
+    // Back on dnsmasq: the record goes and dnsmasq answers (its own
+    // refusal carries no EDE text).
+    lab.apply(config("*.other.test", "gateway"));
+    assert!(recorded(lab.state.path()).is_empty());
+    wait_until("dnsmasq answers again", || {
+        lab.ask("pkg.corral.test")
+            .is_some_and(|m| m.response_code() == ResponseCode::NXDomain && texts(&m).is_empty())
+    });
+    rt.block_on(handle.stop());
+}
