@@ -23,7 +23,8 @@ use corral_egress::nft;
 use corral_egress::plan::TableFamily;
 use corral_gateway::DnsTiming;
 use corral_gateway::resolver::{
-    Bounds, Hosted, NftLearner, Policy, Resolver, Upstream, extended_errors,
+    AuditRecord, Bounds, FileSink, Hosted, NftLearner, Outcome, Policy, Resolver, Upstream,
+    extended_errors,
 };
 use corral_gateway::wire::{RCODE_NXDOMAIN, TYPE_A};
 use corral_gateway::{LearnSets, probe};
@@ -358,4 +359,89 @@ fn a_long_answer_is_cut_to_the_cap_before_it_is_learned() {
         served.resolver().counters.cut.load(Ordering::Relaxed),
         (300 - cap) as u64
     );
+}
+
+/// Sends `name` (raw labels, any bytes) as an A query from `ns`; waits
+/// for the answer.
+fn ask_raw(ns: &Netns, server: Ipv4Addr, labels: &[&[u8]]) -> Option<Message> {
+    let mut q = Message::new();
+    q.set_id(0x7171).set_recursion_desired(true);
+    let name = Name::from_labels(labels.iter().copied()).unwrap();
+    q.add_query(Query::query(name, RecordType::A));
+    let bytes = q.to_vec().unwrap();
+    ns.run(move || {
+        let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        s.set_read_timeout(Some(T)).unwrap();
+        s.send_to(&bytes, SocketAddr::new(server.into(), 53))
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        let n = s.recv(&mut buf).ok()?;
+        Some(Message::from_vec(&buf[..n]).unwrap())
+    })
+    .unwrap()
+}
+
+#[test]
+fn every_decision_is_in_the_resolvers_own_trail_names_with_control_bytes_escaped() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let profile = allowlist_profile();
+    let env = env(vec![profile.clone()], timing());
+    for gw in &env.gateways.0 {
+        gw.stop().unwrap();
+    }
+    let sb = env.topo.sandbox("agent").unwrap();
+    env.upstream
+        .set("api.corral.test", &[ROTATED_ADDR.into()], 3600);
+    let dir = tempfile::tempdir().unwrap();
+    let trail = dir.path().join(corral_gateway::resolver::AUDIT_FILE);
+    let resolver = Resolver::new(
+        Policy::for_profile(&profile, &[]),
+        LearnSets::of(&profile),
+        Upstream {
+            addr: SocketAddr::new(UPSTREAM.into(), 53),
+            timeout: T,
+        },
+        Arc::new(NftLearner),
+        Bounds::default(),
+    )
+    .with_audit(Arc::new(FileSink::open(&trail).unwrap()));
+    let at = SocketAddr::new(sb.gateway_v4.into(), 53);
+    let _hosted = Hosted::start(&env.topo.host, resolver, &[at], profile.bridge.as_str()).unwrap();
+
+    let r = ask(&sb.ns, sb.gateway_v4, "api.corral.test", TYPE_A).unwrap();
+    assert_eq!(r.answers.len(), 1);
+    // Control bytes in a listed wildcard's label and in an unlisted name:
+    // both answered (the first forwarded), both on record.
+    let listed = ask_raw(
+        &sb.ns,
+        sb.gateway_v4,
+        &[b"a\x07b", b"cdn", b"corral", b"test"],
+    )
+    .unwrap();
+    let unlisted = ask_raw(&sb.ns, sb.gateway_v4, &[b"x\x01y", b"evil", b"test"]).unwrap();
+    assert_eq!(unlisted.response_code(), ResponseCode::NXDomain);
+    assert_ne!(listed.response_code(), ResponseCode::Refused);
+
+    let text = std::fs::read_to_string(&trail).unwrap();
+    let records: Vec<AuditRecord> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 3, "{text}");
+    let src: IpAddr = sb.v4.into();
+    assert!(
+        records.iter().all(|r| r.src == src && r.qtype == "A"),
+        "{text}"
+    );
+    assert_eq!(records[0].name, "api.corral.test");
+    assert_eq!(records[0].outcome, Outcome::Answered);
+    assert_eq!(records[0].addresses, [IpAddr::V4(ROTATED_ADDR)]);
+    assert_eq!(records[1].name, "a\\007b.cdn.corral.test", "{text}");
+    assert_eq!(records[1].outcome, Outcome::Answered);
+    assert_eq!(records[2].name, "x\\001y.evil.test", "{text}");
+    assert_eq!(records[2].outcome, Outcome::Refused);
+    // No raw control byte reaches the file.
+    assert!(!text.bytes().any(|b| b < 0x20 && b != b'\n'), "{text:?}");
 }

@@ -9,6 +9,8 @@
 //!   the profile lists is forwarded (its upstream is unreachable in the
 //!   namespace, which has no route: SERVFAIL naming the upstream, nothing
 //!   leaves), an unlisted one refused with the reason.
+//! - The resolver's decisions reach the audit trail through the
+//!   collector (its own JSON lines, no log scraping).
 //! - A re-apply that drops the name: the resolver is replaced, and the
 //!   name is refused from then on.
 //! - Back on `dns = "gateway"`: the record goes, corral's resolver stops,
@@ -25,6 +27,7 @@ use std::time::{Duration, Instant};
 use corral_egress::netns::Netns;
 use corral_gateway::resolver::{extended_errors, recorded};
 use corral_sandbox_core::{Config, ProfileName};
+use corral_service::audit::{Collector, NoNics};
 use corral_service::config::{LoadedConfig, Origin};
 use corral_service::gate::{self, GateError, Missing};
 use corral_service::host::{HostService, plan_config};
@@ -185,6 +188,10 @@ fn the_supervisor_hosts_corrals_resolver_and_follows_each_apply() {
             .with_rescan(Duration::from_millis(200))
             .spawn()
     });
+    // The audit collector, as corrald runs it beside the supervisor.
+    let _collector = Collector::try_start(lab.state.path(), Some(&lab.path), Arc::new(NoNics))
+        .unwrap()
+        .expect("no other collector");
     wait_until("the supervisor hosts the resolver", || {
         lab.ask("corral-gate-check").is_some()
     });
@@ -202,6 +209,16 @@ fn the_supervisor_hosts_corrals_resolver_and_follows_each_apply() {
         "{}",
         texts(&unlisted)
     );
+
+    // The resolver's own records reach the audit trail.
+    let trail = lab.state.path().join("audit").join("audit.jsonl");
+    wait_until("the refusal is in the audit trail", || {
+        std::fs::read_to_string(&trail).is_ok_and(|t| {
+            t.lines().any(|l| {
+                l.contains(r#""event":"dns_refused""#) && l.contains(r#""name":"pkg.other.test""#)
+            })
+        })
+    });
 
     // The name leaves the list: refused from the new resolver on.
     lab.apply(config("*.other.test", "corral"));

@@ -172,4 +172,15 @@ impl NftError {
     pub fn is_set_full(&self) -> bool {
         matches!(self, NftError::Rejected { source, .. } if source.raw_os_error() == Some(libc::ENFILE))
     }
+
+    /// The set a refused element add was for (`nft::learn` notes its
+    /// messages "learning N addresses into set S").
+    pub fn set_named(&self) -> Option<String> {
+        match self {
+            NftError::Rejected { what, .. } => {
+                what.split_once(" into set ").map(|(_, set)| set.to_owned())
+            }
+            _ => None,
+        }
+    }
 }

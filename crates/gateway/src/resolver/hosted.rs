@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use corral_egress::netns::Netns;
 use tokio::sync::oneshot;
 
+use super::audit::{AUDIT_FILE, FileSink};
 use super::recorded::Recorded;
 use super::serve::{Bounds, NftLearner, Resolver, bind};
 
@@ -113,9 +114,13 @@ impl Hosted {
     /// the version read.
     pub fn from_record(ns: &Netns, record: &Recorded, bounds: Bounds) -> Result<Self, String> {
         let spec = record.spec.as_ref().map_err(Clone::clone)?;
+        let trail = record.path.with_file_name(AUDIT_FILE);
+        let sink =
+            FileSink::open(&trail).map_err(|e| format!("cannot open {}: {e}", trail.display()))?;
         let resolver = spec
             .resolver(Arc::new(NftLearner), bounds)?
-            .watching(record.path.clone(), record.id);
+            .watching(record.path.clone(), record.id)
+            .with_audit(Arc::new(sink));
         let bridge = spec.profile.bridge.to_string();
         Self::start(ns, resolver, &spec.listen(), &bridge).map_err(|e| {
             format!(

@@ -27,6 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::Semaphore;
 
+use super::audit::{AuditRecord, AuditSink, Outcome};
 use super::ede::{EDE_OTHER, ExtendedError};
 use super::query::{respond, text};
 use super::recorded::RecordId;
@@ -45,7 +46,10 @@ pub trait Learn: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LearnFailure {
     /// A set is at its size; it keeps what it has.
-    Full,
+    Full {
+        /// The set, when the kernel's refusal named it.
+        set: Option<String>,
+    },
     /// Anything else (the set or table gone, netlink refused).
     Other(String),
 }
@@ -59,7 +63,7 @@ impl Learn for NftLearner {
     fn learn(&self, elements: &[LearnElement]) -> Result<(), LearnFailure> {
         match corral_egress::nft::learn(elements) {
             Ok(_) => Ok(()),
-            Err(e) if e.is_set_full() => Err(LearnFailure::Full),
+            Err(e) if e.is_set_full() => Err(LearnFailure::Full { set: e.set_named() }),
             Err(e) => Err(LearnFailure::Other(e.to_string())),
         }
     }
@@ -122,6 +126,7 @@ pub struct Resolver {
     in_flight: Arc<Semaphore>,
     tcp: Arc<Semaphore>,
     record: Option<(PathBuf, RecordId)>,
+    audit: Option<Arc<dyn AuditSink>>,
     /// What it did.
     pub counters: Counters,
 }
@@ -195,6 +200,7 @@ impl Resolver {
             learner,
             bounds,
             record: None,
+            audit: None,
             counters: Counters::default(),
         }
     }
@@ -205,6 +211,12 @@ impl Resolver {
     /// the old one.
     pub fn watching(mut self, path: PathBuf, id: RecordId) -> Self {
         self.record = Some((path, id));
+        self
+    }
+
+    /// Records every decision in `sink`.
+    pub fn with_audit(mut self, sink: Arc<dyn AuditSink>) -> Self {
+        self.audit = Some(sink);
         self
     }
 
@@ -239,9 +251,14 @@ impl Resolver {
         out
     }
 
-    /// The answer to one query's bytes, with its addresses learned; `None`:
-    /// send nothing.
-    pub async fn answer(&self, query: &[u8], transport: Transport) -> Option<Vec<u8>> {
+    /// The answer to one query's bytes from `from`, with its addresses
+    /// learned and the decision recorded; `None`: send nothing.
+    pub async fn answer(
+        &self,
+        query: &[u8],
+        transport: Transport,
+        from: IpAddr,
+    ) -> Option<Vec<u8>> {
         if !self.is_current() {
             return self.replaced(query);
         }
@@ -253,23 +270,54 @@ impl Resolver {
             .cut
             .fetch_add(ex.cut as u64, Ordering::Relaxed);
         let response = ex.response?;
-        if !ex.learned.is_empty() {
-            // The question was admitted (it was forwarded and answered), so
-            // the query parses; its name picks the classes to learn into.
-            let asked = Message::from_vec(query).ok()?;
-            let name = asked.queries().first().map(|q| text(q.name()))?;
-            let elements = self.elements(&name, &ex.learned);
-            if let Err(why) = self.learner.learn(&elements) {
-                self.counters.learn_failed.fetch_add(1, Ordering::Relaxed);
-                self.counters.answered.fetch_add(1, Ordering::Relaxed);
-                return self.unlearned(&asked, &name, &why);
-            }
-            self.counters
-                .learned
-                .fetch_add(ex.learned.len() as u64, Ordering::Relaxed);
-        }
         self.counters.answered.fetch_add(1, Ordering::Relaxed);
-        Some(response)
+        // A response was made, so the bytes were a query that parses.
+        let asked = Message::from_vec(query).ok()?;
+        let question = asked.queries().first();
+        let name = question.map(|q| text(q.name())).unwrap_or_default();
+        let qtype = question
+            .map(|q| q.query_type().to_string())
+            .unwrap_or_default();
+        let mut record = AuditRecord {
+            src: from,
+            name,
+            qtype,
+            outcome: if ex.forwarded || response.get(3).is_some_and(|b| b & 0x0f == 0) {
+                Outcome::Answered
+            } else {
+                Outcome::Refused
+            },
+            addresses: ex.learned.iter().map(|l| l.addr).collect(),
+            set: None,
+        };
+        let sent = if ex.learned.is_empty() {
+            Some(response)
+        } else {
+            // Forwarded and answered: its name picks the classes to learn
+            // into.
+            let elements = self.elements(&record.name, &ex.learned);
+            match self.learner.learn(&elements) {
+                Ok(()) => {
+                    self.counters
+                        .learned
+                        .fetch_add(ex.learned.len() as u64, Ordering::Relaxed);
+                    Some(response)
+                }
+                Err(why) => {
+                    self.counters.learn_failed.fetch_add(1, Ordering::Relaxed);
+                    record.addresses.clear();
+                    if let LearnFailure::Full { set } = &why {
+                        record.outcome = Outcome::Full;
+                        record.set.clone_from(set);
+                    }
+                    self.unlearned(&asked, &record.name, &why)
+                }
+            }
+        };
+        if let Some(sink) = &self.audit {
+            sink.record(&record);
+        }
+        sent
     }
 
     /// The refusal of a resolver whose record changed.
@@ -297,7 +345,7 @@ impl Resolver {
     /// learned.
     fn unlearned(&self, asked: &Message, name: &str, why: &LearnFailure) -> Option<Vec<u8>> {
         let (code, text) = match why {
-            LearnFailure::Full => (
+            LearnFailure::Full { .. } => (
                 ResponseCode::Refused,
                 format!(
                     "corral profile `{}`: its learned addresses are at their limit, so `{name}` gets no new address until some expire; ask the operator to raise the profile's `learned_max`",
@@ -336,7 +384,7 @@ impl Resolver {
             let query = buf[..n].to_vec();
             let (me, sock) = (self.clone(), sock.clone());
             tokio::spawn(async move {
-                if let Some(r) = me.answer(&query, Transport::Udp).await {
+                if let Some(r) = me.answer(&query, Transport::Udp, from.ip()).await {
                     // A send that fails (the sandbox gone) has no one to
                     // tell.
                     let _ = sock.send_to(&r, from).await;
@@ -351,7 +399,7 @@ impl Resolver {
     /// order.
     pub async fn serve_tcp(self: Arc<Self>, listener: TcpListener) -> io::Result<()> {
         loop {
-            let (stream, _) = listener.accept().await?;
+            let (stream, peer) = listener.accept().await?;
             let Ok(permit) = self.tcp.clone().try_acquire_owned() else {
                 self.counters.dropped.fetch_add(1, Ordering::Relaxed);
                 drop(stream);
@@ -360,13 +408,13 @@ impl Resolver {
             let me = self.clone();
             tokio::spawn(async move {
                 // A connection that breaks ends its own task only.
-                let _ = me.connection(stream).await;
+                let _ = me.connection(stream, peer.ip()).await;
                 drop(permit);
             });
         }
     }
 
-    async fn connection(&self, mut stream: TcpStream) -> io::Result<()> {
+    async fn connection(&self, mut stream: TcpStream, peer: IpAddr) -> io::Result<()> {
         loop {
             let mut len = [0u8; 2];
             match tokio::time::timeout(self.bounds.tcp_idle, stream.read_exact(&mut len)).await {
@@ -382,7 +430,7 @@ impl Resolver {
                 self.counters.dropped.fetch_add(1, Ordering::Relaxed);
                 return Ok(());
             };
-            let response = self.answer(&query, Transport::Tcp).await;
+            let response = self.answer(&query, Transport::Tcp, peer).await;
             drop(permit);
             let Some(r) = response else { continue };
             let Ok(n) = u16::try_from(r.len()) else {

@@ -228,6 +228,9 @@ struct GatewayLog {
     path: PathBuf,
     offset: u64,
     tracker: DnsTracker,
+    /// corral's resolver's own trail (JSON lines) rather than dnsmasq's
+    /// query log.
+    resolver: bool,
 }
 
 struct Worker {
@@ -292,18 +295,25 @@ impl Worker {
             }
             let mut next = Vec::new();
             for p in &config.profiles {
-                let path = GatewayPaths::new(&self.state_dir, &p.bridge).log();
-                match self.gateways.iter().position(|g| g.path == path) {
-                    Some(i) => next.push(self.gateways.swap_remove(i)),
-                    None => {
-                        // Start at the end: what was logged before this
-                        // collector ran is not replayed.
-                        let offset = std::fs::metadata(&path).map_or(0, |m| m.len());
-                        next.push(GatewayLog {
-                            path,
-                            offset,
-                            tracker: DnsTracker::new(p.name.as_str()),
-                        });
+                let paths = GatewayPaths::new(&self.state_dir, &p.bridge);
+                let logs = [
+                    (paths.log(), false),
+                    (paths.dir().join(corral_gateway::resolver::AUDIT_FILE), true),
+                ];
+                for (path, resolver) in logs {
+                    match self.gateways.iter().position(|g| g.path == path) {
+                        Some(i) => next.push(self.gateways.swap_remove(i)),
+                        None => {
+                            // Start at the end: what was logged before this
+                            // collector ran is not replayed.
+                            let offset = std::fs::metadata(&path).map_or(0, |m| m.len());
+                            next.push(GatewayLog {
+                                path,
+                                offset,
+                                tracker: DnsTracker::new(p.name.as_str()),
+                                resolver,
+                            });
+                        }
                     }
                 }
             }
@@ -372,7 +382,11 @@ impl Worker {
             };
             g.offset += end as u64 + 1;
             for line in String::from_utf8_lossy(&bytes[..=end]).lines() {
-                out.extend(g.tracker.line(line));
+                if g.resolver {
+                    out.extend(g.tracker.resolver_line(line));
+                } else {
+                    out.extend(g.tracker.line(line));
+                }
             }
             out.extend(g.tracker.flush());
             if g.offset > GATEWAY_LOG_LIMIT

@@ -126,6 +126,38 @@ impl DnsTracker {
         out
     }
 
+    /// Feeds one line of corral's resolver's own trail (`resolver.jsonl`,
+    /// `corral_gateway::resolver::AuditRecord`); returns its decision,
+    /// within the asker's budget like dnsmasq's. A line that is not a
+    /// record (a partial write cut by a crash) is skipped.
+    pub fn resolver_line(&mut self, line: &str) -> Vec<NetRecord> {
+        use corral_gateway::resolver::{AuditRecord, Outcome};
+        let mut out = Vec::new();
+        let Ok(r) = serde_json::from_str::<AuditRecord>(line) else {
+            return out;
+        };
+        let p = Pending {
+            src: r.src,
+            name: r.name,
+            qtype: r.qtype,
+            addresses: Vec::new(),
+            answered: true,
+        };
+        let record = match r.outcome {
+            Outcome::Answered => NetRecord::DnsAnswered(self.decision(p, r.addresses)),
+            Outcome::Refused => NetRecord::DnsRefused(self.decision(p, Vec::new())),
+            Outcome::Full => {
+                let set = r
+                    .set
+                    .unwrap_or_else(|| format!("{} learned set", self.profile));
+                *self.refused.entry(set).or_insert(0) += 1;
+                NetRecord::DnsRefused(self.decision(p, Vec::new()))
+            }
+        };
+        self.emit(&mut out, record);
+        out
+    }
+
     /// Everything answered so far (call at the end of what was read),
     /// then the counts of what this read did not record one by one; the
     /// budgets start again.
@@ -328,6 +360,58 @@ Dec  1 10:32:16 dnsmasq[22141]: 3 10.90.0.5/42214 reply up.test is 2001:db8::7
             ));
         }
         assert_eq!(t.pending.len(), MAX_PENDING);
+    }
+
+    #[test]
+    fn corrals_resolver_lines_become_decisions_within_the_same_budget() {
+        let mut t = DnsTracker::new("dev");
+        let line = |src: &str, name: &str, outcome: &str, extra: &str| {
+            format!(r#"{{"src":"{src}","name":"{name}","qtype":"A","outcome":"{outcome}"{extra}}}"#)
+        };
+        let mut out = t.resolver_line(&line(
+            "10.0.0.5",
+            "api.example.com",
+            "answered",
+            r#","addresses":["192.0.2.1"]"#,
+        ));
+        // An escaped control byte stays as written, never dropped.
+        out.extend(t.resolver_line(&line("10.0.0.5", "x\\\\001y.evil.test", "refused", "")));
+        out.extend(t.resolver_line(&line(
+            "10.0.0.5",
+            "big.example.com",
+            "full",
+            r#","set":"dev-dns4""#,
+        )));
+        out.extend(t.resolver_line("{\"src\":\"10.0.0.5\",\"na"));
+        out.extend(t.flush());
+        assert!(
+            matches!(&out[0], NetRecord::DnsAnswered(d) if d.addresses == ["192.0.2.1".parse::<IpAddr>().unwrap()]),
+            "{out:?}"
+        );
+        assert!(
+            matches!(&out[1], NetRecord::DnsRefused(d) if d.name == "x\\001y.evil.test"),
+            "{out:?}"
+        );
+        assert!(
+            matches!(&out[2], NetRecord::DnsRefused(d) if d.name == "big.example.com"),
+            "{out:?}"
+        );
+        assert!(
+            matches!(&out[3], NetRecord::LearnRefused { set, addresses: 1, .. } if set == "dev-dns4"),
+            "{out:?}"
+        );
+        assert_eq!(out.len(), 4, "{out:?}");
+        // Past the budget: counted, not recorded one by one.
+        let mut out = Vec::new();
+        for i in 0..MAX_DECISIONS_PER_READ + 5 {
+            out.extend(t.resolver_line(&line("10.0.0.6", &format!("n{i}.test"), "refused", "")));
+        }
+        out.extend(t.flush());
+        assert!(
+            out.iter()
+                .any(|r| matches!(r, NetRecord::DnsSuppressed { decisions: 5, .. })),
+            "{out:?}"
+        );
     }
 
     #[test]
