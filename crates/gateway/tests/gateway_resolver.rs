@@ -38,6 +38,16 @@ const SET: &str = "agent-dns4";
 /// Stops the profile's dnsmasq and serves its gateway address with
 /// corral's resolver instead, until dropped.
 fn serve(env: &Env, profile: &Profile, bounds: Bounds) -> Hosted {
+    serve_with(env, profile, bounds, |r| r)
+}
+
+/// [`serve`], with `adjust` given the resolver before it starts.
+fn serve_with(
+    env: &Env,
+    profile: &Profile,
+    bounds: Bounds,
+    adjust: impl FnOnce(Resolver) -> Resolver,
+) -> Hosted {
     for gw in &env.gateways.0 {
         gw.stop().unwrap();
     }
@@ -55,7 +65,7 @@ fn serve(env: &Env, profile: &Profile, bounds: Bounds) -> Hosted {
     );
     Hosted::start(
         &env.topo.host,
-        resolver,
+        adjust(resolver),
         &[SocketAddr::new(sb.gateway_v4.into(), 53)],
         profile.bridge.as_str(),
     )
@@ -178,6 +188,11 @@ fn try_ask_edns(ns: &Netns, server: Ipv4Addr, name: &str) -> Option<Message> {
     q.set_id(0x5151).set_recursion_desired(true);
     q.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
     q.set_edns(Edns::new());
+    send(ns, server, &q)
+}
+
+/// Sends `q` over UDP from `ns` to `server`:53; `None`: no answer.
+fn send(ns: &Netns, server: Ipv4Addr, q: &Message) -> Option<Message> {
     let bytes = q.to_vec().unwrap();
     ns.run(move || {
         let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
@@ -244,9 +259,6 @@ fn a_resolver_whose_record_changed_refuses_and_lets_go_of_its_port() {
     }
     let profile = allowlist_profile();
     let env = env(vec![profile.clone()], timing());
-    for gw in &env.gateways.0 {
-        gw.stop().unwrap();
-    }
     let sb = env.topo.sandbox("agent").unwrap();
     env.upstream
         .set("api.corral.test", &[ROTATED_ADDR.into()], 3600);
@@ -254,19 +266,10 @@ fn a_resolver_whose_record_changed_refuses_and_lets_go_of_its_port() {
     let record = dir.path().join("resolver.json");
     std::fs::write(&record, b"v1").unwrap();
     let id = corral_gateway::resolver::RecordId::of(&record).unwrap();
-    let resolver = Resolver::new(
-        Policy::for_profile(&profile, &[]),
-        LearnSets::of(&profile),
-        Upstream {
-            addr: SocketAddr::new(UPSTREAM.into(), 53),
-            timeout: T,
-        },
-        Arc::new(NftLearner),
-        Bounds::default(),
-    )
-    .watching(record.clone(), id);
-    let at = SocketAddr::new(sb.gateway_v4.into(), 53);
-    let hosted = Hosted::start(&env.topo.host, resolver, &[at], profile.bridge.as_str()).unwrap();
+    let hosted = serve_with(&env, &profile, Bounds::default(), |r| {
+        r.watching(record.clone(), id)
+    });
+    let at = hosted.at()[0];
     let r = ask(&sb.ns, sb.gateway_v4, "api.corral.test", TYPE_A).unwrap();
     assert_eq!(r.answers.len(), 1, "{r:?}");
 
@@ -368,17 +371,7 @@ fn ask_raw(ns: &Netns, server: Ipv4Addr, labels: &[&[u8]]) -> Option<Message> {
     q.set_id(0x7171).set_recursion_desired(true);
     let name = Name::from_labels(labels.iter().copied()).unwrap();
     q.add_query(Query::query(name, RecordType::A));
-    let bytes = q.to_vec().unwrap();
-    ns.run(move || {
-        let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-        s.set_read_timeout(Some(T)).unwrap();
-        s.send_to(&bytes, SocketAddr::new(server.into(), 53))
-            .unwrap();
-        let mut buf = [0u8; 4096];
-        let n = s.recv(&mut buf).ok()?;
-        Some(Message::from_vec(&buf[..n]).unwrap())
-    })
-    .unwrap()
+    send(ns, server, &q)
 }
 
 #[test]
@@ -388,27 +381,14 @@ fn every_decision_is_in_the_resolvers_own_trail_names_with_control_bytes_escaped
     }
     let profile = allowlist_profile();
     let env = env(vec![profile.clone()], timing());
-    for gw in &env.gateways.0 {
-        gw.stop().unwrap();
-    }
     let sb = env.topo.sandbox("agent").unwrap();
     env.upstream
         .set("api.corral.test", &[ROTATED_ADDR.into()], 3600);
     let dir = tempfile::tempdir().unwrap();
     let trail = dir.path().join(corral_gateway::resolver::AUDIT_FILE);
-    let resolver = Resolver::new(
-        Policy::for_profile(&profile, &[]),
-        LearnSets::of(&profile),
-        Upstream {
-            addr: SocketAddr::new(UPSTREAM.into(), 53),
-            timeout: T,
-        },
-        Arc::new(NftLearner),
-        Bounds::default(),
-    )
-    .with_audit(Arc::new(FileSink::open(&trail).unwrap()));
-    let at = SocketAddr::new(sb.gateway_v4.into(), 53);
-    let _hosted = Hosted::start(&env.topo.host, resolver, &[at], profile.bridge.as_str()).unwrap();
+    let _hosted = serve_with(&env, &profile, Bounds::default(), |r| {
+        r.with_audit(Arc::new(FileSink::open(&trail).unwrap()))
+    });
 
     let r = ask(&sb.ns, sb.gateway_v4, "api.corral.test", TYPE_A).unwrap();
     assert_eq!(r.answers.len(), 1);

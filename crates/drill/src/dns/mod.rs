@@ -501,6 +501,22 @@ pub(crate) fn setup_error(e: String) -> DrillRow {
 mod tests {
     use super::*;
 
+    /// The report's DNS rows, each printed (a failure shows them all).
+    fn dns_rows(report: &super::super::DrillReport) -> Vec<&DrillRow> {
+        let dns: Vec<&DrillRow> = report
+            .rows
+            .iter()
+            .filter(|r| PROBES.contains(&r.probe.as_str()))
+            .collect();
+        for r in &dns {
+            eprintln!(
+                "{:?} {} {} -> {:?} (control {:?}) {} ms",
+                r.verdict, r.from, r.probe, r.observed, r.control, r.ms
+            );
+        }
+        dns
+    }
+
     #[test]
     fn dns_rows_pass_for_every_kind_of_profile() {
         if !corral_test_support::gate::netns() {
@@ -530,17 +546,7 @@ mode = "none"
         let cfg = corral_sandbox_core::config::Config::from_toml_str(text, "t").unwrap();
         let report =
             super::super::run(&cfg.profiles, &super::super::DrillOptions::default()).unwrap();
-        let dns: Vec<&DrillRow> = report
-            .rows
-            .iter()
-            .filter(|r| PROBES.contains(&r.probe.as_str()))
-            .collect();
-        for r in &dns {
-            eprintln!(
-                "{:?} {} {} -> {:?} (control {:?}) {} ms",
-                r.verdict, r.from, r.probe, r.observed, r.control, r.ms
-            );
-        }
+        let dns = dns_rows(&report);
         // dev: rotation (3 rows), carried over an apply, attack 4 (other
         // port), attack 5 (rebinding), unlisted, tunnel, IPv6 addressing;
         // web: forwards; off: no resolver.
@@ -588,17 +594,7 @@ allow = ["api.example.com:443/tcp", "*.cdn.example.com", "[2001:db8:1::10]:443/t
         let cfg = corral_sandbox_core::config::Config::from_toml_str(text, "t").unwrap();
         let report =
             super::super::run(&cfg.profiles, &super::super::DrillOptions::default()).unwrap();
-        let dns: Vec<&DrillRow> = report
-            .rows
-            .iter()
-            .filter(|r| PROBES.contains(&r.probe.as_str()))
-            .collect();
-        for r in &dns {
-            eprintln!(
-                "{:?} {} {} -> {:?} (control {:?}) {} ms",
-                r.verdict, r.from, r.probe, r.observed, r.control, r.ms
-            );
-        }
+        let dns = dns_rows(&report);
         // rotation (3 rows), carried over an apply, attack 4 (other
         // port), attack 5 (rebinding), unlisted, tunnel, IPv6 addressing.
         assert_eq!(dns.len(), 9, "{dns:#?}");
