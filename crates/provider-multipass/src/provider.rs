@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use corral_provider_support::setup::{self, SetupError};
 use corral_provider_support::{
-    VmBackend, require_vm_without_mounts, staging_error, vm_capabilities,
+    VmBackend, VmTool, require_vm_without_mounts, staging_error, vm_capabilities,
 };
 use corral_sandbox_core::sandbox::{
     Capabilities, Operation, ProviderError, Sandbox, SandboxInfo, SandboxProvider, SandboxSpec,
@@ -144,11 +144,14 @@ impl MultipassProvider {
         let staging = Staging::open(&config.staging_root)?;
         Ok(Self {
             shared: Arc::new(Shared {
-                runner,
+                tool: VmTool {
+                    runner,
+                    command_timeout: config.timeouts.command,
+                    staging,
+                },
                 kind,
                 errors: tool_errors(kind),
                 argv: MultipassArgv::new(config.program),
-                staging,
                 profiles: config.profiles,
                 timeouts: config.timeouts,
                 prefix: config.name_prefix,
@@ -163,7 +166,7 @@ impl MultipassProvider {
 
     /// The staging root in use.
     pub fn staging_root(&self) -> &std::path::Path {
-        self.shared.staging.root()
+        self.shared.tool.staging.root()
     }
 }
 
@@ -202,11 +205,16 @@ impl SandboxProvider for MultipassProvider {
                 reason: e.to_string(),
             }
         })?;
-        if s.staging.read_stamp(&vm).map_err(staging_error)?.is_some() {
+        if s.tool
+            .staging
+            .read_stamp(&vm)
+            .map_err(staging_error)?
+            .is_some()
+        {
             match s.info(&vm).await {
                 // A stamp whose VM is gone is left from a failed create: reuse the name.
                 Err(ProviderError::NotFound { .. }) => {
-                    s.staging.remove(&vm).map_err(staging_error)?
+                    s.tool.staging.remove(&vm).map_err(staging_error)?
                 }
                 Ok(_) => {
                     return Err(ProviderError::AlreadyExists {
@@ -219,10 +227,10 @@ impl SandboxProvider for MultipassProvider {
         }
         // The stamp goes first, so a VM a failed launch leaves behind is
         // still corral's to delete.
-        s.staging.claim(&Stamp::new(
+        s.tool.staging.claim(&Stamp::new(
             &vm,
             &spec.name,
-            Some(s.runner.location()),
+            Some(s.tool.runner.location()),
             spec.network.as_ref().map(|n| n.profile.to_string()),
             &spec.image,
         ))?;
@@ -241,6 +249,7 @@ impl SandboxProvider for MultipassProvider {
             Invocation::new(argv, s.timeouts.launch).with_stdin(user_data.into_bytes())
         } else {
             let path = s
+                .tool
                 .staging
                 .write_file(&vm, CLOUD_INIT_FILE, user_data.as_bytes())
                 .map_err(staging_error)?;
@@ -253,13 +262,13 @@ impl SandboxProvider for MultipassProvider {
             );
             Invocation::new(argv, s.timeouts.launch)
         };
-        let result = s.runner.run(&invocation).await;
+        let result = s.tool.runner.run(&invocation).await;
         let nothing_ran = result.as_ref().is_err_and(RunError::nothing_ran);
         match s.check("launch", &vm, result) {
             Ok(_) => {}
             Err(e) => {
                 if nothing_ran || matches!(e, ProviderError::AlreadyExists { .. }) {
-                    s.staging.remove(&vm).map_err(staging_error)?;
+                    s.tool.staging.remove(&vm).map_err(staging_error)?;
                 }
                 return Err(e);
             }
@@ -291,7 +300,7 @@ impl SandboxProvider for MultipassProvider {
                 continue;
             };
             // Unstamped or foreign-stamped VMs are not corral's: leave them out.
-            let Ok(Some(stamp)) = s.staging.read_stamp(&info.name) else {
+            let Ok(Some(stamp)) = s.tool.staging.read_stamp(&info.name) else {
                 continue;
             };
             if s.stamp_mismatch(&info.name, &stamp).is_none() {

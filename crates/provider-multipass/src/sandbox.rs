@@ -77,7 +77,7 @@ impl Sandbox for MultipassSandbox {
     async fn stop(&self, options: StopOptions) -> Result<(), ProviderError> {
         let s = &self.shared;
         s.owned(&self.vm).await?;
-        let timeout = options.timeout.unwrap_or(s.timeouts.command);
+        let timeout = options.timeout.unwrap_or(s.tool.command_timeout);
         s.run_for(
             "stop",
             &self.vm,
@@ -95,7 +95,7 @@ impl Sandbox for MultipassSandbox {
         }
         let s = &self.shared;
         s.owned(&self.vm).await?;
-        let timeout = options.timeout.unwrap_or(s.timeouts.command);
+        let timeout = options.timeout.unwrap_or(s.tool.command_timeout);
         s.run_for("restart", &self.vm, s.argv.restart(&self.vm), timeout)
             .await?;
         Ok(())
@@ -112,6 +112,7 @@ impl Sandbox for MultipassSandbox {
         // A non-zero exit is the command's own answer, not a provider error;
         // only failures to run at all (and ssh's own 255) are errors.
         let output = s
+            .tool
             .runner
             .run(&invocation)
             .await
@@ -130,7 +131,7 @@ impl Sandbox for MultipassSandbox {
             Ok(_) | Err(ProviderError::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
-        s.staging.remove(&self.vm).map_err(staging_error)
+        s.tool.staging.remove(&self.vm).map_err(staging_error)
     }
 
     async fn snapshot(&self, snapshot: &str) -> Result<(), ProviderError> {
@@ -199,12 +200,13 @@ impl Sandbox for MultipassSandbox {
         self.require_stopped(Operation::Clone).await?;
         // The clone keeps the source's NICs and route swap, so its profile
         // too, and lives where its source does.
-        s.staging
+        s.tool
+            .staging
             .claim(&stamp.for_clone(&target_vm, target, stamp.location.clone()))?;
         let cloned = s
             .run("clone", &target_vm, s.argv.clone_vm(&self.vm, &target_vm))
             .await;
-        s.staging.discard_unless_timeout(&target_vm, cloned)?;
+        s.tool.staging.discard_unless_timeout(&target_vm, cloned)?;
         Ok(s.handle(target.clone(), target_vm))
     }
 }

@@ -3,9 +3,8 @@
 //! ownership checks and profile checks.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use corral_provider_support::{ToolErrors, VmBackend};
+use corral_provider_support::{ToolErrors, VmBackend, VmTool};
 use corral_sandbox_core::sandbox::{
     InstanceType, NetworkAttachment, ProviderError, Sandbox, SandboxInfo,
 };
@@ -18,16 +17,15 @@ use crate::provider::Timeouts;
 use crate::runner::{RunError, RunOutput, Runner};
 use crate::sandbox::MultipassSandbox;
 use crate::ssh::SSH_FAILURE_EXIT;
-use crate::staging::{Staging, Stamp};
+use crate::staging::Stamp;
 
 /// State shared by the provider and every sandbox handle.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) runner: Arc<dyn Runner>,
+    pub(crate) tool: VmTool,
     pub(crate) kind: SandboxKind,
     pub(crate) errors: ToolErrors,
     pub(crate) argv: MultipassArgv,
-    pub(crate) staging: Staging,
     pub(crate) profiles: ProfileSet,
     pub(crate) timeouts: Timeouts,
     pub(crate) prefix: String,
@@ -52,7 +50,7 @@ impl Shared {
             operation: operation.to_owned(),
             message: format!(
                 "ssh to {} failed (exit 255): {}; check the executor is reachable and key authentication works",
-                self.runner.location().trim_start_matches("ssh:"),
+                self.tool.runner.location().trim_start_matches("ssh:"),
                 output.message()
             ),
             code: Some(i64::from(output.exit_code)),
@@ -75,7 +73,7 @@ impl Shared {
 
     /// Why `stamp` does not make `vm` corral's here, if it does not.
     pub(crate) fn stamp_mismatch(&self, vm: &str, stamp: &Stamp) -> Option<String> {
-        stamp.mismatch(vm, Some(&self.runner.location()))
+        stamp.mismatch(vm, Some(&self.tool.runner.location()))
     }
 
     /// The profile behind `attachment`, which must match the configuration.
@@ -141,12 +139,10 @@ impl Shared {
 }
 
 impl VmBackend for Shared {
-    fn runner(&self) -> &dyn Runner {
-        self.runner.as_ref()
-    }
+    type ToolRunner = dyn Runner;
 
-    fn command_timeout(&self) -> Duration {
-        self.timeouts.command
+    fn tool(&self) -> &VmTool {
+        &self.tool
     }
 
     /// ssh's own failure (exit 255) on an executor reads as such, not as
@@ -162,10 +158,6 @@ impl VmBackend for Shared {
                 (self.kind == SandboxKind::MultipassRemote && output.exit_code == SSH_FAILURE_EXIT)
                     .then(|| self.ssh_failure(operation, output))
             })
-    }
-
-    fn staging(&self) -> &Staging {
-        &self.staging
     }
 
     fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError> {
@@ -186,8 +178,9 @@ impl VmBackend for Shared {
     /// The stamp must name this executor's location.
     async fn owned(&self, vm: &str) -> Result<Stamp, ProviderError> {
         // No stamp: say NotFound for a VM that is not there either.
-        self.staging
-            .owned(vm, Some(&self.runner.location()), self.info(vm))
+        self.tool
+            .staging
+            .owned(vm, Some(&self.tool.runner.location()), self.info(vm))
             .await
     }
 }

@@ -48,4 +48,4 @@ pub use runner::{Invocation, LocalRunner, Program, RunError, RunOutput, Runner, 
 pub use setup::SetupError;
 pub use spec::{refuse_clone_from_snapshot, require_vm_without_mounts};
 pub use staging::{OwnershipStamp, STAMP_FILE, Staging, StagingError};
-pub use vm::{VM_LIFECYCLE, VmBackend, vm_capabilities};
+pub use vm::{VM_LIFECYCLE, VmBackend, VmTool, vm_capabilities};

@@ -6,6 +6,7 @@
 //! provider's, behind the trait.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use corral_sandbox_core::SandboxName;
@@ -34,13 +35,27 @@ pub fn vm_capabilities(extra: &[Operation]) -> Capabilities {
     Capabilities::of(&ops)
 }
 
+/// What every CLI-driven VM provider holds alike: where its tool runs,
+/// how long an ordinary command may take, and its staging root.
+/// `R` is the runner's trait: [`Runner`], or a provider's richer one
+/// (Tart spawns detached processes through [`crate::LocalRunner`]).
+#[derive(Debug)]
+pub struct VmTool<R: ?Sized + Runner = dyn Runner> {
+    /// The runner its tool's commands go through.
+    pub runner: Arc<R>,
+    /// The bound of an ordinary command.
+    pub command_timeout: Duration,
+    /// Its staging root (stamps, per-VM files).
+    pub staging: Staging<VmStamp>,
+}
+
 /// A CLI-driven VM provider's shared state, as the steps written once
 /// here need it.
 pub trait VmBackend: Sync {
-    /// The runner its tool's commands go through.
-    fn runner(&self) -> &dyn Runner;
-    /// The bound of an ordinary command.
-    fn command_timeout(&self) -> Duration;
+    /// The runner trait its tool's commands go through.
+    type ToolRunner: ?Sized + Runner;
+    /// What it holds like every other VM provider.
+    fn tool(&self) -> &VmTool<Self::ToolRunner>;
     /// A finished (or failed) run in the provider's error vocabulary.
     fn check(
         &self,
@@ -48,8 +63,6 @@ pub trait VmBackend: Sync {
         subject: &str,
         result: Result<RunOutput, RunError>,
     ) -> Result<RunOutput, ProviderError>;
-    /// Its staging root.
-    fn staging(&self) -> &Staging<VmStamp>;
     /// The backend's name of sandbox `name`.
     fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError>;
     /// The stamp of `vm`, refusing a VM corral does not own.
@@ -64,7 +77,11 @@ pub trait VmBackend: Sync {
         timeout: Duration,
     ) -> impl Future<Output = Result<RunOutput, ProviderError>> + Send {
         async move {
-            let result = self.runner().run(&Invocation::new(argv, timeout)).await;
+            let result = self
+                .tool()
+                .runner
+                .run(&Invocation::new(argv, timeout))
+                .await;
             self.check(operation, subject, result)
         }
     }
@@ -76,7 +93,7 @@ pub trait VmBackend: Sync {
         subject: &str,
         argv: Vec<String>,
     ) -> impl Future<Output = Result<RunOutput, ProviderError>> + Send {
-        self.run_for(operation, subject, argv, self.command_timeout())
+        self.run_for(operation, subject, argv, self.tool().command_timeout)
     }
 
     /// The prelude of a clone of `source_vm` to `target`: a clone from a
@@ -101,7 +118,7 @@ pub trait VmBackend: Sync {
     /// it already (a clone's or a rename's target).
     fn unclaimed_vm(&self, name: &SandboxName) -> Result<String, ProviderError> {
         let vm = self.vm_name(name)?;
-        self.staging().ensure_unclaimed(&vm, name.as_str())?;
+        self.tool().staging.ensure_unclaimed(&vm, name.as_str())?;
         Ok(vm)
     }
 }

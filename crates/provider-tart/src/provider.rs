@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use corral_provider_support::setup::{self, SetupError};
-use corral_provider_support::{VmBackend, require_vm_without_mounts, vm_capabilities};
+use corral_provider_support::{VmBackend, VmTool, require_vm_without_mounts, vm_capabilities};
 use corral_sandbox_core::sandbox::{
     Capabilities, Operation, ProviderError, Sandbox, SandboxInfo, SandboxProvider, SandboxSpec,
 };
@@ -134,9 +134,12 @@ impl TartProvider {
         let staging = Staging::open(&config.staging_root)?;
         Ok(Self {
             shared: Arc::new(Shared {
-                runner,
+                tool: VmTool {
+                    runner,
+                    command_timeout: config.timeouts.command,
+                    staging,
+                },
                 argv: TartArgv::new(config.program),
-                staging,
                 profiles: config.profiles,
                 extra_run_args: config.extra_run_args,
                 max_allow: config.max_allow,
@@ -206,8 +209,8 @@ impl SandboxProvider for TartProvider {
                 })?
             }
         };
-        s.staging.ensure_unclaimed(&vm, spec.name.as_str())?;
-        s.staging.claim(&Stamp::new(
+        s.tool.staging.ensure_unclaimed(&vm, spec.name.as_str())?;
+        s.tool.staging.claim(&Stamp::new(
             &vm,
             &spec.name,
             None,
@@ -224,7 +227,7 @@ impl SandboxProvider for TartProvider {
             )
             .await;
         // After a timeout the clone may exist: its stamp stays so corral can delete it.
-        s.staging.discard_unless_timeout(&vm, cloned)?;
+        s.tool.staging.discard_unless_timeout(&vm, cloned)?;
         if let Some(argv) = s.argv.set(&vm, &spec.resources) {
             s.run("set", &vm, argv).await?;
         }
@@ -250,7 +253,7 @@ impl SandboxProvider for TartProvider {
             else {
                 continue;
             };
-            let Ok(Some(stamp)) = s.staging.read_stamp(&entry.name) else {
+            let Ok(Some(stamp)) = s.tool.staging.read_stamp(&entry.name) else {
                 continue;
             };
             if stamp.vm == entry.name {

@@ -40,6 +40,7 @@ impl TartSandbox {
     fn log_tail(&self) -> String {
         let log = self
             .shared
+            .tool
             .staging
             .read_file(&self.vm, LOG_FILE)
             .ok()
@@ -63,8 +64,9 @@ impl TartSandbox {
             return Ok(());
         };
         let out = s
+            .tool
             .runner
-            .run(&Invocation::new(health::ps_argv(), s.timeouts.command))
+            .run(&Invocation::new(health::ps_argv(), s.tool.command_timeout))
             .await
             .map_err(|e| ProviderError::Io {
                 context: format!("cannot read the process table to stop `{}`: {e}", self.vm),
@@ -74,7 +76,8 @@ impl TartSandbox {
         if health::is_tart_run_of(&table, pid, &self.vm) {
             kill_group(pid);
         }
-        s.staging
+        s.tool
+            .staging
             .remove_file(&self.vm, PID_FILE)
             .map_err(staging_error)
     }
@@ -89,7 +92,7 @@ impl TartSandbox {
         let deadline = Instant::now() + s.timeouts.boot;
         loop {
             if !process_exists(pid) {
-                let _ = s.staging.remove_file(&self.vm, PID_FILE);
+                let _ = s.tool.staging.remove_file(&self.vm, PID_FILE);
                 return Err(ProviderError::Backend {
                     kind: SandboxKind::Tart,
                     operation: "run".to_owned(),
@@ -179,13 +182,15 @@ impl Sandbox for TartSandbox {
             });
         }
         let argv = s.argv.run(&self.vm, &policy, &s.extra_run_args);
-        let log = s.staging.dir(&self.vm).join(LOG_FILE);
+        let log = s.tool.staging.dir(&self.vm).join(LOG_FILE);
         let pid = s
+            .tool
             .runner
             .spawn_detached(&argv, &log)
             .await
             .map_err(|e| TOOL_ERRORS.run_error("run", &self.vm, e))?;
-        s.staging
+        s.tool
+            .staging
             .write_file(&self.vm, PID_FILE, pid.to_string().as_bytes())
             .map_err(staging_error)?;
         self.await_boot(pid).await
@@ -201,10 +206,11 @@ impl Sandbox for TartSandbox {
         // tart waits `secs` for a clean shutdown before it kills; allow for that.
         let bound = options
             .timeout
-            .map_or(s.timeouts.command, |d| d + Duration::from_secs(30));
+            .map_or(s.tool.command_timeout, |d| d + Duration::from_secs(30));
         s.run_for("stop", &self.vm, s.argv.stop(&self.vm, secs), bound)
             .await?;
-        s.staging
+        s.tool
+            .staging
             .remove_file(&self.vm, PID_FILE)
             .map_err(staging_error)
     }
@@ -231,6 +237,7 @@ impl Sandbox for TartSandbox {
         }
         // A non-zero exit is the command's own answer, not a provider error.
         let output = s
+            .tool
             .runner
             .run(&invocation)
             .await
@@ -243,7 +250,7 @@ impl Sandbox for TartSandbox {
         s.owned(&self.vm).await?;
         match self.state().await {
             Err(ProviderError::NotFound { .. }) => {
-                return s.staging.remove(&self.vm).map_err(staging_error);
+                return s.tool.staging.remove(&self.vm).map_err(staging_error);
             }
             Err(e) => return Err(e),
             Ok(SandboxState::Running) => {
@@ -252,7 +259,7 @@ impl Sandbox for TartSandbox {
             Ok(_) => {}
         }
         s.run("delete", &self.vm, s.argv.delete(&self.vm)).await?;
-        s.staging.remove(&self.vm).map_err(staging_error)
+        s.tool.staging.remove(&self.vm).map_err(staging_error)
     }
 
     async fn rename(self: Box<Self>, to: &SandboxName) -> Result<Box<dyn Sandbox>, ProviderError> {
@@ -272,8 +279,12 @@ impl Sandbox for TartSandbox {
             .await?;
         // The VM has its new name now; its stamp must follow, or corral
         // would lose track of a VM it owns.
-        s.staging.rename(&self.vm, &new_vm).map_err(staging_error)?;
-        s.staging
+        s.tool
+            .staging
+            .rename(&self.vm, &new_vm)
+            .map_err(staging_error)?;
+        s.tool
+            .staging
             .write_stamp(&Stamp {
                 vm: new_vm.clone(),
                 sandbox: to.to_string(),
@@ -307,7 +318,8 @@ impl Sandbox for TartSandbox {
             });
         }
         let policy = s.policy(&self.vm)?;
-        s.staging
+        s.tool
+            .staging
             .claim(&stamp.for_clone(&target_vm, target, None))?;
         s.store_policy(&target_vm, &policy)?;
         let cloned = s
@@ -318,7 +330,7 @@ impl Sandbox for TartSandbox {
                 s.timeouts.clone,
             )
             .await;
-        s.staging.discard_unless_timeout(&target_vm, cloned)?;
+        s.tool.staging.discard_unless_timeout(&target_vm, cloned)?;
         Ok(s.handle(target.clone(), target_vm))
     }
 }

@@ -3,9 +3,8 @@
 //! ownership checks, the stored Softnet policy and the filter-health probe.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use corral_provider_support::{ToolErrors, VmBackend, staging_error};
+use corral_provider_support::{ToolErrors, VmBackend, VmTool, staging_error};
 use corral_sandbox_core::sandbox::{InstanceType, ProviderError, Sandbox, SandboxInfo};
 use corral_sandbox_core::{ProfileSet, SandboxKind, SandboxName};
 
@@ -16,14 +15,13 @@ use crate::provider::{ConfigError, Timeouts};
 use crate::runner::{Invocation, RunError, RunOutput, Runner};
 use crate::sandbox::TartSandbox;
 use crate::softnet::SoftnetPolicy;
-use crate::staging::{PID_FILE, POLICY_FILE, Staging, Stamp};
+use crate::staging::{PID_FILE, POLICY_FILE, Stamp};
 
 /// State shared by the provider and every sandbox handle.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) runner: Arc<dyn Runner>,
+    pub(crate) tool: VmTool<dyn Runner>,
     pub(crate) argv: TartArgv,
-    pub(crate) staging: Staging,
     pub(crate) profiles: ProfileSet,
     pub(crate) extra_run_args: Vec<String>,
     pub(crate) max_allow: usize,
@@ -64,6 +62,7 @@ impl Shared {
     /// The Softnet policy stored for `vm` at create.
     pub(crate) fn policy(&self, vm: &str) -> Result<SoftnetPolicy, ProviderError> {
         let bytes = self
+            .tool
             .staging
             .read_file(vm, POLICY_FILE)
             .map_err(staging_error)?
@@ -87,7 +86,8 @@ impl Shared {
             context: format!("cannot encode the Softnet policy of `{vm}`: {e}"),
             source: std::io::Error::other(e),
         })?;
-        self.staging
+        self.tool
+            .staging
             .write_file(vm, POLICY_FILE, &json)
             .map_err(staging_error)?;
         Ok(())
@@ -95,7 +95,7 @@ impl Shared {
 
     /// Softnet must be on the PATH `tart` runs with; there is no NAT fallback.
     pub(crate) fn preflight_softnet(&self) -> Result<(), ProviderError> {
-        if self.runner.find_program("softnet").is_some() {
+        if self.tool.runner.find_program("softnet").is_some() {
             return Ok(());
         }
         Err(ProviderError::Io {
@@ -107,6 +107,7 @@ impl Shared {
     /// The pid of `vm`'s `tart run`, as corral recorded it.
     pub(crate) fn run_pid(&self, vm: &str) -> Result<Option<u32>, ProviderError> {
         let bytes = self
+            .tool
             .staging
             .read_file(vm, PID_FILE)
             .map_err(staging_error)?;
@@ -129,8 +130,12 @@ impl Shared {
             }
         };
         let out = match self
+            .tool
             .runner
-            .run(&Invocation::new(health::ps_argv(), self.timeouts.command))
+            .run(&Invocation::new(
+                health::ps_argv(),
+                self.tool.command_timeout,
+            ))
             .await
         {
             Ok(out) if out.success() => out,
@@ -175,12 +180,10 @@ impl Shared {
 }
 
 impl VmBackend for Shared {
-    fn runner(&self) -> &dyn corral_provider_support::Runner {
-        self.runner.as_ref()
-    }
+    type ToolRunner = dyn Runner;
 
-    fn command_timeout(&self) -> Duration {
-        self.timeouts.command
+    fn tool(&self) -> &VmTool<dyn Runner> {
+        &self.tool
     }
 
     fn check(
@@ -192,10 +195,6 @@ impl VmBackend for Shared {
         TOOL_ERRORS.check(operation, subject, result)
     }
 
-    fn staging(&self) -> &Staging {
-        &self.staging
-    }
-
     fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError> {
         let vm = format!("{}{name}", self.prefix);
         check_vm_name(&vm)?;
@@ -204,6 +203,6 @@ impl VmBackend for Shared {
 
     /// A Tart stamp records no location.
     async fn owned(&self, vm: &str) -> Result<Stamp, ProviderError> {
-        self.staging.owned(vm, None, self.vm(vm)).await
+        self.tool.staging.owned(vm, None, self.vm(vm)).await
     }
 }
