@@ -17,13 +17,12 @@
 //!
 //! Needs root; run with `cargo bench -p corral-drill --bench scale`.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use corral_drill::lab::gateways::UPSTREAM;
 use corral_drill::lab::{Lab, LabGateways};
-use corral_egress::netns::Netns;
 use corral_egress::resolve::Resolution;
 use corral_gateway::{Change, DnsTiming, reserve_all, start_all};
 use corral_sandbox_core::ProfileSet;
@@ -37,6 +36,8 @@ const BULK: Duration = Duration::from_secs(2);
 const CONNECTS: usize = 200;
 const TARGET: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 10);
 const PORT: u16 = 5201;
+/// The far end of every forwarding measurement (`bench::sink`).
+const SINK: SocketAddr = SocketAddr::new(IpAddr::V4(TARGET), PORT);
 
 fn profiles(n: usize, changed: bool) -> ProfileSet {
     let mut text = String::new();
@@ -154,30 +155,6 @@ fn gateway_memory(state: &Path) -> (u64, u64, usize) {
     (rss, pss, count)
 }
 
-fn start_sink(internet: &Netns) {
-    let listener = internet
-        .run(|| TcpListener::bind(SocketAddr::new(IpAddr::V4(TARGET), PORT)))
-        .and_then(|r| r)
-        .unwrap_or_else(|e| panic!("sink bind: {e}"));
-    bench::discard(listener);
-}
-
-fn bulk(ns: &Netns) -> f64 {
-    let to = SocketAddr::new(IpAddr::V4(TARGET), PORT);
-    let mut s = ns
-        .run(|| TcpStream::connect_timeout(&to, Duration::from_secs(2)))
-        .and_then(|r| r)
-        .unwrap_or_else(|e| panic!("connect: {e}"));
-    bench::bulk_gbps(&mut s, BULK).unwrap_or_else(|e| panic!("bulk write: {e}"))
-}
-
-fn connects(ns: &Netns) -> f64 {
-    let to = SocketAddr::new(IpAddr::V4(TARGET), PORT);
-    ns.run(|| bench::connect_median_us(to, CONNECTS))
-        .unwrap_or_else(|e| panic!("connects: {e}"))
-        .unwrap_or_else(|| panic!("no connection succeeded"))
-}
-
 fn build(n: usize) -> Host {
     let set = profiles(n, false);
     let sandbox = probed(n);
@@ -199,7 +176,11 @@ fn build(n: usize) -> Host {
     lab.topo
         .attach_sandboxes(true)
         .unwrap_or_else(|e| panic!("attach: {e}"));
-    start_sink(&lab.topo.internet);
+    lab.topo
+        .internet
+        .run(|| bench::sink(SINK))
+        .and_then(|r| r)
+        .unwrap_or_else(|e| panic!("sink: {e}"));
     Host {
         n,
         lab,
@@ -292,8 +273,10 @@ fn main() {
         for (i, h) in hosts.iter().enumerate() {
             let name = format!("s{}", h.sandbox);
             let sb = &h.lab.sandbox(&name).ns;
-            let g = bulk(sb);
-            let c = connects(sb);
+            let (g, c) = sb
+                .run(|| bench::forwarding(SINK, BULK, CONNECTS))
+                .and_then(|r| r)
+                .unwrap_or_else(|e| panic!("forwarding: {e}"));
             println!(
                 "round {round} profile {} of {:<3} {g:>6.2} Gbit/s {c:>6.0} µs/connect",
                 h.sandbox + 1,

@@ -23,7 +23,7 @@
 
 use corral_drill::attack::related::without_own_flow;
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -41,6 +41,8 @@ const BULK: Duration = Duration::from_secs(2);
 const CONNECTS: usize = 200;
 const TARGET: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 10);
 const PORT: u16 = 5201;
+/// The far end of every forwarding measurement (`bench::sink`).
+const SINK: SocketAddr = SocketAddr::new(IpAddr::V4(TARGET), PORT);
 const BRIDGE: &str = "cb-bench";
 
 /// The n-th filler address: public-looking, never the target.
@@ -114,36 +116,6 @@ fn nft_f(ns: &Netns, script: &str) {
         "nft -f failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// A sink that accepts and discards, forever (the process exits at the end).
-fn start_sink(internet: &Netns) {
-    let listener = internet
-        .run(|| TcpListener::bind(SocketAddr::new(IpAddr::V4(TARGET), PORT)))
-        .and_then(|r| r)
-        .unwrap_or_else(|e| panic!("sink bind: {e}"));
-    bench::discard(listener);
-}
-
-fn connect(ns: &Netns) -> TcpStream {
-    let to = SocketAddr::new(IpAddr::V4(TARGET), PORT);
-    ns.run(|| TcpStream::connect_timeout(&to, Duration::from_secs(2)))
-        .and_then(|r| r)
-        .unwrap_or_else(|e| panic!("connect: {e}"))
-}
-
-/// Gbit/s of one bulk stream.
-fn bulk(ns: &Netns) -> f64 {
-    bench::bulk_gbps(&mut connect(ns), BULK).unwrap_or_else(|e| panic!("bulk write: {e}"))
-}
-
-/// Median time to establish a new TCP connection, microseconds, over
-/// `CONNECTS` connections (`bench::connect_median_us`).
-fn connects(ns: &Netns) -> f64 {
-    let to = SocketAddr::new(IpAddr::V4(TARGET), PORT);
-    ns.run(|| bench::connect_median_us(to, CONNECTS))
-        .unwrap_or_else(|e| panic!("connects: {e}"))
-        .unwrap_or_else(|| panic!("no connection succeeded"))
 }
 
 /// The setups, re-configured before every measurement so that they
@@ -482,7 +454,11 @@ fn main() {
     let lab = Lab::without_endpoints(&cfg.profiles, &Resolution::new())
         .unwrap_or_else(|e| panic!("lab: {e}"));
     lab.control().unwrap_or_else(|e| panic!("control: {e}"));
-    start_sink(&lab.topo.internet);
+    lab.topo
+        .internet
+        .run(|| bench::sink(SINK))
+        .and_then(|r| r)
+        .unwrap_or_else(|e| panic!("sink: {e}"));
     let sb = &lab.sandbox("bench").ns;
     let variants = Variants::new(&lab.plan);
     let setups = chosen_setups();
@@ -495,8 +471,10 @@ fn main() {
     for round in 0..rounds {
         for (i, (name, setup)) in setups.iter().enumerate() {
             configure(&lab, *setup, &variants);
-            let g = bulk(sb);
-            let c = connects(sb);
+            let (g, c) = sb
+                .run(|| bench::forwarding(SINK, BULK, CONNECTS))
+                .and_then(|r| r)
+                .unwrap_or_else(|e| panic!("forwarding: {e}"));
             println!("round {round} {name:<42} {g:>6.2} Gbit/s {c:>8.0} µs/connect");
             gbit[i].push(g);
             conn[i].push(c);

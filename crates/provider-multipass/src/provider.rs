@@ -148,13 +148,13 @@ impl MultipassProvider {
                     runner,
                     command_timeout: config.timeouts.command,
                     staging,
+                    prefix: config.name_prefix,
                 },
                 kind,
                 errors: tool_errors(kind),
                 argv: MultipassArgv::new(config.program),
                 profiles: config.profiles,
                 timeouts: config.timeouts,
-                prefix: config.name_prefix,
                 // The executor's files cannot be checked from here.
                 local_image_dirs: match kind {
                     SandboxKind::Multipass => config.local_image_dirs,
@@ -291,19 +291,10 @@ impl SandboxProvider for MultipassProvider {
         let s = &self.shared;
         let out = s.run("list", "all", s.argv.list()).await?;
         let instances = json::parse_list(&out.stdout).map_err(|e| s.malformed("list", e))?;
+        let location = s.tool.runner.location();
         let mut found = Vec::new();
         for info in instances {
-            let Some(rest) = info.name.strip_prefix(&s.prefix) else {
-                continue;
-            };
-            let Ok(name) = SandboxName::new(rest) else {
-                continue;
-            };
-            // Unstamped or foreign-stamped VMs are not corral's: leave them out.
-            let Ok(Some(stamp)) = s.tool.staging.read_stamp(&info.name) else {
-                continue;
-            };
-            if s.stamp_mismatch(&info.name, &stamp).is_none() {
+            if let Some((name, stamp)) = s.tool.listed(&info.name, Some(&location)) {
                 found.push(s.sandbox_info(name, &stamp, info));
             }
         }

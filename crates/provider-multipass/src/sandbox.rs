@@ -13,7 +13,6 @@ use corral_sandbox_core::{SandboxKind, SandboxName};
 
 use crate::argv::check_snapshot_name;
 use crate::json;
-use crate::runner::Invocation;
 use crate::shared::Shared;
 use crate::ssh::SSH_FAILURE_EXIT;
 
@@ -105,16 +104,10 @@ impl Sandbox for MultipassSandbox {
         let s = &self.shared;
         s.owned(&self.vm).await?;
         let argv = s.argv.exec(&self.vm, request)?;
-        let mut invocation = Invocation::new(argv, request.timeout.unwrap_or(s.timeouts.exec));
-        if let Some(stdin) = &request.stdin {
-            invocation = invocation.with_stdin(stdin.clone());
-        }
-        // A non-zero exit is the command's own answer, not a provider error;
-        // only failures to run at all (and ssh's own 255) are errors.
+        // Only failures to run at all (and ssh's own 255) are errors.
         let output = s
             .tool
-            .runner
-            .run(&invocation)
+            .exec(argv, request, s.timeouts.exec)
             .await
             .map_err(|e| s.errors.run_error("exec", &self.vm, e))?;
         if s.kind == SandboxKind::MultipassRemote && output.exit_code == SSH_FAILURE_EXIT {

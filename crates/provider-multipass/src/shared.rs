@@ -28,7 +28,6 @@ pub(crate) struct Shared {
     pub(crate) argv: MultipassArgv,
     pub(crate) profiles: ProfileSet,
     pub(crate) timeouts: Timeouts,
-    pub(crate) prefix: String,
     pub(crate) local_image_dirs: Vec<std::path::PathBuf>,
 }
 
@@ -69,11 +68,6 @@ impl Shared {
     pub(crate) async fn info(&self, vm: &str) -> Result<InstanceInfo, ProviderError> {
         let out = self.run("info", vm, self.argv.info(vm)).await?;
         json::parse_info(&out.stdout, vm).map_err(|e| self.malformed("info", e))
-    }
-
-    /// Why `stamp` does not make `vm` corral's here, if it does not.
-    pub(crate) fn stamp_mismatch(&self, vm: &str, stamp: &Stamp) -> Option<String> {
-        stamp.mismatch(vm, Some(&self.tool.runner.location()))
     }
 
     /// The profile behind `attachment`, which must match the configuration.
@@ -161,13 +155,13 @@ impl VmBackend for Shared {
     }
 
     fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError> {
-        let vm = format!("{}{name}", self.prefix);
+        let vm = self.tool.vm_of(name);
         if vm.len() > 63 {
             return Err(ProviderError::InvalidSpec {
                 field: "name",
                 reason: format!(
                     "`{name}` plus the prefix `{}` is {} characters; Multipass names are limited to 63",
-                    self.prefix,
+                    self.tool.prefix,
                     vm.len()
                 ),
             });

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corral_sandbox_core::SandboxName;
-use corral_sandbox_core::sandbox::{Capabilities, Operation, ProviderError};
+use corral_sandbox_core::sandbox::{Capabilities, ExecRequest, Operation, ProviderError};
 
 use crate::runner::{Invocation, RunError, RunOutput, Runner};
 use crate::spec::refuse_clone_from_snapshot;
@@ -47,6 +47,46 @@ pub struct VmTool<R: ?Sized + Runner = dyn Runner> {
     pub command_timeout: Duration,
     /// Its staging root (stamps, per-VM files).
     pub staging: Staging<VmStamp>,
+    /// What corral puts before a sandbox's name to name its VM
+    /// ([`crate::check_prefix`] accepted it).
+    pub prefix: String,
+}
+
+impl<R: ?Sized + Runner> VmTool<R> {
+    /// The VM name of sandbox `name`, before the backend's own limits.
+    pub fn vm_of(&self, name: &SandboxName) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    /// The sandbox behind `vm`, a name in the backend's listing, and its
+    /// stamp — when the VM is corral's: it carries the prefix, a sandbox
+    /// name after it, and a stamp written for it by a provider at
+    /// `location`. Any other VM is left out of corral's listing.
+    pub fn listed(&self, vm: &str, location: Option<&str>) -> Option<(SandboxName, VmStamp)> {
+        let name = SandboxName::new(vm.strip_prefix(&self.prefix)?).ok()?;
+        let stamp = self.staging.read_stamp(vm).ok()??;
+        stamp
+            .mismatch(vm, location)
+            .is_none()
+            .then_some((name, stamp))
+    }
+
+    /// Runs a sandbox's exec `argv` (built by the provider from `request`):
+    /// bounded by the request's timeout or `default`, fed its stdin. A
+    /// non-zero exit is the command's own answer, so it is an `Ok` here;
+    /// only failing to run at all is an error.
+    pub async fn exec(
+        &self,
+        argv: Vec<String>,
+        request: &ExecRequest,
+        default: Duration,
+    ) -> Result<RunOutput, RunError> {
+        let mut invocation = Invocation::new(argv, request.timeout.unwrap_or(default));
+        if let Some(stdin) = &request.stdin {
+            invocation = invocation.with_stdin(stdin.clone());
+        }
+        self.runner.run(&invocation).await
+    }
 }
 
 /// A CLI-driven VM provider's shared state, as the steps written once
@@ -210,5 +250,36 @@ mod tests {
                 image: "24.04".into(),
             }
         );
+    }
+
+    #[test]
+    fn a_listing_keeps_only_corrals_vms() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool: VmTool = VmTool {
+            runner: Arc::new(crate::ProcessRunner::new()),
+            command_timeout: Duration::from_secs(1),
+            staging: Staging::open(dir.path()).unwrap(),
+            prefix: "corral-".into(),
+        };
+        let a = SandboxName::new("a").unwrap();
+        assert_eq!(tool.vm_of(&a), "corral-a");
+        let stamp = VmStamp::new("corral-a", &a, Some("local".into()), None, "24.04");
+        tool.staging.create_dir("corral-a").unwrap();
+        tool.staging.write_stamp(&stamp).unwrap();
+        assert_eq!(
+            tool.listed("corral-a", Some("local")),
+            Some((a, stamp.clone()))
+        );
+        // Written for another location, or no stamp, or no prefix: not corral's.
+        assert_eq!(tool.listed("corral-a", Some("ssh:h")), None);
+        assert_eq!(tool.listed("corral-b", Some("local")), None);
+        assert_eq!(tool.listed("other-a", Some("local")), None);
+        // A stamp that names another VM does not make this one corral's.
+        let json = serde_json::to_vec(&stamp).unwrap();
+        tool.staging.create_dir("corral-c").unwrap();
+        tool.staging
+            .write_file("corral-c", crate::staging::STAMP_FILE, &json)
+            .unwrap();
+        assert_eq!(tool.listed("corral-c", Some("local")), None);
     }
 }

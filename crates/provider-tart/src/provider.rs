@@ -138,13 +138,13 @@ impl TartProvider {
                     runner,
                     command_timeout: config.timeouts.command,
                     staging,
+                    prefix: config.name_prefix,
                 },
                 argv: TartArgv::new(config.program),
                 profiles: config.profiles,
                 extra_run_args: config.extra_run_args,
                 max_allow: config.max_allow,
                 timeouts: config.timeouts,
-                prefix: config.name_prefix,
             }),
         })
     }
@@ -246,17 +246,8 @@ impl SandboxProvider for TartProvider {
         let s = &self.shared;
         let mut found = Vec::new();
         for entry in s.list_vms().await? {
-            let Some(name) = entry
-                .name
-                .strip_prefix(&s.prefix)
-                .and_then(|rest| SandboxName::new(rest).ok())
-            else {
-                continue;
-            };
-            let Ok(Some(stamp)) = s.tool.staging.read_stamp(&entry.name) else {
-                continue;
-            };
-            if stamp.vm == entry.name {
+            // A Tart stamp records no location.
+            if let Some((name, stamp)) = s.tool.listed(&entry.name, None) {
                 found.push(s.info_of(name, &stamp, &entry));
             }
         }

@@ -231,15 +231,9 @@ impl Sandbox for TartSandbox {
                 code: None,
             });
         }
-        let mut invocation = Invocation::new(argv, request.timeout.unwrap_or(s.timeouts.exec));
-        if let Some(stdin) = &request.stdin {
-            invocation = invocation.with_stdin(stdin.clone());
-        }
-        // A non-zero exit is the command's own answer, not a provider error.
         let output = s
             .tool
-            .runner
-            .run(&invocation)
+            .exec(argv, request, s.timeouts.exec)
             .await
             .map_err(|e| TOOL_ERRORS.run_error("exec", &self.vm, e))?;
         Ok(exec_output(output))

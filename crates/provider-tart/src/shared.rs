@@ -26,7 +26,6 @@ pub(crate) struct Shared {
     pub(crate) extra_run_args: Vec<String>,
     pub(crate) max_allow: usize,
     pub(crate) timeouts: Timeouts,
-    pub(crate) prefix: String,
 }
 
 /// How `tart` failures read: "does not exist" or "not found" names the VM.
@@ -196,7 +195,7 @@ impl VmBackend for Shared {
     }
 
     fn vm_name(&self, name: &SandboxName) -> Result<String, ProviderError> {
-        let vm = format!("{}{name}", self.prefix);
+        let vm = self.tool.vm_of(name);
         check_vm_name(&vm)?;
         Ok(vm)
     }

@@ -21,6 +21,25 @@ pub fn discard(listener: TcpListener) {
     });
 }
 
+/// Binds `at` and discards whatever is sent there (`discard`): the far end
+/// of a forwarding measurement.
+pub fn sink(at: SocketAddr) -> io::Result<()> {
+    discard(TcpListener::bind(at)?);
+    Ok(())
+}
+
+/// One forwarding measurement towards a `sink` at `to`: Gbit/s of one bulk
+/// stream written for `duration`, then the median microseconds to open a
+/// new connection over `connects` attempts (`connect_median_us`).
+pub fn forwarding(to: SocketAddr, duration: Duration, connects: usize) -> io::Result<(f64, f64)> {
+    let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(2))?;
+    let gbps = bulk_gbps(&mut s, duration)?;
+    drop(s);
+    let us = connect_median_us(to, connects)
+        .ok_or_else(|| io::Error::other(format!("no connection to {to} succeeded")))?;
+    Ok((gbps, us))
+}
+
 /// Gbit/s of one bulk stream written to `s` for `duration`.
 pub fn bulk_gbps(s: &mut TcpStream, duration: Duration) -> io::Result<f64> {
     let buf = vec![0x5au8; 256 * 1024];
