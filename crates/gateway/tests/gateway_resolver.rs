@@ -23,7 +23,7 @@ use corral_egress::nft;
 use corral_egress::plan::TableFamily;
 use corral_gateway::DnsTiming;
 use corral_gateway::resolver::{
-    AuditRecord, Bounds, FileSink, Hosted, NftLearner, Outcome, Policy, Resolver, Upstream,
+    AuditRecord, Bounds, FileSink, Hosted, NftLearner, Outcome, Policy, Resolver, Upstreams,
     extended_errors,
 };
 use corral_gateway::wire::{RCODE_NXDOMAIN, TYPE_A};
@@ -56,10 +56,7 @@ fn serve_with(
     let resolver = Resolver::new(
         policy,
         LearnSets::of(profile),
-        Upstream {
-            addr: SocketAddr::new(UPSTREAM.into(), 53),
-            timeout: T,
-        },
+        Upstreams::new(vec![SocketAddr::new(UPSTREAM.into(), 53)], T).unwrap(),
         Arc::new(NftLearner),
         bounds,
     );

@@ -6,11 +6,14 @@
 //! random source port) with a random id; only a response from the
 //! upstream's address with that id and the same question is taken, and a
 //! truncated one is asked again over TCP, so an answer of thousands of
-//! records reaches the policy whole (and is cut there). Toward the
+//! records reaches the policy whole (and is cut there). An upstream that
+//! does not answer, or answers SERVFAIL or REFUSED, hands the query to the
+//! next ([`Upstreams`]). Toward the
 //! sandbox, an answer longer than the sandbox's UDP size goes out
 //! truncated (the TC bit, no records), so it asks again over TCP.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hickory_proto::op::{Message, MessageType, ResponseCode};
@@ -24,13 +27,60 @@ use super::{Decision, Learned, Policy};
 /// The smallest UDP size every client takes (RFC 1035).
 const CLASSIC_UDP: usize = 512;
 
-/// Where forwarded queries go, and how long an answer may take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Upstream {
-    /// The upstream resolver.
-    pub addr: SocketAddr,
-    /// The bound of one exchange with it (UDP, then TCP if truncated).
-    pub timeout: Duration,
+/// Where forwarded queries go, and how long an answer may take: the
+/// host's upstream resolvers, asked one after another until one answers.
+/// The last one that answered is asked first next time, so a dead first
+/// upstream costs one timeout, not one per query.
+#[derive(Debug)]
+pub struct Upstreams {
+    addrs: Vec<SocketAddr>,
+    /// The bound of one exchange with one of them (UDP, then TCP if
+    /// truncated).
+    timeout: Duration,
+    /// The index of the one that answered last.
+    preferred: AtomicUsize,
+}
+
+impl Upstreams {
+    /// `addrs` in the order they are tried; `None` when there are none.
+    pub fn new(addrs: Vec<SocketAddr>, timeout: Duration) -> Option<Self> {
+        (!addrs.is_empty()).then(|| Self {
+            addrs,
+            timeout,
+            preferred: AtomicUsize::new(0),
+        })
+    }
+
+    /// The upstream resolvers, in the order given.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// The upstreams' answer to `asked`: the first that gives a usable one
+    /// (not SERVFAIL or REFUSED); when none does, the last such answer, or
+    /// why each failed.
+    async fn ask(&self, asked: &Message) -> Result<Message, String> {
+        let first = self.preferred.load(Ordering::Relaxed) % self.addrs.len();
+        let mut refused = None;
+        let mut failures = Vec::new();
+        for i in (0..self.addrs.len()).map(|k| (first + k) % self.addrs.len()) {
+            let addr = self.addrs[i];
+            match ask(addr, self.timeout, asked).await {
+                Ok(m)
+                    if !matches!(
+                        m.response_code(),
+                        ResponseCode::ServFail | ResponseCode::Refused
+                    ) =>
+                {
+                    self.preferred.store(i, Ordering::Relaxed);
+                    return Ok(m);
+                }
+                Ok(m) => refused = Some(m),
+                Err(why) => failures.push(format!("the upstream resolver {addr}: {why}")),
+            }
+        }
+        refused.ok_or_else(|| failures.join("; "))
+    }
 }
 
 /// How the query came in, which decides how long the answer may be.
@@ -91,15 +141,15 @@ fn answers(asked: &Message, answer: &Message) -> bool {
         && answer.queries() == asked.queries()
 }
 
-async fn over_udp(up: &Upstream, asked: &Message, bytes: &[u8]) -> std::io::Result<Message> {
-    let bind: SocketAddr = if up.addr.is_ipv4() {
+async fn over_udp(addr: SocketAddr, asked: &Message, bytes: &[u8]) -> std::io::Result<Message> {
+    let bind: SocketAddr = if addr.is_ipv4() {
         SocketAddr::from(([0, 0, 0, 0], 0))
     } else {
         SocketAddr::from(([0u16; 8], 0))
     };
     let sock = UdpSocket::bind(bind).await?;
     // Connected: the kernel drops datagrams from any other address.
-    sock.connect(up.addr).await?;
+    sock.connect(addr).await?;
     sock.send(bytes).await?;
     let mut buf = vec![0u8; 65_535];
     loop {
@@ -112,8 +162,8 @@ async fn over_udp(up: &Upstream, asked: &Message, bytes: &[u8]) -> std::io::Resu
     }
 }
 
-async fn over_tcp(up: &Upstream, asked: &Message, bytes: &[u8]) -> std::io::Result<Message> {
-    let mut s = TcpStream::connect(up.addr).await?;
+async fn over_tcp(addr: SocketAddr, asked: &Message, bytes: &[u8]) -> std::io::Result<Message> {
+    let mut s = TcpStream::connect(addr).await?;
     let len = u16::try_from(bytes.len())
         .map_err(|_| std::io::Error::other("query longer than a DNS message"))?;
     s.write_all(&len.to_be_bytes()).await?;
@@ -130,21 +180,22 @@ async fn over_tcp(up: &Upstream, asked: &Message, bytes: &[u8]) -> std::io::Resu
     }
 }
 
-async fn ask(up: &Upstream, asked: &Message) -> Result<Message, String> {
+/// One upstream's answer to `asked`, within `timeout` for each transport.
+async fn ask(addr: SocketAddr, timeout: Duration, asked: &Message) -> Result<Message, String> {
     let bytes = asked.to_vec().map_err(|e| e.to_string())?;
-    let udp = tokio::time::timeout(up.timeout, over_udp(up, asked, &bytes)).await;
+    let udp = tokio::time::timeout(timeout, over_udp(addr, asked, &bytes)).await;
     let m = match udp {
         Ok(Ok(m)) => m,
         Ok(Err(e)) => return Err(e.to_string()),
-        Err(_) => return Err(format!("no answer within {:?}", up.timeout)),
+        Err(_) => return Err(format!("no answer within {timeout:?}")),
     };
     if !m.truncated() {
         return Ok(m);
     }
-    match tokio::time::timeout(up.timeout, over_tcp(up, asked, &bytes)).await {
+    match tokio::time::timeout(timeout, over_tcp(addr, asked, &bytes)).await {
         Ok(Ok(m)) => Ok(m),
         Ok(Err(e)) => Err(format!("over TCP: {e}")),
-        Err(_) => Err(format!("no answer over TCP within {:?}", up.timeout)),
+        Err(_) => Err(format!("no answer over TCP within {timeout:?}")),
     }
 }
 
@@ -174,12 +225,12 @@ fn truncated(response: &Message) -> Option<Vec<u8>> {
 
 impl Policy {
     /// One exchange for the sandbox's `query` (bytes as received over
-    /// `transport`), asking `upstream` when the policy forwards it.
+    /// `transport`), asking `upstreams` when the policy forwards it.
     pub async fn resolve(
         &self,
         query: &[u8],
         transport: Transport,
-        upstream: &Upstream,
+        upstreams: &Upstreams,
     ) -> Exchange {
         let Ok(query) = Message::from_vec(query) else {
             return Exchange::silent();
@@ -187,7 +238,7 @@ impl Policy {
         let (response, learned, forwarded, cut, refused) = match self.decide(&query, random_id()) {
             Decision::Ignore => return Exchange::silent(),
             Decision::Answer(m) => (m, Vec::new(), false, 0, 0),
-            Decision::Forward(asked) => match ask(upstream, &asked).await {
+            Decision::Forward(asked) => match upstreams.ask(&asked).await {
                 Ok(answer) => {
                     let a = self.answer(&query, &answer);
                     (a.response, a.learned, true, a.cut, a.refused)
@@ -197,10 +248,7 @@ impl Policy {
                         &query,
                         ResponseCode::ServFail,
                         Vec::new(),
-                        &[ExtendedError::new(
-                            EDE_OTHER,
-                            format!("the upstream resolver {}: {why}", upstream.addr),
-                        )],
+                        &[ExtendedError::new(EDE_OTHER, why)],
                     ),
                     Vec::new(),
                     true,

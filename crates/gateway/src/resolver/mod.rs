@@ -44,7 +44,7 @@ use corral_sandbox_core::Profile;
 
 pub use audit::{AUDIT_FILE, AuditRecord, AuditSink, FileSink, Outcome};
 pub use ede::{EDE_BLOCKED, EDE_NOT_SUPPORTED, EDE_OTHER, ExtendedError, extended_errors};
-pub use exchange::{Exchange, Transport, Upstream};
+pub use exchange::{Exchange, Transport, Upstreams};
 pub use hosted::Hosted;
 pub use recorded::{
     RESOLVER_FILE, RecordId, Recorded, ResolverSpec, UPSTREAM_TIMEOUT, record_all, recorded,

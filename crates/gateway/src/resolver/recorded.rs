@@ -14,7 +14,7 @@ use corral_state_files::StateDir;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use super::{Policy, Upstream};
+use super::{Policy, Upstreams};
 use crate::error::GatewayError;
 use crate::paths::{GATEWAY_DIR, GatewayPaths};
 use crate::process::Gateway;
@@ -23,8 +23,8 @@ use crate::spec::DnsTiming;
 /// The file, in each gateway's directory.
 pub const RESOLVER_FILE: &str = "resolver.json";
 
-/// How long one upstream exchange may take before the sandbox is answered
-/// SERVFAIL.
+/// How long one upstream exchange may take before the next upstream is
+/// asked (or, after the last, the sandbox is answered SERVFAIL).
 pub const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// One bridge's resolver, as the apply recorded it.
@@ -32,7 +32,7 @@ pub const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(4);
 pub struct ResolverSpec {
     /// The profile served (its bridge, gateway address and names).
     pub profile: Profile,
-    /// The host's upstream resolvers; the first is asked.
+    /// The host's upstream resolvers, asked in turn until one answers.
     pub upstreams: Vec<SocketAddr>,
     /// The host's own networks, never handed out.
     pub host_networks: Vec<IpNet>,
@@ -64,13 +64,9 @@ impl ResolverSpec {
         p
     }
 
-    /// The upstream it asks (`None`: the host has none, and every
-    /// forwarded query is answered SERVFAIL).
-    pub fn upstream(&self) -> Option<Upstream> {
-        self.upstreams.first().map(|addr| Upstream {
-            addr: *addr,
-            timeout: UPSTREAM_TIMEOUT,
-        })
+    /// The upstreams it asks (`None`: the host has none).
+    pub fn upstreams(&self) -> Option<Upstreams> {
+        Upstreams::new(self.upstreams.clone(), UPSTREAM_TIMEOUT)
     }
 
     /// The resolver it describes, learning through `learner`.
@@ -79,7 +75,7 @@ impl ResolverSpec {
         learner: std::sync::Arc<dyn super::Learn>,
         bounds: super::Bounds,
     ) -> Result<super::Resolver, String> {
-        let upstream = self.upstream().ok_or_else(|| {
+        let upstreams = self.upstreams().ok_or_else(|| {
             format!(
                 "profile `{}` has no upstream resolver; set `dns_upstreams` in the host config",
                 self.profile.name
@@ -88,7 +84,7 @@ impl ResolverSpec {
         Ok(super::Resolver::new(
             self.policy(),
             crate::names::LearnSets::of(&self.profile),
-            upstream,
+            upstreams,
             learner,
             bounds,
         ))

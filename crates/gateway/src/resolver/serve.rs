@@ -31,7 +31,7 @@ use super::audit::{AuditRecord, AuditSink, Outcome};
 use super::ede::{EDE_OTHER, ExtendedError};
 use super::query::{respond, text};
 use super::recorded::RecordId;
-use super::{Learned, Policy, Transport, Upstream};
+use super::{Learned, Policy, Transport, Upstreams};
 use crate::names::LearnSets;
 use crate::render::{DNS_FORWARD_MAX, MAX_TCP_CONNECTIONS};
 
@@ -120,7 +120,7 @@ pub struct Counters {
 pub struct Resolver {
     policy: Policy,
     sets: LearnSets,
-    upstream: Upstream,
+    upstreams: Upstreams,
     learner: Arc<dyn Learn>,
     bounds: Bounds,
     in_flight: Arc<Semaphore>,
@@ -135,7 +135,7 @@ impl std::fmt::Debug for Resolver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Resolver")
             .field("profile", &self.policy.profile)
-            .field("upstream", &self.upstream)
+            .field("upstreams", &self.upstreams.addrs())
             .field("bounds", &self.bounds)
             .finish_non_exhaustive()
     }
@@ -187,7 +187,7 @@ impl Resolver {
     pub fn new(
         policy: Policy,
         sets: LearnSets,
-        upstream: Upstream,
+        upstreams: Upstreams,
         learner: Arc<dyn Learn>,
         bounds: Bounds,
     ) -> Self {
@@ -196,7 +196,7 @@ impl Resolver {
             tcp: Arc::new(Semaphore::new(bounds.tcp_connections)),
             policy,
             sets,
-            upstream,
+            upstreams,
             learner,
             bounds,
             record: None,
@@ -262,7 +262,7 @@ impl Resolver {
         if !self.is_current() {
             return self.replaced(query);
         }
-        let ex = self.policy.resolve(query, transport, &self.upstream).await;
+        let ex = self.policy.resolve(query, transport, &self.upstreams).await;
         if ex.forwarded {
             self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
         }

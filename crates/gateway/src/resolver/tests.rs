@@ -377,18 +377,15 @@ mod exchange {
     use super::*;
     use crate::test_upstream::TestUpstream;
 
-    fn up(addr: SocketAddr) -> Upstream {
-        Upstream {
-            addr,
-            timeout: Duration::from_secs(5),
-        }
+    fn up(addr: SocketAddr) -> Upstreams {
+        Upstreams::new(vec![addr], Duration::from_secs(5)).unwrap()
     }
 
     fn bytes(m: &Message) -> Vec<u8> {
         m.to_vec().unwrap()
     }
 
-    async fn resolve(p: &Policy, q: &Message, t: Transport, u: &Upstream) -> (Message, Exchange) {
+    async fn resolve(p: &Policy, q: &Message, t: Transport, u: &Upstreams) -> (Message, Exchange) {
         let x = p.resolve(&bytes(q), t, u).await;
         let m = Message::from_vec(x.response.as_deref().unwrap()).unwrap();
         (m, x)
@@ -535,10 +532,11 @@ mod exchange {
     #[tokio::test]
     async fn a_silent_upstream_is_servfail_with_the_reason() {
         let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let u = Upstream {
-            addr: silent.local_addr().unwrap(),
-            timeout: Duration::from_millis(200),
-        };
+        let u = Upstreams::new(
+            vec![silent.local_addr().unwrap()],
+            Duration::from_millis(200),
+        )
+        .unwrap();
         let (m, x) = resolve(
             &policy(),
             &query("api.corral.test.", RecordType::A, true),
@@ -550,6 +548,95 @@ mod exchange {
         assert!(x.forwarded);
         let e = extended_errors(&m);
         assert!(e[0].text.contains("no answer within"), "{e:?}");
+    }
+
+    /// A dead first upstream (silent), then one that refuses: the third
+    /// answers, and is asked first from then on, so the dead one costs one
+    /// timeout, not one per query. The control: each upstream alone.
+    #[tokio::test]
+    async fn the_next_upstream_answers_when_one_is_silent_or_refuses() {
+        let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let refusing = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let refusing_addr = refusing.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok((n, from)) = refusing.recv_from(&mut buf) {
+                let q = Message::from_vec(&buf[..n]).unwrap();
+                let mut r = Message::new();
+                r.set_id(q.id())
+                    .set_message_type(MessageType::Response)
+                    .set_response_code(ResponseCode::Refused);
+                r.add_query(q.queries()[0].clone());
+                let _ = refusing.send_to(&r.to_vec().unwrap(), from);
+            }
+        });
+        let good = TestUpstream::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        good.set(
+            "api.corral.test",
+            &[IpAddr::V4(Ipv4Addr::new(45, 0, 0, 1))],
+            30,
+        );
+        let t = Duration::from_millis(300);
+        let q = query("api.corral.test.", RecordType::A, true);
+        let p = policy();
+        for (alone, code, why) in [
+            (
+                silent.local_addr().unwrap(),
+                ResponseCode::ServFail,
+                "no answer within",
+            ),
+            (refusing_addr, ResponseCode::ServFail, "answered Query Refused"),
+            (good.addr(), ResponseCode::NoError, ""),
+        ] {
+            let u = Upstreams::new(vec![alone], t).unwrap();
+            let (m, _) = resolve(&p, &q, Transport::Udp, &u).await;
+            assert_eq!(m.response_code(), code, "control: {alone} alone");
+            let text: Vec<String> = extended_errors(&m).into_iter().map(|e| e.text).collect();
+            assert!(text.concat().contains(why), "{text:?}");
+        }
+        // What reached the silent one: datagrams waiting on its socket.
+        silent.set_nonblocking(true).unwrap();
+        let waiting = || {
+            let mut buf = [0u8; 4096];
+            std::iter::from_fn(|| silent.recv(&mut buf).ok()).count()
+        };
+        assert_eq!(waiting(), 1, "the control's query");
+        let u = Upstreams::new(
+            vec![silent.local_addr().unwrap(), refusing_addr, good.addr()],
+            t,
+        )
+        .unwrap();
+        let (m, x) = resolve(&p, &q, Transport::Udp, &u).await;
+        assert_eq!(m.response_code(), ResponseCode::NoError);
+        assert_eq!(addrs(&m), vec![IpAddr::V4(Ipv4Addr::new(45, 0, 0, 1))]);
+        assert_eq!(x.learned.len(), 1);
+        assert_eq!(waiting(), 1, "the silent one was asked first");
+        for _ in 0..3 {
+            let (m, _) = resolve(&p, &q, Transport::Udp, &u).await;
+            assert_eq!(m.response_code(), ResponseCode::NoError);
+        }
+        assert_eq!(waiting(), 0, "the one that answered is asked first");
+        // None answers usably: the refusal is what the sandbox is told.
+        let u = Upstreams::new(vec![silent.local_addr().unwrap(), refusing_addr], t).unwrap();
+        let (m, _) = resolve(&p, &q, Transport::Udp, &u).await;
+        assert_eq!(m.response_code(), ResponseCode::ServFail);
+        assert!(extended_errors(&m)[0].text.contains("answered Query Refused"));
+        // All silent: SERVFAIL naming each.
+        let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let u = Upstreams::new(
+            vec![silent.local_addr().unwrap(), other.local_addr().unwrap()],
+            t,
+        )
+        .unwrap();
+        let (m, _) = resolve(&p, &q, Transport::Udp, &u).await;
+        assert_eq!(m.response_code(), ResponseCode::ServFail);
+        let text = &extended_errors(&m)[0].text;
+        assert!(
+            text.contains(&silent.local_addr().unwrap().to_string())
+                && text.contains(&other.local_addr().unwrap().to_string()),
+            "{text}"
+        );
+        assert!(Upstreams::new(Vec::new(), t).is_none());
     }
 
     #[tokio::test]
