@@ -25,6 +25,7 @@ struct State {
     records: HashMap<String, (Vec<IpAddr>, u32)>,
     silent: Vec<String>,
     log: Vec<Question>,
+    received: Vec<Vec<u8>>,
 }
 
 /// A running test upstream; stops when dropped.
@@ -98,9 +99,18 @@ impl TestUpstream {
         self.lock().log.iter().map(|q| q.name.clone()).collect()
     }
 
-    /// Forgets the query log.
+    /// Every message received so far, byte for byte as it arrived (for
+    /// TCP without its length prefix), garbage included: what a sandbox
+    /// managed to carry to an authority, whatever the names say.
+    pub fn received(&self) -> Vec<Vec<u8>> {
+        self.lock().received.clone()
+    }
+
+    /// Forgets the query log and the received messages.
     pub fn clear_log(&self) {
-        self.lock().log.clear();
+        let mut st = self.lock();
+        st.log.clear();
+        st.received.clear();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -176,7 +186,11 @@ fn serve_stream(mut stream: TcpStream, state: &Mutex<State>) -> io::Result<()> {
 
 /// Logs the query and builds its answer (`None` for garbage).
 fn answer(msg: &[u8], state: &Mutex<State>) -> Option<Vec<u8>> {
-    let q = wire::parse_query(msg).ok()?;
+    let q = {
+        let mut st = state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.received.push(msg.to_vec());
+        wire::parse_query(msg).ok()?
+    };
     let records = {
         let mut st = state.lock().unwrap_or_else(PoisonError::into_inner);
         st.log.push(q.clone());

@@ -15,7 +15,9 @@
 //! does not filter): the address answers, the upstream answers the name.
 //! A blocked or NXDOMAIN result is thus the rules' or the filter's doing.
 
+mod edns;
 mod names;
+pub(crate) use edns::EDNS_STRIPPED;
 pub(crate) use names::allowed_name_entry;
 use names::{ask, host_octet, nxdomain_kept, resolved_to, unlisted_name};
 
@@ -43,7 +45,7 @@ const TUNNEL_QUERIES: usize = 50;
 
 /// The probe labels of the DNS rows.
 #[cfg(test)]
-pub(crate) const PROBES: [&str; 11] = [
+pub(crate) const PROBES: [&str; 12] = [
     ROTATED_BLOCKED,
     NAME_RESOLVED,
     ROTATED_REACHABLE,
@@ -55,6 +57,7 @@ pub(crate) const PROBES: [&str; 11] = [
     NO_RESOLVER,
     LEARNED_OTHER_PORT,
     REBINDING,
+    EDNS_STRIPPED,
 ];
 
 const ROTATED_BLOCKED: &str = "address rotated after apply blocked before lookup";
@@ -207,6 +210,11 @@ impl Drill<'_> {
         }
         out.push(self.unlisted(&rules, pi));
         out.push(self.tunnel(&rules, pi));
+        if let Some((name, ..)) = allowed_name_entry(p)
+            && p.dns == DnsPolicy::Corral
+        {
+            out.push(self.edns_stripped(&name, pi));
+        }
         if crate::slaac::applies(p) {
             out.push(self.v6_only_allowlist(p));
         }
@@ -433,6 +441,45 @@ impl Drill<'_> {
         )
     }
 
+    /// The EDNS row (`edns`), on a profile corral's resolver serves:
+    /// dnsmasq passes a client's EDNS options on upstream (run against
+    /// it, this row fails: the option's bytes reach the upstream).
+    fn edns_stripped(&self, name: &str, pi: usize) -> DrillRow {
+        let fresh = IpAddr::V4(Ipv4Addr::new(
+            ANSWERS[0],
+            ANSWERS[1],
+            ANSWERS[2],
+            host_octet(pi),
+        ));
+        self.upstream.set(name, &[fresh], 3600);
+        let data = format!("corral-drill-edns-{pi}-exfiltrated");
+        let up = SocketAddr::new(UPSTREAM.into(), 53);
+        let control = edns::control(
+            &self.lab.topo.host,
+            self.upstream,
+            up,
+            name,
+            data.as_bytes(),
+            self.timeout,
+        );
+        let c = edns::probe(
+            &self.sb.ns,
+            self.gateway(),
+            self.upstream,
+            name,
+            data.as_bytes(),
+            self.timeout,
+        );
+        self.row(
+            EDNS_STRIPPED,
+            format!("udp {} {name} +option {}", self.gateway(), data.len()),
+            Expect::Block,
+            control,
+            c.observed,
+            c.ms,
+        )
+    }
+
     fn tunnel(&self, rules: &NameRules, pi: usize) -> DrillRow {
         let Some(domain) = unlisted_name(rules, &format!("c2-{pi}")) else {
             return self.no_unlisted_name(TUNNEL);
@@ -596,8 +643,9 @@ allow = ["api.example.com:443/tcp", "*.cdn.example.com", "[2001:db8:1::10]:443/t
             super::super::run(&cfg.profiles, &super::super::DrillOptions::default()).unwrap();
         let dns = dns_rows(&report);
         // rotation (3 rows), carried over an apply, attack 4 (other
-        // port), attack 5 (rebinding), unlisted, tunnel, IPv6 addressing.
-        assert_eq!(dns.len(), 9, "{dns:#?}");
+        // port), attack 5 (rebinding), unlisted, tunnel, EDNS data, IPv6
+        // addressing.
+        assert_eq!(dns.len(), 10, "{dns:#?}");
         assert!(
             dns.iter().all(|r| r.verdict == super::super::Verdict::Pass),
             "{dns:#?}"

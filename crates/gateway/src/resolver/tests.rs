@@ -585,7 +585,11 @@ mod exchange {
                 ResponseCode::ServFail,
                 "no answer within",
             ),
-            (refusing_addr, ResponseCode::ServFail, "answered Query Refused"),
+            (
+                refusing_addr,
+                ResponseCode::ServFail,
+                "answered Query Refused",
+            ),
             (good.addr(), ResponseCode::NoError, ""),
         ] {
             let u = Upstreams::new(vec![alone], t).unwrap();
@@ -620,7 +624,11 @@ mod exchange {
         let u = Upstreams::new(vec![silent.local_addr().unwrap(), refusing_addr], t).unwrap();
         let (m, _) = resolve(&p, &q, Transport::Udp, &u).await;
         assert_eq!(m.response_code(), ResponseCode::ServFail);
-        assert!(extended_errors(&m)[0].text.contains("answered Query Refused"));
+        assert!(
+            extended_errors(&m)[0]
+                .text
+                .contains("answered Query Refused")
+        );
         // All silent: SERVFAIL naming each.
         let other = UdpSocket::bind("127.0.0.1:0").unwrap();
         let u = Upstreams::new(
