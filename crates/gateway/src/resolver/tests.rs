@@ -381,6 +381,32 @@ mod exchange {
         Upstreams::new(vec![addr], Duration::from_secs(5)).unwrap()
     }
 
+    /// A UDP upstream on loopback that answers every query with `code`
+    /// (and `answer`), keeping each query's bytes in `seen`.
+    fn responder(
+        code: ResponseCode,
+        answer: Option<Record>,
+        seen: Arc<Mutex<Vec<Vec<u8>>>>,
+    ) -> SocketAddr {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = sock.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok((n, from)) = sock.recv_from(&mut buf) {
+                seen.lock().unwrap().push(buf[..n].to_vec());
+                let q = Message::from_vec(&buf[..n]).unwrap();
+                let mut r = Message::new();
+                r.set_id(q.id())
+                    .set_message_type(MessageType::Response)
+                    .set_response_code(code);
+                r.add_query(q.queries()[0].clone());
+                r.add_answers(answer.clone());
+                let _ = sock.send_to(&r.to_vec().unwrap(), from);
+            }
+        });
+        addr
+    }
+
     fn bytes(m: &Message) -> Vec<u8> {
         m.to_vec().unwrap()
     }
@@ -433,24 +459,12 @@ mod exchange {
     /// data, the upstream's capture of corral's rebuilt query does not.
     #[tokio::test]
     async fn client_edns_data_never_reaches_the_upstream() {
-        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let addr = sock.local_addr().unwrap();
         let seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
-        let capture = Arc::clone(&seen);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok((n, from)) = sock.recv_from(&mut buf) {
-                capture.lock().unwrap().push(buf[..n].to_vec());
-                let q = Message::from_vec(&buf[..n]).unwrap();
-                let mut r = Message::new();
-                r.set_id(q.id())
-                    .set_message_type(MessageType::Response)
-                    .set_response_code(ResponseCode::NoError);
-                r.add_query(q.queries()[0].clone());
-                r.add_answer(a("api.corral.test.", [45, 0, 0, 1], 30));
-                let _ = sock.send_to(&r.to_vec().unwrap(), from);
-            }
-        });
+        let addr = responder(
+            ResponseCode::NoError,
+            Some(a("api.corral.test.", [45, 0, 0, 1], 30)),
+            Arc::clone(&seen),
+        );
         let mut q = query("API.corral.TEST.", RecordType::A, true);
         if let Some(e) = q.extensions_mut() {
             e.options_mut()
@@ -556,20 +570,7 @@ mod exchange {
     #[tokio::test]
     async fn the_next_upstream_answers_when_one_is_silent_or_refuses() {
         let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let refusing = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let refusing_addr = refusing.local_addr().unwrap();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok((n, from)) = refusing.recv_from(&mut buf) {
-                let q = Message::from_vec(&buf[..n]).unwrap();
-                let mut r = Message::new();
-                r.set_id(q.id())
-                    .set_message_type(MessageType::Response)
-                    .set_response_code(ResponseCode::Refused);
-                r.add_query(q.queries()[0].clone());
-                let _ = refusing.send_to(&r.to_vec().unwrap(), from);
-            }
-        });
+        let refusing_addr = responder(ResponseCode::Refused, None, Arc::default());
         let good = TestUpstream::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         good.set(
             "api.corral.test",
