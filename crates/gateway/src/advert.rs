@@ -19,7 +19,6 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv6Addr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use corral_egress::link::Links;
 use ipnet::Ipv6Net;
@@ -140,38 +139,7 @@ impl Advertisement {
     /// NIC, in the calling thread's namespace) to `to_mac`, the sandbox's
     /// MAC, bypassing the bridge: no other port gets it.
     pub fn send_on_port(&self, port: &str, to_mac: [u8; 6]) -> io::Result<()> {
-        let index = if_index(port)?;
-        let f = self.frame(to_mac);
-        // Protocol 0: this socket only sends, so it never queues a frame.
-        // SAFETY: plain socket(2); the fd is owned at once.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a fresh valid fd owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: all-zero is a valid sockaddr_ll; the fields follow.
-        let mut to: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        to.sll_family = libc::AF_PACKET as u16;
-        to.sll_protocol = ETH_P_IPV6.to_be();
-        to.sll_ifindex = index;
-        to.sll_halen = 6;
-        to.sll_addr[..6].copy_from_slice(&to_mac);
-        // SAFETY: `f` and `to` are alive for the call, lengths are theirs.
-        let rc = unsafe {
-            libc::sendto(
-                fd.as_raw_fd(),
-                f.as_ptr().cast(),
-                f.len(),
-                0,
-                (&raw const to).cast(),
-                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        crate::on_port::send(port, to_mac, ETH_P_IPV6, &self.frame(to_mac))
     }
 }
 
@@ -197,17 +165,6 @@ fn checksum(src: &Ipv6Addr, dst: &Ipv6Addr, body: &[u8]) -> u16 {
     }
     // The fold above leaves at most 16 bits.
     !(sum as u16)
-}
-
-fn if_index(name: &str) -> io::Result<i32> {
-    let c = std::ffi::CString::new(name)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name holds a NUL"))?;
-    // SAFETY: a NUL-terminated name alive for the call.
-    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if index == 0 {
-        return Err(io::Error::last_os_error());
-    }
-    i32::try_from(index).map_err(|_| io::Error::other("interface index out of range"))
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@
 #![warn(missing_docs)]
 
 pub mod advert;
+pub mod dhcp;
 mod error;
 mod exit_watch;
 mod files;
@@ -58,6 +59,7 @@ mod fleet;
 pub mod leases;
 mod lifecycle;
 mod names;
+mod on_port;
 mod orphans;
 mod paths;
 mod ports;
