@@ -485,3 +485,69 @@ fn class6_a_siblings_client_identifier_does_not_reach_its_lease() {
     );
     leases(b, 0x0b02);
 }
+
+/// Classes 6 and 7 against corral's own DHCP server (`dns = "corral"`:
+/// corral's resolver and DHCP server serve the bridge, dnsmasq only its
+/// router advertisements), **without** corral's rules first: the server
+/// alone holds them. A DISCOVER naming the sibling's MAC is answered out of
+/// the sibling's port, never the attacker's; a DECLINE naming it, whole or
+/// in fragments, takes nothing away; a broadcast offer reaches its client
+/// alone. The controls are the dnsmasq runs above, where each lands on the
+/// bare lab. Then the same holds with the rules applied, and a stock
+/// client gets its lease through both.
+#[test]
+fn corrals_dhcp_server_holds_classes_6_and_7_without_the_rules() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let cfg = Config::from_toml_str(
+        r#"
+[[profile]]
+name = "dev"
+bridge = "cb-dev"
+subnet = "10.9.0.0/24"
+subnet_v6 = "fd00:9::/64"
+mode = "allowlist"
+dns = "corral"
+allow = ["*.corral.test"]
+"#,
+        "corral.toml",
+    )
+    .unwrap();
+    let lab = Lab::new(&cfg.profiles, &Resolution::new()).unwrap();
+    let mut it = lab.topo.sandboxes_of("dev");
+    let (a, b) = (it.next().unwrap(), it.next().unwrap());
+    for rules in [false, true] {
+        let when = if rules { "through corral" } else { "bare" };
+        if rules {
+            lab.apply().unwrap();
+        } else {
+            lab.control().unwrap();
+        }
+        let gw = LabGateways::start(&lab).unwrap();
+        assert_eq!(gw.resolvers.len(), 1, "corral's gateway is hosted");
+        let att = Attacker::new(a).unwrap();
+        leases(b, 0x0c01);
+        held(
+            dhcp::offer_for(&att, b.mac.octets(), 0x0c02, Shape::Whole, T).unwrap(),
+            &format!("{when}: a DISCOVER naming the sibling's MAC"),
+        );
+        for shape in [Shape::Whole, Shape::Fragments] {
+            held(
+                dhcp::declined(&att, b, shape, T).unwrap(),
+                &format!("{when}: a {shape:?} DECLINE of the sibling's address"),
+            );
+        }
+        let (own, o) = dhcp::broadcast_echo(&att, b, 0x0c03, T).unwrap();
+        assert!(own, "{when}: the client got no offer of its own");
+        held(o, &format!("{when}: the broadcast offer seen by a sibling"));
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(udhcpc(a, dir.path()), a.v4.to_string(), "{when}");
+        let served = gw.resolvers[0].dhcp().counters();
+        assert!(
+            served.replied.load(std::sync::atomic::Ordering::Relaxed) >= 4,
+            "{when}: corral's server did not answer these"
+        );
+    }
+    assert!(lab.host.verify(&lab.plan).unwrap().is_empty());
+}

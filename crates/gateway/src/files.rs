@@ -29,6 +29,13 @@ use crate::GatewayError;
 pub(crate) const LOG_FILE: &str = "dnsmasq.log";
 /// The lease file's name in a gateway's directory.
 pub(crate) const LEASES_FILE: &str = "leases";
+/// The lease file of corral's own DHCP server, in dnsmasq's format. Not
+/// dnsmasq's file: a dnsmasq that still serves the bridge's router
+/// advertisements keeps a lease database of its own and rewrites it.
+pub(crate) const CORRAL_LEASES_FILE: &str = "corral-leases";
+/// The reservations with their ports, for corral's own DHCP server (it
+/// answers out of the client's port, which dnsmasq's file does not name).
+pub(crate) const DHCP_RESERVATIONS_FILE: &str = "reservations.json";
 
 /// The log: corral writes and reads it, the audit's readers may read it.
 pub(crate) const LOG_MODE: u32 = 0o640;

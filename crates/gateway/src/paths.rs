@@ -67,6 +67,17 @@ impl GatewayPaths {
         self.dir.join(RESERVATIONS_FILE)
     }
 
+    /// corral's own DHCP server's leases (dnsmasq's format).
+    pub fn corral_leases(&self) -> PathBuf {
+        self.dir.join(crate::files::CORRAL_LEASES_FILE)
+    }
+
+    /// The reservations with their ports (JSON), which corral's own DHCP
+    /// server answers by.
+    pub fn dhcp_reservations(&self) -> PathBuf {
+        self.dir.join(crate::files::DHCP_RESERVATIONS_FILE)
+    }
+
     /// dnsmasq's log (start-up, errors, nftset failures).
     pub fn log(&self) -> PathBuf {
         self.dir.join(crate::files::LOG_FILE)

@@ -54,8 +54,14 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
     c.kv("user", RUN_AS_USER);
     c.kv("group", RUN_AS_GROUP);
 
-    dhcp_leases(&mut c, spec);
-    c.kv("dhcp-option", format!("option:router,{}", spec.gateway_v4));
+    // Where corral's resolver serves the bridge, corral's DHCP server has
+    // its leases too (`dhcp::HostedDhcp`, in the same host process):
+    // dnsmasq keeps the router advertisements only.
+    let leases_here = spec.dns != DnsService::Elsewhere;
+    if leases_here {
+        dhcp_leases(&mut c, spec);
+        c.kv("dhcp-option", format!("option:router,{}", spec.gateway_v4));
+    }
     router_advertisements(&mut c, spec);
     c.line("dhcp-ignore-names");
     c.line("dhcp-authoritative");
@@ -68,12 +74,8 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
             c.kv("dhcp-option", "option:dns-server");
         }
         DnsService::Elsewhere => {
-            c.comment("corral's resolver answers on the gateway address: leases only here");
+            c.comment("corral's resolver and DHCP server serve this bridge: router advertisements only here");
             c.kv("port", 0);
-            c.kv(
-                "dhcp-option",
-                format!("option:dns-server,{}", spec.gateway_v4),
-            );
         }
         DnsService::Forward { upstreams } => {
             c.comment("internet profile: forward everything to the host's upstreams");
@@ -147,6 +149,16 @@ pub const DNS_FORWARD_MAX: u32 = 16_384;
 /// sandboxes have to collude to fill them.
 pub const MAX_TCP_CONNECTIONS: u32 = 100;
 
+/// The line that has dnsmasq answer reserved MACs only; present exactly
+/// when dnsmasq serves the bridge's DHCPv4.
+const LEASES_ONLY_KNOWN: &str = "dhcp-ignore=tag:!known";
+
+/// Whether the dnsmasq configuration `conf` serves DHCPv4 leases (false
+/// where corral's own DHCP server has them).
+pub(crate) fn serves_leases(conf: &str) -> bool {
+    conf.lines().any(|l| l == LEASES_ONLY_KNOWN)
+}
+
 /// DHCP leases only by reservation: one `MAC,address` line per bound port
 /// in the reservations file (re-read on SIGHUP, leases kept); a client
 /// whose MAC has no reservation gets no answer at all, so no sandbox can
@@ -161,7 +173,7 @@ fn dhcp_leases(c: &mut Conf, spec: &GatewaySpec) {
         "dhcp-range",
         format!("{},static,{mask},{lease}s", net.network()),
     );
-    c.kv("dhcp-ignore", "tag:!known");
+    c.line(LEASES_ONLY_KNOWN);
     // dnsmasq finds a lease by client identifier (option 61) before
     // chaddr: a DECLINE or RELEASE naming a sibling's identifier would
     // reach the sibling's lease. The bridge binds chaddr to the port, and
@@ -408,7 +420,7 @@ mod tests {
     }
 
     #[test]
-    fn corrals_resolver_leaves_dnsmasq_the_leases_only() {
+    fn corrals_gateway_leaves_dnsmasq_the_router_advertisements_only() {
         let mut p = profile(
             EgressMode::Allowlist,
             &["api.example.com:443"],
@@ -425,11 +437,16 @@ mod tests {
             !d.contains("nftset") && !d.contains("server=") && !d.contains("api.example.com"),
             "{d}"
         );
-        // The sandboxes are still told the gateway resolves, both ways.
+        // No DHCPv4 (corral's server has the leases, and tells the
+        // sandboxes the gateway resolves); the adverts still say so for v6.
+        assert!(!serves_leases(&d), "{d}");
         assert!(
-            d.contains("\ndhcp-option=option:dns-server,10.99.2.1\n"),
+            !d.contains("option:dns-server")
+                && !d.contains("option:router")
+                && !d.contains(",static,"),
             "{d}"
         );
+        assert!(d.contains("\nenable-ra\n"), "{d}");
         assert!(
             d.contains("\ndhcp-option=option6:dns-server,[fd00:99:2::1]\n"),
             "{d}"
@@ -446,6 +463,7 @@ mod tests {
             "{d}"
         );
         assert!(!d.contains("nftset") && !d.contains("address=/#/"), "{d}");
+        assert!(serves_leases(&d), "{d}");
 
         let p = profile(EgressMode::None, &[], "10.99.1.0/24");
         let spec = GatewaySpec::from_profile(&p, &[], DnsTiming::default()).unwrap();

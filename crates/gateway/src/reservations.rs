@@ -4,7 +4,9 @@
 //! (`dhcp-hostsfile`, one `MAC,address` line per port bound on its bridge;
 //! `dhcp-ignore=tag:!known` for the rest). Changing the file and sending
 //! dnsmasq SIGHUP makes it re-read the file without a restart: leases
-//! already given stay.
+//! already given stay. Beside it, the same bindings with their ports
+//! (`reservations.json`, root's alone) for corral's own DHCP server, which
+//! answers out of the client's port and re-reads the file when it changes.
 
 use std::fs;
 use std::path::Path;
@@ -15,7 +17,8 @@ use corral_sandbox_core::BridgeName;
 use corral_state_files::StateDir;
 
 use super::error::GatewayError;
-use super::paths::{GATEWAY_DIR, RESERVATIONS_FILE};
+use super::files::{DHCP_RESERVATIONS_FILE, LEASES_MODE};
+use super::paths::{CONF_FILE, GATEWAY_DIR, RESERVATIONS_FILE};
 use super::process::{Gateway, GatewayStatus};
 
 /// How long [`Gateway::set_reservations`] waits for a running dnsmasq to
@@ -32,6 +35,20 @@ pub fn reservations_text(bridge: &BridgeName, bindings: &[PortBinding]) -> Strin
         .collect();
     lines.sort();
     lines.concat()
+}
+
+/// The bindings on `bridge` among `bindings`, sorted, as corral's own
+/// DHCP server reads them.
+pub fn dhcp_reservations_json(
+    bridge: &BridgeName,
+    bindings: &[PortBinding],
+) -> Result<Vec<u8>, GatewayError> {
+    let mut on: Vec<&PortBinding> = bindings.iter().filter(|b| b.bridge == *bridge).collect();
+    on.sort();
+    serde_json::to_vec_pretty(&on).map_err(|e| GatewayError::Record {
+        bridge: bridge.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// What [`Gateway::set_reservations`] did.
@@ -54,18 +71,37 @@ impl Gateway {
         bindings: &[PortBinding],
     ) -> Result<ReservationOutcome, GatewayError> {
         let text = reservations_text(self.bridge(), bindings);
+        let json = dhcp_reservations_json(self.bridge(), bindings)?;
         let paths = self.paths();
         let file = paths.reservations();
         let dir = self.dir()?;
+        // corral's server reads this one at its next message: written
+        // first, so by the time the rules admit the port both servers
+        // know its reservation.
+        let json_changed = dir.read(DHCP_RESERVATIONS_FILE)?.as_deref() != Some(json.as_slice());
+        if json_changed {
+            dir.write_regenerated(DHCP_RESERVATIONS_FILE, &json, LEASES_MODE)?;
+        }
         if dir.read(RESERVATIONS_FILE)?.as_deref() == Some(text.as_bytes()) {
             // Unchanged, but an older corral's file is narrowed all the same.
             crate::files::share_reservations(&dir, RESERVATIONS_FILE)?;
-            return Ok(ReservationOutcome::Unchanged);
+            return Ok(if json_changed {
+                ReservationOutcome::Written
+            } else {
+                ReservationOutcome::Unchanged
+            });
         }
         write_reservations(self, Some(&text))?;
         let GatewayStatus::Running { pid } = self.status() else {
             return Ok(ReservationOutcome::Written);
         };
+        // A dnsmasq started without DHCPv4 (corral's own server has the
+        // bridge's leases) does not re-read the file on SIGHUP and logs
+        // nothing to wait for.
+        let conf = dir.read(CONF_FILE)?.unwrap_or_default();
+        if !crate::render::serves_leases(&String::from_utf8_lossy(&conf)) {
+            return Ok(ReservationOutcome::Written);
+        }
         let log = paths.log();
         let mark = fs::metadata(&log).map_or(0, |m| m.len());
         self.hangup(pid)?;

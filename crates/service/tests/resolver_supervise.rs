@@ -15,22 +15,29 @@
 //!   name is refused from then on.
 //! - Back on `dns = "gateway"`: the record goes, corral's resolver stops,
 //!   dnsmasq answers.
+//! - corral's DHCP server is hosted with the resolver: a port bound as the
+//!   lifecycle binds one gets no lease before the supervisor runs
+//!   (dnsmasq serves no DHCPv4 on the bridge: the control) and its
+//!   reservation once it does.
 
 // Test helpers panic to report a failure, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use corral_egress::link::Links;
 use corral_egress::netns::Netns;
+use corral_egress::plan::PortBinding;
 use corral_gateway::resolver::{extended_errors, recorded};
 use corral_sandbox_core::{Config, ProfileName};
 use corral_service::audit::{Collector, NoNics};
 use corral_service::config::{LoadedConfig, Origin};
 use corral_service::gate::{self, GateError, Missing};
 use corral_service::host::{HostService, plan_config};
+use corral_service::ports::bind_new;
 use corral_service::store::Store;
 use corral_service::supervise::GatewaySupervisor;
 use corral_service::target::Target;
@@ -140,6 +147,65 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A guest on a fresh port of the profile, bound as the lifecycle binds
+/// one: its namespace, with `eth0` carrying the binding's MAC.
+fn guest(lab: &Lab) -> (Netns, PortBinding) {
+    let (binding, claim) = bind_new(
+        Some(&lab.path),
+        lab.state.path(),
+        &ProfileName::new("agent").unwrap(),
+        &[],
+    )
+    .unwrap();
+    drop(claim);
+    let guest = Netns::new().unwrap();
+    let fd = guest.fd().try_clone_to_owned().unwrap();
+    let port = binding.port.to_string();
+    lab.ns
+        .run_async(|| async move {
+            let links = Links::connect()?;
+            links.create_veth(&port, "eth0", Some(fd.as_fd())).await?;
+            links.attach_port(&port, "cb-rsv", true).await?;
+            links.set_up(&port).await
+        })
+        .unwrap()
+        .unwrap();
+    let mac = binding.mac.octets();
+    guest
+        .run_async(|| async move {
+            let links = Links::connect()?;
+            links.set_mac("eth0", mac).await?;
+            links.set_up("eth0").await
+        })
+        .unwrap()
+        .unwrap();
+    (guest, binding)
+}
+
+/// busybox udhcpc in `ns`, `tries` DISCOVERs a second apart: the address
+/// bound, or `None` when no lease came.
+fn udhcpc(ns: &Netns, tries: u32) -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let (script, log) = (dir.path().join("s.sh"), dir.path().join("log"));
+    corral_test_support::write_executable(
+        &script,
+        format!("#!/bin/sh\necho \"$1 ip=$ip\" >> {}\n", log.display()),
+    );
+    let mut cmd = std::process::Command::new("busybox");
+    cmd.args(["udhcpc", "-i", "eth0", "-n", "-q", "-f", "-T", "1", "-t"])
+        .arg(tries.to_string())
+        .arg("-s")
+        .arg(&script)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    ns.spawn(cmd).unwrap().wait().unwrap();
+    std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("bound ip="))
+        .map(str::to_owned)
+}
+
 fn texts(m: &Message) -> String {
     extended_errors(m)
         .into_iter()
@@ -163,6 +229,12 @@ fn the_supervisor_hosts_corrals_resolver_and_follows_each_apply() {
     // Control: dnsmasq serves only the leases; without a host for corral's
     // resolver nothing answers and the gate refuses, saying why.
     assert!(lab.ask("corral-gate-check").is_none(), "something answers");
+    let (sandbox, binding) = guest(&lab);
+    assert_eq!(
+        udhcpc(&sandbox, 2),
+        None,
+        "a lease came with no host for corral's DHCP server (dnsmasq serves DHCPv4 here?)"
+    );
     match lab.gate(&first).map_err(|e| *e) {
         Err(GateError::Refused(r)) => {
             assert!(
@@ -197,6 +269,12 @@ fn the_supervisor_hosts_corrals_resolver_and_follows_each_apply() {
     });
     lab.gate(&first)
         .expect("the gate passes with the resolver up");
+    // corral's DHCP server came with it: the bound port gets its lease.
+    assert_eq!(
+        udhcpc(&sandbox, 6).as_deref(),
+        Some(binding.v4.to_string().as_str()),
+        "corral's DHCP server gave the bound port no lease"
+    );
     // Listed: forwarded (and failing upstream, as the namespace has no
     // route); unlisted: refused by corral's policy, with the reason.
     let listed = lab.ask("pkg.corral.test").unwrap();

@@ -5,9 +5,9 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-use corral_gateway::resolver::{Bounds, Hosted, recorded};
+use corral_gateway::resolver::{Bounds, recorded};
 use corral_gateway::test_upstream::TestUpstream;
-use corral_gateway::{DnsTiming, GatewayError, reserve_all, start_all, stop_all};
+use corral_gateway::{DnsTiming, GatewayError, HostedGateway, reserve_all, start_all, stop_all};
 
 use super::{Lab, Transport};
 
@@ -30,7 +30,7 @@ pub enum GatewaysError {
     /// A gateway could not be started.
     #[error("lab gateways: {0}")]
     Gateway(#[from] GatewayError),
-    /// corral's resolver could not be hosted on a bridge.
+    /// corral's resolver or DHCP server could not be hosted on a bridge.
     #[error("lab gateways: {0}")]
     Resolver(String),
     /// The upstream's address could not be added.
@@ -45,9 +45,9 @@ pub struct LabGateways {
     state: PathBuf,
     /// The upstream every gateway forwards to.
     pub upstream: TestUpstream,
-    /// corral's resolver on each bridge whose profile has `dns =
-    /// "corral"` (dnsmasq serves only its leases).
-    pub resolvers: Vec<Hosted>,
+    /// corral's resolver and DHCP server on each bridge whose profile has
+    /// `dns = "corral"` (dnsmasq serves only its router advertisements).
+    pub resolvers: Vec<HostedGateway>,
 }
 
 impl LabGateways {
@@ -98,7 +98,8 @@ impl LabGateways {
             &[],
         )?;
         for r in recorded(&gateways.state) {
-            let hosted = Hosted::from_record(&lab.topo.host, &r, Bounds::default());
+            let hosted =
+                HostedGateway::start(&gateways.state, &lab.topo.host, &r, Bounds::default());
             gateways
                 .resolvers
                 .push(hosted.map_err(GatewaysError::Resolver)?);

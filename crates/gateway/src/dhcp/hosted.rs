@@ -7,7 +7,7 @@
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -22,7 +22,9 @@ use tokio::sync::oneshot;
 
 use super::frame::reply_frame;
 use super::lease_file::LeaseBook;
-use super::{Reservation, Server};
+use super::{Network, Reservation, Server, recorded_reservations};
+use crate::files::DHCP_RESERVATIONS_FILE;
+use crate::resolver::RecordId;
 
 const ETH_P_IP: u16 = 0x0800;
 /// The fixed BOOTP header and the magic cookie: anything shorter is no
@@ -57,6 +59,39 @@ impl HostedDhcp {
     /// `lease_dir` (the gateway's directory). Returns once the socket is
     /// bound (an error here: nothing runs).
     pub fn start(ns: &Netns, server: Server, bridge: &str, lease_dir: &Path) -> io::Result<Self> {
+        Self::spawn(ns, server, bridge, lease_dir, None)
+    }
+
+    /// Serves `network` on `bridge` inside `ns` by the reservations the
+    /// apply records in `dir` (the gateway's directory), re-read whenever
+    /// the record changes, checked at every message: a port bound a moment
+    /// ago is answered at its first DISCOVER, one unbound is not. A record
+    /// that cannot be read answers nobody until it can. Leases are kept in
+    /// `dir`.
+    pub fn serve_recorded(
+        ns: &Netns,
+        network: Network,
+        bridge: &str,
+        dir: &Path,
+    ) -> io::Result<Self> {
+        let mut source = RecordedReservations::new(dir);
+        let reservations = source.read().map_err(io::Error::other)?;
+        Self::spawn(
+            ns,
+            Server::new(network, reservations),
+            bridge,
+            dir,
+            Some(source),
+        )
+    }
+
+    fn spawn(
+        ns: &Netns,
+        server: Server,
+        bridge: &str,
+        lease_dir: &Path,
+        mut source: Option<RecordedReservations>,
+    ) -> io::Result<Self> {
         let mut book = LeaseBook::open(lease_dir)?;
         let server = Arc::new(Mutex::new(server));
         let counters = Arc::new(DhcpCounters::default());
@@ -88,7 +123,10 @@ impl HostedDhcp {
                             let Ok((n, _)) = sock.recv_from(&mut buf).await else {
                                 return;
                             };
-                            let server = s.lock().unwrap_or_else(PoisonError::into_inner);
+                            let mut server = s.lock().unwrap_or_else(PoisonError::into_inner);
+                            if let Some(src) = source.as_mut() {
+                                src.refresh(&mut server);
+                            }
                             handle(&server, &buf[..n], mac, &mut book, &c);
                         }
                     };
@@ -138,6 +176,46 @@ impl HostedDhcp {
     /// Whether it still serves (a socket error ends its thread).
     pub fn is_serving(&self) -> bool {
         self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+}
+
+/// The reservations record of one gateway directory, and the version of
+/// it last read.
+#[derive(Debug)]
+struct RecordedReservations {
+    dir: PathBuf,
+    path: PathBuf,
+    id: Option<RecordId>,
+}
+
+impl RecordedReservations {
+    fn new(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_owned(),
+            path: dir.join(DHCP_RESERVATIONS_FILE),
+            id: None,
+        }
+    }
+
+    fn read(&mut self) -> Result<Vec<Reservation>, String> {
+        self.id = RecordId::of(&self.path);
+        recorded_reservations(&self.dir)
+    }
+
+    /// Takes the record into `server` when it changed since last read.
+    fn refresh(&mut self, server: &mut Server) {
+        if RecordId::of(&self.path) == self.id {
+            return;
+        }
+        match self.read() {
+            Ok(r) => server.set_reservations(r),
+            Err(e) => {
+                // Closed: a record that cannot be read answers nobody.
+                self.id = None;
+                server.set_reservations(Vec::new());
+                tracing::error!(error = %e, "corral's DHCP server: its reservations cannot be read; no client is answered until they can");
+            }
+        }
     }
 }
 

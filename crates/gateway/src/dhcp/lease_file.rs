@@ -1,7 +1,7 @@
-//! The leases the server has granted, kept in the gateway's lease file in
-//! dnsmasq's format (`<expiry> <mac> <ip> * *` per line), so
-//! [`crate::leases`] reads either server's, and a server started again
-//! (or one taking over from dnsmasq) knows what was given.
+//! The leases the server has granted, kept in its own lease file in the
+//! gateway's directory (`corral-leases`), in dnsmasq's format
+//! (`<expiry> <mac> <ip> * *` per line), so [`crate::leases`] reads it
+//! beside dnsmasq's and a server started again knows what was given.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use corral_sandbox_core::MacAddr;
 
 use super::Granted;
-use crate::files::{LEASES_FILE, LEASES_MODE};
+use crate::files::{CORRAL_LEASES_FILE, LEASES_MODE};
 use crate::leases::{Lease, parse};
 
 /// The lease file's name in a gateway's directory.
-pub const LEASE_FILE: &str = LEASES_FILE;
+pub const LEASE_FILE: &str = CORRAL_LEASES_FILE;
 
 /// Every lease of one bridge, by client MAC, and where they are kept.
 #[derive(Debug)]

@@ -1,7 +1,8 @@
 //! corral's own DHCPv4 server: leases by reservation only, replies out
 //! of the client's own port (docs/gateway.md, "corral's DHCP server").
-//! The piece of the gateway that replaces dnsmasq's DHCP; dnsmasq still
-//! serves every bridge in production today.
+//! The piece of the gateway that replaces dnsmasq's DHCP: it serves the
+//! bridges of `dns = "corral"` profiles, hosted with corral's resolver
+//! ([`crate::HostedGateway`]); dnsmasq still serves every other bridge.
 //!
 //! - **Who gets an answer.** A client whose hardware address (`chaddr`)
 //!   has no reservation gets nothing at all. One that has gets its
@@ -29,9 +30,10 @@ mod lease_file;
 mod policy;
 
 use std::net::Ipv4Addr;
+use std::path::Path;
 
 use corral_egress::plan::PortBinding;
-use corral_sandbox_core::{InterfaceName, MacAddr};
+use corral_sandbox_core::{InterfaceName, MacAddr, Profile};
 use dhcproto::v4::Message;
 use ipnet::Ipv4Net;
 
@@ -76,6 +78,19 @@ pub struct Network {
 }
 
 impl Network {
+    /// What the gateway of `profile` hands out: the same as
+    /// [`Network::of_spec`] of its spec, without needing the upstreams.
+    pub fn of_profile(profile: &Profile) -> Self {
+        let gateway = profile.gateway_v4();
+        Self {
+            gateway,
+            subnet: profile.subnet_v4.trunc(),
+            dns: crate::serves_dns(profile).then_some(gateway),
+            lease_secs: u32::try_from(crate::spec::DEFAULT_LEASE_TIME.as_secs())
+                .unwrap_or(u32::MAX),
+        }
+    }
+
     /// What `spec`'s gateway hands out.
     pub fn of_spec(spec: &GatewaySpec) -> Self {
         let dns = match spec.dns {
@@ -141,6 +156,21 @@ pub fn reservations_on(spec: &GatewaySpec, bindings: &[PortBinding]) -> Vec<Rese
         .filter(|b| b.bridge == spec.bridge)
         .map(Reservation::from)
         .collect()
+}
+
+/// The reservations the apply recorded for the bridge whose gateway
+/// directory is `dir` (`reservations.json`, written with dnsmasq's file by
+/// `Gateway::set_reservations`); none when there is no file yet.
+pub fn recorded_reservations(dir: &Path) -> Result<Vec<Reservation>, String> {
+    let path = dir.join(crate::files::DHCP_RESERVATIONS_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let bindings: Vec<PortBinding> = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("{} is not a reservations record: {e}", path.display()))?;
+    Ok(bindings.iter().map(Reservation::from).collect())
 }
 
 /// A reply and where it goes.
