@@ -10,39 +10,66 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// Sends `frame` (a whole Ethernet frame, header included) out of `port`
-/// to `to_mac`, `ethertype` naming what it carries.
+/// to `to_mac`, `ethertype` naming what it carries, on a socket of its
+/// own (for a frame sent now and then; a server keeps a [`PortSender`]).
 pub(crate) fn send(port: &str, to_mac: [u8; 6], ethertype: u16, frame: &[u8]) -> io::Result<()> {
-    let index = if_index(port)?;
-    // Protocol 0: this socket only sends, so it never queues a frame.
-    // SAFETY: plain socket(2); the fd is owned at once.
-    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
+    PortSender::open()?.send(port, to_mac, ethertype, frame)
+}
+
+/// A packet socket that sends out of any port by name. Kept open by a
+/// server: closing a packet socket waits for an RCU grace period (7–15 ms
+/// measured here), which a socket per reply would add to every reply.
+#[derive(Debug)]
+pub(crate) struct PortSender {
+    fd: OwnedFd,
+}
+
+impl PortSender {
+    /// Opens the socket (CAP_NET_RAW, in the ports' network namespace).
+    pub(crate) fn open() -> io::Result<Self> {
+        // Protocol 0: this socket only sends, so it never queues a frame.
+        // SAFETY: plain socket(2); the fd is owned at once.
+        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh valid fd owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        Ok(Self { fd })
     }
-    // SAFETY: `raw` is a fresh valid fd owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: all-zero is a valid sockaddr_ll; the fields follow.
-    let mut to: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    to.sll_family = libc::AF_PACKET as u16;
-    to.sll_protocol = ethertype.to_be();
-    to.sll_ifindex = index;
-    to.sll_halen = 6;
-    to.sll_addr[..6].copy_from_slice(&to_mac);
-    // SAFETY: `frame` and `to` are alive for the call, lengths are theirs.
-    let rc = unsafe {
-        libc::sendto(
-            fd.as_raw_fd(),
-            frame.as_ptr().cast(),
-            frame.len(),
-            0,
-            (&raw const to).cast(),
-            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
+
+    /// Sends `frame` out of `port` to `to_mac` (see [`send`]).
+    pub(crate) fn send(
+        &self,
+        port: &str,
+        to_mac: [u8; 6],
+        ethertype: u16,
+        frame: &[u8],
+    ) -> io::Result<()> {
+        let index = if_index(port)?;
+        // SAFETY: all-zero is a valid sockaddr_ll; the fields follow.
+        let mut to: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        to.sll_family = libc::AF_PACKET as u16;
+        to.sll_protocol = ethertype.to_be();
+        to.sll_ifindex = index;
+        to.sll_halen = 6;
+        to.sll_addr[..6].copy_from_slice(&to_mac);
+        // SAFETY: `frame` and `to` are alive for the call, lengths are theirs.
+        let rc = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                frame.as_ptr().cast(),
+                frame.len(),
+                0,
+                (&raw const to).cast(),
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 fn if_index(name: &str) -> io::Result<i32> {

@@ -24,6 +24,7 @@ use super::frame::reply_frame;
 use super::lease_file::LeaseBook;
 use super::{Network, Reservation, Server, recorded_reservations};
 use crate::files::DHCP_RESERVATIONS_FILE;
+use crate::on_port::PortSender;
 use crate::resolver::RecordId;
 
 const ETH_P_IP: u16 = 0x0800;
@@ -107,9 +108,10 @@ impl HostedDhcp {
                     let setup = async {
                         let mac = bridge_mac(&device).await?;
                         let sock = bind(&device)?;
-                        Ok::<_, io::Error>((mac, sock))
+                        let out = PortSender::open()?;
+                        Ok::<_, io::Error>((mac, sock, out))
                     };
-                    let (mac, sock) = match setup.await {
+                    let (mac, sock, out) = match setup.await {
                         Ok(v) => v,
                         Err(e) => {
                             let _ = ready.send(Err(e));
@@ -127,7 +129,7 @@ impl HostedDhcp {
                             if let Some(src) = source.as_mut() {
                                 src.refresh(&mut server);
                             }
-                            handle(&server, &buf[..n], mac, &mut book, &c);
+                            handle(&server, &buf[..n], mac, &out, &mut book, &c);
                         }
                     };
                     tokio::select! {
@@ -234,6 +236,7 @@ fn handle(
     server: &Server,
     datagram: &[u8],
     bridge_mac: [u8; 6],
+    out: &PortSender,
     book: &mut LeaseBook,
     c: &DhcpCounters,
 ) {
@@ -247,7 +250,7 @@ fn handle(
     };
     let gateway = server.network().gateway;
     let sent = reply_frame(&reply, bridge_mac, gateway)
-        .and_then(|f| crate::on_port::send(reply.port.as_str(), reply.to_mac, ETH_P_IP, &f));
+        .and_then(|f| out.send(reply.port.as_str(), reply.to_mac, ETH_P_IP, &f));
     if let Err(e) = sent {
         c.failed.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(port = %reply.port, error = %e, "a DHCP reply could not be sent");
