@@ -26,7 +26,7 @@ pub mod raw;
 pub mod removed;
 mod report;
 mod schedule;
-mod slaac;
+pub mod slaac;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};

@@ -60,7 +60,7 @@ pub(crate) fn applies(p: &Profile) -> bool {
 }
 
 /// Sends one router solicitation (no options) to all-routers on `eth0`.
-fn solicit(ns: &Netns) -> std::io::Result<()> {
+pub fn solicit(ns: &Netns) -> std::io::Result<()> {
     ns.run(|| {
         // SAFETY: plain socket calls on a descriptor this function owns
         // and closes; every pointer is to a live local of the right size.

@@ -500,21 +500,7 @@ fn corrals_dhcp_server_holds_classes_6_and_7_without_the_rules() {
     if !corral_test_support::gate::netns() {
         return;
     }
-    let cfg = Config::from_toml_str(
-        r#"
-[[profile]]
-name = "dev"
-bridge = "cb-dev"
-subnet = "10.9.0.0/24"
-subnet_v6 = "fd00:9::/64"
-mode = "allowlist"
-dns = "corral"
-allow = ["*.corral.test"]
-"#,
-        "corral.toml",
-    )
-    .unwrap();
-    let lab = Lab::new(&cfg.profiles, &Resolution::new()).unwrap();
+    let lab = corral_gateway_lab();
     let mut it = lab.topo.sandboxes_of("dev");
     let (a, b) = (it.next().unwrap(), it.next().unwrap());
     for rules in [false, true] {
@@ -550,4 +536,117 @@ allow = ["*.corral.test"]
         );
     }
     assert!(lab.host.verify(&lab.plan).unwrap().is_empty());
+}
+
+/// A lab whose one profile corral's own gateway serves (`dns = "corral"`,
+/// IPv4 and a /64).
+fn corral_gateway_lab() -> Lab {
+    let cfg = Config::from_toml_str(
+        r#"
+[[profile]]
+name = "dev"
+bridge = "cb-dev"
+subnet = "10.9.0.0/24"
+subnet_v6 = "fd00:9::/64"
+mode = "allowlist"
+dns = "corral"
+allow = ["*.corral.test"]
+"#,
+        "corral.toml",
+    )
+    .unwrap();
+    Lab::new(&cfg.profiles, &Resolution::new()).unwrap()
+}
+
+/// Whether `r` is a router advertisement (Ethernet, IPv6 without
+/// extension headers, ICMPv6 type 134).
+fn is_advert(r: &corral_drill::raw::Received) -> bool {
+    let f = &r.frame;
+    f.get(12..14) == Some(&[0x86, 0xdd][..]) && f.get(20) == Some(&58) && f.get(54) == Some(&134)
+}
+
+/// corral's router advertisements (`dns = "corral"`, dnsmasq sends none
+/// there): a sandbox's solicitation is answered out of its own port
+/// alone, once however often it asks within a second, and a sibling's
+/// capture sees nothing of it (control: a frame the host floods over the
+/// bridge reaches that capture). Through corral's rules and, first,
+/// without them: the advertiser alone decides where its answer goes.
+#[test]
+fn corrals_router_advertisements_answer_the_soliciting_port_alone() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let lab = corral_gateway_lab();
+    let mut it = lab.topo.sandboxes_of("dev");
+    let (a, b) = (it.next().unwrap(), it.next().unwrap());
+    for rules in [false, true] {
+        let when = if rules { "through corral" } else { "bare" };
+        if rules {
+            lab.apply().unwrap();
+        } else {
+            lab.control().unwrap();
+        }
+        let gw = LabGateways::start(&lab).unwrap();
+        let adverts = gw.resolvers[0].adverts().expect("a /64: advertisements");
+        // The round every port gets at start is over before anyone asks.
+        std::thread::sleep(Duration::from_millis(300));
+        let own = corral_drill::raw::Capture::open(&a.ns, "eth0").unwrap();
+        let sibling = corral_drill::raw::Capture::open(&b.ns, "eth0").unwrap();
+        let before = adverts
+            .counters()
+            .sent
+            .load(std::sync::atomic::Ordering::Relaxed);
+        for _ in 0..5 {
+            corral_drill::slaac::solicit(&a.ns).unwrap();
+        }
+        let first = own.wait_for(T, is_advert).unwrap();
+        assert!(
+            first.is_some(),
+            "{when}: the soliciting sandbox got no advertisement ({:?} sent, {:?} ignored, {:?} failed)",
+            adverts.counters().sent,
+            adverts.counters().ignored,
+            adverts.counters().failed
+        );
+        assert_eq!(
+            own.wait_for(Duration::from_millis(500), is_advert)
+                .unwrap()
+                .map(|r| r.frame.len()),
+            None,
+            "{when}: five solicitations within a second got more than one answer"
+        );
+        assert_eq!(
+            sibling
+                .wait_for(Duration::from_millis(300), is_advert)
+                .unwrap()
+                .map(|r| r.frame.len()),
+            None,
+            "{when}: a sibling saw the answer to another sandbox's solicitation"
+        );
+        let sent = adverts
+            .counters()
+            .sent
+            .load(std::sync::atomic::Ordering::Relaxed)
+            - before;
+        assert_eq!(
+            sent, 1,
+            "{when}: {sent} advertisements for one sandbox's five solicitations"
+        );
+        // Control: the sibling's capture sees what the bridge floods.
+        let marker = corral_drill::raw::Marker::fresh();
+        let host = corral_drill::raw::PacketSocket::open(&lab.topo.host, "cb-dev").unwrap();
+        let f = corral_drill::raw::frame::ip(
+            &corral_drill::raw::frame::Link::new(host.mac(), corral_drill::raw::frame::BROADCAST),
+            IpAddr::V4(a.gateway_v4),
+            IpAddr::V4(std::net::Ipv4Addr::BROADCAST),
+            64,
+            corral_drill::raw::frame::Transport::Udp { sport: 9, dport: 9 },
+            marker.bytes(),
+        )
+        .unwrap();
+        host.send(&f).unwrap();
+        assert!(
+            sibling.saw(&marker, T).unwrap(),
+            "control: the sibling's capture sees nothing"
+        );
+    }
 }

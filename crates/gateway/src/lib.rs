@@ -51,6 +51,7 @@
 #![warn(missing_docs)]
 
 pub mod advert;
+pub mod advertiser;
 pub mod dhcp;
 mod error;
 mod exit_watch;

@@ -72,7 +72,7 @@ impl PortSender {
     }
 }
 
-fn if_index(name: &str) -> io::Result<i32> {
+pub(crate) fn if_index(name: &str) -> io::Result<i32> {
     let c = std::ffi::CString::new(name)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name holds a NUL"))?;
     // SAFETY: a NUL-terminated name alive for the call.

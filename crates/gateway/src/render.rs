@@ -54,15 +54,14 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
     c.kv("user", RUN_AS_USER);
     c.kv("group", RUN_AS_GROUP);
 
-    // Where corral's resolver serves the bridge, corral's DHCP server has
-    // its leases too (`dhcp::HostedDhcp`, in the same host process):
-    // dnsmasq keeps the router advertisements only.
-    let leases_here = spec.dns != DnsService::Elsewhere;
-    if leases_here {
+    // Where corral's resolver serves the bridge, corral's DHCP server and
+    // router advertiser serve it too (`HostedGateway`, in the same host
+    // process): dnsmasq serves nothing there.
+    if spec.dns != DnsService::Elsewhere {
         dhcp_leases(&mut c, spec);
         c.kv("dhcp-option", format!("option:router,{}", spec.gateway_v4));
+        router_advertisements(&mut c, spec);
     }
-    router_advertisements(&mut c, spec);
     c.line("dhcp-ignore-names");
     c.line("dhcp-authoritative");
     c.line("no-ping");
@@ -74,7 +73,7 @@ pub fn render(spec: &GatewaySpec) -> Result<String, GatewayError> {
             c.kv("dhcp-option", "option:dns-server");
         }
         DnsService::Elsewhere => {
-            c.comment("corral's resolver and DHCP server serve this bridge: router advertisements only here");
+            c.comment("corral's resolver, DHCP server and router advertisements serve this bridge: nothing here");
             c.kv("port", 0);
         }
         DnsService::Forward { upstreams } => {
@@ -420,7 +419,7 @@ mod tests {
     }
 
     #[test]
-    fn corrals_gateway_leaves_dnsmasq_the_router_advertisements_only() {
+    fn corrals_gateway_leaves_dnsmasq_nothing_to_serve() {
         let mut p = profile(
             EgressMode::Allowlist,
             &["api.example.com:443"],
@@ -437,18 +436,11 @@ mod tests {
             !d.contains("nftset") && !d.contains("server=") && !d.contains("api.example.com"),
             "{d}"
         );
-        // No DHCPv4 (corral's server has the leases, and tells the
-        // sandboxes the gateway resolves); the adverts still say so for v6.
+        // No DHCPv4 and no advertisements: corral's gateway sends them
+        // (and tells the sandboxes the gateway resolves, both ways).
         assert!(!serves_leases(&d), "{d}");
         assert!(
-            !d.contains("option:dns-server")
-                && !d.contains("option:router")
-                && !d.contains(",static,"),
-            "{d}"
-        );
-        assert!(d.contains("\nenable-ra\n"), "{d}");
-        assert!(
-            d.contains("\ndhcp-option=option6:dns-server,[fd00:99:2::1]\n"),
+            !d.contains("dhcp-option") && !d.contains("dhcp-range") && !d.contains("enable-ra"),
             "{d}"
         );
     }

@@ -60,6 +60,7 @@ mod tests {
                 mac: MacAddr(mac),
                 addr: Ipv4Addr::new(10, 9, 0, 7),
                 port: InterfaceName::new("vp-7".to_owned()).unwrap(),
+                v6: None,
             }],
         );
         let u = Ipv4Addr::UNSPECIFIED;

@@ -182,16 +182,16 @@ impl HostedDhcp {
 }
 
 /// The reservations record of one gateway directory, and the version of
-/// it last read.
+/// it last read (shared by the DHCP server and the router advertiser).
 #[derive(Debug)]
-struct RecordedReservations {
+pub(crate) struct RecordedReservations {
     dir: PathBuf,
     path: PathBuf,
     id: Option<RecordId>,
 }
 
 impl RecordedReservations {
-    fn new(dir: &Path) -> Self {
+    pub(crate) fn new(dir: &Path) -> Self {
         Self {
             dir: dir.to_owned(),
             path: dir.join(DHCP_RESERVATIONS_FILE),
@@ -199,24 +199,31 @@ impl RecordedReservations {
         }
     }
 
-    fn read(&mut self) -> Result<Vec<Reservation>, String> {
+    pub(crate) fn read(&mut self) -> Result<Vec<Reservation>, String> {
         self.id = RecordId::of(&self.path);
         recorded_reservations(&self.dir)
     }
 
-    /// Takes the record into `server` when it changed since last read.
-    fn refresh(&mut self, server: &mut Server) {
+    /// The reservations when the record changed since last read; none
+    /// (closed: nobody is answered) when it cannot be read.
+    pub(crate) fn changed(&mut self) -> Option<Vec<Reservation>> {
         if RecordId::of(&self.path) == self.id {
-            return;
+            return None;
         }
         match self.read() {
-            Ok(r) => server.set_reservations(r),
+            Ok(r) => Some(r),
             Err(e) => {
-                // Closed: a record that cannot be read answers nobody.
                 self.id = None;
-                server.set_reservations(Vec::new());
-                tracing::error!(error = %e, "corral's DHCP server: its reservations cannot be read; no client is answered until they can");
+                tracing::error!(error = %e, "corral's gateway: its reservations cannot be read; no client is answered until they can");
+                Some(Vec::new())
             }
+        }
+    }
+
+    /// Takes the record into `server` when it changed since last read.
+    fn refresh(&mut self, server: &mut Server) {
+        if let Some(r) = self.changed() {
+            server.set_reservations(r);
         }
     }
 }

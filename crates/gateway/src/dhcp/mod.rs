@@ -40,6 +40,7 @@ use ipnet::Ipv4Net;
 use crate::{DnsService, GatewaySpec};
 
 pub use frame::reply_frame;
+pub(crate) use hosted::RecordedReservations;
 pub use hosted::{DhcpCounters, HostedDhcp};
 pub use lease_file::{LEASE_FILE, LeaseBook};
 
@@ -52,6 +53,9 @@ pub struct Reservation {
     pub addr: Ipv4Addr,
     /// The host-side interface of its NIC: replies leave only by it.
     pub port: InterfaceName,
+    /// Its IPv6 address, when the profile has IPv6 (bound to the port
+    /// like its EUI-64 link-local address).
+    pub v6: Option<std::net::Ipv6Addr>,
 }
 
 impl From<&PortBinding> for Reservation {
@@ -60,6 +64,7 @@ impl From<&PortBinding> for Reservation {
             mac: b.mac,
             addr: b.v4,
             port: b.port.clone(),
+            v6: b.v6,
         }
     }
 }

@@ -168,6 +168,7 @@ mod tests {
             mac: MacAddr(mac),
             addr,
             port: InterfaceName::new(port.to_owned()).unwrap(),
+            v6: None,
         };
         Server::new(
             Network {
