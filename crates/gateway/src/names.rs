@@ -25,6 +25,8 @@ use corral_sandbox_core::{AllowEntry, PortRange, Profile, Protocol};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NameRules {
     patterns: BTreeSet<NamePattern>,
+    /// Every name (an `internet` profile): no pattern is consulted.
+    any: bool,
 }
 
 /// A (protocol, ports) class of allow entries.
@@ -102,12 +104,15 @@ impl NameRules {
             .iter()
             .filter_map(|e| NamePattern::of(&e.target))
             .collect();
-        Self { patterns }
+        Self {
+            patterns,
+            any: false,
+        }
     }
 
     /// True when no name is admitted (the resolver answers NXDOMAIN to all).
     pub fn is_empty(&self) -> bool {
-        self.patterns.is_empty()
+        !self.any && self.patterns.is_empty()
     }
 
     /// The admitted patterns, sorted.
@@ -118,7 +123,17 @@ impl NameRules {
     /// True when the resolver should answer `name` (lower-cased, trailing dot
     /// ignored). This is the specification the rendered rules implement.
     pub fn admits(&self, name: &str) -> bool {
-        self.patterns.iter().any(|p| p.admits(name))
+        self.any || self.patterns.iter().any(|p| p.admits(name))
+    }
+
+    /// Rules that admit every name: an `internet` profile's, whose
+    /// resolver forwards any name (and still rebuilds every query and
+    /// answer).
+    pub fn any_name() -> Self {
+        Self {
+            patterns: BTreeSet::new(),
+            any: true,
+        }
     }
 
     /// The dnsmasq domain rules, in a stable order.

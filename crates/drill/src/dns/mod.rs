@@ -99,9 +99,14 @@ pub(crate) fn profile_rows(lab: &Lab, gateways: &LabGateways, timeout: Duration)
         };
         match (p.dns, p.mode) {
             (DnsPolicy::Off, _) | (_, EgressMode::None) => out.push(d.no_resolver()),
-            // (corral's resolver serves allowlist profiles only: profile
-            // validation refuses it on internet ones.)
-            (_, EgressMode::Internet) => out.push(d.forwards(pi)),
+            (_, EgressMode::Internet) => {
+                out.push(d.forwards(pi));
+                // corral's resolver rebuilds every query on internet
+                // profiles too; dnsmasq passes EDNS options on.
+                if p.dns == DnsPolicy::Corral {
+                    out.push(d.edns_stripped(&format!("edns{pi}.corral-drill.test"), pi));
+                }
+            }
             // Either resolver: the same rows hold for dnsmasq and corral's.
             (_, EgressMode::Allowlist) => out.extend(d.filtered(p, pi)),
         }
@@ -182,7 +187,14 @@ impl Drill<'_> {
 
     fn forwards(&self, pi: usize) -> DrillRow {
         let name = format!("www{pi}.corral-drill.test");
-        let want = IpAddr::V4(Ipv4Addr::new(198, 18, 8, host_octet(pi)));
+        // Outside corral's reserved ranges: corral's resolver refuses an
+        // answer into them, on internet profiles too.
+        let want = IpAddr::V4(Ipv4Addr::new(
+            ANSWERS[0],
+            ANSWERS[1],
+            ANSWERS[2],
+            host_octet(pi),
+        ));
         self.upstream.set(&name, &[want], 60);
         let control = self.upstream_control(&name);
         let (r, ms) = ask(&self.sb.ns, self.gateway(), &name, TYPE_A, self.timeout);
@@ -616,6 +628,36 @@ mode = "none"
             );
         }
         assert_eq!(rows4.len(), 2, "{rows4:#?}");
+        assert!(report.ok(), "{}", report.summary());
+    }
+
+    /// An internet profile served by corral's own gateway (`dns =
+    /// "corral"`: any name forwarded, every query and answer rebuilt, no
+    /// learned sets; leases and adverts corral's too): its forwarding row
+    /// and the EDNS row pass, and so does the rest of its drill.
+    #[test]
+    fn internet_rows_pass_with_corrals_gateway() {
+        if !corral_test_support::gate::netns() {
+            return;
+        }
+        let text = r#"
+[[profile]]
+name = "web"
+bridge = "cb-web"
+subnet = "10.9.4.0/24"
+subnet_v6 = "fd00:94::/64"
+mode = "internet"
+dns = "corral"
+"#;
+        let cfg = corral_sandbox_core::config::Config::from_toml_str(text, "t").unwrap();
+        let report =
+            super::super::run(&cfg.profiles, &super::super::DrillOptions::default()).unwrap();
+        let dns = dns_rows(&report);
+        assert_eq!(dns.len(), 2, "{dns:#?}");
+        assert!(
+            dns.iter().all(|r| r.verdict == super::super::Verdict::Pass),
+            "{dns:#?}"
+        );
         assert!(report.ok(), "{}", report.summary());
     }
 

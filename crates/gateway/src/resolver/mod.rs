@@ -40,7 +40,7 @@ use hickory_proto::op::Message;
 use ipnet::IpNet;
 
 use crate::names::NameRules;
-use corral_sandbox_core::Profile;
+use corral_sandbox_core::{EgressMode, Profile};
 
 pub use audit::{AUDIT_FILE, AuditRecord, AuditSink, FileSink, Outcome};
 pub use ede::{EDE_BLOCKED, EDE_NOT_SUPPORTED, EDE_OTHER, ExtendedError, extended_errors};
@@ -86,7 +86,10 @@ impl Policy {
         refused_nets.extend_from_slice(host_networks);
         Policy {
             profile: profile.name.to_string(),
-            names: NameRules::from_allow(&profile.allow),
+            names: match profile.mode {
+                EgressMode::Internet => NameRules::any_name(),
+                _ => NameRules::from_allow(&profile.allow),
+            },
             answer_cap: DEFAULT_ANSWER_CAP,
             ttl_floor: 0,
             ttl_ceiling: u32::try_from(crate::DnsTiming::default().client_ttl_cap.as_secs())

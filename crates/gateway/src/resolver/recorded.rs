@@ -42,14 +42,14 @@ pub struct ResolverSpec {
 
 impl ResolverSpec {
     /// The spec for `profile` when corral's resolver serves it (`dns =
-    /// "corral"` on an allowlist profile); `None` otherwise.
+    /// "corral"` on an allowlist or internet profile); `None` otherwise.
     pub fn of(
         profile: &Profile,
         upstreams: &[SocketAddr],
         host_networks: &[IpNet],
         timing: DnsTiming,
     ) -> Option<Self> {
-        (profile.dns == DnsPolicy::Corral && profile.mode == EgressMode::Allowlist).then(|| Self {
+        (profile.dns == DnsPolicy::Corral && profile.mode != EgressMode::None).then(|| Self {
             profile: profile.clone(),
             upstreams: upstreams.to_vec(),
             host_networks: host_networks.to_vec(),

@@ -290,12 +290,13 @@ impl Resolver {
             addresses: ex.learned.iter().map(|l| l.addr).collect(),
             set: None,
         };
-        let sent = if ex.learned.is_empty() {
+        // Forwarded and answered: its name picks the classes to learn
+        // into (none on an `internet` profile, whose rules need no
+        // learned address).
+        let elements = self.elements(&record.name, &ex.learned);
+        let sent = if elements.is_empty() {
             Some(response)
         } else {
-            // Forwarded and answered: its name picks the classes to learn
-            // into.
-            let elements = self.elements(&record.name, &ex.learned);
             match self.learner.learn(&elements) {
                 Ok(()) => {
                     self.counters

@@ -669,3 +669,44 @@ mod exchange {
         );
     }
 }
+
+/// An internet profile's policy forwards any name (rebuilt, as on an
+/// allowlist profile), follows any alias, and still refuses answers into
+/// corral's reserved ranges and the host's networks.
+#[test]
+fn an_internet_profile_forwards_any_name_and_still_refuses_reserved_answers() {
+    let prof = corral_egress::plan::test_support::profile(
+        "web",
+        "cb-web",
+        "10.9.4.0/24",
+        EgressMode::Internet,
+        &[],
+    );
+    let p = Policy::for_profile(&prof, &["192.0.2.0/24".parse().unwrap()]);
+    for n in ["pypi.org.", "anything.example.", "x.y.z.test."] {
+        let q = query(n, RecordType::A, true);
+        let up = forwarded(&p, &q);
+        assert!(
+            up.extensions()
+                .as_ref()
+                .is_none_or(|e| e.options().as_ref().is_empty())
+        );
+    }
+    let q = query("www.example.", RecordType::A, false);
+    let up = upstream(vec![
+        cname("www.example.", "edge.elsewhere.example."),
+        a("edge.elsewhere.example.", [45, 0, 0, 1], 30),
+        a("edge.elsewhere.example.", [10, 0, 0, 1], 30),
+        a("edge.elsewhere.example.", [192, 0, 2, 7], 30),
+    ]);
+    let out = p.answer(&q, &up);
+    assert_eq!(out.response.response_code(), ResponseCode::NoError);
+    assert_eq!(
+        addrs(&out.response),
+        vec![IpAddr::V4(Ipv4Addr::new(45, 0, 0, 1))]
+    );
+    assert_eq!(out.refused, 2);
+    // Other types are still not forwarded.
+    let txt = query("www.example.", RecordType::TXT, false);
+    assert!(!matches!(p.decide(&txt, 1), Decision::Forward(_)));
+}

@@ -179,10 +179,10 @@ fn check_single(p: &Profile, push: &mut impl FnMut(ProfileField, String)) {
             );
         }
     }
-    if p.dns == DnsPolicy::Corral && p.mode != EgressMode::Allowlist {
+    if p.dns == DnsPolicy::Corral && p.mode == EgressMode::None {
         push(
             ProfileField::Dns,
-            "dns = \"corral\" is corral's filtered resolver, for mode = \"allowlist\" only; use dns = \"gateway\" (or \"off\") here".to_owned(),
+            "dns = \"corral\" is corral's resolver, and a profile of mode = \"none\" has none; use dns = \"gateway\" (or \"off\") here".to_owned(),
         );
     }
     match p.mode {
