@@ -500,17 +500,7 @@ fn corrals_dhcp_server_holds_classes_6_and_7_without_the_rules() {
     if !corral_test_support::gate::netns() {
         return;
     }
-    let lab = corral_gateway_lab();
-    let mut it = lab.topo.sandboxes_of("dev");
-    let (a, b) = (it.next().unwrap(), it.next().unwrap());
-    for rules in [false, true] {
-        let when = if rules { "through corral" } else { "bare" };
-        if rules {
-            lab.apply().unwrap();
-        } else {
-            lab.control().unwrap();
-        }
-        let gw = LabGateways::start(&lab).unwrap();
+    on_corrals_gateway(|_lab, gw, a, b, when| {
         assert_eq!(gw.resolvers.len(), 1, "corral's gateway is hosted");
         let att = Attacker::new(a).unwrap();
         leases(b, 0x0c01);
@@ -534,8 +524,7 @@ fn corrals_dhcp_server_holds_classes_6_and_7_without_the_rules() {
             served.replied.load(std::sync::atomic::Ordering::Relaxed) >= 4,
             "{when}: corral's server did not answer these"
         );
-    }
-    assert!(lab.host.verify(&lab.plan).unwrap().is_empty());
+    });
 }
 
 /// A lab whose one profile corral's own gateway serves (`dns = "corral"`,
@@ -576,17 +565,7 @@ fn corrals_router_advertisements_answer_the_soliciting_port_alone() {
     if !corral_test_support::gate::netns() {
         return;
     }
-    let lab = corral_gateway_lab();
-    let mut it = lab.topo.sandboxes_of("dev");
-    let (a, b) = (it.next().unwrap(), it.next().unwrap());
-    for rules in [false, true] {
-        let when = if rules { "through corral" } else { "bare" };
-        if rules {
-            lab.apply().unwrap();
-        } else {
-            lab.control().unwrap();
-        }
-        let gw = LabGateways::start(&lab).unwrap();
+    on_corrals_gateway(|lab, gw, a, b, when| {
         let adverts = gw.resolvers[0].adverts().expect("a /64: advertisements");
         // The round every port gets at start is over before anyone asks.
         std::thread::sleep(Duration::from_millis(300));
@@ -648,5 +627,27 @@ fn corrals_router_advertisements_answer_the_soliciting_port_alone() {
             sibling.saw(&marker, T).unwrap(),
             "control: the sibling's capture sees nothing"
         );
-    }
+    });
+}
+
+/// Runs `each` on [`corral_gateway_lab`] twice, with corral's gateway
+/// started afresh each time: first on bare bridges (no corral rules:
+/// what corral's gateway holds by itself), then with the rules applied
+/// (checked in force afterwards). `each` gets the lab, the gateways, the
+/// profile's two sandboxes and which run it is.
+fn on_corrals_gateway(mut each: impl FnMut(&Lab, &LabGateways, &SandboxNs, &SandboxNs, &str)) {
+    let lab = corral_gateway_lab();
+    let mut it = lab.topo.sandboxes_of("dev");
+    let (a, b) = (it.next().unwrap(), it.next().unwrap());
+    lab.control().unwrap();
+    each(&lab, &LabGateways::start(&lab).unwrap(), a, b, "bare");
+    lab.apply().unwrap();
+    each(
+        &lab,
+        &LabGateways::start(&lab).unwrap(),
+        a,
+        b,
+        "through corral",
+    );
+    assert!(lab.host.verify(&lab.plan).unwrap().is_empty());
 }

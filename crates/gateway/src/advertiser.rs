@@ -139,26 +139,13 @@ impl HostedAdverts {
                 });
                 drop(ran);
             })?;
-        match set_up.recv() {
-            Ok(Ok(())) => Ok(Self {
-                counters,
-                stop,
-                thread: Some(thread),
-            }),
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                Err(io::Error::new(
-                    e.kind(),
-                    format!("corral's router advertisements cannot serve bridge {bridge}: {e}"),
-                ))
-            }
-            Err(_) => {
-                let _ = thread.join();
-                Err(io::Error::other(
-                    "the router advertiser's thread ended before it was ready (the network namespace could not be entered)",
-                ))
-            }
-        }
+        let thread =
+            crate::started::await_ready(thread, &set_up, "corral's router advertisements", bridge)?;
+        Ok(Self {
+            counters,
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// What it has done so far.

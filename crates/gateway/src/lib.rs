@@ -72,6 +72,7 @@ mod reservations;
 mod resolv_conf;
 pub mod resolver;
 mod spec;
+mod started;
 pub mod test_upstream;
 pub mod wire;
 

@@ -14,9 +14,7 @@ use corral_egress::netns::Netns;
 use corral_gateway::wire::TYPE_A;
 use corral_gateway::{DnsTiming, Gateway, GatewaySpec, GatewayStatus};
 use corral_sandbox_core::EgressMode;
-use gateway_lab::{
-    STATIC_ADDR, T, UPSTREAM, allowlist_profile, ask, dhcp_lease, env, profile, tcp,
-};
+use gateway_lab::{STATIC_ADDR, T, UPSTREAM, allowlist_profile, ask, dhcp_lease, env, tcp};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::Instant;
@@ -26,19 +24,7 @@ fn sandboxes_get_leases_on_every_bridge() {
     if !corral_test_support::gate::netns() {
         return;
     }
-    let env = env(
-        vec![
-            allowlist_profile(),
-            profile(
-                "offline",
-                "cb-offline",
-                "10.99.8.0/24",
-                EgressMode::None,
-                &[],
-            ),
-        ],
-        DnsTiming::default(),
-    );
+    let env = env(gateway_lab::allowlist_and_offline(), DnsTiming::default());
     for gw in &env.gateways.0 {
         assert!(
             matches!(gw.status(), GatewayStatus::Running { .. }),

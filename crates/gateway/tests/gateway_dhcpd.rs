@@ -23,7 +23,7 @@ use corral_egress::resolve::Resolution;
 use corral_gateway::dhcp::{HostedDhcp, Reservation, Server};
 use corral_gateway::{DnsTiming, GatewayPaths, GatewaySpec};
 use corral_sandbox_core::{EgressMode, HostName, ProfileSet};
-use gateway_lab::{STATIC_ADDR, T, UPSTREAM, allowlist_profile, dhcp_lease, profile};
+use gateway_lab::{STATIC_ADDR, T, UPSTREAM, dhcp_lease};
 
 /// The lab, corral's rules applied with every port bound, and one corral
 /// DHCP server per bridge (no dnsmasq).
@@ -36,17 +36,7 @@ struct Lab {
 }
 
 fn lab() -> Lab {
-    let profiles = ProfileSet::new(vec![
-        allowlist_profile(),
-        profile(
-            "offline",
-            "cb-offline",
-            "10.99.8.0/24",
-            EgressMode::None,
-            &[],
-        ),
-    ])
-    .unwrap();
+    let profiles = ProfileSet::new(gateway_lab::allowlist_and_offline()).unwrap();
     let topo = Topology::build(&profiles).unwrap();
     // The allowlist names one host; the plan needs its addresses, and no
     // test resolves through the machine's resolver.

@@ -139,27 +139,13 @@ impl HostedDhcp {
                 });
                 drop(served);
             })?;
-        match bound.recv() {
-            Ok(Ok(())) => Ok(Self {
-                server,
-                counters,
-                stop: Some(stop),
-                thread: Some(thread),
-            }),
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                Err(io::Error::new(
-                    e.kind(),
-                    format!("corral's DHCP server cannot serve bridge {bridge}: {e}"),
-                ))
-            }
-            Err(_) => {
-                let _ = thread.join();
-                Err(io::Error::other(
-                    "the DHCP server's thread ended before binding (the network namespace could not be entered)",
-                ))
-            }
-        }
+        let thread = crate::started::await_ready(thread, &bound, "corral's DHCP server", bridge)?;
+        Ok(Self {
+            server,
+            counters,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
     }
 
     /// Replaces the reservations; the next message is answered by them.

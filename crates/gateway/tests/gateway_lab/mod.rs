@@ -179,6 +179,20 @@ pub fn allowlist_profile() -> Profile {
     )
 }
 
+/// The allowlist profile and a `none` profile beside it (leases only).
+pub fn allowlist_and_offline() -> Vec<Profile> {
+    vec![
+        allowlist_profile(),
+        profile(
+            "offline",
+            "cb-offline",
+            "10.99.8.0/24",
+            EgressMode::None,
+            &[],
+        ),
+    ]
+}
+
 /// Runs busybox udhcpc in `ns` on eth0; returns the lines its script logged.
 pub fn dhcp_lease(ns: &Netns, dir: &Path) -> (Vec<String>, Duration) {
     let script = dir.join("udhcpc.sh");
