@@ -15,7 +15,7 @@ use super::error::GatewayError;
 use super::process::{Change, Gateway, GatewayStatus, list};
 use super::resolver::ResolverSpec;
 use super::resolver::recorded::record;
-use super::spec::{DnsTiming, GatewaySpec};
+use super::spec::{DnsService, DnsTiming, GatewaySpec};
 use corral_egress::netns::Netns;
 use ipnet::IpNet;
 
@@ -24,8 +24,9 @@ use ipnet::IpNet;
 pub struct Started {
     /// The bridge.
     pub bridge: BridgeName,
-    /// The daemon's pid.
-    pub pid: u32,
+    /// The daemon's pid; `None` where corral's own gateway serves the
+    /// bridge (no dnsmasq).
+    pub pid: Option<u32>,
     /// Started, restarted or kept running.
     pub change: Change,
 }
@@ -80,15 +81,24 @@ pub fn start_all(
                     let resolver = profiles
                         .by_bridge(spec.bridge.as_str())
                         .and_then(|p| ResolverSpec::of(p, upstreams, host_networks, timing));
-                    let r = record(&gw, resolver.as_ref())
-                        .and_then(|()| {
-                            ensure_port_free(&gw, spec, fresh.contains(&spec.bridge), ns)
-                        })
-                        .map(|(pid, change)| Started {
-                            bridge: spec.bridge.clone(),
-                            pid,
-                            change,
-                        });
+                    let r = record(&gw, resolver.as_ref()).and_then(|()| {
+                        if spec.dns == DnsService::Elsewhere {
+                            // corral's gateway serves it: no dnsmasq (one
+                            // that ran is stopped, its files kept).
+                            return hosted(&gw).map(|()| Started {
+                                bridge: spec.bridge.clone(),
+                                pid: None,
+                                change: Change::Hosted,
+                            });
+                        }
+                        ensure_port_free(&gw, spec, fresh.contains(&spec.bridge), ns).map(
+                            |(pid, change)| Started {
+                                bridge: spec.bridge.clone(),
+                                pid: Some(pid),
+                                change,
+                            },
+                        )
+                    });
                     if let Ok(mut all) = results.lock() {
                         all[i] = Some(r);
                     }
@@ -112,6 +122,14 @@ pub fn start_all(
         }
     }
     Ok(started)
+}
+
+/// A bridge corral's own gateway serves: its dnsmasq, if one runs, is
+/// stopped (the record is written first, so corral's gateway may already
+/// be taking over), and its reservations file kept for corral's server.
+fn hosted(gw: &Gateway) -> Result<(), GatewayError> {
+    gw.stop()?;
+    crate::reservations::ensure_file(gw)
 }
 
 /// How long a dnsmasq start that finds the gateway's port held is tried

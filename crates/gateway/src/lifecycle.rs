@@ -18,10 +18,12 @@ use crate::{Change, DnsTiming, GatewayError, GatewayStatus};
 pub struct GatewayReport {
     /// The profile bridge it serves.
     pub bridge: String,
-    /// The dnsmasq pid.
-    pub pid: u32,
+    /// The dnsmasq pid; `None` (JSON `null`) where corral's own gateway
+    /// serves the bridge.
+    pub pid: Option<u32>,
     /// `started`, `restarted` (its configuration changed or its bridge is
-    /// new) or `kept` (running with the same configuration, untouched).
+    /// new), `kept` (running with the same configuration, untouched) or
+    /// `hosted` (no dnsmasq: corral's own gateway serves it).
     pub change: Change,
 }
 

@@ -46,6 +46,11 @@ pub enum GatewayStatus {
     },
     /// No pid file: not started, or stopped cleanly.
     Stopped,
+    /// No dnsmasq, by design: corral's own gateway serves the bridge
+    /// (`dns = "corral"`: resolver, DHCP server and router advertisements
+    /// in the process of corrald or `corral host watch`, from the record
+    /// the apply wrote). Whether it answers is the start gate's to ask.
+    Hosted,
     /// A pid file names a process that is gone or is not our dnsmasq.
     Stale {
         /// The pid in the file (0 when unreadable).
@@ -55,11 +60,23 @@ pub enum GatewayStatus {
     },
 }
 
+impl GatewayStatus {
+    /// Whether the bridge is served: our dnsmasq runs, or corral's own
+    /// gateway has it (whether that answers is the start gate's and the
+    /// resolver probe's to ask).
+    pub fn is_up(&self) -> bool {
+        matches!(self, GatewayStatus::Running { .. } | GatewayStatus::Hosted)
+    }
+}
+
 impl std::fmt::Display for GatewayStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             GatewayStatus::Running { pid } => write!(f, "running (pid {pid})"),
             GatewayStatus::Stopped => f.write_str("stopped"),
+            GatewayStatus::Hosted => f.write_str(
+                "served by corral's gateway (corrald or `corral host watch`), no dnsmasq",
+            ),
             GatewayStatus::Stale { pid, reason } => write!(f, "stale pid file ({pid}): {reason}"),
         }
     }
@@ -76,6 +93,9 @@ pub enum Change {
     Restarted,
     /// Our daemon runs with exactly this configuration: left alone.
     Kept,
+    /// No daemon: corral's own gateway serves the bridge (a dnsmasq that
+    /// ran there was stopped).
+    Hosted,
 }
 
 /// The gateway (dnsmasq) of one bridge.
@@ -320,7 +340,7 @@ impl Gateway {
     /// Returns the pid that was stopped, if any.
     pub fn stop(&self) -> Result<Option<u32>, GatewayError> {
         let stopped = match self.status() {
-            GatewayStatus::Stopped => return Ok(None),
+            GatewayStatus::Stopped | GatewayStatus::Hosted => return Ok(None),
             GatewayStatus::Stale { .. } => None,
             GatewayStatus::Running { pid } => {
                 self.signal(pid, libc::SIGTERM)?;
@@ -356,7 +376,17 @@ impl Gateway {
         Ok(stopped)
     }
 
-    /// Whether our dnsmasq runs.
+    /// Whether corral's own gateway serves this bridge: the apply
+    /// recorded corral's resolver for it.
+    pub fn is_hosted(&self) -> bool {
+        self.paths
+            .dir()
+            .join(crate::resolver::RESOLVER_FILE)
+            .exists()
+    }
+
+    /// Whether our dnsmasq runs (or, with no dnsmasq, whether corral's
+    /// own gateway has the bridge).
     pub fn status(&self) -> GatewayStatus {
         // dnsmasq hands its pid file to the user it drops to.
         let owners: Vec<u32> = user_uid(RUN_AS_USER).into_iter().collect();
@@ -368,6 +398,7 @@ impl Gateway {
         });
         let text = match read {
             Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Ok(None) if self.is_hosted() => return GatewayStatus::Hosted,
             Ok(None) => return GatewayStatus::Stopped,
             Err(e) => {
                 return GatewayStatus::Stale {

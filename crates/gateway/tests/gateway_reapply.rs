@@ -52,7 +52,10 @@ allow = [{change_allow}]
 fn by_bridge(started: &[Started]) -> BTreeMap<String, (u32, Change)> {
     started
         .iter()
-        .map(|s| (s.bridge.to_string(), (s.pid, s.change)))
+        .map(|s| {
+            let pid = s.pid.expect("every profile here is served by dnsmasq");
+            (s.bridge.to_string(), (pid, s.change))
+        })
         .collect()
 }
 

@@ -3,6 +3,7 @@
 //! the leases only, the resolver's record) inside an anonymous network
 //! namespace, and the gateway supervisor hosting the resolver.
 //!
+//! - No dnsmasq runs on the bridge (its status is `hosted`).
 //! - Control: with no supervisor nothing answers on the gateway address
 //!   and the start gate refuses, saying who serves corral's resolver.
 //! - With the supervisor the resolver answers and the gate passes; a name
@@ -17,7 +18,7 @@
 //!   dnsmasq answers.
 //! - corral's DHCP server is hosted with the resolver: a port bound as the
 //!   lifecycle binds one gets no lease before the supervisor runs
-//!   (dnsmasq serves no DHCPv4 on the bridge: the control) and its
+//!   (no dnsmasq serves the bridge: the control) and its
 //!   reservation once it does.
 
 // Test helpers panic to report a failure, like the tests themselves.
@@ -225,6 +226,10 @@ fn the_supervisor_hosts_corrals_resolver_and_follows_each_apply() {
     let first = config("*.corral.test", "corral");
     lab.apply(first.clone());
     assert_eq!(recorded(lab.state.path()).len(), 1, "the apply records it");
+    // No dnsmasq on the bridge: corral's gateway has it.
+    let states = corral_gateway::status_recorded(lab.state.path());
+    assert_eq!(states.len(), 1, "{states:?}");
+    assert_eq!(states[0].status, corral_gateway::GatewayStatus::Hosted);
 
     // Control: dnsmasq serves only the leases; without a host for corral's
     // resolver nothing answers and the gate refuses, saying why.
@@ -311,6 +316,10 @@ fn the_supervisor_hosts_corrals_resolver_and_follows_each_apply() {
     // refusal carries no EDE text).
     lab.apply(config("*.other.test", "gateway"));
     assert!(recorded(lab.state.path()).is_empty());
+    assert!(matches!(
+        corral_gateway::status_recorded(lab.state.path())[0].status,
+        corral_gateway::GatewayStatus::Running { .. }
+    ));
     wait_until("dnsmasq answers again", || {
         lab.ask("pkg.corral.test")
             .is_some_and(|m| m.response_code() == ResponseCode::NXDomain && texts(&m).is_empty())

@@ -84,7 +84,7 @@ fn read_host(state: &AppState, families: &Families) -> HostRead {
     };
     let running: Vec<String> = corral_gateway::status_recorded(&settings.state_dir)
         .into_iter()
-        .filter(|g| matches!(g.status, corral_gateway::GatewayStatus::Running { .. }))
+        .filter(|g| g.status.is_up())
         .map(|g| g.bridge)
         .collect();
     let gateways = settings

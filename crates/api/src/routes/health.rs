@@ -8,7 +8,6 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use corral_gateway::GatewayStatus;
 use corral_sandbox_core::platform::Selection;
 use corral_service::host::compare_with_applied;
 use serde::Serialize;
@@ -116,14 +115,14 @@ fn host_checks(state: &AppState) -> (Check, Check, Check) {
     for profile in &applied.config.profiles {
         let bridge = profile.bridge.to_string();
         match recorded.iter().find(|g| g.bridge == bridge) {
-            Some(g) if matches!(g.status, GatewayStatus::Running { .. }) => {}
+            Some(g) if g.status.is_up() => {}
             Some(g) => down.push(format!("{bridge}: {}", g.status)),
             None => down.push(format!("{bridge}: never started")),
         }
     }
     let gateways = if down.is_empty() {
         Check::holds(format!(
-            "{} gateway(s) running",
+            "{} gateway(s) running or served by corral's gateway",
             applied.config.profiles.len()
         ))
     } else {

@@ -4,7 +4,6 @@
 
 use std::time::{Duration, SystemTime};
 
-use corral_gateway::GatewayStatus;
 use corral_sandbox_core::Config;
 use serde::{Deserialize, Serialize};
 
@@ -94,7 +93,7 @@ impl AttestationDoc {
             .map_err(|e| format!("{member}: read-back failed: {e}"))?;
         let gateways_down = corral_gateway::status_recorded(host.state_dir())
             .into_iter()
-            .filter(|g| !matches!(g.status, GatewayStatus::Running { .. }))
+            .filter(|g| !g.status.is_up())
             .map(|g| g.bridge)
             .collect();
         let taken_at = SystemTime::now()

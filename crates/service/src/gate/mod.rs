@@ -203,8 +203,9 @@ pub struct GatePass {
     pub chains: Vec<String>,
     /// Sets read back.
     pub sets: Vec<String>,
-    /// The gateway's pid.
-    pub gateway_pid: u32,
+    /// The gateway's dnsmasq pid; `None` where corral's own gateway serves
+    /// the profile (its resolver answered instead).
+    pub gateway_pid: Option<u32>,
     /// The resolver that answered, when the profile has one.
     pub resolver: Option<SocketAddr>,
     /// The sandbox's port binding: the one made for it (a create, after
@@ -316,7 +317,7 @@ fn check_with(
         Ok(found) => found,
         Err(m) => {
             missing.push(m);
-            (0, None)
+            (None, None)
         }
     };
     let binding = match nic.map(|nic| check_binding(&applied.plan, applied_profile, nic)) {
@@ -388,9 +389,11 @@ fn check_gateway(
     target: &Target,
     state_dir: &Path,
     profile: &Profile,
-) -> Result<(u32, Option<SocketAddr>), Missing> {
+) -> Result<(Option<u32>, Option<SocketAddr>), Missing> {
+    // corral's own gateway (no dnsmasq) is asked below, by its resolver.
     let pid = match Gateway::new(state_dir, &profile.bridge).status() {
-        GatewayStatus::Running { pid } => pid,
+        GatewayStatus::Running { pid } => Some(pid),
+        GatewayStatus::Hosted => None,
         other => {
             return Err(Missing::Gateway {
                 bridge: profile.bridge.to_string(),

@@ -18,7 +18,7 @@ use corral_egress::nft::live_trace::{LiveTrace, LiveVerdict, Route};
 use corral_egress::plan::eval::{Flow, Learned};
 use corral_egress::plan::explain::{Proto, Question, one_line, reason, verdict_word};
 use corral_egress::plan::trace::{Trace, TraceVerdict};
-use corral_gateway::{Gateway, GatewayStatus};
+use corral_gateway::Gateway;
 use serde::Serialize;
 
 use super::{HostService, Planned};
@@ -275,7 +275,7 @@ impl HostService {
             return lookup;
         }
         match Gateway::new(self.state_dir(), &bridge.name).status() {
-            GatewayStatus::Running { .. } => {}
+            s if s.is_up() => {}
             other => {
                 lookup.note = Some(format!(
                     "the gateway of bridge {} is {other}: the name was not resolved",

@@ -202,7 +202,9 @@ impl GatewaySupervisor {
                 };
                 // A gateway corral stopped is not ours to start; one that
                 // runs, or whose pid file names a dead daemon, is.
-                if gw.status == GatewayStatus::Stopped || watched.contains_key(&bridge) {
+                if matches!(gw.status, GatewayStatus::Stopped | GatewayStatus::Hosted)
+                    || watched.contains_key(&bridge)
+                {
                     continue;
                 }
                 let task = tokio::spawn(supervise_one(
@@ -265,7 +267,9 @@ async fn supervise_one(ctx: Arc<Context>, bridge: BridgeName, mut stopped: watch
                     None => return,
                 }
             }
-            Err(GatewayStatus::Stopped) => return,
+            // Stopped by corral, or handed to corral's own gateway (which
+            // the resolver sync hosts): not a dnsmasq to restart.
+            Err(GatewayStatus::Stopped | GatewayStatus::Hosted) => return,
             Err(GatewayStatus::Running { .. }) => continue,
             Err(GatewayStatus::Stale { pid, reason }) => (pid, reason),
         };
@@ -359,7 +363,7 @@ async fn blocking<T: Send + 'static>(
 fn found_after_exit(ctx: &Context, gateway: &Gateway) -> Found {
     let _lock = StateStore::new(&ctx.state_dir).lock();
     match gateway.status() {
-        GatewayStatus::Stopped => Found::Stopped,
+        GatewayStatus::Stopped | GatewayStatus::Hosted => Found::Stopped,
         GatewayStatus::Running { .. } => Found::Running,
         GatewayStatus::Stale { .. } => Found::Dead,
     }
@@ -370,7 +374,7 @@ fn restart(ctx: &Context, gateway: &Gateway) -> Result<Restart, corral_gateway::
     // restart and then replaces it if its configuration changed.
     let _lock = StateStore::new(&ctx.state_dir).lock();
     match gateway.status() {
-        GatewayStatus::Stopped => Ok(Restart::Stopped),
+        GatewayStatus::Stopped | GatewayStatus::Hosted => Ok(Restart::Stopped),
         GatewayStatus::Running { pid } => Ok(Restart::Up(pid)),
         GatewayStatus::Stale { .. } => gateway.restart_recorded(&ctx.netns).map(Restart::Up),
     }

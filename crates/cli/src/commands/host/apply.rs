@@ -98,13 +98,14 @@ pub fn run(args: &HostArgs, force: bool, out: Output) -> CmdResult {
         let n = |o: BridgeOutcome| report.bridges.iter().filter(|b| b.outcome == o).count();
         let g = |c: Change| gateways.iter().filter(|x| x.change == c).count();
         out.info(&format!(
-            "bridges: {} created, {} already corral's, {} adopted; gateways: {} started, {} restarted, {} kept",
+            "bridges: {} created, {} already corral's, {} adopted; gateways: {} started, {} restarted, {} kept, {} served by corral's gateway",
             n(BridgeOutcome::Created),
             n(BridgeOutcome::Managed),
             n(BridgeOutcome::Adopted),
             g(Change::Started),
             g(Change::Restarted),
-            g(Change::Kept)
+            g(Change::Kept),
+            g(Change::Hosted)
         ));
     }
     let mut table = Table::new(["bridge", "profile", "bridge was"]);
@@ -150,17 +151,19 @@ pub fn run(args: &HostArgs, force: bool, out: Output) -> CmdResult {
     let mut table = Table::new(["bridge", "gateway (dnsmasq)"]);
     for g in gateways
         .iter()
-        .filter(|g| !wide || g.change != Change::Kept)
+        .filter(|g| !wide || !matches!(g.change, Change::Kept | Change::Hosted))
     {
         let change = match g.change {
             Change::Started => "started",
             Change::Restarted => "restarted",
             Change::Kept => "kept",
+            Change::Hosted => "",
         };
-        table.row([
-            g.bridge.clone(),
-            format!("running (pid {}, {change})", g.pid),
-        ]);
+        let state = match g.pid {
+            Some(pid) => format!("running (pid {pid}, {change})"),
+            None => "none: corral's gateway serves it (corrald or `corral host watch`)".to_owned(),
+        };
+        table.row([g.bridge.clone(), state]);
     }
     if !table.is_empty() {
         out.table(&table, false);

@@ -1,7 +1,7 @@
 //! `corral host status`: bridges, profiles, sets and counters as they are.
 
 use corral_egress::host::{BridgeStatus, Status};
-use corral_gateway::{GatewayState, GatewayStatus};
+use corral_gateway::GatewayState;
 use corral_service::reports::StatusReport;
 
 use super::context;
@@ -27,7 +27,7 @@ fn shown_bridges<'a>(status: &'a Status, gateways: &[GatewayState]) -> Vec<&'a B
         gateways
             .iter()
             .find(|g| g.bridge == b.name)
-            .is_some_and(|g| !matches!(g.status, GatewayStatus::Running { .. }))
+            .is_some_and(|g| !g.status.is_up())
     };
     let blocked = |b: &BridgeStatus| {
         status
@@ -177,11 +177,11 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
     }
     let gateways_shown: Vec<_> = gateways
         .iter()
-        .filter(|g| !summarise || !matches!(g.status, GatewayStatus::Running { .. }))
+        .filter(|g| !summarise || !g.status.is_up())
         .collect();
     if summarise {
         out.info(&format!(
-            "{} gateways: {} running",
+            "{} gateways: {} running or served by corral's gateway",
             gateways.len(),
             gateways.len() - gateways_shown.len()
         ));
@@ -191,8 +191,8 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
         let mut table = Table::new(["bridge", "gateway (dnsmasq)"]);
         for g in gateways_shown {
             let state = match &g.status {
-                GatewayStatus::Running { .. } => out.paint(Style::Good, &g.status.to_string()),
-                _ => out.paint(Style::Bad, &g.status.to_string()),
+                s if s.is_up() => out.paint(Style::Good, &s.to_string()),
+                s => out.paint(Style::Bad, &s.to_string()),
             };
             table.row([g.bridge.clone(), state]);
         }
@@ -261,6 +261,7 @@ pub fn run(args: &HostArgs, out: Output) -> CmdResult {
 mod tests {
     use super::*;
     use corral_egress::nft::ProfileCounters;
+    use corral_gateway::GatewayStatus;
 
     fn host(n: usize) -> (Status, Vec<GatewayState>) {
         let bridges = (0..n)

@@ -20,11 +20,12 @@ pub fn state(out: &Output, s: SandboxState) -> String {
 pub fn handed_out(out: &Output, made: &HandedOut) {
     if let Some(gate) = &made.gate {
         out.info(&format!(
-            "start gate: {}, {}, bridge {} and gateway (pid {}) checked{}",
+            "start gate: {}, {}, bridge {} and gateway ({}) checked{}",
             plural(gate.chains.len(), "chain"),
             plural(gate.sets.len(), "set"),
             gate.bridge,
-            gate.gateway_pid,
+            gate.gateway_pid
+                .map_or_else(|| "corral's".to_owned(), |pid| format!("pid {pid}")),
             gate.resolver
                 .map_or_else(String::new, |r| format!(", resolver {r} answered"))
         ));
