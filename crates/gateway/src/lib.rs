@@ -9,6 +9,10 @@
 //!   forwards is added to the profile's nft set.
 //! - `internet` profiles: a forwarder to the host's upstream resolvers.
 //! - `none` profiles and `dns = "off"`: leases only (`port=0`).
+//! - `dns = "corral"` (allowlist and internet profiles): no dnsmasq;
+//!   corral's own gateway ([`HostedGateway`]: [`resolver`], [`dhcp`],
+//!   [`advertiser`]) serves the bridge from the process of corrald or
+//!   `corral host watch`.
 //!
 //! # Contract with the plan (`plan`, `nft`)
 //!

@@ -77,9 +77,9 @@ pub enum DnsService {
         /// The `nftset=` lines: which learned sets each domain feeds.
         set_lines: Vec<SetLine>,
     },
-    /// corral's own resolver answers on the gateway address (`dns =
-    /// "corral"`, served by corrald): dnsmasq serves leases only
-    /// (`port=0`) but names the gateway as the sandboxes' resolver.
+    /// corral's own gateway serves the bridge (`dns = "corral"`: its
+    /// resolver, DHCP server and router advertisements, hosted by corrald
+    /// or `corral host watch`): no dnsmasq runs there.
     Elsewhere,
 }
 

@@ -2,7 +2,7 @@
 //! until the handle is dropped: a UDP socket on port 67 bound to the
 //! bridge receives (after every rule of `table bridge corral` and `table
 //! inet corral` has passed the datagram), and each reply leaves by its
-//! client's port ([`crate::on_port`]).
+//! client's port (a packet socket on the port itself).
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};

@@ -15,7 +15,7 @@
 //!   read: the bridge binds `chaddr` to the port, and the MAC alone names
 //!   the client.
 //! - **Where an answer goes.** Out of the reserved port's host-side
-//!   interface only ([`crate::on_port`]), never over the bridge: a reply,
+//!   interface only (a packet socket on the port), never over the bridge: a reply,
 //!   broadcast or not, reaches its client and no sibling (dnsmasq's
 //!   broadcast replies reached every port until the bridge's `postrouting`
 //!   rule cut them).
