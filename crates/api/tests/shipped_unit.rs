@@ -15,7 +15,9 @@
 //! restart (the profile's dnsmasq killed with SIGKILL; corrald's
 //! supervisor starts it again, under the same bounding set) → stop and
 //! start (a new lease from the restarted gateway, the canary at start) →
-//! exec → the canary on demand → delete, against
+//! exec → the canary on demand → a sibling whose canary's sibling check is
+//! ended by the bridge's evidence (its packet socket is the unit's to
+//! allow) → delete, against
 //! the real Incus daemon with the built-in profiles applied in the host
 //! namespace (`corral_tests::builtin_lab`).
 //!
@@ -102,7 +104,9 @@ fn corrald_under_its_shipped_unit_runs_a_profiled_sandbox_through_its_life() {
         .clone();
     let lab = BuiltinLab::new().unwrap_or_else(|e| panic!("{e}"));
     let name = format!("t-api-unit-{}", std::process::id());
-    let _guard = Cleanup(client, name.clone());
+    let sibling = format!("{name}-b");
+    let _guard = Cleanup(client.clone(), name.clone());
+    let _sibling_guard = Cleanup(client, sibling.clone());
     lab.apply().unwrap_or_else(|e| panic!("{e}"));
 
     let sandbox = UnitSandbox::of_unit(UNIT);
@@ -204,6 +208,41 @@ fn corrald_under_its_shipped_unit_runs_a_profiled_sandbox_through_its_life() {
     assert_eq!(out["exit_code"], 0, "{out:#}");
     assert_eq!(out["stdout"], "under-the-unit\n", "{out:#}");
     verification_passed(&srv, &name);
+
+    // A sibling on the profile: its canary's sibling check ends on the
+    // bridge's evidence (the ARP request delivered to no port), which the
+    // unit's packet socket (AF_PACKET, CAP_NET_RAW) lets corrald watch for;
+    // without it the check could only wait out its bound.
+    let (s, body) = srv.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"name": sibling, "image": TEST_IMAGE_ALIAS, "profile": "allowlist"})),
+    );
+    assert_eq!(s, 201, "{body:#}\n{}", logs());
+    let (s, body) = srv.call("POST", &format!("/v1/sandboxes/{sibling}/start"), None);
+    assert_eq!(s, 200, "the sibling's canary passes: {body:#}\n{}", logs());
+    let report = verification_passed(&srv, &sibling);
+    let check = report["event"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "sibling-blocked")
+        .unwrap_or_else(|| panic!("no sibling check: {report:#}"))
+        .clone();
+    assert!(
+        check["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("no sibling was asked")),
+        "the sibling check under {UNIT} is not ended by the bridge: {check:#}"
+    );
+    let (s, body) = srv.call(
+        "POST",
+        &format!("/v1/sandboxes/{sibling}/stop"),
+        Some(&json!({"force": true})),
+    );
+    assert_eq!(s, 200, "{body:#}\n{}", logs());
+    let (s, body) = srv.call("DELETE", &format!("/v1/sandboxes/{sibling}"), None);
+    assert_eq!(s, 200, "{body:#}\n{}", logs());
 
     // Delete.
     let (s, body) = srv.call(

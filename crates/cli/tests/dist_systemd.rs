@@ -60,24 +60,26 @@ fn units_pass_systemd_analyze_verify() {
 /// watch 19; corrald 30 once it had what a profiled sandbox's life needs
 /// under it, `crates/api/tests/shipped_unit.rs`; watch 32 once its gateway
 /// supervisor could run under it, [`watch_heals_and_restarts_gateways_under_its_unit`],
-/// then 30 with the kernel tunables read-only but `/proc/sys/net`;
-/// all three were 95–96 before), and lines the score alone could hide.
+/// then 30 with the kernel tunables read-only but `/proc/sys/net`; both 32
+/// once they could host corral's gateway, `CAP_NET_RAW` and `AF_PACKET`,
+/// [`watch_hosts_corrals_gateway_under_its_unit`]; all three were 95–96
+/// before), and lines the score alone could hide.
 const HARDENED: [(&str, &str, &[&str]); 4] = [
     (
         "corral-watch.service",
-        "30",
+        "32",
         &[
             "NoNewPrivileges=yes",
             "ProtectSystem=strict",
             "ProtectKernelTunables=yes",
             "ProtectProc=invisible",
             "RestrictNamespaces=net",
-            "CapabilityBoundingSet=CAP_NET_ADMIN CAP_SYS_PTRACE CAP_KILL CAP_SYS_ADMIN CAP_NET_BIND_SERVICE CAP_SETUID CAP_SETGID",
+            "CapabilityBoundingSet=CAP_NET_ADMIN CAP_SYS_PTRACE CAP_KILL CAP_SYS_ADMIN CAP_NET_BIND_SERVICE CAP_SETUID CAP_SETGID CAP_NET_RAW",
         ],
     ),
     (
         "corrald.service",
-        "30",
+        "32",
         &[
             "NoNewPrivileges=yes",
             "ProtectSystem=strict",
@@ -86,7 +88,7 @@ const HARDENED: [(&str, &str, &[&str]); 4] = [
             "ProtectProc=invisible",
             "RestrictNamespaces=net",
             "SystemCallFilter=@system-service",
-            "CapabilityBoundingSet=CAP_NET_ADMIN CAP_SYS_PTRACE CAP_KILL CAP_SYS_ADMIN CAP_NET_BIND_SERVICE CAP_SETUID CAP_SETGID",
+            "CapabilityBoundingSet=CAP_NET_ADMIN CAP_SYS_PTRACE CAP_KILL CAP_SYS_ADMIN CAP_NET_BIND_SERVICE CAP_SETUID CAP_SETGID CAP_NET_RAW",
         ],
     ),
     (
@@ -357,5 +359,189 @@ fn apply_runs_under_its_unit() {
         matches!(status, corral_gateway::GatewayStatus::Running { .. }),
         "the gateway after an apply under {UNIT}: {status}"
     );
+    drop(lab);
+}
+
+/// `corral host watch` under what `corral-watch.service` says hosts
+/// corral's gateway on a `dns = "corral"` bridge (no dnsmasq there): a
+/// port bound as the lifecycle binds one gets its reservation from
+/// corral's DHCP server and its IPv6 address from corral's router
+/// advertisements, and its query for the listed name is answered and
+/// opens the name's address. The DHCP server answers out of the asking
+/// port with a packet socket and the advertiser listens on a raw ICMPv6
+/// socket: the unit's address families and bounding set must allow both.
+/// Control: before the watch runs nothing hosts the gateway, and the port
+/// gets no lease.
+#[test]
+fn watch_hosts_corrals_gateway_under_its_unit() {
+    use std::net::{IpAddr, SocketAddr};
+    use std::os::fd::AsFd as _;
+    use std::time::{Duration, Instant};
+
+    use corral_egress::link::Links;
+    use corral_egress::netns::Netns;
+
+    const UNIT: &str = "corral-watch.service";
+    if !corral_test_support::gate::netns()
+        || !corral_test_support::gate::tool("nft", "nftables")
+        || !corral_test_support::gate::tool("systemd-analyze", "systemd")
+    {
+        return;
+    }
+    let lab = corral_tests::hostlab::HostLab::for_apply_on_corrals_gateway()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let config = lab.config_path().display().to_string();
+    let state = lab.state_dir().display().to_string();
+    let args = ["--config", config.as_str(), "--state-dir", state.as_str()];
+    let applied = common::corral(&[&["host", "apply"][..], &args].concat());
+    assert_eq!(applied.code, Some(0), "{}", applied.stderr);
+    let bridge = corral_sandbox_core::BridgeName::new(lab.profile.bridge.as_str()).unwrap();
+    let status = corral_gateway::Gateway::new(&lab.state_dir(), &bridge).status();
+    assert_eq!(status, corral_gateway::GatewayStatus::Hosted, "{status}");
+
+    // A guest on a port bound as the lifecycle binds one.
+    let (binding, claim) =
+        corral_service::ports::bind_new(None, &lab.state_dir(), &lab.profile.name, &[])
+            .unwrap_or_else(|e| panic!("{e}"));
+    drop(claim);
+    let guest = Netns::new().unwrap();
+    let fd = guest.fd().try_clone_to_owned().unwrap();
+    let port = binding.port.to_string();
+    let bridge_name = bridge.to_string();
+    Netns::current()
+        .unwrap()
+        .run_async(|| async move {
+            let links = Links::connect()?;
+            links.create_veth(&port, "eth0", Some(fd.as_fd())).await?;
+            links.attach_port(&port, &bridge_name, true).await?;
+            links.set_up(&port).await
+        })
+        .unwrap()
+        .unwrap();
+    let mac = binding.mac.octets();
+    guest
+        .run_async(|| async move {
+            let links = Links::connect()?;
+            links.set_mac("eth0", mac).await?;
+            links.set_up("eth0").await
+        })
+        .unwrap()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let client = corral_test_support::Udhcpc::in_dir(dir.path());
+    let lease = |tries| {
+        guest
+            .spawn(client.command("eth0", tries))
+            .unwrap()
+            .wait()
+            .unwrap();
+        client.bound()
+    };
+    // The control: nothing hosts corral's gateway yet.
+    assert_eq!(
+        lease(2),
+        None,
+        "a lease came before anything hosted the gateway"
+    );
+
+    let sandbox = corral_test_support::unit::UnitSandbox::of_unit(UNIT);
+    let log = lab.state_dir().with_file_name("watch.log");
+    let mut cmd = Command::new(common::CORRAL);
+    cmd.args(["host", "watch"])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    sandbox.apply_to(&mut cmd);
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let watch = Kill(cmd.spawn().unwrap());
+    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+    let patience = Duration::from_secs(60);
+    let started = Instant::now();
+    while !logs().contains("corral's resolver and DHCP server: serving") {
+        assert!(
+            !logs().contains("cannot serve") && started.elapsed() < patience,
+            "corral's gateway does not serve under {UNIT}:\n{}",
+            logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let problems = corral_test_support::unit::UnitSandbox::of_unit(UNIT).check(watch.0.id());
+    assert!(problems.is_empty(), "{problems:?}");
+
+    assert_eq!(
+        lease(6).as_deref(),
+        Some(binding.v4.to_string().as_str()),
+        "the reservation from corral's DHCP server under {UNIT}:\n{}",
+        logs()
+    );
+    // The guest takes its lease (udhcpc's script only records it).
+    let (v4, prefix, gw) = (
+        binding.v4,
+        lab.profile.subnet_v4.prefix_len(),
+        lab.profile.gateway_v4(),
+    );
+    guest
+        .run_async(|| async move {
+            let links = Links::connect()?;
+            let net = ipnet::Ipv4Net::new(v4, prefix).unwrap();
+            links.add_address("eth0", ipnet::IpNet::V4(net)).await?;
+            links
+                .add_route("0.0.0.0/0".parse().unwrap(), IpAddr::V4(gw))
+                .await
+        })
+        .unwrap()
+        .unwrap();
+    // The router advertisement gives the guest its bound IPv6 address.
+    let v6 = binding.v6.expect("the lab's profile has a /64");
+    let has_v6 = || {
+        guest
+            .run_async(|| async { Links::connect()?.addresses("eth0").await })
+            .unwrap()
+            .unwrap()
+            .iter()
+            .any(|a| a.addr() == IpAddr::V6(v6))
+    };
+    let started = Instant::now();
+    while !has_v6() {
+        assert!(
+            started.elapsed() < patience,
+            "no router advertisement gave the guest {v6} under {UNIT}:\n{}",
+            logs()
+        );
+        corral_drill::slaac::solicit(&guest).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // The listed name resolves through corral's resolver and its address
+    // opens (the learned set is written from inside the unit).
+    let resolver = SocketAddr::new(IpAddr::V4(lab.profile.gateway_v4()), 53);
+    let answer = guest
+        .run(|| {
+            corral_gateway::probe::query(
+                resolver,
+                corral_tests::hostlab::ALLOWED_NAME,
+                corral_gateway::wire::TYPE_A,
+                Duration::from_secs(5),
+            )
+        })
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    let to = lab.dns_allowed();
+    assert!(
+        answer.answers.iter().any(|r| r.addr == to.ip()),
+        "{answer:?} does not name {to}"
+    );
+    let connected = guest
+        .run(|| std::net::TcpStream::connect_timeout(&to, Duration::from_secs(5)))
+        .unwrap();
+    assert!(connected.is_ok(), "tcp {to}: {connected:?}");
+    drop(guest);
+    drop(watch);
     drop(lab);
 }

@@ -10,7 +10,7 @@
 
 use std::net::IpAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use corral_drill::attack::dhcp::{self, Shape};
@@ -53,27 +53,15 @@ fn leases(sb: &SandboxNs, xid: u32) {
 /// busybox udhcpc in `sb` on eth0 (its client identifier included, as a
 /// real client sends it): the address it was given.
 fn udhcpc(sb: &SandboxNs, dir: &Path) -> String {
-    let script = dir.join("udhcpc.sh");
-    let log = dir.join("udhcpc.log");
-    corral_test_support::write_executable(
-        &script,
-        format!("#!/bin/sh\necho \"$1 ip=$ip\" >> {}\n", log.display()),
-    );
-    let mut cmd = Command::new("busybox");
-    cmd.args([
-        "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "6", "-T", "1", "-s",
-    ])
-    .arg(&script)
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
-    let status = sb.ns.spawn(cmd).unwrap().wait().unwrap();
-    assert!(status.success(), "udhcpc got no lease ({status})");
-    std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("bound ip="))
+    let client = corral_test_support::Udhcpc::in_dir(dir);
+    let status = sb
+        .ns
+        .spawn(client.command("eth0", 6))
         .unwrap()
-        .to_owned()
+        .wait()
+        .unwrap();
+    assert!(status.success(), "udhcpc got no lease ({status})");
+    client.bound().unwrap()
 }
 
 /// Class 6 from a bound port: a DISCOVER and a DECLINE cut into fragments

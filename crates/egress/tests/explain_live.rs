@@ -13,8 +13,9 @@
 //! aimed at one of its packets so that it does.
 //!
 //! Tampering spares what only replies pass (conntrack-state rules, the
-//! `<profile>-in` chains): the walk judges a flow's first packet, and a
-//! probe's fate also needs its answer to come back.
+//! `<profile>-in` chains and the `in_by_oif` dispatch to them): the walk
+//! judges a flow's first packet, and a probe's fate also needs its answer
+//! to come back.
 
 // Test code: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -186,6 +187,13 @@ fn apply_tamper(lab: &Lab, t: Tamper, dests: &[IpAddr]) -> String {
                         .iter()
                         .filter(|r| !r.text.contains("ct load state"))
                         .filter(|r| !r.text.contains("ct load direction"))
+                        // The dispatch to the `-in` chains: only replies
+                        // meet it (a flow's answer would be lost, not its
+                        // first packet).
+                        .filter(|r| {
+                            !corral_egress::nft::nft_syntax(&r.text)
+                                .contains(&format!("@{}", corral_egress::plan::vmap::IN_BY_OIF))
+                        })
                         .map(move |r| (c.name.as_str(), r.handle, r.text.clone()))
                 })
                 .collect();

@@ -187,24 +187,12 @@ fn guest(lab: &Lab) -> (Netns, PortBinding) {
 /// bound, or `None` when no lease came.
 fn udhcpc(ns: &Netns, tries: u32) -> Option<String> {
     let dir = tempfile::tempdir().unwrap();
-    let (script, log) = (dir.path().join("s.sh"), dir.path().join("log"));
-    corral_test_support::write_executable(
-        &script,
-        format!("#!/bin/sh\necho \"$1 ip=$ip\" >> {}\n", log.display()),
-    );
-    let mut cmd = std::process::Command::new("busybox");
-    cmd.args(["udhcpc", "-i", "eth0", "-n", "-q", "-f", "-T", "1", "-t"])
-        .arg(tries.to_string())
-        .arg("-s")
-        .arg(&script)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    ns.spawn(cmd).unwrap().wait().unwrap();
-    std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("bound ip="))
-        .map(str::to_owned)
+    let client = corral_test_support::Udhcpc::in_dir(dir.path());
+    ns.spawn(client.command("eth0", tries))
+        .unwrap()
+        .wait()
+        .unwrap();
+    client.bound()
 }
 
 fn texts(m: &Message) -> String {

@@ -12,6 +12,7 @@
 //! - [`host_lock`]: an advisory lock for tests that change the host's own
 //!   network namespace (Incus containers live there), held across
 //!   processes so parallel test binaries never meet in it.
+//! - [`udhcpc`]: busybox's DHCP client, its lease read from its script.
 //! - [`user`]: a real second Unix user, for tests of what a local user can
 //!   do to corral.
 //! - [`unit`]: the shipped systemd units, reproduced outside systemd from
@@ -29,12 +30,14 @@ pub mod exe;
 pub mod gate;
 pub mod host_lock;
 pub mod ocsf;
+pub mod udhcpc;
 pub mod unit;
 pub mod user;
 
 pub use exe::{copy_executable, write_executable};
 pub use gate::{in_ci, skip};
 pub use host_lock::HostLock;
+pub use udhcpc::Udhcpc;
 pub use user::TestUser;
 pub mod tmpfs;
 pub use tmpfs::Tmpfs;

@@ -6,6 +6,15 @@ use super::{ALLOWED, ALLOWED_NAME, DNS_PORT, octet};
 use corral_egress::plan::Resolution;
 use std::net::Ipv4Addr;
 
+/// What [`apply_config`]'s profile has besides its one name.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct ApplyShape {
+    /// A /64 beside the /24, and an IPv6 destination allowed.
+    pub(super) v6: bool,
+    /// `dns = "corral"`: corral's gateway serves the bridge, no dnsmasq.
+    pub(super) corrals_gateway: bool,
+}
+
 pub(super) fn profile_config(bridge: &str, n: u32) -> String {
     format!(
         r#"
@@ -22,7 +31,16 @@ block = "reject"
 
 /// The profile of [`HostLab::for_apply`]: only [`ALLOWED_NAME`], learned
 /// through the gateway resolver, which forwards to the lab's upstream.
-pub(super) fn apply_config(bridge: &str, n: u32, v6: bool) -> String {
+pub(super) fn apply_config(bridge: &str, n: u32, shape: ApplyShape) -> String {
+    let ApplyShape {
+        v6,
+        corrals_gateway,
+    } = shape;
+    let dns = if corrals_gateway {
+        "dns = \"corral\"\n"
+    } else {
+        ""
+    };
     let (subnet_v6, allow_v6) = if v6 {
         (
             format!("subnet_v6 = \"{}\"\n", v6::subnet(n)),
@@ -41,7 +59,7 @@ name = "e2e"
 bridge = "{bridge}"
 subnet = "10.251.{n}.0/24"
 {subnet_v6}mode = "allowlist"
-allow = ["{ALLOWED_NAME}:{DNS_PORT}/tcp"{allow_v6}]
+{dns}allow = ["{ALLOWED_NAME}:{DNS_PORT}/tcp"{allow_v6}]
 allow_unresolved = true
 block = "reject"
 "#,

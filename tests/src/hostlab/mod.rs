@@ -25,7 +25,8 @@
 
 mod config;
 use config::{
-    apply_config, dns_allowed, dns_unlisted, lab_resolution, profile_config, upstream_v4,
+    ApplyShape, apply_config, dns_allowed, dns_unlisted, lab_resolution, profile_config,
+    upstream_v4,
 };
 mod preflight;
 pub(crate) use preflight::preflight;
@@ -149,7 +150,7 @@ impl HostLab {
     /// stamp and gateway address, exactly as `apply` makes it) but NO rules:
     /// the control state, in which every probe must succeed.
     pub fn new() -> Result<Self, LabError> {
-        let mut lab = Self::build(false, false)?;
+        let mut lab = Self::build(None)?;
         let bridge_plan = lab.plan.bridges.first().cloned();
         let here = Netns::current()?;
         here.run_async(|| async {
@@ -179,18 +180,31 @@ impl HostLab {
     /// [`UNLISTED_NAME`] with [`Self::dns_unlisted`]. Drop tears down what
     /// the apply made (gateways included) through corral's service.
     pub fn for_apply() -> Result<Self, LabError> {
-        Self::for_apply_with(false)
+        Self::for_apply_with(ApplyShape::default())
     }
 
     /// [`Self::for_apply`] with IPv6: the profile also has a /64
     /// ([`v6::subnet`]) and allows [`v6::ALLOWED6`]; the destination
     /// namespace also answers on [`v6::UNLISTED6`], which it does not.
     pub fn for_apply_v6() -> Result<Self, LabError> {
-        Self::for_apply_with(true)
+        Self::for_apply_with(ApplyShape {
+            v6: true,
+            corrals_gateway: false,
+        })
     }
 
-    fn for_apply_with(v6: bool) -> Result<Self, LabError> {
-        let mut lab = Self::build(true, v6)?;
+    /// [`Self::for_apply_v6`] with `dns = "corral"`: no dnsmasq serves the
+    /// bridge; corral's gateway (resolver, DHCP server, router
+    /// advertisements) does, once corrald or `corral host watch` hosts it.
+    pub fn for_apply_on_corrals_gateway() -> Result<Self, LabError> {
+        Self::for_apply_with(ApplyShape {
+            v6: true,
+            corrals_gateway: true,
+        })
+    }
+
+    fn for_apply_with(shape: ApplyShape) -> Result<Self, LabError> {
+        let mut lab = Self::build(Some(shape))?;
         let n = lab.n;
         let upstream = TestUpstream::bind(SocketAddr::new(IpAddr::V4(upstream_v4(n)), 53))?;
         upstream.set(ALLOWED_NAME, &[IpAddr::V4(dns_allowed(n))], 30);
@@ -198,7 +212,7 @@ impl HostLab {
         let dir = tempfile::tempdir()?;
         std::fs::write(
             dir.path().join("corral.toml"),
-            apply_config(lab.profile.bridge.as_str(), n, v6),
+            apply_config(lab.profile.bridge.as_str(), n, shape),
         )?;
         lab.apply = Some(ApplyParts {
             dir,
@@ -233,17 +247,19 @@ impl HostLab {
         SocketAddr::new(IpAddr::V4(dns_unlisted(self.n)), DNS_PORT)
     }
 
-    fn build(for_apply: bool, v6: bool) -> Result<Self, LabError> {
+    /// The lab; `apply`: for `corral host apply` (its configuration's
+    /// shape), `None`: the plain profile of [`Self::new`].
+    fn build(apply: Option<ApplyShape>) -> Result<Self, LabError> {
+        let v6 = apply.is_some_and(|a| a.v6);
         // One test at a time changes the host namespace, across test
         // binaries too.
         let lock = corral_test_support::HostLock::acquire();
         let n = 20 + std::process::id() % 200;
         let bridge = format!("ce2e{n}");
         let veth = format!("ce2e{n}v");
-        let config = if for_apply {
-            apply_config(&bridge, n, v6)
-        } else {
-            profile_config(&bridge, n)
+        let config = match apply {
+            Some(shape) => apply_config(&bridge, n, shape),
+            None => profile_config(&bridge, n),
         };
         let config = Config::from_toml_str(&config, "hostlab.toml")
             .map_err(|e| LabError::Plan(e.to_string()))?;

@@ -11,6 +11,7 @@
 mod addr;
 mod bridge;
 mod bridge_watch;
+mod neighbour;
 mod port;
 mod route;
 mod watch;

@@ -6,16 +6,20 @@
 //! The host watches its bridge instead ([`corral_probes::arp_tap`]): once
 //! the bridge has taken the sandbox's request in itself without sending it
 //! out of any port, no sibling was asked and the echo cannot be answered;
-//! the check ends there as [`Observed::Dropped`]. If the bridge sends the
-//! request out of a port, or the tap sees nothing (an address already
-//! resolved, a tap that could not open), the echo runs to its own end
-//! within the bound, and the check's output says which it was.
+//! the check ends there as [`Observed::Dropped`]. The sandbox's neighbour
+//! entry for the sibling is forgotten first, so the request goes out with
+//! the echo's first packet even when an earlier check left one resolved or
+//! being resolved. If the bridge sends the request out of a port, or the
+//! tap sees nothing (a tap that could not open, an entry that could not be
+//! forgotten), the echo runs to its own end within the bound, and the
+//! check's output says which it was.
 
 use std::io::Write;
 use std::net::IpAddr;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
+use corral_egress::link::Links;
 use corral_egress::netns::Netns;
 use corral_probes::arp_tap::{ArpTap, Fence, sender_towards};
 use corral_sandbox_core::verify::Observed;
@@ -45,6 +49,14 @@ pub fn probe(sandbox: &Netns, host: &Netns, to: IpAddr, bound: Duration) -> Seen
         Ok(Ok(s)) => s,
         Ok(Err(e)) | Err(e) => return bounded(format!("the sandbox's own link: {e}")),
     };
+    // An entry for the sibling already being resolved (an earlier canary's
+    // echo, a second ago) would send its next request only at its own
+    // retransmit timer, past the bound: forget it, so the echo's first
+    // packet asks at once.
+    let forgot = sandbox
+        .run_async(|| async { Links::connect()?.forget_neighbour(to).await })
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()));
     let tap = match host.run(ArpTap::open) {
         Ok(Ok(t)) => t,
         Ok(Err(e)) | Err(e) => return bounded(format!("cannot open a packet socket: {e}")),
@@ -103,8 +115,12 @@ pub fn probe(sandbox: &Netns, host: &Netns, to: IpAddr, bound: Duration) -> Seen
             }
             (fence, Some(seen)) => {
                 let (o, text) = probe::echo_outcome(to, seen);
-                let why = match fence {
-                    Err(e) => format!("the packet socket failed: {e}"),
+                let why = match (fence, &forgot) {
+                    (Err(e), _) => format!("the packet socket failed: {e}"),
+                    (_, Err(e)) => format!(
+                        "the sandbox's ARP request was not seen on the bridge; its neighbour \
+                         entry for {to} could not be forgotten first: {e}"
+                    ),
                     _ => "the sandbox's ARP request was not seen on the bridge".to_owned(),
                 };
                 (
@@ -222,11 +238,15 @@ pub(super) mod tests {
         );
     }
 
-    /// No ARP request to watch (the sibling's address is already in the
-    /// sandbox's neighbour table): the check falls back to its bound and
-    /// says so.
+    /// A neighbour entry an earlier echo left (the sibling resolved while
+    /// the ports still talked) would keep the sandbox from asking again,
+    /// leaving the bridge nothing to show and the check to its bound. The
+    /// check forgets it first, so the isolated bridge is seen dropping the
+    /// new request. Control: the entry is there before the check.
     #[test]
-    fn without_a_request_to_watch_the_bound_decides_and_says_so() {
+    fn a_resolved_sibling_is_asked_again_and_the_bridge_seen() {
+        use futures::TryStreamExt as _;
+
         if !corral_test_support::gate::netns() {
             return;
         }
@@ -236,10 +256,25 @@ pub(super) mod tests {
         let warm = probe(&a, &host, to, Duration::from_secs(5));
         assert_eq!(warm.observed, Observed::Connected, "{}", warm.output);
         isolate(&host);
-        let seen = probe(&a, &host, to, Duration::from_millis(200));
-        assert_eq!(seen.observed, Observed::TimedOut, "{}", seen.output);
+        let entries = a
+            .run_async(|| async {
+                let links = Links::connect().unwrap();
+                let all: Vec<_> = links
+                    .handle()
+                    .neighbours()
+                    .get()
+                    .execute()
+                    .try_collect()
+                    .await
+                    .unwrap();
+                all.len()
+            })
+            .unwrap();
+        assert!(entries > 0, "the warm echo left no neighbour entry");
+        let seen = probe(&a, &host, to, Duration::from_secs(5));
+        assert_eq!(seen.observed, Observed::Dropped, "{}", seen.output);
         assert!(
-            seen.output.contains("judged by the 200 ms bound"),
+            seen.output.contains("no sibling was asked"),
             "{}",
             seen.output
         );
