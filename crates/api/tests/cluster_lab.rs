@@ -476,16 +476,26 @@ fn canary_by_the_member(
         "MEASURED: {name} stopped by m1's corrald {} ms after m2's corrald was killed (no verdict)",
         killed.elapsed().as_millis()
     );
-    let (s, doc) = d1.call("GET", &format!("/v1/events?sandbox={name}"), None);
-    assert_eq!(s, 200, "{doc}");
-    let alert = doc["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|e| e["event"] == "alert")
-        .cloned()
-        .unwrap_or_else(|| panic!("no alert in m1's corrald: {doc}"));
+    // The alert is recorded just after the stop it reports: wait for it
+    // (the last alert until then is the earlier canary failure's).
+    let last_alert = || {
+        let (s, doc) = d1.call("GET", &format!("/v1/events?sandbox={name}"), None);
+        assert_eq!(s, 200, "{doc}");
+        doc["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|e| e["event"] == "alert")
+            .cloned()
+            .unwrap_or_else(|| panic!("no alert in m1's corrald: {doc}"))
+    };
+    wait_until("m1's corrald records its alert", CANARY, || {
+        last_alert()["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("did not verify"))
+    });
+    let alert = last_alert();
     let reason = alert["reason"].as_str().unwrap();
     assert!(
         reason.contains("its corrald did not verify the sandbox")
