@@ -36,6 +36,9 @@ pub(crate) const CORRAL_LEASES_FILE: &str = "corral-leases";
 /// The reservations with their ports, for corral's own DHCP server (it
 /// answers out of the client's port, which dnsmasq's file does not name).
 pub(crate) const DHCP_RESERVATIONS_FILE: &str = "reservations.json";
+/// The socket corral's gateway holds bound while it serves the bridge
+/// (`hosted_mark`), which the start gate connects to.
+pub(crate) const HOSTED_SOCKET_FILE: &str = "hosted.sock";
 
 /// The log: corral writes and reads it, the audit's readers may read it.
 pub(crate) const LOG_MODE: u32 = 0o640;

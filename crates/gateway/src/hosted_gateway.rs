@@ -1,13 +1,13 @@
-//! corral's own gateway on one bridge (`dns = "corral"`): its resolver,
-//! its DHCP server and (on a profile with a /64) its router
-//! advertisements, started from the apply's records and stopped
-//! together. Whoever hosts corral's gateway (corrald's supervisor, `corral
-//! host watch`, the drill's lab) hosts this, so no host serves one without
-//! the other: a bridge whose DHCP server cannot start has no resolver
-//! either, and the start gate (which asks the resolver) refuses its
-//! sandboxes.
+//! corral's own gateway on one bridge (`dns = "corral"`): its DHCP
+//! server, (on a profile with a /64) its router advertisements and (on
+//! every mode but `none`) its resolver, started from the apply's records
+//! and stopped together. Whoever hosts corral's gateway (corrald's
+//! supervisor, `corral host watch`, the drill's lab) hosts this, so no
+//! host serves one without the others: a bridge whose DHCP server cannot
+//! start has no resolver either, and the start gate (which asks the
+//! resolver, or on `none` the gateway's socket) refuses its sandboxes.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use corral_egress::netns::Netns;
 
@@ -16,33 +16,44 @@ use corral_egress::plan::bindings::SLAAC_PREFIX_LEN;
 use crate::GatewayPaths;
 use crate::advertiser::HostedAdverts;
 use crate::dhcp::{HostedDhcp, Network};
-use crate::resolver::{Bounds, Hosted, Recorded};
+use crate::hosted_mark::HostedMark;
+use crate::resolver::{Bounds, Hosted, RecordId, Recorded};
 
-/// One bridge's resolver, DHCP server and router advertisements;
-/// dropping it stops them all.
+/// One bridge's DHCP server, router advertisements and resolver; dropping
+/// it stops them all.
 #[derive(Debug)]
 pub struct HostedGateway {
-    resolver: Hosted,
+    resolver: Option<Hosted>,
     dhcp: HostedDhcp,
     adverts: Option<HostedAdverts>,
+    record: (PathBuf, RecordId),
+    // Last: the bridge reads as hosted until everything above has stopped.
+    _mark: HostedMark,
 }
 
 impl HostedGateway {
-    /// Starts both for the record `r` of a bridge under `state_dir`,
-    /// inside `netns`: the resolver from the record, the DHCP server for
-    /// the record's profile by the reservations recorded beside it.
+    /// Starts them for the record `r` of a bridge under `state_dir`,
+    /// inside `netns`: the resolver from the record (unless the profile is
+    /// `none`), the DHCP server for the record's profile by the
+    /// reservations recorded beside it.
     pub fn start(
         state_dir: &Path,
         netns: &Netns,
         r: &Recorded,
         bounds: Bounds,
     ) -> Result<Self, String> {
-        let profile = match &r.spec {
-            Ok(spec) => &spec.profile,
+        let spec = match &r.spec {
+            Ok(spec) => spec,
             Err(e) => return Err(e.clone()),
         };
-        let resolver = Hosted::from_record(netns, r, bounds)?;
-        let dir = GatewayPaths::new(state_dir, &r.bridge).dir().to_owned();
+        let profile = &spec.profile;
+        let resolver = if spec.serves_dns() {
+            Some(Hosted::from_record(netns, r, bounds)?)
+        } else {
+            None
+        };
+        let paths = GatewayPaths::new(state_dir, &r.bridge);
+        let dir = paths.dir().to_owned();
         let network = Network::of_profile(profile);
         let dhcp = HostedDhcp::serve_recorded(netns, network, r.bridge.as_str(), &dir)
             .map_err(|e| e.to_string())?;
@@ -60,16 +71,19 @@ impl HostedGateway {
             }
             None => None,
         };
+        let mark = HostedMark::claim(&paths.hosted_socket()).map_err(|e| e.to_string())?;
         Ok(Self {
             resolver,
             dhcp,
             adverts,
+            record: (r.path.clone(), r.id),
+            _mark: mark,
         })
     }
 
-    /// The resolver.
-    pub fn resolver(&self) -> &Hosted {
-        &self.resolver
+    /// The resolver (every mode but `none`).
+    pub fn resolver(&self) -> Option<&Hosted> {
+        self.resolver.as_ref()
     }
 
     /// The DHCP server.
@@ -84,8 +98,15 @@ impl HostedGateway {
 
     /// Whether all of them still serve (a socket error ends any).
     pub fn is_serving(&self) -> bool {
-        self.resolver.is_serving()
+        self.resolver.as_ref().is_none_or(Hosted::is_serving)
             && self.dhcp.is_serving()
             && self.adverts.as_ref().is_none_or(HostedAdverts::is_serving)
+    }
+
+    /// Whether the record it was started from is still the one on disk
+    /// (rewritten or removed: it serves an old policy and is to be
+    /// replaced).
+    pub fn is_current(&self) -> bool {
+        RecordId::of(&self.record.0) == Some(self.record.1)
     }
 }

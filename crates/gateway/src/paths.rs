@@ -78,6 +78,11 @@ impl GatewayPaths {
         self.dir.join(crate::files::DHCP_RESERVATIONS_FILE)
     }
 
+    /// The socket corral's gateway holds while it serves this bridge.
+    pub fn hosted_socket(&self) -> PathBuf {
+        self.dir.join(crate::files::HOSTED_SOCKET_FILE)
+    }
+
     /// dnsmasq's log (start-up, errors, nftset failures).
     pub fn log(&self) -> PathBuf {
         self.dir.join(crate::files::LOG_FILE)

@@ -77,9 +77,10 @@ pub enum DnsService {
         /// The `nftset=` lines: which learned sets each domain feeds.
         set_lines: Vec<SetLine>,
     },
-    /// corral's own gateway serves the bridge (`dns = "corral"`: its
-    /// resolver, DHCP server and router advertisements, hosted by corrald
-    /// or `corral host watch`): no dnsmasq runs there.
+    /// corral's own gateway serves the bridge (`dns = "corral"`: its DHCP
+    /// server and router advertisements, and its resolver unless the
+    /// profile is `none`; hosted by corrald or `corral host watch`): no
+    /// dnsmasq runs there.
     Elsewhere,
 }
 
@@ -127,8 +128,10 @@ impl GatewaySpec {
     ) -> Result<Self, GatewayError> {
         let names = NameRules::from_allow(&profile.allow);
         let dns = match (profile.dns, profile.mode) {
-            _ if !serves_dns(profile) => DnsService::Off,
+            // corral's gateway, on any mode (on `none`: leases and
+            // advertisements only).
             (DnsPolicy::Corral, _) => DnsService::Elsewhere,
+            _ if !serves_dns(profile) => DnsService::Off,
             (_, EgressMode::Internet) => DnsService::Forward {
                 upstreams: upstreams.to_vec(),
             },
@@ -144,8 +147,10 @@ impl GatewaySpec {
         };
         let needs_upstream = match &dns {
             DnsService::Off => false,
-            // corral's resolver asks the same upstreams.
-            DnsService::Forward { .. } | DnsService::Elsewhere => true,
+            DnsService::Forward { .. } => true,
+            // corral's resolver asks the same upstreams (a `none` profile
+            // has none to ask).
+            DnsService::Elsewhere => serves_dns(profile),
             DnsService::Filtered { names, .. } => !names.is_empty(),
         };
         if needs_upstream && upstreams.is_empty() {

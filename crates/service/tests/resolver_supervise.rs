@@ -20,6 +20,8 @@
 //!   lifecycle binds one gets no lease before the supervisor runs
 //!   (no dnsmasq serves the bridge: the control) and its
 //!   reservation once it does.
+//! - A `none` profile on corral's gateway: DHCP alone, no resolver; the
+//!   gate asks the gateway's socket whether anything hosts it.
 
 // Test helpers panic to report a failure, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -40,7 +42,7 @@ use corral_service::gate::{self, GateError, Missing};
 use corral_service::host::{HostService, plan_config};
 use corral_service::ports::bind_new;
 use corral_service::store::Store;
-use corral_service::supervise::GatewaySupervisor;
+use corral_service::supervise::{GatewaySupervisor, SupervisorHandle};
 use corral_service::target::Target;
 use hickory_proto::op::{Edns, Message, Query, ResponseCode};
 use hickory_proto::rr::{Name, RecordType};
@@ -195,6 +197,23 @@ fn udhcpc(ns: &Netns, tries: u32) -> Option<String> {
     client.bound()
 }
 
+/// The gateway supervisor, as corrald runs it, rescanning every 200 ms.
+fn supervise(lab: &Lab) -> (tokio::runtime::Runtime, SupervisorHandle) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = Arc::new(Store::open(lab.state.path()).unwrap());
+    let handle = rt.block_on(async {
+        GatewaySupervisor::new(lab.state.path(), Some(&lab.path), store)
+            .unwrap()
+            .with_rescan(Duration::from_millis(200))
+            .spawn()
+    });
+    (rt, handle)
+}
+
 fn texts(m: &Message) -> String {
     extended_errors(m)
         .into_iter()
@@ -241,18 +260,7 @@ fn the_supervisor_hosts_corrals_resolver_and_follows_each_apply() {
         other => panic!("the gate must refuse without the resolver: {other:?}"),
     }
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let store = Arc::new(Store::open(lab.state.path()).unwrap());
-    let handle = rt.block_on(async {
-        GatewaySupervisor::new(lab.state.path(), Some(&lab.path), store)
-            .unwrap()
-            .with_rescan(Duration::from_millis(200))
-            .spawn()
-    });
+    let (rt, handle) = supervise(&lab);
     // The audit collector, as corrald runs it beside the supervisor.
     let _collector = Collector::try_start(lab.state.path(), Some(&lab.path), Arc::new(NoNics))
         .unwrap()
@@ -313,4 +321,73 @@ fn the_supervisor_hosts_corrals_resolver_and_follows_each_apply() {
             .is_some_and(|m| m.response_code() == ResponseCode::NXDomain && texts(&m).is_empty())
     });
     rt.block_on(handle.stop());
+}
+
+/// A `none` profile on corral's gateway (`dns = "corral"`): no dnsmasq
+/// and no resolver, corral's DHCP server alone. Control: with nothing
+/// hosting it the bound port gets no lease and the gate refuses, saying
+/// who serves it. Once the supervisor hosts it the gate passes and the
+/// port gets its reservation, while nothing answers DNS on the gateway
+/// address; once the supervisor stops, the gate refuses again.
+#[test]
+fn a_none_profile_on_corrals_gateway_gets_leases_and_no_resolver() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let lab = Lab::new();
+    let text = r#"
+[[profile]]
+name = "agent"
+bridge = "cb-rsv"
+subnet = "10.97.3.0/24"
+mode = "none"
+dns = "corral"
+"#;
+    let cfg = Config::from_toml_str(text, "corral.toml").unwrap();
+    lab.apply(cfg.clone());
+    assert_eq!(recorded(lab.state.path()).len(), 1, "the apply records it");
+    let states = corral_gateway::status_recorded(lab.state.path());
+    assert_eq!(states[0].status, corral_gateway::GatewayStatus::Hosted);
+
+    let (sandbox, binding) = guest(&lab);
+    assert_eq!(
+        udhcpc(&sandbox, 2),
+        None,
+        "a lease came with nothing hosting"
+    );
+    let refused = |what: &str| match lab.gate(&cfg).map_err(|e| *e) {
+        Err(GateError::Refused(r)) => {
+            assert!(
+                r.missing
+                    .iter()
+                    .any(|m| matches!(m, Missing::Hosted { .. })),
+                "{what}: {r}"
+            );
+            assert!(r.to_string().contains("corral host watch"), "{what}: {r}");
+        }
+        other => panic!("{what}: the gate must refuse: {other:?}"),
+    };
+    refused("before the supervisor");
+
+    let (rt, handle) = supervise(&lab);
+    wait_until("the supervisor hosts corral's gateway", || {
+        lab.gate(&cfg).is_ok()
+    });
+    let pass = lab.gate(&cfg).unwrap();
+    assert_eq!((pass.gateway_pid, pass.resolver), (None, None), "{pass:?}");
+    assert_eq!(
+        udhcpc(&sandbox, 6).as_deref(),
+        Some(binding.v4.to_string().as_str()),
+        "corral's DHCP server gave the bound port no lease"
+    );
+    assert!(
+        lab.ask("corral-gate-check").is_none(),
+        "something answers DNS on a `none` profile's gateway"
+    );
+
+    rt.block_on(handle.stop());
+    wait_until("the gate refuses once nothing hosts it", || {
+        lab.gate(&cfg).is_err()
+    });
+    refused("after the supervisor");
 }

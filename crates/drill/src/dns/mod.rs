@@ -661,6 +661,39 @@ dns = "corral"
         assert!(report.ok(), "{}", report.summary());
     }
 
+    /// A `none` profile on corral's gateway (`dns = "corral"`: its DHCP
+    /// server and advertisements, no resolver, no dnsmasq): the
+    /// no-resolver row passes, and so does the rest of its drill (the
+    /// DHCP attack rows against corral's server included).
+    #[test]
+    fn none_rows_pass_with_corrals_gateway() {
+        if !corral_test_support::gate::netns() {
+            return;
+        }
+        let text = r#"
+[[profile]]
+name = "off"
+bridge = "cb-off"
+subnet = "10.9.5.0/24"
+subnet_v6 = "fd00:95::/64"
+mode = "none"
+dns = "corral"
+"#;
+        let cfg = corral_sandbox_core::config::Config::from_toml_str(text, "t").unwrap();
+        let report =
+            super::super::run(&cfg.profiles, &super::super::DrillOptions::default()).unwrap();
+        let dns = dns_rows(&report);
+        assert_eq!(dns.len(), 1, "{dns:#?}");
+        assert!(
+            dns.iter().all(|r| r.verdict == super::super::Verdict::Pass),
+            "{dns:#?}"
+        );
+        for r in &report.rows {
+            eprintln!("{:?} {} {}", r.verdict, r.from, r.probe);
+        }
+        assert!(report.ok(), "{}", report.summary());
+    }
+
     /// The filtered rows, with corral's own resolver serving the profile
     /// (`dns = "corral"`; the lab hosts it as corrald does, from the
     /// record the gateways' start wrote, and dnsmasq serves the leases

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use corral_sandbox_core::{BridgeName, DnsPolicy, EgressMode, Profile, ProfileSet};
+use corral_sandbox_core::{BridgeName, DnsPolicy, Profile, ProfileSet};
 use corral_state_files::StateDir;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
@@ -41,20 +41,26 @@ pub struct ResolverSpec {
 }
 
 impl ResolverSpec {
-    /// The spec for `profile` when corral's resolver serves it (`dns =
-    /// "corral"` on an allowlist or internet profile); `None` otherwise.
+    /// The spec for `profile` when corral's gateway serves it (`dns =
+    /// "corral"`; on a `none` profile its DHCP server and advertisements
+    /// alone, [`ResolverSpec::serves_dns`]); `None` otherwise.
     pub fn of(
         profile: &Profile,
         upstreams: &[SocketAddr],
         host_networks: &[IpNet],
         timing: DnsTiming,
     ) -> Option<Self> {
-        (profile.dns == DnsPolicy::Corral && profile.mode != EgressMode::None).then(|| Self {
+        (profile.dns == DnsPolicy::Corral).then(|| Self {
             profile: profile.clone(),
             upstreams: upstreams.to_vec(),
             host_networks: host_networks.to_vec(),
             ttl_cap_secs: u32::try_from(timing.client_ttl_cap.as_secs()).unwrap_or(u32::MAX),
         })
+    }
+
+    /// Whether a resolver serves the bridge (every mode but `none`).
+    pub fn serves_dns(&self) -> bool {
+        crate::serves_dns(&self.profile)
     }
 
     /// The policy it serves.

@@ -668,17 +668,18 @@ fn a_misspelt_key_is_not_also_missing() {
 }
 
 #[test]
-fn corrals_resolver_serves_allowlist_and_internet_profiles_only() {
+fn corrals_gateway_serves_every_mode() {
+    // On `none` it is the leases and advertisements alone (no resolver).
     let text = prof(
         "a",
         "br-a",
         "10.0.0.0/24",
         "mode = \"none\"\ndns = \"corral\"",
     );
+    let cfg = Config::from_toml_str(&text, "corral.toml").unwrap();
     assert_eq!(
-        one(&text),
-        "corral.toml:6:7: profile \"a\": dns: dns = \"corral\" is corral's resolver, and a \
-            profile of mode = \"none\" has none; use dns = \"gateway\" (or \"off\") here"
+        cfg.profiles.iter().next().unwrap().dns,
+        crate::DnsPolicy::Corral
     );
     let text = prof(
         "a",

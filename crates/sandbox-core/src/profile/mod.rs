@@ -50,10 +50,12 @@ pub enum DnsPolicy {
     /// host's upstream resolvers; `none` profiles get leases only.
     #[default]
     Gateway,
-    /// corral's own resolver on the gateway address (allowlist profiles
-    /// only): queries and answers rebuilt, every address learned before it
-    /// is handed out, refusals that say why. Served by corrald; dnsmasq
-    /// then serves only the leases.
+    /// corral's own gateway instead of dnsmasq, hosted by corrald or
+    /// `corral host watch`: its DHCP server (reservations only) and router
+    /// advertisements on every mode, and on allowlist and internet
+    /// profiles its resolver on the gateway address (queries and answers
+    /// rebuilt, every address learned before it is handed out, refusals
+    /// that say why). A `none` profile still has no resolver.
     Corral,
     /// No resolver at all; sandboxes must use addresses.
     Off,

@@ -6,7 +6,7 @@ use std::fmt;
 
 use ipnet::{Ipv4Net, Ipv6Net};
 
-use super::{DnsPolicy, EgressMode, Profile, ProfileSet};
+use super::{EgressMode, Profile, ProfileSet};
 
 /// Smallest IPv4 subnet that holds a gateway and at least two sandboxes
 /// (a /29 has six host addresses; a /30 only two).
@@ -178,12 +178,6 @@ fn check_single(p: &Profile, push: &mut impl FnMut(ProfileField, String)) {
                 ),
             );
         }
-    }
-    if p.dns == DnsPolicy::Corral && p.mode == EgressMode::None {
-        push(
-            ProfileField::Dns,
-            "dns = \"corral\" is corral's resolver, and a profile of mode = \"none\" has none; use dns = \"gateway\" (or \"off\") here".to_owned(),
-        );
     }
     match p.mode {
         EgressMode::Allowlist if p.allow.is_empty() => push(

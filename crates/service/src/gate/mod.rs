@@ -78,6 +78,14 @@ pub enum Missing {
         /// Its state.
         state: String,
     },
+    /// corral's own gateway (`dns = "corral"`, a profile with no resolver
+    /// to ask) is hosted by no process.
+    Hosted {
+        /// The bridge it serves.
+        bridge: String,
+        /// Why it reads as not hosted.
+        reason: String,
+    },
     /// The sandbox's port binding is not what its NIC carries.
     Binding {
         /// The port, when the NIC names one.
@@ -110,6 +118,12 @@ impl fmt::Display for Missing {
             Missing::Gateway { bridge, state } => {
                 write!(f, "gateway (dnsmasq) of bridge {bridge} is {state}")
             }
+            Missing::Hosted { bridge, reason } => write!(
+                f,
+                "corral's gateway of bridge {bridge} is not served: {reason}; the profile has \
+                 dns = \"corral\": corral's gateway is served by corrald or `corral host \
+                 watch`; start one"
+            ),
             Missing::Resolver { address, error } => {
                 write!(f, "gateway resolver at {address} does not answer: {error}")
             }
@@ -402,6 +416,16 @@ fn check_gateway(
         }
     };
     if !corral_gateway::serves_dns(profile) {
+        // No resolver to ask: corral's gateway is asked whether it is
+        // hosted at all (dnsmasq's pid stands for itself above).
+        if pid.is_none()
+            && let Err(why) = corral_gateway::is_hosted(state_dir, &profile.bridge)
+        {
+            return Err(Missing::Hosted {
+                bridge: profile.bridge.to_string(),
+                reason: why,
+            });
+        }
         return Ok((pid, None));
     }
     let address = SocketAddr::new(IpAddr::V4(profile.gateway_v4()), 53);

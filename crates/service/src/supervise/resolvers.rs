@@ -6,9 +6,10 @@
 //! records: a new record is served, a rewritten one replaces its resolver
 //! (the old one refuses from the moment its record changed), a removed one
 //! stops it, and one whose sockets failed (its bridge recreated) is
-//! started again. The two serve together or not at all: a bridge whose
-//! DHCP server cannot start has no resolver either, so the start gate
-//! (which asks the resolver) refuses its sandboxes.
+//! started again. They serve together or not at all: a bridge whose DHCP
+//! server cannot start has no resolver either, so the start gate (which
+//! asks the resolver, or on a `none` profile the gateway's socket)
+//! refuses its sandboxes.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -34,7 +35,7 @@ impl Resolvers {
         let records = recorded(state_dir);
         self.hosted.retain(|bridge, h| {
             let keep = h.is_serving()
-                && h.resolver().resolver().is_current()
+                && h.is_current()
                 && records.iter().any(|r| &r.bridge == bridge);
             if !keep {
                 tracing::info!(bridge = %bridge, "corral's resolver and DHCP server: stopping (the record changed or went, or a socket failed)");
@@ -49,7 +50,7 @@ impl Resolvers {
             }
             match HostedGateway::start(state_dir, netns, r, Bounds::default()) {
                 Ok(h) => {
-                    tracing::info!(bridge = %r.bridge, at = ?h.resolver().at(), "corral's resolver and DHCP server: serving");
+                    tracing::info!(bridge = %r.bridge, at = ?h.resolver().map(|r| r.at()), "corral's resolver and DHCP server: serving");
                     self.failed.remove(&r.bridge);
                     self.hosted.insert(r.bridge.clone(), h);
                 }
