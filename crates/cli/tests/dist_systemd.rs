@@ -165,6 +165,29 @@ fn refresh_runs_with_only_its_units_capabilities() {
     drop(lab);
 }
 
+/// A child killed (and reaped) when dropped.
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `corral host watch ARGS` under what `unit` says, logging at info to
+/// `log`.
+fn watch_under_unit(unit: &str, args: &[&str], log: &Path, stdout: std::process::Stdio) -> Kill {
+    let mut cmd = Command::new(common::CORRAL);
+    cmd.args(["host", "watch"])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stdout(stdout)
+        .stderr(std::fs::File::create(log).unwrap());
+    corral_test_support::unit::UnitSandbox::of_unit(unit).apply_to(&mut cmd);
+    Kill(cmd.spawn().unwrap())
+}
+
 /// `corral host watch` under what `corral-watch.service` says (its
 /// bounding set, `NoNewPrivileges=`, `ProtectProc=`,
 /// `ProtectKernelTunables=` with its `ReadWritePaths=`, `RestrictNamespaces=`,
@@ -192,23 +215,8 @@ fn watch_heals_and_restarts_gateways_under_its_unit() {
     let applied = common::corral(&[&["host", "apply"][..], &args].concat());
     assert_eq!(applied.code, Some(0), "{}", applied.stderr);
 
-    let sandbox = corral_test_support::unit::UnitSandbox::of_unit(UNIT);
     let log = lab.state_dir().with_file_name("watch.log");
-    let mut cmd = Command::new(common::CORRAL);
-    cmd.args(["host", "watch"])
-        .args(args)
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap());
-    sandbox.apply_to(&mut cmd);
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut watch = Kill(cmd.spawn().unwrap());
+    let mut watch = watch_under_unit(UNIT, &args, &log, std::process::Stdio::piped());
     let logs = || std::fs::read_to_string(&log).unwrap_or_default();
     let (tx, lines) = std::sync::mpsc::channel::<String>();
     let stdout = watch.0.stdout.take().unwrap();
@@ -375,7 +383,6 @@ fn apply_runs_under_its_unit() {
 #[test]
 fn watch_hosts_corrals_gateway_under_its_unit() {
     use std::net::{IpAddr, SocketAddr};
-    use std::os::fd::AsFd as _;
     use std::time::{Duration, Instant};
 
     use corral_egress::link::Links;
@@ -404,29 +411,12 @@ fn watch_hosts_corrals_gateway_under_its_unit() {
         corral_service::ports::bind_new(None, &lab.state_dir(), &lab.profile.name, &[])
             .unwrap_or_else(|e| panic!("{e}"));
     drop(claim);
-    let guest = Netns::new().unwrap();
-    let fd = guest.fd().try_clone_to_owned().unwrap();
-    let port = binding.port.to_string();
-    let bridge_name = bridge.to_string();
-    Netns::current()
-        .unwrap()
-        .run_async(|| async move {
-            let links = Links::connect()?;
-            links.create_veth(&port, "eth0", Some(fd.as_fd())).await?;
-            links.attach_port(&port, &bridge_name, true).await?;
-            links.set_up(&port).await
-        })
-        .unwrap()
-        .unwrap();
-    let mac = binding.mac.octets();
-    guest
-        .run_async(|| async move {
-            let links = Links::connect()?;
-            links.set_mac("eth0", mac).await?;
-            links.set_up("eth0").await
-        })
-        .unwrap()
-        .unwrap();
+    let guest = corral_egress::link::guest::guest_on_bridge(
+        &Netns::current().unwrap(),
+        bridge.as_str(),
+        binding.port.as_str(),
+        binding.mac.octets(),
+    );
     let dir = tempfile::tempdir().unwrap();
     let client = corral_test_support::Udhcpc::in_dir(dir.path());
     let lease = |tries| {
@@ -444,23 +434,8 @@ fn watch_hosts_corrals_gateway_under_its_unit() {
         "a lease came before anything hosted the gateway"
     );
 
-    let sandbox = corral_test_support::unit::UnitSandbox::of_unit(UNIT);
     let log = lab.state_dir().with_file_name("watch.log");
-    let mut cmd = Command::new(common::CORRAL);
-    cmd.args(["host", "watch"])
-        .args(args)
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap());
-    sandbox.apply_to(&mut cmd);
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let watch = Kill(cmd.spawn().unwrap());
+    let watch = watch_under_unit(UNIT, &args, &log, std::process::Stdio::null());
     let logs = || std::fs::read_to_string(&log).unwrap_or_default();
     let patience = Duration::from_secs(60);
     let started = Instant::now();

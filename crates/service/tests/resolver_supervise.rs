@@ -27,11 +27,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use corral_egress::link::Links;
 use corral_egress::netns::Netns;
 use corral_egress::plan::PortBinding;
 use corral_gateway::resolver::{extended_errors, recorded};
@@ -161,27 +160,12 @@ fn guest(lab: &Lab) -> (Netns, PortBinding) {
     )
     .unwrap();
     drop(claim);
-    let guest = Netns::new().unwrap();
-    let fd = guest.fd().try_clone_to_owned().unwrap();
-    let port = binding.port.to_string();
-    lab.ns
-        .run_async(|| async move {
-            let links = Links::connect()?;
-            links.create_veth(&port, "eth0", Some(fd.as_fd())).await?;
-            links.attach_port(&port, "cb-rsv", true).await?;
-            links.set_up(&port).await
-        })
-        .unwrap()
-        .unwrap();
-    let mac = binding.mac.octets();
-    guest
-        .run_async(|| async move {
-            let links = Links::connect()?;
-            links.set_mac("eth0", mac).await?;
-            links.set_up("eth0").await
-        })
-        .unwrap()
-        .unwrap();
+    let guest = corral_egress::link::guest::guest_on_bridge(
+        &lab.ns,
+        "cb-rsv",
+        binding.port.as_str(),
+        binding.mac.octets(),
+    );
     (guest, binding)
 }
 

@@ -576,6 +576,22 @@ mod tests {
         dns
     }
 
+    /// The drill of the profiles in `text`: `dns` DNS rows, each passed,
+    /// and every other row passed too.
+    fn all_rows_pass(text: &str, dns: usize) {
+        let cfg = corral_sandbox_core::config::Config::from_toml_str(text, "t").unwrap();
+        let report =
+            super::super::run(&cfg.profiles, &super::super::DrillOptions::default()).unwrap();
+        let rows = dns_rows(&report);
+        assert_eq!(rows.len(), dns, "{rows:#?}");
+        assert!(
+            rows.iter()
+                .all(|r| r.verdict == super::super::Verdict::Pass),
+            "{rows:#?}"
+        );
+        assert!(report.ok(), "{}", report.summary());
+    }
+
     #[test]
     fn dns_rows_pass_for_every_kind_of_profile() {
         if !corral_test_support::gate::netns() {
@@ -649,16 +665,7 @@ subnet_v6 = "fd00:94::/64"
 mode = "internet"
 dns = "corral"
 "#;
-        let cfg = corral_sandbox_core::config::Config::from_toml_str(text, "t").unwrap();
-        let report =
-            super::super::run(&cfg.profiles, &super::super::DrillOptions::default()).unwrap();
-        let dns = dns_rows(&report);
-        assert_eq!(dns.len(), 2, "{dns:#?}");
-        assert!(
-            dns.iter().all(|r| r.verdict == super::super::Verdict::Pass),
-            "{dns:#?}"
-        );
-        assert!(report.ok(), "{}", report.summary());
+        all_rows_pass(text, 2);
     }
 
     /// A `none` profile on corral's gateway (`dns = "corral"`: its DHCP
@@ -679,19 +686,7 @@ subnet_v6 = "fd00:95::/64"
 mode = "none"
 dns = "corral"
 "#;
-        let cfg = corral_sandbox_core::config::Config::from_toml_str(text, "t").unwrap();
-        let report =
-            super::super::run(&cfg.profiles, &super::super::DrillOptions::default()).unwrap();
-        let dns = dns_rows(&report);
-        assert_eq!(dns.len(), 1, "{dns:#?}");
-        assert!(
-            dns.iter().all(|r| r.verdict == super::super::Verdict::Pass),
-            "{dns:#?}"
-        );
-        for r in &report.rows {
-            eprintln!("{:?} {} {}", r.verdict, r.from, r.probe);
-        }
-        assert!(report.ok(), "{}", report.summary());
+        all_rows_pass(text, 1);
     }
 
     /// The filtered rows, with corral's own resolver serving the profile
@@ -713,18 +708,9 @@ mode = "allowlist"
 dns = "corral"
 allow = ["api.example.com:443/tcp", "*.cdn.example.com", "[2001:db8:1::10]:443/tcp"]
 "#;
-        let cfg = corral_sandbox_core::config::Config::from_toml_str(text, "t").unwrap();
-        let report =
-            super::super::run(&cfg.profiles, &super::super::DrillOptions::default()).unwrap();
-        let dns = dns_rows(&report);
         // rotation (3 rows), carried over an apply, attack 4 (other
         // port), attack 5 (rebinding), unlisted, tunnel, EDNS data, IPv6
         // addressing.
-        assert_eq!(dns.len(), 10, "{dns:#?}");
-        assert!(
-            dns.iter().all(|r| r.verdict == super::super::Verdict::Pass),
-            "{dns:#?}"
-        );
-        assert!(report.ok(), "{}", report.summary());
+        all_rows_pass(text, 10);
     }
 }

@@ -11,6 +11,8 @@
 mod addr;
 mod bridge;
 mod bridge_watch;
+#[cfg(any(test, feature = "test-support"))]
+pub mod guest;
 mod neighbour;
 mod port;
 mod route;

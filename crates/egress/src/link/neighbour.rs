@@ -9,30 +9,34 @@ use std::net::IpAddr;
 
 use futures::TryStreamExt;
 use netlink_packet_route::AddressFamily;
-use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute};
+use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourMessage};
 
 use super::{LinkError, Links, errno};
+use crate::plan::AddrFamily;
 
 impl Links {
-    /// Deletes every neighbour entry for `ip` (on any interface of this
-    /// namespace); how many went. An entry that vanished meanwhile is not
-    /// an error.
-    pub async fn forget_neighbour(&self, ip: IpAddr) -> Result<usize, LinkError> {
-        let family = match ip {
-            IpAddr::V4(_) => AddressFamily::Inet,
-            IpAddr::V6(_) => AddressFamily::Inet6,
+    /// This namespace's neighbour table for `family`, as the kernel dumps it.
+    pub async fn neighbours(&self, family: AddrFamily) -> Result<Vec<NeighbourMessage>, LinkError> {
+        let family = match family {
+            AddrFamily::V4 => AddressFamily::Inet,
+            AddrFamily::V6 => AddressFamily::Inet6,
         };
-        let entries: Vec<_> = self
-            .handle()
+        self.handle()
             .neighbours()
             .get()
             .set_address_family(family)
             .execute()
             .try_collect()
             .await
-            .map_err(|e| LinkError::netlink(format!("list the neighbours of {ip}"), e))?;
+            .map_err(|e| LinkError::netlink("dump the neighbours", e))
+    }
+
+    /// Deletes every neighbour entry for `ip` (on any interface of this
+    /// namespace); how many went. An entry that vanished meanwhile is not
+    /// an error.
+    pub async fn forget_neighbour(&self, ip: IpAddr) -> Result<usize, LinkError> {
         let mut gone = 0;
-        for entry in entries {
+        for entry in self.neighbours(AddrFamily::of(ip)).await? {
             let names_ip = entry.attributes.iter().any(|a| match a {
                 NeighbourAttribute::Destination(NeighbourAddress::Inet(d)) => IpAddr::V4(*d) == ip,
                 NeighbourAttribute::Destination(NeighbourAddress::Inet6(d)) => IpAddr::V6(*d) == ip,
@@ -85,16 +89,7 @@ mod tests {
                     .await
                     .map_err(|e| LinkError::netlink("add a neighbour", e))?;
                 let count = |links: Links| async move {
-                    let all: Vec<_> = links
-                        .handle()
-                        .neighbours()
-                        .get()
-                        .set_address_family(AddressFamily::Inet)
-                        .execute()
-                        .try_collect()
-                        .await
-                        .map_err(|e| LinkError::netlink("list", e))?;
-                    Ok::<_, LinkError>(all.len())
+                    Ok::<_, LinkError>(links.neighbours(AddrFamily::V4).await?.len())
                 };
                 let before = count(links.clone()).await?;
                 let gone = links.forget_neighbour(ip).await?;
