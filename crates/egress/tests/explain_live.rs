@@ -178,6 +178,18 @@ fn apply_tamper(lab: &Lab, t: Tamper, dests: &[IpAddr]) -> String {
                 .unwrap()
                 .unwrap();
             let table = live.table(TableFamily::Inet).unwrap();
+            // corral's own rules only: deleting a rule an earlier tamper
+            // of this case inserted would undo it, leaving nothing to see.
+            let planned: std::collections::HashSet<String> = plan
+                .inet
+                .chains
+                .iter()
+                .flat_map(|c| {
+                    c.rules.iter().map(|r| {
+                        corral_egress::nft::fingerprint(TableFamily::Inet, &c.name, r).unwrap()
+                    })
+                })
+                .collect();
             let deletable: Vec<(&str, u64, String)> = table
                 .chains
                 .iter()
@@ -185,6 +197,7 @@ fn apply_tamper(lab: &Lab, t: Tamper, dests: &[IpAddr]) -> String {
                 .flat_map(|c| {
                     c.rules
                         .iter()
+                        .filter(|r| planned.contains(&r.text))
                         .filter(|r| !r.text.contains("ct load state"))
                         .filter(|r| !r.text.contains("ct load direction"))
                         // The dispatch to the `-in` chains: only replies

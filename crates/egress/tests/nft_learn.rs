@@ -12,7 +12,7 @@ mod nft_support;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use corral_egress::nft::{LearnElement, apply, learn, read_set};
+use corral_egress::nft::{LearnElement, apply, learn, read_live, read_set};
 use corral_egress::plan::{HostPlan, PlanSettings, TableFamily};
 use corral_sandbox_core::ProfileSet;
 use nft_support::{api_resolution, dev_profile, in_netns};
@@ -24,6 +24,7 @@ fn element(addr: &str, secs: u64) -> LearnElement {
     LearnElement {
         set: SET.to_owned(),
         addr: addr.parse().unwrap(),
+        asker: None,
         timeout: Some(Duration::from_secs(secs)),
     }
 }
@@ -83,5 +84,49 @@ fn learning_is_idempotent_and_all_or_nothing_at_the_sets_size() {
         assert_eq!(held().len(), 2);
         // Nothing to learn is no transaction.
         assert!(learn(&[]).unwrap().is_none());
+    });
+}
+
+/// On corral's gateway (`dns = "corral"`) the set is keyed by the sandbox
+/// that asked and the address: one address learned for two sandboxes is
+/// two elements, each read back with its asker, and the ruleset reads
+/// back as planned (no drift from the concatenated key).
+#[test]
+fn a_pinned_set_holds_each_address_with_the_sandbox_that_asked() {
+    in_netns(|| {
+        let mut dev = dev_profile();
+        dev.dns = corral_sandbox_core::DnsPolicy::Corral;
+        let set = ProfileSet::new(vec![dev]).unwrap();
+        let plan = HostPlan::build(
+            &set,
+            &PlanSettings::default(),
+            &api_resolution(&["192.0.2.10"]),
+        )
+        .unwrap();
+        assert!(plan.set(SET).unwrap().pinned);
+        apply(&plan).unwrap();
+        let pinned = |asker: &str| LearnElement {
+            asker: Some(asker.parse().unwrap()),
+            ..element("192.175.48.1", 30)
+        };
+        learn(&[pinned("10.90.0.5"), pinned("10.90.0.6")])
+            .unwrap()
+            .unwrap();
+        let live = read_set(TableFamily::Inet, SET).unwrap();
+        let s = live.tables[0].sets.iter().find(|s| s.name == SET).unwrap();
+        assert!(s.pinned);
+        let askers: Vec<String> = s.askers.iter().map(ToString::to_string).collect();
+        assert_eq!(askers, ["10.90.0.5", "10.90.0.6"]);
+        assert_eq!(
+            held()
+                .into_iter()
+                .map(|h| h.0.to_string())
+                .collect::<Vec<_>>(),
+            ["192.175.48.1", "192.175.48.1"]
+        );
+        // An element without its asker does not fit the key.
+        assert!(learn(&[element("192.175.48.2", 30)]).is_err());
+        let drift = corral_egress::drift::diff(&plan, &read_live().unwrap());
+        assert!(drift.is_empty(), "{drift:#?}");
     });
 }

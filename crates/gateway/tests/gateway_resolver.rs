@@ -22,14 +22,17 @@ use corral_egress::netns::Netns;
 use corral_egress::nft;
 use corral_egress::plan::TableFamily;
 use corral_gateway::DnsTiming;
+use corral_gateway::dhcp::Reservation;
 use corral_gateway::resolver::{
-    AuditRecord, Bounds, FileSink, Hosted, NftLearner, Outcome, Policy, Resolver, Upstreams,
-    extended_errors,
+    Askers, AuditRecord, Bounds, FileSink, Hosted, NftLearner, Outcome, Policy, Resolver,
+    Upstreams, extended_errors,
 };
 use corral_gateway::wire::{RCODE_NXDOMAIN, TYPE_A};
 use corral_gateway::{LearnSets, probe};
 use corral_sandbox_core::Profile;
-use gateway_lab::{CDN_ADDR, Env, ROTATED_ADDR, T, UPSTREAM, allowlist_profile, ask, env, tcp};
+use gateway_lab::{
+    CDN_ADDR, Env, ROTATED_ADDR, T, UPSTREAM, allowlist_profile, ask, env_for_corrals_resolver, tcp,
+};
 use hickory_proto::op::{Edns, Message, Query, ResponseCode};
 use hickory_proto::rr::{Name, RecordType};
 
@@ -58,6 +61,7 @@ fn serve_with(
         LearnSets::of(profile),
         Upstreams::new(vec![SocketAddr::new(UPSTREAM.into(), 53)], T).unwrap(),
         Arc::new(NftLearner),
+        Askers::fixed(env.plan.bindings.iter().map(Reservation::from).collect()),
         bounds,
     );
     Hosted::start(
@@ -103,7 +107,7 @@ fn an_address_is_reachable_only_once_corrals_resolver_learned_it() {
         return;
     }
     let profile = allowlist_profile();
-    let env = env(vec![profile.clone()], timing());
+    let env = env_for_corrals_resolver(vec![profile.clone()], timing());
     let served = serve(&env, &profile, Bounds::default());
     let sb = env.topo.sandbox("agent").unwrap();
     env.upstream
@@ -174,6 +178,63 @@ fn an_address_is_reachable_only_once_corrals_resolver_learned_it() {
     assert_eq!(c.learn_failed.load(Ordering::Relaxed), 0);
 }
 
+#[test]
+fn only_the_sandbox_that_resolved_a_name_reaches_its_address_and_neither_after_its_ttl() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let profile = allowlist_profile();
+    let env = env_for_corrals_resolver(vec![profile.clone()], timing());
+    let bounds = Bounds {
+        learn_floor: Duration::from_secs(1),
+        learn_grace: Duration::from_secs(1),
+        ..Bounds::default()
+    };
+    let _served = serve(&env, &profile, bounds);
+    let mut sbs = env.topo.sandboxes_of("agent");
+    let (a, b) = (sbs.next().unwrap(), sbs.next().unwrap());
+    env.upstream
+        .set("api.corral.test", &[ROTATED_ADDR.into()], 1);
+
+    // Control: the address is blocked for both before any lookup.
+    assert!(tcp(&a.ns, ROTATED_ADDR).blocked(), "open before a lookup");
+    assert!(tcp(&b.ns, ROTATED_ADDR).blocked(), "open before a lookup");
+
+    let r = ask(&a.ns, a.gateway_v4, "api.corral.test", TYPE_A).unwrap();
+    assert_eq!(r.answers.len(), 1, "{r:?}");
+    assert_eq!(tcp(&a.ns, ROTATED_ADDR), Observed::Connected);
+    // The same profile's other sandbox did not ask: the address is not
+    // its to reach.
+    assert!(
+        tcp(&b.ns, ROTATED_ADDR).blocked(),
+        "a sibling reached an address only the first sandbox resolved"
+    );
+    let pinned: Vec<IpAddr> = env
+        .topo
+        .host
+        .run(|| nft::read_set(TableFamily::Inet, SET))
+        .unwrap()
+        .unwrap()
+        .tables
+        .iter()
+        .flat_map(|t| &t.sets)
+        .flat_map(|s| s.askers.clone())
+        .collect();
+    assert_eq!(pinned, [IpAddr::V4(a.v4)], "the element names its asker");
+
+    // Control for the sibling: its own lookup opens the address for it,
+    // so what blocked it was the pin, not its path.
+    let r = ask(&b.ns, b.gateway_v4, "api.corral.test", TYPE_A).unwrap();
+    assert_eq!(r.answers.len(), 1, "{r:?}");
+    assert_eq!(tcp(&b.ns, ROTATED_ADDR), Observed::Connected);
+
+    // After the TTL (1 s, floor 1 s, grace 1 s) neither reaches it.
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert!(learned(&env).is_empty(), "{:?}", learned(&env));
+    assert!(tcp(&a.ns, ROTATED_ADDR).blocked(), "open after the TTL");
+    assert!(tcp(&b.ns, ROTATED_ADDR).blocked(), "open after the TTL");
+}
+
 /// A UDP query with EDNS, so a refusal can carry its reason.
 fn ask_edns(ns: &Netns, server: Ipv4Addr, name: &str) -> Message {
     try_ask_edns(ns, server, name).expect("no answer")
@@ -210,7 +271,7 @@ fn a_full_learned_set_refuses_new_names_and_keeps_what_it_has() {
     }
     let mut profile = allowlist_profile();
     profile.learned_max = 1;
-    let env = env(vec![profile.clone()], timing());
+    let env = env_for_corrals_resolver(vec![profile.clone()], timing());
     let served = serve(&env, &profile, Bounds::default());
     let sb = env.topo.sandbox("agent").unwrap();
     env.upstream
@@ -255,7 +316,7 @@ fn a_resolver_whose_record_changed_refuses_and_lets_go_of_its_port() {
         return;
     }
     let profile = allowlist_profile();
-    let env = env(vec![profile.clone()], timing());
+    let env = env_for_corrals_resolver(vec![profile.clone()], timing());
     let sb = env.topo.sandbox("agent").unwrap();
     env.upstream
         .set("api.corral.test", &[ROTATED_ADDR.into()], 3600);
@@ -308,7 +369,7 @@ fn a_long_answer_is_cut_to_the_cap_before_it_is_learned() {
         return;
     }
     let profile = allowlist_profile();
-    let env = env(vec![profile.clone()], timing());
+    let env = env_for_corrals_resolver(vec![profile.clone()], timing());
     let flood: Vec<IpAddr> = (0..300u32)
         .map(|i| {
             IpAddr::V4(Ipv4Addr::from(
@@ -377,7 +438,7 @@ fn every_decision_is_in_the_resolvers_own_trail_names_with_control_bytes_escaped
         return;
     }
     let profile = allowlist_profile();
-    let env = env(vec![profile.clone()], timing());
+    let env = env_for_corrals_resolver(vec![profile.clone()], timing());
     let sb = env.topo.sandbox("agent").unwrap();
     env.upstream
         .set("api.corral.test", &[ROTATED_ADDR.into()], 3600);

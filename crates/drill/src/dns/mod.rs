@@ -45,10 +45,11 @@ const TUNNEL_QUERIES: usize = 50;
 
 /// The probe labels of the DNS rows.
 #[cfg(test)]
-pub(crate) const PROBES: [&str; 12] = [
+pub(crate) const PROBES: [&str; 13] = [
     ROTATED_BLOCKED,
     NAME_RESOLVED,
     ROTATED_REACHABLE,
+    PINNED,
     crate::carry::CARRIED,
     crate::slaac::V6_ONLY_ALLOWLIST,
     UNLISTED,
@@ -65,6 +66,9 @@ const ROTATED_BLOCKED: &str = "address rotated after apply blocked before lookup
 const NAME_RESOLVED: &str = "allowlisted name resolved by the gateway";
 
 const ROTATED_REACHABLE: &str = "rotated address reachable after lookup, no re-apply";
+
+const PINNED: &str =
+    "learned address pinned to the sandbox that resolved it: a sibling is blocked until it asks";
 
 const UNLISTED: &str = "unlisted name NXDOMAIN, never forwarded";
 
@@ -214,6 +218,10 @@ impl Drill<'_> {
         let rules = NameRules::from_allow(&p.allow);
         if let Some((name, port, transport, outside)) = allowed_name_entry(p) {
             out.extend(self.rotation(&name, port, transport, pi));
+            // dnsmasq's nftset opens an address to the whole profile.
+            if p.dns == DnsPolicy::Corral {
+                out.extend(self.pinned(p, &name, port, transport, pi));
+            }
             out.push(self.carried(p, port, transport, pi));
             if let Some(other) = outside {
                 out.push(self.other_port(&name, other, pi));
@@ -308,6 +316,49 @@ impl Drill<'_> {
                 after.ms,
             ),
         ]
+    }
+
+    /// The address the rotation row had the first sandbox learn, from the
+    /// profile's second: blocked, since corral's resolver pinned it to the
+    /// sandbox that asked. The control is the second sandbox's own lookup
+    /// and connection afterwards: its path is open once the pin is its
+    /// own, so the block was the pin's doing. `None` without a second
+    /// sandbox.
+    fn pinned(
+        &self,
+        p: &Profile,
+        name: &str,
+        port: u16,
+        t: Transport,
+        pi: usize,
+    ) -> Option<DrillRow> {
+        let sibling = self.lab.topo.sandboxes_of(p.name.as_str()).nth(1)?;
+        let fresh = IpAddr::V4(Ipv4Addr::new(
+            ANSWERS[0],
+            ANSWERS[1],
+            ANSWERS[2],
+            host_octet(pi),
+        ));
+        let probe = Probe::l4(t, SocketAddr::new(fresh, port));
+        let before = probe_from(&sibling.ns, &probe, self.timeout);
+        let gateway = SocketAddr::new(sibling.gateway_v4.into(), 53);
+        let control = match ask(&sibling.ns, gateway, name, TYPE_A, self.timeout).0 {
+            Ok(resp) => match resolved_to(&resp, fresh) {
+                Observed::Connected => probe_from(&sibling.ns, &probe, self.timeout).observed,
+                other => other,
+            },
+            Err(e) => e,
+        };
+        let mut row = self.row(
+            PINNED,
+            probe.to_string(),
+            Expect::Block,
+            control,
+            before.observed,
+            before.ms,
+        );
+        row.from = sibling.name.clone();
+        Some(row)
     }
 
     /// The address the rotation row had the sandbox learn, reached again
@@ -708,9 +759,9 @@ mode = "allowlist"
 dns = "corral"
 allow = ["api.example.com:443/tcp", "*.cdn.example.com", "[2001:db8:1::10]:443/tcp"]
 "#;
-        // rotation (3 rows), carried over an apply, attack 4 (other
-        // port), attack 5 (rebinding), unlisted, tunnel, EDNS data, IPv6
-        // addressing.
-        all_rows_pass(text, 10);
+        // rotation (3 rows), pinned to the sandbox that asked, carried
+        // over an apply, attack 4 (other port), attack 5 (rebinding),
+        // unlisted, tunnel, EDNS data, IPv6 addressing.
+        all_rows_pass(text, 11);
     }
 }

@@ -497,14 +497,18 @@ fn diff_set(s: &SetPlan, ls: &LiveSet, out: &mut Out) {
         SetKind::Dynamic => libc::NFT_SET_TIMEOUT as u32,
     };
     let mask = (libc::NFT_SET_INTERVAL | libc::NFT_SET_TIMEOUT) as u32;
-    if family != Some(s.family) || flags & mask != want_flag {
+    if family != Some(s.family) || flags & mask != want_flag || ls.pinned != s.pinned {
+        let pinned = |p: bool| if p { " pinned" } else { "" };
         out.push(
             DriftKind::Changed,
             DriftObject::Set,
             format!("set {}", s.name),
             format!(
-                "planned {:?} {:?}, live key {family:?} flags {flags:#x}",
-                s.family, s.kind
+                "planned {:?} {:?}{}, live key {family:?}{} flags {flags:#x}",
+                s.family,
+                s.kind,
+                pinned(s.pinned),
+                pinned(ls.pinned)
             ),
         );
         return;
@@ -536,9 +540,10 @@ fn diff_set(s: &SetPlan, ls: &LiveSet, out: &mut Out) {
 fn deny_of(plan: &HostPlan, set: &str) -> Vec<IpNet> {
     let profile = plan.inet.chains.iter().find(|c| {
         c.rules.iter().any(|r| {
-            r.matches
-                .iter()
-                .any(|m| matches!(m, Match::DaddrInSet(_, n) if n == set))
+            r.matches.iter().any(|m| match m {
+                Match::DaddrInSet(_, n) | Match::InSet { set: n, .. } => n == set,
+                _ => false,
+            })
         })
     });
     let Some(profile) = profile.and_then(|c| c.profile.as_deref()) else {

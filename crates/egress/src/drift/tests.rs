@@ -30,6 +30,8 @@ fn mirror(plan: &HostPlan) -> LiveState {
                         timeout_ms: s.timeout.map_or(0, |t| t.as_millis() as u64),
                         size: s.size.unwrap_or(0),
                         expires_ms: Vec::new(),
+                        pinned: false,
+                        askers: Vec::new(),
                         key_len: s.family.key_len() as u32,
                         keys: Vec::new(),
                         userdata: crate::nft::set_userdata(t, &s.name)
@@ -54,6 +56,8 @@ fn mirror(plan: &HostPlan) -> LiveState {
                                 _ => 0,
                             },
                             expires_ms: Vec::new(),
+                            pinned: false,
+                            askers: Vec::new(),
                             key_len: s.key_len(),
                             keys: s.elements.iter().map(|e| s.key_bytes(e)).collect(),
                             userdata: crate::nft::set_userdata(t, &s.name)
@@ -71,6 +75,8 @@ fn mirror(plan: &HostPlan) -> LiveState {
                             timeout_ms: 0,
                             size: 0,
                             expires_ms: Vec::new(),
+                            pinned: false,
+                            askers: Vec::new(),
                             key_len: m.key.len(),
                             keys: Vec::new(),
                             userdata: crate::nft::set_userdata(t, &m.name)

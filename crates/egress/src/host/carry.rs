@@ -15,6 +15,9 @@
 //!   gave which element, so a set that lost any entry keeps nothing;
 //! - the address is not one the new plan refuses for names (reserved
 //!   ranges, the host's networks, the profile's and the host's deny lists);
+//! - in a pinned set, the sandbox address it opens to is bound to the same
+//!   port and MAC in both plans: an address handed to another sandbox
+//!   since gets nothing its predecessor resolved;
 //! - it fits: a set whose `learned_max` shrank keeps the elements with the
 //!   longest lifetime left, up to its new size.
 //!
@@ -50,10 +53,11 @@ pub(crate) fn kept_learned(
             .set(&names::deny_set(&new.profile, new.family))
             .map(|s| s.elements.iter().filter_map(AddrRange::as_net).collect())
             .unwrap_or_default();
-        elements.retain(|(r, ms)| {
+        elements.retain(|(e, ms)| {
             *ms > 0
-                && r.family() == new.family
-                && reserved::refusal(r.start, plan.host_nets(), &deny).is_none()
+                && e.addr.family() == new.family
+                && reserved::refusal(e.addr.start, plan.host_nets(), &deny).is_none()
+                && e.asker.is_none_or(|a| same_sandbox(before, plan, a))
         });
         // A set made smaller keeps the elements with the longest lifetime
         // left: adding more than the size would fail the whole apply.
@@ -68,6 +72,19 @@ pub(crate) fn kept_learned(
         !elements.is_empty()
     });
     keep
+}
+
+/// Whether `addr` is bound to one sandbox (port and MAC) in both plans.
+fn same_sandbox(before: &HostPlan, plan: &HostPlan, addr: std::net::IpAddr) -> bool {
+    let bound = |p: &HostPlan| {
+        p.bindings
+            .iter()
+            .find(|b| {
+                std::net::IpAddr::V4(b.v4) == addr || b.v6.map(std::net::IpAddr::V6) == Some(addr)
+            })
+            .map(|b| (b.port.clone(), b.mac))
+    };
+    bound(before).is_some_and(|b| Some(b) == bound(plan))
 }
 
 #[cfg(test)]
@@ -109,6 +126,8 @@ mod tests {
                     timeout_ms: 600_000,
                     size: 0,
                     expires_ms,
+                    pinned: false,
+                    askers: Vec::new(),
                     key_len: 4,
                     keys: Vec::new(),
                     userdata: Vec::new(),
@@ -125,7 +144,7 @@ mod tests {
             .remove(SET)
             .unwrap_or_default()
             .into_iter()
-            .map(|(r, ms)| (r.start.to_string(), ms))
+            .map(|(e, ms)| (e.addr.start.to_string(), ms))
             .collect()
     }
 
@@ -212,6 +231,55 @@ mod tests {
                 ("192.0.2.2".to_owned(), 9_000),
                 ("192.0.2.3".to_owned(), 5_000)
             ]
+        );
+    }
+
+    /// `dev` on corral's gateway (pinned sets), its sandboxes bound as
+    /// `bound` (port, MAC's last byte, address).
+    fn pinned_plan(bound: &[(&str, u8, &str)]) -> HostPlan {
+        let mut p = profile(
+            "dev",
+            "cb-dev",
+            "10.90.0.0/24",
+            EgressMode::Allowlist,
+            &["*.a.example:443/tcp"],
+        );
+        p.dns = corral_sandbox_core::DnsPolicy::Corral;
+        let set = ProfileSet::new(vec![p]).unwrap();
+        let bindings = bound
+            .iter()
+            .map(|(port, mac, v4)| crate::plan::PortBinding {
+                port: corral_sandbox_core::InterfaceName::new(*port).unwrap(),
+                bridge: corral_sandbox_core::BridgeName::new("cb-dev").unwrap(),
+                mac: corral_sandbox_core::MacAddr([2, 0, 0, 0, 0, *mac]),
+                v4: v4.parse().unwrap(),
+                v6: None,
+            })
+            .collect();
+        HostPlan::build(&set, &PlanSettings::default(), &Resolution::new())
+            .unwrap()
+            .with_bindings(&set, bindings)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_pinned_element_stays_only_while_its_asker_is_the_same_sandbox() {
+        let mut state = live(SET, &[("192.0.2.1", 9_000), ("192.0.2.2", 9_000)]);
+        let s = &mut state.tables[0].sets[0];
+        s.pinned = true;
+        s.askers = vec!["10.90.0.5".parse().unwrap(), "10.90.0.6".parse().unwrap()];
+        let old = pinned_plan(&[("c0s5", 5, "10.90.0.5"), ("c0s6", 6, "10.90.0.6")]);
+        // .5 keeps its port and MAC; .6 now belongs to another sandbox.
+        let new = pinned_plan(&[("c0s5", 5, "10.90.0.5"), ("c0s7", 7, "10.90.0.6")]);
+        let got: Vec<(Option<String>, String)> = kept_learned(&new, Some(&old), &state)
+            .remove(SET)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(e, _)| (e.asker.map(|a| a.to_string()), e.addr.start.to_string()))
+            .collect();
+        assert_eq!(
+            got,
+            [(Some("10.90.0.5".to_owned()), "192.0.2.1".to_owned())]
         );
     }
 }

@@ -28,7 +28,7 @@ pub(crate) fn learned_now() -> Result<Learned, HostError> {
     let live = nft::read_learned()?;
     Ok(nft::learned(&live)
         .into_iter()
-        .map(|(k, v)| (k, v.into_iter().map(|(r, _)| r).collect()))
+        .map(|(k, v)| (k, v.into_iter().map(|(e, _)| e).collect()))
         .collect())
 }
 

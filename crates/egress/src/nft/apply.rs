@@ -14,9 +14,10 @@ use super::set::{
     queue_learned, queue_map_elements,
 };
 use super::socket::NlSocket;
+use crate::plan::eval::LearnedAddr;
 use crate::plan::{
-    AddrRange, ChainPlan, HostPlan, KeyValue, KeyedKind, KeyedSetPlan, RulePlan, SetKind,
-    TABLE_NAME, TableFamily, TablePlan, Verdict,
+    AddrFamily, AddrRange, ChainPlan, HostPlan, KeyValue, KeyedKind, KeyedSetPlan, RulePlan,
+    SetKind, TABLE_NAME, TableFamily, TablePlan, Verdict,
 };
 
 /// What one transaction carried.
@@ -70,7 +71,7 @@ fn chain_obj(family: TableFamily, c: &ChainPlan) -> Result<Chain, NftError> {
 
 /// Elements of the gateway resolver's dynamic sets to carry into a new
 /// ruleset, by set name, each with the milliseconds it has left.
-pub type Learned = std::collections::BTreeMap<String, Vec<(AddrRange, u64)>>;
+pub type Learned = std::collections::BTreeMap<String, Vec<(LearnedAddr, u64)>>;
 
 /// The dynamic sets' elements of a live read-back.
 pub fn learned(live: &super::LiveState) -> Learned {
@@ -79,13 +80,7 @@ pub fn learned(live: &super::LiveState) -> Learned {
             t.sets
                 .iter()
                 .filter(|s| s.flags & libc::NFT_SET_INTERVAL as u32 == 0)
-                .map(|s| {
-                    let exp = s.expires_ms.iter().copied().chain(std::iter::repeat(0));
-                    (
-                        s.name.clone(),
-                        s.elements.iter().copied().zip(exp).collect(),
-                    )
-                })
+                .map(|s| (s.name.clone(), s.learned()))
                 .collect()
         })
         .unwrap_or_default()
@@ -115,10 +110,14 @@ fn queue_table(
         if s.kind == SetKind::Interval {
             queue_elements(b, Op::Add, t.family, s, &s.elements)?;
         } else if let Some(kept) = keep.get(&s.name) {
-            let mine: Vec<(AddrRange, u64)> = kept
+            let mine: Vec<(LearnedAddr, u64)> = kept
                 .iter()
                 .copied()
-                .filter(|(r, _)| r.family() == s.family)
+                .filter(|(e, _)| {
+                    e.addr.family() == s.family
+                        && e.asker.is_some() == s.pinned
+                        && e.asker.is_none_or(|a| AddrFamily::of(a) == s.family)
+                })
                 .collect();
             queue_learned(b, t.family, s, &mine)?;
         }

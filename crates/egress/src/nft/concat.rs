@@ -61,6 +61,8 @@ pub(crate) fn load(f: Field, dreg: u32) -> Result<Expr, NftError> {
         Field::ArpSenderIp => payload_to(net, 14, 4, dreg),
         Field::IpSaddr(AddrFamily::V4) => payload_to(net, 12, 4, dreg),
         Field::IpSaddr(AddrFamily::V6) => payload_to(net, 8, 16, dreg),
+        Field::IpDaddr(AddrFamily::V4) => payload_to(net, 16, 4, dreg),
+        Field::IpDaddr(AddrFamily::V6) => payload_to(net, 24, 16, dreg),
         Field::Raw { base, offset, len } => payload_to(base_number(base), offset, len, dreg),
     }
 }

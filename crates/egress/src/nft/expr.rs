@@ -270,7 +270,7 @@ fn field_deps(fields: &[Field], family: TableFamily, ctx: &mut Ctx) -> Result<Ve
     for f in fields {
         match f {
             Field::ArpSenderMac | Field::ArpSenderIp => v.extend(ctx.need(family, Proto::Arp)?),
-            Field::IpSaddr(af) => v.extend(ctx.need(family, Proto::Ip(*af))?),
+            Field::IpSaddr(af) | Field::IpDaddr(af) => v.extend(ctx.need(family, Proto::Ip(*af))?),
             _ => {}
         }
     }

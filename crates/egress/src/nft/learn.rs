@@ -17,7 +17,7 @@ use super::NftError;
 use super::apply::{BatchStats, send};
 use super::batch::{Batch, Op};
 use super::set::{ELEMS_PER_MSG, carrier, timeout_ms};
-use crate::plan::{AddrFamily, TableFamily};
+use crate::plan::TableFamily;
 
 /// One address for one dynamic set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,14 +27,26 @@ pub struct LearnElement {
     pub set: String,
     /// The address.
     pub addr: IpAddr,
+    /// The sandbox address it opens to, for a pinned set (`source .
+    /// address` keys); `None` for a set keyed by the address alone.
+    pub asker: Option<IpAddr>,
     /// How long it stays; `None`: the set's default timeout.
     pub timeout: Option<Duration>,
 }
 
-fn key(addr: IpAddr) -> (AddrFamily, Vec<u8>) {
+fn octets(addr: IpAddr) -> Vec<u8> {
     match addr {
-        IpAddr::V4(a) => (AddrFamily::V4, a.octets().to_vec()),
-        IpAddr::V6(a) => (AddrFamily::V6, a.octets().to_vec()),
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    }
+}
+
+impl LearnElement {
+    /// The element's key: the asker's address, then the learned one.
+    fn key(&self) -> Vec<u8> {
+        let mut k = self.asker.map(octets).unwrap_or_default();
+        k.extend(octets(self.addr));
+        k
     }
 }
 
@@ -52,13 +64,12 @@ pub fn learn(elements: &[LearnElement]) -> Result<Option<BatchStats>, NftError> 
     for (set, elems) in by_set {
         for chunk in elems.chunks(ELEMS_PER_MSG) {
             let mut s = carrier(TableFamily::Inet, set)?;
-            // Declared from the first address, so one of the other family
+            // Declared from the first element, so one of another key shape
             // in the same set is refused here rather than by the kernel.
-            if let Some(first) = chunk.first() {
-                s.set_u32(sys::NFTNL_SET_KEY_LEN, key(first.addr).0.key_len() as u32);
-            }
+            let len = chunk.first().map_or(0, |e| e.key().len());
+            s.set_u32(sys::NFTNL_SET_KEY_LEN, len as u32);
             for e in chunk {
-                s.add_elem_timeout(&key(e.addr).1, None, e.timeout.map(timeout_ms))?;
+                s.add_elem_timeout(&e.key(), None, e.timeout.map(timeout_ms))?;
             }
             b.elems(
                 Op::Upsert,

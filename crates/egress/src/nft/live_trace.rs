@@ -853,6 +853,19 @@ enum Member {
 }
 
 fn member(set: &LiveSet, key: &[u8]) -> Member {
+    // A pinned set's key is the source, then the learned address: the hit
+    // names the learned one.
+    if let Some(f) = set.family
+        && set.pinned
+    {
+        if !set.keys.iter().any(|k| k.as_slice() == key) {
+            return Member::Out;
+        }
+        return match key.get(f.key_len()..).and_then(|k| addr_of(f, k)) {
+            Some(a) => Member::In(Some(AddrRange::single(a))),
+            None => Member::Incomparable,
+        };
+    }
     if let Some(f) = set.family {
         let Some(addr) = addr_of(f, key) else {
             return Member::Incomparable;

@@ -21,23 +21,30 @@ fn live_of(plan: &HostPlan, learned: &Learned) -> LiveTable {
         .sets
         .iter()
         .map(|s| {
+            let mine = learned.get(&s.name).cloned().unwrap_or_default();
             let (flags, elements) = match s.kind {
                 SetKind::Interval => (libc::NFT_SET_INTERVAL as u32, s.elements.clone()),
                 SetKind::Dynamic => (
                     libc::NFT_SET_TIMEOUT as u32,
-                    learned.get(&s.name).cloned().unwrap_or_default(),
+                    mine.iter().map(|e| e.addr).collect(),
                 ),
             };
-            live_set(
+            let mut live = live_set(
                 &s.name,
                 Some(s.family),
                 flags,
-                match s.family {
-                    AddrFamily::V4 => 4,
-                    AddrFamily::V6 => 16,
-                },
+                crate::plan::keyed::key_len(&s.key()),
                 elements,
-            )
+            );
+            if s.pinned {
+                live.pinned = true;
+                live.askers = mine.iter().filter_map(|e| e.asker).collect();
+                live.keys = mine
+                    .iter()
+                    .map(|e| super::super::set::learned_key(s, e))
+                    .collect();
+            }
+            live
         })
         .collect();
     sets.extend(t.keyed_sets.iter().map(|k| {
@@ -114,6 +121,8 @@ fn live_set(
         timeout_ms: 0,
         size: 0,
         expires_ms: Vec::new(),
+        pinned: false,
+        askers: Vec::new(),
         key_len,
         keys: Vec::new(),
         userdata: Vec::new(),
@@ -168,11 +177,18 @@ fn v(t: TraceVerdict) -> LiveVerdict {
 }
 
 fn sample() -> HostPlan {
+    sample_with(|_| {})
+}
+
+/// [`sample`] with `dev` changed by `tweak`.
+fn sample_with(tweak: impl FnOnce(&mut corral_sandbox_core::Profile)) -> HostPlan {
     use crate::plan::test_support::{dev_profile, profile};
+    let mut dev = dev_profile();
+    tweak(&mut dev);
     let mut web = profile("web", "cb-web", "10.91.0.0/22", EgressMode::Internet, &[]);
     web.subnet_v6 = Some("fd00:91::/64".parse().unwrap());
     let iso = profile("iso", "cb-iso", "10.92.0.0/23", EgressMode::None, &[]);
-    let set = ProfileSet::new(vec![dev_profile(), web, iso]).unwrap();
+    let set = ProfileSet::new(vec![dev, web, iso]).unwrap();
     let mut r = Resolution::new();
     r.insert(
         &"api.example.com".parse().unwrap(),
@@ -251,7 +267,7 @@ fn the_planned_ruleset_walks_as_the_plan() {
                 AddrFamily::V4 => "93.184.215.14".parse().unwrap(),
                 AddrFamily::V6 => "2606:4700::1".parse().unwrap(),
             };
-            learned.insert(s.name.clone(), vec![AddrRange::single(a)]);
+            learned.insert(s.name.clone(), vec![AddrRange::single(a).into()]);
         }
         let live = live_of(&plan, &learned);
         let (mut allowed, mut blocked) = (0, 0);
@@ -276,6 +292,79 @@ fn the_planned_ruleset_walks_as_the_plan() {
             "{allowed} allowed, {blocked} blocked"
         );
     }
+}
+
+/// On corral's gateway a learned element opens its address to the
+/// sandbox address that asked, and both walks say so: the asker's flows
+/// walk as the plan says (some allowed), a sibling's to the same address
+/// likewise (none allowed by the learned set).
+#[test]
+fn a_pinned_element_walks_as_the_plan_for_its_asker_and_its_sibling() {
+    let plan = sample_with(|dev| dev.dns = corral_sandbox_core::DnsPolicy::Corral);
+    let (asker4, sibling4): (IpAddr, IpAddr) =
+        ("10.90.0.5".parse().unwrap(), "10.90.0.6".parse().unwrap());
+    let (asker6, sibling6): (IpAddr, IpAddr) =
+        ("fd00:90::5".parse().unwrap(), "fd00:90::6".parse().unwrap());
+    let (to4, to6): (IpAddr, IpAddr) = (
+        "93.184.215.14".parse().unwrap(),
+        "2606:4700::1".parse().unwrap(),
+    );
+    let mut learned = Learned::new();
+    let dynamic: Vec<_> = plan
+        .inet
+        .sets
+        .iter()
+        .filter(|s| s.kind == SetKind::Dynamic)
+        .collect();
+    assert!(!dynamic.is_empty() && dynamic.iter().all(|s| s.pinned));
+    for s in dynamic {
+        let (asker, to) = match s.family {
+            AddrFamily::V4 => (asker4, to4),
+            AddrFamily::V6 => (asker6, to6),
+        };
+        learned.insert(
+            s.name.clone(),
+            vec![crate::plan::eval::LearnedAddr {
+                asker: Some(asker),
+                addr: AddrRange::single(to),
+            }],
+        );
+    }
+    let live = live_of(&plan, &learned);
+    let mut allowed = std::collections::BTreeMap::new();
+    for (src, dst) in [
+        (asker4, to4),
+        (sibling4, to4),
+        (asker6, to6),
+        (sibling6, to6),
+    ] {
+        for (protocol, port) in [(6u8, 443u16), (6, 22), (17, 443)] {
+            let flow = Flow {
+                protocol,
+                src,
+                dst,
+                dport: Some(port),
+            };
+            let want = plan.trace(&flow, &learned);
+            let got = trace_live(Some(&live), &packet(&plan, &flow));
+            assert_eq!(
+                got.verdict,
+                v(want.verdict),
+                "{flow:?}: live {got:#?}\nplan {want:#?}"
+            );
+            if want.verdict == TraceVerdict::Allow {
+                let set = want.set.as_ref().unwrap();
+                assert!(set.learned, "{flow:?}: {want:#?}");
+                *allowed.entry(src).or_insert(0) += 1;
+            }
+        }
+    }
+    assert_eq!(allowed.get(&asker4), Some(&3), "{allowed:?}");
+    assert_eq!(allowed.get(&asker6), Some(&3), "{allowed:?}");
+    assert!(
+        !allowed.contains_key(&sibling4) && !allowed.contains_key(&sibling6),
+        "{allowed:?}"
+    );
 }
 
 fn dev_flow(dst: &str, port: u16) -> (HostPlan, Flow) {

@@ -3,6 +3,7 @@
 //! `bridge corral` are read; a missing table is simply absent.
 
 use std::ffi::c_char;
+use std::net::IpAddr;
 
 use nftnl_sys as sys;
 
@@ -11,6 +12,7 @@ use super::expr::{counters_and_class, rule_text};
 use super::obj::{Chain, Rule, Set, Table, cstr};
 use super::set::{learned_from_wire, ranges_from_wire};
 use super::socket::{Msg, NlSocket};
+use crate::plan::eval::LearnedAddr;
 use crate::plan::{AddrFamily, AddrRange, SetKind, TABLE_NAME, TableFamily, VerdictClass};
 
 /// Everything corral owns in the kernel right now.
@@ -51,6 +53,12 @@ pub struct LiveSet {
     /// Milliseconds until each element of `elements` expires (dynamic
     /// sets; empty for interval sets).
     pub expires_ms: Vec<u64>,
+    /// Keyed by `source . address` (a pinned learned set: `family` is the
+    /// addresses', `elements` the learned addresses).
+    pub pinned: bool,
+    /// The sandbox address each element of `elements` opens to (pinned
+    /// sets; empty otherwise).
+    pub askers: Vec<IpAddr>,
     /// Key length in bytes.
     pub key_len: u32,
     /// Every element's key as the kernel stores it (keyed sets are
@@ -62,6 +70,25 @@ pub struct LiveSet {
     /// A verdict map's elements, sorted: (key bytes, whether it ends an
     /// interval, the chain its verdict jumps to; empty for an end).
     pub jumps: Vec<(Vec<u8>, bool, String)>,
+}
+
+impl LiveSet {
+    /// A dynamic set's elements with the milliseconds each has left.
+    pub fn learned(&self) -> Vec<(LearnedAddr, u64)> {
+        let exp = self.expires_ms.iter().copied().chain(std::iter::repeat(0));
+        let askers = self
+            .askers
+            .iter()
+            .copied()
+            .map(Some)
+            .chain(std::iter::repeat(None));
+        self.elements
+            .iter()
+            .zip(askers)
+            .map(|(r, asker)| LearnedAddr { asker, addr: *r })
+            .zip(exp)
+            .collect()
+    }
 }
 
 /// Hook, priority, type and policy of a live base chain, raw.
@@ -266,6 +293,17 @@ fn read_sets(
     read_sets_with(sock, family, wanted, true)
 }
 
+/// A set's definition as dumped, before its elements are read.
+struct SetHeader {
+    name: String,
+    flags: u32,
+    key_len: u32,
+    key_type: u32,
+    timeout_ms: u64,
+    userdata: Vec<u8>,
+    size: u32,
+}
+
 fn read_sets_with(
     sock: &NlSocket,
     family: TableFamily,
@@ -274,7 +312,7 @@ fn read_sets_with(
 ) -> Result<Vec<LiveSet>, NftError> {
     let mut filter = Set::new()?;
     filter.set_str(sys::NFTNL_SET_TABLE, &cstr(TABLE_NAME)?);
-    let mut found: Vec<(String, u32, u32, u64, Vec<u8>, u32)> = Vec::new();
+    let mut found: Vec<SetHeader> = Vec::new();
     sock.dump(
         "sets",
         |buf, seq| {
@@ -290,27 +328,38 @@ fn read_sets_with(
                 return Err(parse_err("set"));
             }
             if s.get_str(sys::NFTNL_SET_TABLE) == TABLE_NAME {
-                found.push((
-                    s.get_str(sys::NFTNL_SET_NAME),
-                    s.get_u32(sys::NFTNL_SET_FLAGS),
-                    s.get_u32(sys::NFTNL_SET_KEY_LEN),
-                    s.get_u64(sys::NFTNL_SET_TIMEOUT),
-                    s.get_data(sys::NFTNL_SET_USERDATA),
-                    s.get_u32(sys::NFTNL_SET_DESC_SIZE),
-                ));
+                found.push(SetHeader {
+                    name: s.get_str(sys::NFTNL_SET_NAME),
+                    flags: s.get_u32(sys::NFTNL_SET_FLAGS),
+                    key_len: s.get_u32(sys::NFTNL_SET_KEY_LEN),
+                    key_type: s.get_u32(sys::NFTNL_SET_KEY_TYPE),
+                    timeout_ms: s.get_u64(sys::NFTNL_SET_TIMEOUT),
+                    userdata: s.get_data(sys::NFTNL_SET_USERDATA),
+                    size: s.get_u32(sys::NFTNL_SET_DESC_SIZE),
+                });
             }
             Ok(())
         },
     )?;
     let mut out = Vec::new();
-    for (name, flags, key_len, timeout_ms, userdata, size) in found {
+    for SetHeader {
+        name,
+        flags,
+        key_len,
+        key_type,
+        timeout_ms,
+        userdata,
+        size,
+    } in found
+    {
         if !wanted(&name, flags) {
             continue;
         }
-        let fam = match key_len {
-            4 => Some(AddrFamily::V4),
-            16 => Some(AddrFamily::V6),
-            _ => None,
+        let (fam, pinned) = match (key_len, pinned_family(key_len, key_type)) {
+            (_, Some(f)) => (Some(f), true),
+            (4, None) => (Some(AddrFamily::V4), false),
+            (16, None) => (Some(AddrFamily::V6), false),
+            _ => (None, false),
         };
         let kind = if flags & libc::NFT_SET_INTERVAL as u32 != 0 {
             SetKind::Interval
@@ -335,11 +384,18 @@ fn read_sets_with(
         };
         jumps.sort();
         let elems = if is_map { Vec::new() } else { acc.elems()? };
-        let (elements, expires_ms) = match (fam, kind) {
-            (Some(f), SetKind::Interval) => (ranges_from_wire(f, kind, &elems), Vec::new()),
-            (Some(f), SetKind::Dynamic) => learned_from_wire(f, &elems).into_iter().unzip(),
-            (None, _) => (Vec::new(), Vec::new()),
-        };
+        let (mut elements, mut expires_ms, mut askers) = (Vec::new(), Vec::new(), Vec::new());
+        match (fam, kind) {
+            (Some(f), SetKind::Interval) => elements = ranges_from_wire(f, kind, &elems),
+            (Some(f), SetKind::Dynamic) => {
+                for (e, ms) in learned_from_wire(f, pinned, &elems) {
+                    elements.push(e.addr);
+                    askers.extend(e.asker);
+                    expires_ms.push(ms);
+                }
+            }
+            (None, _) => {}
+        }
         let mut keys: Vec<Vec<u8>> = elems.into_iter().map(|(k, _, _)| k).collect();
         keys.sort();
         out.push(LiveSet {
@@ -350,6 +406,8 @@ fn read_sets_with(
             timeout_ms,
             size,
             expires_ms,
+            pinned,
+            askers,
             key_len,
             keys,
             userdata,
@@ -357,6 +415,16 @@ fn read_sets_with(
         });
     }
     Ok(out)
+}
+
+/// The family of a pinned learned set's key (`ipv4_addr . ipv4_addr` or
+/// `ipv6_addr . ipv6_addr`), from its length and type.
+fn pinned_family(key_len: u32, key_type: u32) -> Option<AddrFamily> {
+    [AddrFamily::V4, AddrFamily::V6].into_iter().find(|&f| {
+        let parts = crate::plan::SetPlan::pinned_key(f);
+        crate::plan::keyed::key_len(&parts) == key_len
+            && crate::plan::keyed::key_type(&parts) == key_type
+    })
 }
 
 /// The set's elements, in a set object (read them with `elems` or

@@ -13,6 +13,8 @@ use super::NftError;
 use super::batch::{Batch, Op};
 use super::obj::{Set, cstr};
 use super::udata;
+use crate::plan::eval::LearnedAddr;
+use crate::plan::keyed;
 use crate::plan::model::{from_u128, max_value, to_u128};
 use crate::plan::{
     AddrFamily, AddrRange, KeyPart, KeyValue, KeyedKind, KeyedSetPlan, MapElement, MapKey,
@@ -22,14 +24,6 @@ use crate::plan::{
 /// Elements per netlink message: keeps one message far below the 64 KiB a
 /// nested attribute can hold (an IPv6 element is ~40 bytes on the wire).
 pub(crate) const ELEMS_PER_MSG: usize = 1024;
-
-/// `ipv4_addr` / `ipv6_addr` datatype numbers, as `nft` records them.
-fn key_type(f: AddrFamily) -> u32 {
-    match f {
-        AddrFamily::V4 => 7,
-        AddrFamily::V6 => 8,
-    }
-}
 
 fn flags(kind: SetKind) -> u32 {
     match kind {
@@ -57,9 +51,10 @@ pub(crate) fn definition(family: TableFamily, set: &SetPlan, id: u32) -> Result<
     let mut s = carrier(family, &set.name)?;
     s.set_u32(sys::NFTNL_SET_ID, id);
     s.set_u32(sys::NFTNL_SET_FLAGS, flags(set.kind));
-    s.set_u32(sys::NFTNL_SET_KEY_TYPE, key_type(set.family));
-    s.set_u32(sys::NFTNL_SET_KEY_LEN, set.family.key_len() as u32);
-    s.set_data(sys::NFTNL_SET_USERDATA, &udata::address_set());
+    let key = set.key();
+    s.set_u32(sys::NFTNL_SET_KEY_TYPE, keyed::key_type(&key));
+    s.set_u32(sys::NFTNL_SET_KEY_LEN, keyed::key_len(&key));
+    s.set_data(sys::NFTNL_SET_USERDATA, &udata::address_set(set)?);
     if let Some(t) = set.timeout {
         s.set_u64(sys::NFTNL_SET_TIMEOUT, timeout_ms(t));
     }
@@ -143,7 +138,7 @@ pub fn map_flags(key: MapKey) -> u32 {
 fn map_key(key: MapKey) -> (u32, u32) {
     match key {
         MapKey::IfName => (KeyPart::IfName.datatype(), key.len()),
-        MapKey::Addr(f) => (key_type(f), key.len()),
+        MapKey::Addr(f) => (crate::plan::model::address_part(f).datatype(), key.len()),
     }
 }
 
@@ -291,21 +286,46 @@ fn decode(family: AddrFamily, k: &[u8]) -> Option<u128> {
     }
 }
 
-/// Elements of a dynamic set read back from the kernel: each address with
-/// the milliseconds until it expires, sorted by address.
+/// Elements of a dynamic set read back from the kernel: each address
+/// (after the sandbox address it opens to, in a pinned set) with the
+/// milliseconds until it expires, sorted.
 pub(crate) fn learned_from_wire(
     family: AddrFamily,
+    pinned: bool,
     elems: &[(Vec<u8>, u32, u64)],
-) -> Vec<(AddrRange, u64)> {
-    let mut out: Vec<(AddrRange, u64)> = elems
+) -> Vec<(LearnedAddr, u64)> {
+    let len = family.key_len();
+    let addr = |k: &[u8]| from_u128(family, decode(family, k)?);
+    let mut out: Vec<(LearnedAddr, u64)> = elems
         .iter()
         .filter_map(|(k, _, exp)| {
-            let a = from_u128(family, decode(family, k)?)?;
-            Some((AddrRange::single(a), *exp))
+            let e = if pinned {
+                let (asker, learned) = (k.get(..len)?, k.get(len..)?);
+                LearnedAddr {
+                    asker: Some(addr(asker)?),
+                    addr: AddrRange::single(addr(learned)?),
+                }
+            } else {
+                AddrRange::single(addr(k)?).into()
+            };
+            Some((e, *exp))
         })
         .collect();
     out.sort();
     out
+}
+
+/// The key of learned element `e` in `set`: the address, or in a pinned
+/// set the sandbox address and then the learned one.
+pub(crate) fn learned_key(set: &SetPlan, e: &LearnedAddr) -> Vec<u8> {
+    let mut key = Vec::with_capacity(keyed::key_len(&set.key()) as usize);
+    if set.pinned
+        && let Some(a) = e.asker
+    {
+        key.extend(key_bytes(set.family, to_u128(a)));
+    }
+    key.extend(key_bytes(set.family, to_u128(e.addr.start)));
+    key
 }
 
 /// Queue messages adding learned elements with their remaining lifetime
@@ -315,14 +335,13 @@ pub(crate) fn queue_learned(
     batch: &mut Batch,
     family: TableFamily,
     set: &SetPlan,
-    elems: &[(AddrRange, u64)],
+    elems: &[(LearnedAddr, u64)],
 ) -> Result<(), NftError> {
     for chunk in elems.chunks(ELEMS_PER_MSG) {
         let mut s = carrier(family, &set.name)?;
-        s.set_u32(sys::NFTNL_SET_KEY_LEN, set.family.key_len() as u32);
-        for (r, ms) in chunk {
-            let key = key_bytes(set.family, to_u128(r.start));
-            s.add_elem_timeout(&key, None, (*ms > 0).then_some(*ms))?;
+        s.set_u32(sys::NFTNL_SET_KEY_LEN, keyed::key_len(&set.key()));
+        for (e, ms) in chunk {
+            s.add_elem_timeout(&learned_key(set, e), None, (*ms > 0).then_some(*ms))?;
         }
         batch.elems(
             Op::Add,

@@ -17,7 +17,9 @@
 //! host-order `u32` (libnftnl's `nftnl_udata_put_u32`).
 
 use super::NftError;
-use crate::plan::{Field, KeyPart, KeyedSetPlan, MapKey, PayloadBase, TablePlan};
+use crate::plan::{
+    Field, KeyPart, KeyedKind, KeyedSetPlan, MapKey, PayloadBase, SetPlan, TablePlan,
+};
 
 /// `NFTNL_UDATA_SET_KEYBYTEORDER`.
 const KEY_BYTEORDER: u8 = 0;
@@ -76,8 +78,8 @@ fn base_number(b: PayloadBase) -> u32 {
 ///
 /// [`LiveSet::userdata`]: crate::nft::LiveSet::userdata
 pub fn set_userdata(table: &TablePlan, name: &str) -> Option<Result<Vec<u8>, NftError>> {
-    if table.sets.iter().any(|s| s.name == name) {
-        return Some(Ok(address_set()));
+    if let Some(s) = table.sets.iter().find(|s| s.name == name) {
+        return Some(address_set(s));
     }
     if let Some(m) = table.maps.iter().find(|m| m.name == name) {
         return Some(Ok(map(m.key)));
@@ -121,9 +123,13 @@ fn u32_record(ty: u8, v: u32) -> Vec<u8> {
     out
 }
 
-/// The user data of an address set (`type ipv4_addr` / `ipv6_addr`).
-pub(crate) fn address_set() -> Vec<u8> {
-    u32_record(KEY_BYTEORDER, BYTEORDER_BIG)
+/// The user data of an address set (`type ipv4_addr` / `ipv6_addr`, or
+/// for a pinned set `type ipv4_addr . ipv4_addr`).
+pub(crate) fn address_set(set: &SetPlan) -> Result<Vec<u8>, NftError> {
+    if set.pinned {
+        return keyed_set(&KeyedSetPlan::new(&set.name, set.key(), KeyedKind::Runtime));
+    }
+    Ok(u32_record(KEY_BYTEORDER, BYTEORDER_BIG))
 }
 
 /// The byte order `nft` gives a key of one part.
@@ -241,7 +247,28 @@ mod tests {
             keyed_set(&set(vec![KeyPart::Ether])).unwrap(),
             [0, 4, 2, 0, 0, 0]
         );
-        assert_eq!(address_set(), [0, 4, 2, 0, 0, 0]);
+        let mut addrs = crate::plan::SetPlan {
+            name: "dev-dns4".to_owned(),
+            family: crate::plan::AddrFamily::V4,
+            kind: crate::plan::SetKind::Dynamic,
+            elements: Vec::new(),
+            timeout: None,
+            size: None,
+            pinned: false,
+        };
+        assert_eq!(address_set(&addrs).unwrap(), [0, 4, 2, 0, 0, 0]);
+        // A pinned set is a concatenation: `nft` reads its parts from the
+        // key type, as for the bridge's `iifname . ether saddr` sets.
+        addrs.pinned = true;
+        assert_eq!(
+            address_set(&addrs).unwrap(),
+            keyed_set(&KeyedSetPlan::new(
+                "dev-dns4",
+                vec![KeyPart::Ipv4, KeyPart::Ipv4],
+                KeyedKind::Runtime
+            ))
+            .unwrap()
+        );
         // type ifname . ether_addr
         assert_eq!(
             keyed_set(&set(vec![KeyPart::IfName, KeyPart::Ether])).unwrap(),

@@ -40,10 +40,11 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use corral_sandbox_core::{
-    AllowTarget, BlockAction, EgressMode, PortRange, Profile, ProfileSet, Protocol,
+    AllowTarget, BlockAction, DnsPolicy, EgressMode, PortRange, Profile, ProfileSet, Protocol,
 };
 use ipnet::IpNet;
 
+use super::keyed::Field;
 use super::model::{
     AddrFamily, AddrRange, BaseChain, ChainPlan, ChainType, Hook, L4Proto, Match, RejectKind,
     RulePlan, SetKind, SetPlan, TABLE_NAME, TableFamily, TablePlan, Verdict, merge_ranges,
@@ -342,6 +343,7 @@ fn nets_set(name: &str, family: AddrFamily, nets: &[IpNet]) -> SetPlan {
         elements: merge_ranges(ranges),
         timeout: None,
         size: None,
+        pinned: false,
     }
 }
 
@@ -489,10 +491,15 @@ fn dns_port() -> PortRange {
 
 /// Accept rules for `set` (one per family member of the class).
 fn class_accepts(fam: AddrFamily, set: &str, class: Class) -> Vec<RulePlan> {
+    class_accepts_keyed(Match::DaddrInSet(fam, set.to_owned()), class)
+}
+
+/// The accepts of `class` behind the set lookup `lookup`.
+fn class_accepts_keyed(lookup: Match, class: Class) -> Vec<RulePlan> {
     class_matches(class)
         .into_iter()
         .map(|ms| {
-            let mut m = vec![Match::DaddrInSet(fam, set.to_owned())];
+            let mut m = vec![lookup.clone()];
             m.extend(ms);
             RulePlan::counted(m, Verdict::Accept)
         })
@@ -574,15 +581,28 @@ fn allowlist(
                 elements: merge_ranges(mine),
                 timeout: None,
                 size: None,
+                pinned: false,
             });
         }
     }
     rules.extend(refuse_reserved(p));
     if p.dns.resolves() {
+        // corral's resolver knows which sandbox asked; dnsmasq's nftset
+        // adds the address alone.
+        let pinned = p.dns == DnsPolicy::Corral;
         for class in &dns_classes {
             for fam in families(p) {
                 let name = names::dns_set(&p.name, fam, class.0, class.1);
-                rules.extend(class_accepts(fam, &name, *class));
+                let lookup = if pinned {
+                    Match::InSet {
+                        fields: vec![Field::IpSaddr(fam), Field::IpDaddr(fam)],
+                        set: name.clone(),
+                        negate: false,
+                    }
+                } else {
+                    Match::DaddrInSet(fam, name.clone())
+                };
+                rules.extend(class_accepts_keyed(lookup, *class));
                 sets.push(SetPlan {
                     name,
                     family: fam,
@@ -590,6 +610,7 @@ fn allowlist(
                     elements: Vec::new(),
                     timeout: Some(super::DNS_SET_TIMEOUT),
                     size: Some(p.learned_max),
+                    pinned,
                 });
             }
         }

@@ -27,7 +27,32 @@ pub struct Flow {
 
 /// Elements of the dynamic sets, by set name (what the gateway resolver
 /// has added and not yet expired).
-pub type Learned = BTreeMap<String, Vec<AddrRange>>;
+pub type Learned = BTreeMap<String, Vec<LearnedAddr>>;
+
+/// One element of a dynamic set: an address, and for a pinned set the
+/// sandbox address it opens to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct LearnedAddr {
+    /// The sandbox address that resolved it (pinned sets); `None`: open
+    /// to every sandbox of the profile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asker: Option<IpAddr>,
+    /// The learned address.
+    pub addr: AddrRange,
+}
+
+impl LearnedAddr {
+    /// Whether this element lets `src` reach `dst`.
+    pub fn admits(&self, src: IpAddr, dst: IpAddr) -> bool {
+        self.asker.is_none_or(|a| a == src) && self.addr.contains(dst)
+    }
+}
+
+impl From<AddrRange> for LearnedAddr {
+    fn from(addr: AddrRange) -> Self {
+        LearnedAddr { asker: None, addr }
+    }
+}
 
 /// What the plan says about a flow.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,8 +162,8 @@ mod tests {
         learned.insert(
             set,
             vec![
-                AddrRange::single("198.51.100.99".parse().unwrap()),
-                AddrRange::single("169.254.169.254".parse().unwrap()),
+                AddrRange::single("198.51.100.99".parse().unwrap()).into(),
+                AddrRange::single("169.254.169.254".parse().unwrap()).into(),
             ],
         );
         assert!(accepted(&plan.judge(

@@ -85,7 +85,7 @@ fn a_learned_accept_names_the_set_element_and_the_names_behind_it() {
     let mut learned = Learned::new();
     learned.insert(
         "dev-dns4".to_owned(),
-        vec![AddrRange::single("198.51.100.99".parse().unwrap())],
+        vec![AddrRange::single("198.51.100.99".parse().unwrap()).into()],
     );
     let t = trace(&plan, "dev", "198.51.100.99:22", &learned);
     assert_eq!(t.verdict, TraceVerdict::Allow);

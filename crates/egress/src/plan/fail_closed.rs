@@ -64,6 +64,7 @@ pub(super) fn retired_sets(retired: &[IpNet]) -> [SetPlan; 2] {
         ),
         timeout: None,
         size: None,
+        pinned: false,
     })
 }
 

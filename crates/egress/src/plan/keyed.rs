@@ -44,6 +44,8 @@ pub enum Field {
     ArpSenderIp,
     /// The IPv4 or IPv6 source address.
     IpSaddr(AddrFamily),
+    /// The IPv4 or IPv6 destination address.
+    IpDaddr(AddrFamily),
     /// `len` raw bytes at `offset` of `base`.
     Raw {
         /// Header the offset counts from.
@@ -61,8 +63,10 @@ impl Field {
         match self {
             Field::IifName | Field::OifName => 16,
             Field::EtherSaddr | Field::ArpSenderMac => 6,
-            Field::ArpSenderIp | Field::IpSaddr(AddrFamily::V4) => 4,
-            Field::IpSaddr(AddrFamily::V6) => 16,
+            Field::ArpSenderIp
+            | Field::IpSaddr(AddrFamily::V4)
+            | Field::IpDaddr(AddrFamily::V4) => 4,
+            Field::IpSaddr(AddrFamily::V6) | Field::IpDaddr(AddrFamily::V6) => 16,
             Field::Raw { len, .. } => len,
         }
     }
@@ -78,8 +82,10 @@ impl Field {
         match self {
             Field::IifName | Field::OifName => KeyPart::IfName,
             Field::EtherSaddr | Field::ArpSenderMac => KeyPart::Ether,
-            Field::ArpSenderIp | Field::IpSaddr(AddrFamily::V4) => KeyPart::Ipv4,
-            Field::IpSaddr(AddrFamily::V6) => KeyPart::Ipv6,
+            Field::ArpSenderIp
+            | Field::IpSaddr(AddrFamily::V4)
+            | Field::IpDaddr(AddrFamily::V4) => KeyPart::Ipv4,
+            Field::IpSaddr(AddrFamily::V6) | Field::IpDaddr(AddrFamily::V6) => KeyPart::Ipv6,
             Field::Raw { .. } => KeyPart::Raw(self),
         }
     }
@@ -217,6 +223,36 @@ pub const METER_SIZE: u32 = 65_535;
 /// link-local IPv6 one).
 pub const PROFILE_SOURCE_KEYS: u32 = 2_048;
 
+/// Length in bytes of a key of `parts`: a single part's own length; in a
+/// concatenation each part padded to whole 32-bit registers.
+pub fn key_len(parts: &[KeyPart]) -> u32 {
+    match parts {
+        [one] => one.len(),
+        parts => parts.iter().map(|p| p.padded_len()).sum(),
+    }
+}
+
+/// The `nft` datatype of a key of `parts` (a concatenation packs six bits
+/// per part, first part highest, as `nft` does).
+pub fn key_type(parts: &[KeyPart]) -> u32 {
+    parts.iter().fold(0, |t, p| (t << 6) | p.datatype())
+}
+
+/// One element's key of `parts` as the kernel stores it.
+pub fn key_bytes(parts: &[KeyPart], element: &[KeyValue]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key_len(parts) as usize);
+    let concat = parts.len() > 1;
+    for (part, v) in parts.iter().zip(element) {
+        let mut b = v.bytes();
+        b.resize(part.len() as usize, 0);
+        if concat {
+            b.resize(part.padded_len() as usize, 0);
+        }
+        out.extend(b);
+    }
+    out
+}
+
 /// One keyed set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KeyedSetPlan {
@@ -241,34 +277,19 @@ impl KeyedSetPlan {
         }
     }
 
-    /// Key length in bytes: a single part's own length; in a
-    /// concatenation each part padded to whole 32-bit registers.
+    /// Key length in bytes (see [`key_len`]).
     pub fn key_len(&self) -> u32 {
-        match self.key.as_slice() {
-            [one] => one.len(),
-            parts => parts.iter().map(|p| p.padded_len()).sum(),
-        }
+        key_len(&self.key)
     }
 
-    /// The `nft` datatype of the key (a concatenation packs six bits per
-    /// part, first part highest, as `nft` does).
+    /// The `nft` datatype of the key (see [`key_type`]).
     pub fn key_type(&self) -> u32 {
-        self.key.iter().fold(0, |t, p| (t << 6) | p.datatype())
+        key_type(&self.key)
     }
 
-    /// One element's key as the kernel stores it.
+    /// One element's key as the kernel stores it (see [`key_bytes`]).
     pub fn key_bytes(&self, element: &[KeyValue]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.key_len() as usize);
-        let concat = self.key.len() > 1;
-        for (part, v) in self.key.iter().zip(element) {
-            let mut b = v.bytes();
-            b.resize(part.len() as usize, 0);
-            if concat {
-                b.resize(part.padded_len() as usize, 0);
-            }
-            out.extend(b);
-        }
-        out
+        key_bytes(&self.key, element)
     }
 
     /// Whether any part is raw (rendered with `typeof`).

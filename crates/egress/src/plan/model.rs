@@ -125,6 +125,35 @@ pub struct SetPlan {
     /// nothing already there. `None` for interval sets.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<u32>,
+    /// Keyed by `source . address` (dynamic sets of profiles on corral's
+    /// gateway): an element opens the address only to the sandbox address
+    /// that resolved it, not to the whole profile.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pinned: bool,
+}
+
+impl SetPlan {
+    /// The key's parts: one address, or for a pinned set the sandbox's
+    /// address and then the learned one.
+    pub fn key(&self) -> Vec<super::KeyPart> {
+        if self.pinned {
+            Self::pinned_key(self.family)
+        } else {
+            vec![address_part(self.family)]
+        }
+    }
+
+    /// The key of a pinned set of `family`'s addresses.
+    pub fn pinned_key(family: AddrFamily) -> Vec<super::KeyPart> {
+        vec![address_part(family), address_part(family)]
+    }
+}
+
+pub(crate) fn address_part(family: AddrFamily) -> super::KeyPart {
+    match family {
+        AddrFamily::V4 => super::KeyPart::Ipv4,
+        AddrFamily::V6 => super::KeyPart::Ipv6,
+    }
 }
 
 /// A base chain's hook, as nftables names it.

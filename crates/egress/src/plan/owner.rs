@@ -76,6 +76,7 @@ pub(super) fn sets(profiles: &ProfileSet) -> Vec<SetPlan> {
                 elements: super::model::merge_ranges(ranges),
                 timeout: None,
                 size: None,
+                pinned: false,
             }
         })
         .collect()

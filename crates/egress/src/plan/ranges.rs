@@ -26,7 +26,14 @@ impl AddrRange {
         }
     }
 
-    /// A single address.
+    /// Whether `a` is in the range (of its family).
+    pub fn contains(&self, a: IpAddr) -> bool {
+        self.family() == AddrFamily::of(a)
+            && to_u128(self.start) <= to_u128(a)
+            && to_u128(a) <= to_u128(self.end)
+    }
+
+    /// The range holding only `addr`.
     pub fn single(addr: IpAddr) -> Self {
         Self {
             start: addr,

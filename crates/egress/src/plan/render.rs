@@ -52,7 +52,11 @@ fn render_set(out: &mut String, s: &SetPlan) {
         AddrFamily::V4 => "ipv4_addr",
         AddrFamily::V6 => "ipv6_addr",
     };
-    let _ = writeln!(out, "\t\ttype {ty}");
+    if s.pinned {
+        let _ = writeln!(out, "\t\ttype {ty} . {ty}");
+    } else {
+        let _ = writeln!(out, "\t\ttype {ty}");
+    }
     let flags = match s.kind {
         SetKind::Interval => "interval",
         SetKind::Dynamic => "timeout",
@@ -209,6 +213,7 @@ pub fn field_text(f: Field) -> String {
         Field::ArpSenderMac => "arp saddr ether".to_owned(),
         Field::ArpSenderIp => "arp saddr ip".to_owned(),
         Field::IpSaddr(f) => format!("{} saddr", ip_kw(f)),
+        Field::IpDaddr(f) => format!("{} daddr", ip_kw(f)),
         Field::Raw { base, offset, len } => {
             let b = match base {
                 PayloadBase::Link => "ll",
@@ -298,7 +303,7 @@ fn ethertype_l3(t: u16) -> Option<L3> {
 
 fn field_l3(f: &Field) -> Option<L3> {
     match f {
-        Field::IpSaddr(af) => Some(L3::Ip(*af)),
+        Field::IpSaddr(af) | Field::IpDaddr(af) => Some(L3::Ip(*af)),
         Field::ArpSenderMac | Field::ArpSenderIp => Some(L3::Arp),
         _ => None,
     }

@@ -21,7 +21,8 @@
 //! the host's networks, which `<p>-out` blocks, not its addresses).
 //!
 //! Set lookups use the plan's elements for interval sets and `learned`
-//! (read back from the kernel) for the gateway resolver's dynamic sets.
+//! (read back from the kernel) for the gateway resolver's dynamic sets; a
+//! pinned set's element admits only the sandbox address it was learned for.
 //! [`HostPlan::judge`](super::eval) is a projection of this walk.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -29,9 +30,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use serde::Serialize;
 
 use super::eval::{Flow, Learned};
-use super::model::{
-    AddrFamily, AddrRange, AddrType, ChainPlan, Match, RulePlan, SetKind, Verdict, to_u128,
-};
+use super::keyed::Field;
+use super::model::{AddrFamily, AddrRange, AddrType, ChainPlan, Match, RulePlan, SetKind, Verdict};
 use super::vmap::MapField;
 use super::{BridgePlan, HostPlan, names, render};
 
@@ -342,7 +342,7 @@ impl HostPlan {
                     .is_some_and(|p| (r.start()..=r.end()).contains(&p)),
                 Match::DaddrInSet(f, name) => {
                     *f == fam
-                        && match self.set_element(name, flow.dst, ctx.learned) {
+                        && match self.set_element(name, flow.src, flow.dst, ctx.learned) {
                             Some(h) => {
                                 hit = Some(h);
                                 true
@@ -352,7 +352,9 @@ impl HostPlan {
                 }
                 Match::SaddrInSet(f, name) => {
                     AddrFamily::of(flow.src) == *f
-                        && self.set_element(name, flow.src, ctx.learned).is_some()
+                        && self
+                            .set_element(name, flow.src, flow.src, ctx.learned)
+                            .is_some()
                 }
                 // corral stamps every bridge it plans with its group, and a
                 // traced flow enters by a planned bridge or the uplink.
@@ -378,6 +380,19 @@ impl HostPlan {
                 Match::FibSaddrTypeNot(t) => *t != AddrType::Unicast,
                 // Neighbour discovery and ARP are not flows worth explaining.
                 Match::Icmpv6Type(_) | Match::ArpTargetIn(_) => false,
+                // A pinned learned set; any other keyed lookup is a
+                // bridge-family frame check, below.
+                Match::InSet {
+                    fields,
+                    set,
+                    negate: false,
+                } => match self.pinned_lookup(fields, set, flow, ctx.learned) {
+                    Some(h) => {
+                        hit = Some(h);
+                        true
+                    }
+                    None => false,
+                },
                 // Bridge-family matches (frames, not flows) and source ports,
                 // which a flow's tuple here does not carry.
                 Match::ArpSenderIn(_)
@@ -400,19 +415,49 @@ impl HostPlan {
     }
 
     /// The element of set `name` holding `dst`: the plan's elements for an
-    /// interval set, `learned` for a dynamic one.
-    fn set_element(&self, name: &str, dst: IpAddr, learned: &Learned) -> Option<SetHit> {
+    /// interval set, `learned` for a dynamic one (for a pinned set, only an
+    /// element learned for `src`).
+    fn set_element(
+        &self,
+        name: &str,
+        src: IpAddr,
+        dst: IpAddr,
+        learned: &Learned,
+    ) -> Option<SetHit> {
         let set = self.set(name)?;
-        let (elements, is_learned) = match set.kind {
-            SetKind::Interval => (set.elements.as_slice(), false),
-            _ => (learned.get(name).map_or(&[][..], Vec::as_slice), true),
+        let element = match set.kind {
+            SetKind::Interval => *set.elements.iter().find(|r| in_range(r, dst))?,
+            SetKind::Dynamic => {
+                learned
+                    .get(name)?
+                    .iter()
+                    .find(|e| e.addr.contains(dst) && (!set.pinned || e.asker == Some(src)))?
+                    .addr
+            }
         };
-        let element = *elements.iter().find(|r| in_range(r, dst))?;
         Some(SetHit {
             name: name.to_owned(),
             element,
-            learned: is_learned,
+            learned: set.kind == SetKind::Dynamic,
         })
+    }
+
+    /// `ip saddr . ip daddr @set` on a pinned learned set (the only keyed
+    /// lookup a flow's tuple answers): the element learned for this source.
+    fn pinned_lookup(
+        &self,
+        fields: &[Field],
+        name: &str,
+        flow: &Flow,
+        learned: &Learned,
+    ) -> Option<SetHit> {
+        let fam = AddrFamily::of(flow.dst);
+        if fields != [Field::IpSaddr(fam), Field::IpDaddr(fam)]
+            || !self.set(name).is_some_and(|s| s.pinned)
+        {
+            return None;
+        }
+        self.set_element(name, flow.src, flow.dst, learned)
     }
 
     /// The allow entries of `profile` behind a set hit (see [`Trace::entries`]).
@@ -433,9 +478,7 @@ impl HostPlan {
 }
 
 fn in_range(r: &AddrRange, a: IpAddr) -> bool {
-    r.family() == AddrFamily::of(a)
-        && to_u128(r.start) <= to_u128(a)
-        && to_u128(a) <= to_u128(r.end)
+    r.contains(a)
 }
 
 fn next_v4(a: Ipv4Addr) -> Ipv4Addr {

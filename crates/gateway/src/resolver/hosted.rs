@@ -11,9 +11,11 @@ use std::thread::JoinHandle;
 use corral_egress::netns::Netns;
 use tokio::sync::oneshot;
 
+use super::askers::Askers;
 use super::audit::{AUDIT_FILE, FileSink};
 use super::recorded::Recorded;
 use super::serve::{Bounds, NftLearner, Resolver, bind};
+use crate::files::DHCP_RESERVATIONS_FILE;
 
 /// How often a hosted resolver looks at its record (a `stat`).
 const RECORD_CHECK: std::time::Duration = std::time::Duration::from_millis(250);
@@ -118,7 +120,11 @@ impl Hosted {
         let sink =
             FileSink::open(&trail).map_err(|e| format!("cannot open {}: {e}", trail.display()))?;
         let resolver = spec
-            .resolver(Arc::new(NftLearner), bounds)?
+            .resolver(
+                Arc::new(NftLearner),
+                Askers::recorded(record.path.with_file_name(DHCP_RESERVATIONS_FILE)),
+                bounds,
+            )?
             .watching(record.path.clone(), record.id)
             .with_audit(Arc::new(sink));
         let bridge = spec.profile.bridge.to_string();

@@ -24,6 +24,7 @@
 //! EDNS (a response may carry EDNS only then, RFC 6891 §7).
 
 mod answer;
+mod askers;
 mod audit;
 mod ede;
 mod exchange;
@@ -42,6 +43,7 @@ use ipnet::IpNet;
 use crate::names::NameRules;
 use corral_sandbox_core::{EgressMode, Profile};
 
+pub use askers::Askers;
 pub use audit::{AUDIT_FILE, AuditRecord, AuditSink, FileSink, Outcome};
 pub use ede::{EDE_BLOCKED, EDE_NOT_SUPPORTED, EDE_OTHER, ExtendedError, extended_errors};
 pub use exchange::{Exchange, Transport, Upstreams};

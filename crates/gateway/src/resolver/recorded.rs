@@ -75,10 +75,12 @@ impl ResolverSpec {
         Upstreams::new(self.upstreams.clone(), UPSTREAM_TIMEOUT)
     }
 
-    /// The resolver it describes, learning through `learner`.
+    /// The resolver it describes, learning through `learner` for the
+    /// sandboxes of `askers`.
     pub fn resolver(
         &self,
         learner: std::sync::Arc<dyn super::Learn>,
+        askers: super::Askers,
         bounds: super::Bounds,
     ) -> Result<super::Resolver, String> {
         let upstreams = self.upstreams().ok_or_else(|| {
@@ -92,6 +94,7 @@ impl ResolverSpec {
             crate::names::LearnSets::of(&self.profile),
             upstreams,
             learner,
+            askers,
             bounds,
         ))
     }

@@ -27,6 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::Semaphore;
 
+use super::askers::Askers;
 use super::audit::{AuditRecord, AuditSink, Outcome};
 use super::ede::{EDE_OTHER, ExtendedError};
 use super::query::{respond, text};
@@ -122,6 +123,7 @@ pub struct Resolver {
     sets: LearnSets,
     upstreams: Upstreams,
     learner: Arc<dyn Learn>,
+    askers: Askers,
     bounds: Bounds,
     in_flight: Arc<Semaphore>,
     tcp: Arc<Semaphore>,
@@ -183,12 +185,14 @@ fn bind_to_device(sock: &impl std::os::fd::AsRawFd, device: &str) -> io::Result<
 }
 
 impl Resolver {
-    /// A resolver with `policy`, learning into `sets` through `learner`.
+    /// A resolver with `policy`, learning into `sets` through `learner`,
+    /// each address pinned to the sandbox of `askers` that asked.
     pub fn new(
         policy: Policy,
         sets: LearnSets,
         upstreams: Upstreams,
         learner: Arc<dyn Learn>,
+        askers: Askers,
         bounds: Bounds,
     ) -> Self {
         Self {
@@ -198,6 +202,7 @@ impl Resolver {
             sets,
             upstreams,
             learner,
+            askers,
             bounds,
             record: None,
             audit: None,
@@ -232,18 +237,22 @@ impl Resolver {
         Duration::from_secs(u64::from(l.ttl)).max(self.bounds.learn_floor) + self.bounds.learn_grace
     }
 
-    /// The elements of `learned` for the sets of `name`.
-    fn elements(&self, name: &str, learned: &[Learned]) -> Vec<LearnElement> {
+    /// The elements of `learned` for the sets of `name`, each pinned to
+    /// the address of its family of the sandbox that asked from `from`
+    /// (none for a source that is no sandbox, or a sandbox without an
+    /// address of that family: no one gains the address).
+    fn elements(&self, name: &str, learned: &[Learned], from: IpAddr) -> Vec<LearnElement> {
         let mut out = Vec::new();
         for l in learned {
-            let family = match l.addr {
-                IpAddr::V4(_) => AddrFamily::V4,
-                IpAddr::V6(_) => AddrFamily::V6,
+            let family = AddrFamily::of(l.addr);
+            let Some(asker) = self.askers.pin(from, family) else {
+                continue;
             };
             for set in self.sets.sets_for(name, family) {
                 out.push(LearnElement {
                     set,
                     addr: l.addr,
+                    asker: Some(asker),
                     timeout: Some(self.lifetime(l)),
                 });
             }
@@ -293,7 +302,7 @@ impl Resolver {
         // Forwarded and answered: its name picks the classes to learn
         // into (none on an `internet` profile, whose rules need no
         // learned address).
-        let elements = self.elements(&record.name, &ex.learned);
+        let elements = self.elements(&record.name, &ex.learned, from);
         let sent = if elements.is_empty() {
             Some(response)
         } else {

@@ -81,6 +81,28 @@ pub fn env_with(
     timing: DnsTiming,
     tweak: impl FnOnce(&mut HostPlan),
 ) -> Env {
+    env_planned(profiles, |p| p.clone(), timing, tweak)
+}
+
+/// [`env`] with dnsmasq started as for these profiles but the rules
+/// planned for them on corral's gateway (`dns = "corral"`: learned sets
+/// pinned to the sandbox that asked), for tests that serve the bridge with
+/// corral's resolver in dnsmasq's place.
+pub fn env_for_corrals_resolver(profiles: Vec<Profile>, timing: DnsTiming) -> Env {
+    let corrals = |p: &Profile| Profile {
+        dns: corral_sandbox_core::DnsPolicy::Corral,
+        ..p.clone()
+    };
+    env_planned(profiles, corrals, timing, |_| {})
+}
+
+fn env_planned(
+    profiles: Vec<Profile>,
+    planned_as: impl Fn(&Profile) -> Profile,
+    timing: DnsTiming,
+    tweak: impl FnOnce(&mut HostPlan),
+) -> Env {
+    let planned = ProfileSet::new(profiles.iter().map(planned_as).collect()).unwrap();
     let profiles = ProfileSet::new(profiles).unwrap();
     let topo = Topology::build(&profiles).unwrap();
     // Addresses the upstream may hand out, each with an echo listener.
@@ -102,9 +124,9 @@ pub fn env_with(
     );
     let settings = PlanSettings::default();
     // Every sandbox bound, as corral binds the sandboxes it creates.
-    let mut plan = HostPlan::build(&profiles, &settings, &resolution)
+    let mut plan = HostPlan::build(&planned, &settings, &resolution)
         .unwrap()
-        .with_bindings(&profiles, topo.bindings().unwrap())
+        .with_bindings(&planned, topo.bindings().unwrap())
         .unwrap();
     // The plan is data: give the dynamic sets the timing's timeout (the
     // plan's default, `DNS_SET_TIMEOUT`, is the default timing's 600 s).

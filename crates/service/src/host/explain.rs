@@ -318,6 +318,17 @@ impl HostService {
         }
         lookup.addresses.sort();
         lookup.addresses.dedup();
+        let pinned = planned
+            .config
+            .profiles
+            .get(bridge.profile.as_str())
+            .is_some_and(|p| p.dns == corral_sandbox_core::DnsPolicy::Corral);
+        if pinned && lookup.note.is_none() && !lookup.addresses.is_empty() {
+            lookup.note = Some(format!(
+                "profile {} is on corral's resolver, which opens a learned address only to the sandbox that resolved it: this lookup from the host opened nothing, so the verdict is the sandbox's own (what it resolved itself)",
+                bridge.profile
+            ));
+        }
         lookup
     }
 }
