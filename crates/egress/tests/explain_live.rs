@@ -230,10 +230,25 @@ fn apply_tamper(lab: &Lab, t: Tamper, dests: &[IpAddr]) -> String {
         }
         Tamper::AddElement { set, dest } => {
             let dest = dests[dest % dests.len()];
+            // Not a set some rule matches sources against (`retired4` in
+            // prerouting): the destination added there drops the flow's
+            // replies, not its first packet, which is what explain walks.
+            let source_sets: std::collections::HashSet<&str> = plan
+                .inet
+                .chains
+                .iter()
+                .flat_map(|c| &c.rules)
+                .flat_map(|r| &r.matches)
+                .filter_map(|m| match m {
+                    corral_egress::plan::Match::SaddrInSet(_, s) => Some(s.as_str()),
+                    _ => None,
+                })
+                .collect();
             let sets: Vec<&str> = plan
                 .inet
                 .sets
                 .iter()
+                .filter(|s| !source_sets.contains(s.name.as_str()))
                 .filter(|s| s.family == corral_egress::plan::AddrFamily::of(dest))
                 .map(|s| s.name.as_str())
                 .collect();
