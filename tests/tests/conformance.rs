@@ -31,6 +31,7 @@ fn profiles() -> ProfileSet {
         allow_unresolved: false,
         learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
         flows: Default::default(),
+        approvals: Default::default(),
         deny: Vec::new(),
     }])
     .unwrap_or_else(|e| panic!("{e}"))

@@ -42,6 +42,7 @@ fn plan_with(addrs: impl Iterator<Item = Ipv4Addr>) -> HostPlan {
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
         learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
+        approvals: Default::default(),
         flows: Default::default(),
         deny: Vec::new(),
     };

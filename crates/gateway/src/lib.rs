@@ -56,6 +56,7 @@
 
 pub mod advert;
 pub mod advertiser;
+pub mod approvals;
 pub mod dhcp;
 mod error;
 mod exit_watch;

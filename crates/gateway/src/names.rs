@@ -51,6 +51,7 @@ pub struct LearnSets {
     profile: corral_sandbox_core::ProfileName,
     entries: Vec<(NamePattern, Class)>,
     v6: bool,
+    approvals: bool,
 }
 
 impl LearnSets {
@@ -64,7 +65,19 @@ impl LearnSets {
                 .filter_map(|e| NamePattern::of(&e.target).map(|p| (p, (e.protocol, e.ports))))
                 .collect(),
             v6: profile.subnet_v6.is_some(),
+            approvals: profile.approvals != corral_sandbox_core::Approvals::Off,
         }
+    }
+
+    /// The set of `family` that addresses of a name the operator approved
+    /// go to (the all-ports class, which the plan has for a profile with
+    /// `approvals = "ask"`); none without approvals, and none for IPv6 on
+    /// a profile without an IPv6 subnet.
+    pub fn approved_sets(&self, family: AddrFamily) -> Vec<String> {
+        if !self.approvals || (family == AddrFamily::V6 && !self.v6) {
+            return Vec::new();
+        }
+        vec![dns_set(&self.profile, family, None, None)]
     }
 
     /// The sets of `family` that addresses of `name` (lower case, no
@@ -124,6 +137,14 @@ impl NameRules {
     /// ignored). This is the specification the rendered rules implement.
     pub fn admits(&self, name: &str) -> bool {
         self.any || self.patterns.iter().any(|p| p.admits(name))
+    }
+
+    /// These rules and exactly `name` besides (a name the operator
+    /// approved).
+    pub fn with_exact(&self, name: &str) -> Self {
+        let mut more = self.clone();
+        more.patterns.insert(NamePattern::Exact(name.to_owned()));
+        more
     }
 
     /// Rules that admit every name: an `internet` profile's, whose

@@ -209,6 +209,7 @@ pub(crate) mod tests {
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
             learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
+            approvals: Default::default(),
             flows: Default::default(),
             deny: Vec::new(),
         }

@@ -47,6 +47,7 @@ fn profile() -> Profile {
         dns: DnsPolicy::Gateway,
         allow_unresolved: true,
         learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
+        approvals: Default::default(),
         flows: Default::default(),
         deny: Vec::new(),
     }

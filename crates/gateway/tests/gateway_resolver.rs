@@ -22,6 +22,7 @@ use corral_egress::netns::Netns;
 use corral_egress::nft;
 use corral_egress::plan::TableFamily;
 use corral_gateway::DnsTiming;
+use corral_gateway::approvals::{self, Approvals};
 use corral_gateway::dhcp::Reservation;
 use corral_gateway::resolver::{
     Askers, AuditRecord, Bounds, FileSink, Hosted, NftLearner, Outcome, Policy, Resolver,
@@ -233,6 +234,143 @@ fn only_the_sandbox_that_resolved_a_name_reaches_its_address_and_neither_after_i
     assert!(learned(&env).is_empty(), "{:?}", learned(&env));
     assert!(tcp(&a.ns, ROTATED_ADDR).blocked(), "open after the TTL");
     assert!(tcp(&b.ns, ROTATED_ADDR).blocked(), "open after the TTL");
+}
+
+/// The lookup `name` from `sb`, asked over UDP with EDNS on a thread of
+/// its own (it is held while the test decides).
+fn ask_later(
+    sb: &corral_drill::lab::topology::SandboxNs,
+    name: &str,
+) -> std::thread::JoinHandle<Option<Message>> {
+    let ns = sb.ns.try_clone().unwrap();
+    let (server, name) = (sb.gateway_v4, name.to_owned());
+    std::thread::spawn(move || {
+        let mut q = Message::new();
+        q.set_id(0x5252).set_recursion_desired(true);
+        q.add_query(Query::query(
+            Name::from_ascii(&name).unwrap(),
+            RecordType::A,
+        ));
+        q.set_edns(Edns::new());
+        let bytes = q.to_vec().unwrap();
+        ns.run(move || {
+            let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s.send_to(&bytes, SocketAddr::new(server.into(), 53))
+                .unwrap();
+            let mut buf = [0u8; 4096];
+            let n = s.recv(&mut buf).ok()?;
+            Some(Message::from_vec(&buf[..n]).unwrap())
+        })
+        .unwrap()
+    })
+}
+
+/// The one request waiting under `state`, once it appears.
+fn waiting(state: &std::path::Path) -> approvals::Request {
+    for _ in 0..100 {
+        if let Some(r) = approvals::pending(state).pop() {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no lookup waits for approval");
+}
+
+#[test]
+fn a_held_lookup_answers_once_approved_and_is_refused_when_denied_or_undecided() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let profile = Profile {
+        approvals: corral_sandbox_core::Approvals::Ask { timeout_secs: 2 },
+        ..allowlist_profile()
+    };
+    let env = env_for_corrals_resolver(vec![profile.clone()], timing());
+    let state = env.state.path().to_owned();
+    let gateway_dir = corral_state_files::StateDir::open(&state)
+        .unwrap()
+        .subdir("gateway")
+        .unwrap()
+        .subdir(profile.bridge.as_str())
+        .unwrap();
+    let held = Approvals::open(&gateway_dir, "agent", "cb-agent", Duration::from_secs(2)).unwrap();
+    let _served = serve_with(&env, &profile, Bounds::default(), |r| r.holding(held));
+    let mut sbs = env.topo.sandboxes_of("agent");
+    let (a, b) = (sbs.next().unwrap(), sbs.next().unwrap());
+    // Unlisted (the list has api.corral.test and *.cdn.corral.test).
+    env.upstream
+        .set("tools.corral.test", &[CDN_ADDR.into()], 60);
+    env.upstream.set("deny.corral.test", &[CDN_ADDR.into()], 60);
+    env.upstream.set("late.corral.test", &[CDN_ADDR.into()], 60);
+
+    // Control: blocked for both before anything is approved.
+    assert!(tcp(&a.ns, CDN_ADDR).blocked(), "open before an approval");
+    assert!(tcp(&b.ns, CDN_ADDR).blocked(), "open before an approval");
+
+    // Held, listed, approved: the held lookup answers and connects.
+    let asked = ask_later(a, "tools.corral.test");
+    let request = waiting(&state);
+    assert_eq!(
+        (
+            request.asker,
+            request.name.as_str(),
+            request.profile.as_str()
+        ),
+        (IpAddr::V4(a.v4), "tools.corral.test", "agent")
+    );
+    assert!(
+        env.upstream
+            .queried_names()
+            .iter()
+            .all(|q| !q.contains("tools")),
+        "asked upstream before the decision"
+    );
+    approvals::decide(&state, &request.id, approvals::Decision::Once).unwrap();
+    let answer = asked.join().unwrap().expect("the held lookup was answered");
+    assert_eq!(answer.response_code(), ResponseCode::NoError, "{answer:?}");
+    assert_eq!(answer.answers().len(), 1, "{answer:?}");
+    assert_eq!(tcp(&a.ns, CDN_ADDR), Observed::Connected);
+    // Pinned: the sandbox that asked, not its sibling.
+    assert!(
+        tcp(&b.ns, CDN_ADDR).blocked(),
+        "a sibling reached an approved name's address"
+    );
+    assert!(approvals::pending(&state).is_empty());
+
+    // Denied: refused with the reason, nothing learned.
+    let asked = ask_later(b, "deny.corral.test");
+    let request = waiting(&state);
+    approvals::decide(&state, &request.id, approvals::Decision::Deny).unwrap();
+    let answer = asked
+        .join()
+        .unwrap()
+        .expect("the denied lookup was answered");
+    assert_eq!(answer.response_code(), ResponseCode::NXDomain);
+    let why = extended_errors(&answer);
+    assert!(
+        why.iter()
+            .any(|e| e.text.contains("the operator denied `deny.corral.test`")),
+        "{why:?}"
+    );
+    assert!(tcp(&b.ns, CDN_ADDR).blocked(), "open after a denial");
+
+    // Undecided: refused once the timeout passes, saying so.
+    let asked = ask_later(b, "late.corral.test");
+    let request = waiting(&state);
+    let answer = asked
+        .join()
+        .unwrap()
+        .expect("the undecided lookup was answered");
+    assert_eq!(answer.response_code(), ResponseCode::NXDomain);
+    let why = extended_errors(&answer);
+    assert!(
+        why.iter()
+            .any(|e| e.text.contains("did not decide within 2 s") && e.text.contains(&request.id)),
+        "{why:?}"
+    );
+    assert!(approvals::pending(&state).is_empty());
+    assert!(tcp(&b.ns, CDN_ADDR).blocked(), "open after a timeout");
 }
 
 /// A UDP query with EDNS, so a refusal can carry its reason.

@@ -93,6 +93,7 @@ fn an_answer_enters_the_set_and_expires_with_the_set_timeout() {
         dns: DnsPolicy::Gateway,
         allow_unresolved: true,
         learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
+        approvals: Default::default(),
         flows: Default::default(),
         deny: Vec::new(),
     };

@@ -39,6 +39,7 @@ fn a_sixty_name_allowlist_passes_dnsmasqs_own_check() {
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
         learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
+        approvals: Default::default(),
         flows: Default::default(),
         deny: Vec::new(),
     };
@@ -83,6 +84,7 @@ fn a_v6_profile_announcing_its_prefix_passes_dnsmasqs_own_check() {
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
             learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
+            approvals: Default::default(),
             flows: Default::default(),
             deny: Vec::new(),
         };

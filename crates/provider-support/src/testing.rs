@@ -189,6 +189,7 @@ pub fn dev_profiles(subnet_v4: &str) -> ProfileSet {
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
         learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
+        approvals: Default::default(),
         flows: Default::default(),
         deny: Vec::new(),
     }])

@@ -28,6 +28,6 @@ pub use mac::{MacAddr, MacParseError};
 pub use names::{BridgeName, HostName, InterfaceName, NameError, ProfileName, SandboxName};
 pub use platform::{Enforcement, EnforcementSite, HostOs, Isolation, SandboxKind, select_provider};
 pub use profile::{
-    AllowEntry, AllowTarget, BlockAction, DnsPolicy, EgressMode, FlowLimits, PortRange,
+    AllowEntry, AllowTarget, Approvals, BlockAction, DnsPolicy, EgressMode, FlowLimits, PortRange,
     PortRangeError, Profile, ProfileSet, Protocol,
 };

@@ -286,6 +286,7 @@ fn profile(i: u8) -> impl Strategy<Value = Profile> {
                 },
                 allow_unresolved: unresolved,
                 learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
+                approvals: Default::default(),
                 flows: Default::default(),
                 deny: Vec::new(),
             },

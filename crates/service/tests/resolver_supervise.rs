@@ -49,6 +49,11 @@ use hickory_proto::rr::{Name, RecordType};
 const GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 97, 3, 1);
 
 fn config(allow: &str, dns: &str) -> Config {
+    config_with(allow, dns, "")
+}
+
+/// [`config`] with `extra` lines in the profile.
+fn config_with(allow: &str, dns: &str, extra: &str) -> Config {
     let text = format!(
         r#"
 [host]
@@ -61,6 +66,7 @@ subnet = "10.97.3.0/24"
 mode = "allowlist"
 dns = "{dns}"
 allow = ["{allow}"]
+{extra}
 "#
     );
     Config::from_toml_str(&text, "corral.toml").unwrap()
@@ -304,6 +310,72 @@ fn the_supervisor_hosts_corrals_resolver_and_follows_each_apply() {
         lab.ask("pkg.corral.test")
             .is_some_and(|m| m.response_code() == ResponseCode::NXDomain && texts(&m).is_empty())
     });
+    rt.block_on(handle.stop());
+}
+
+/// `approvals = "ask"` in production shape: the apply records the
+/// profile, the supervisor hosts its resolver with the held lookups under
+/// the state directory, and a decision written there (as `corral approve`
+/// writes it) releases the lookup. Control: before the decision the
+/// lookup has no answer; the unlisted name is not refused at once.
+#[test]
+fn the_supervisor_holds_an_unlisted_lookup_until_the_operator_approves() {
+    if !corral_test_support::gate::netns() {
+        return;
+    }
+    let lab = Lab::new();
+    let cfg = config_with(
+        "*.corral.test",
+        "corral",
+        "approvals = \"ask\"\napproval_timeout = 20",
+    );
+    lab.apply(cfg);
+    let (rt, handle) = supervise(&lab);
+    wait_until("the supervisor hosts the resolver", || {
+        lab.ask("pkg.corral.test").is_some()
+    });
+    let ns = lab.ns.try_clone().unwrap();
+    let asked = std::thread::spawn(move || {
+        let mut q = Message::new();
+        q.set_id(0x4141).set_recursion_desired(true);
+        q.add_query(Query::query(
+            Name::from_ascii("tools.other.test").unwrap(),
+            RecordType::A,
+        ));
+        q.set_edns(Edns::new());
+        let bytes = q.to_vec().unwrap();
+        ns.run(move || {
+            let s = UdpSocket::bind("0.0.0.0:0").ok()?;
+            s.set_read_timeout(Some(Duration::from_secs(15))).ok()?;
+            s.send_to(&bytes, SocketAddr::new(GATEWAY.into(), 53))
+                .ok()?;
+            let mut buf = [0u8; 4096];
+            let n = s.recv(&mut buf).ok()?;
+            Message::from_vec(&buf[..n]).ok()
+        })
+        .unwrap()
+    });
+    let mut pending = Vec::new();
+    wait_until("the lookup waits for the operator", || {
+        pending = corral_gateway::approvals::pending(lab.state.path());
+        !pending.is_empty()
+    });
+    assert_eq!(pending[0].name, "tools.other.test");
+    assert_eq!(pending[0].profile, "agent");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!asked.is_finished(), "answered before any decision");
+    corral_gateway::approvals::decide(
+        lab.state.path(),
+        &pending[0].id,
+        corral_gateway::approvals::Decision::Once,
+    )
+    .unwrap();
+    let answer = asked.join().unwrap().expect("the held lookup was answered");
+    // Approved: forwarded like a listed name (and failing upstream, as
+    // the namespace has no route), not refused as unlisted.
+    assert_eq!(answer.response_code(), ResponseCode::ServFail, "{answer:?}");
+    assert!(texts(&answer).contains("192.0.2.53"), "{}", texts(&answer));
+    assert!(corral_gateway::approvals::pending(lab.state.path()).is_empty());
     rt.block_on(handle.stop());
 }
 

@@ -33,6 +33,36 @@ pub struct ExplainArgs {
     pub ctx: SandboxContext,
 }
 
+/// `corral approvals`.
+#[derive(Debug, Clone, Args)]
+pub struct ApprovalsArgs {
+    /// Print machine-readable JSON on stdout (schema: docs/json-schema.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Where corral's state (and so the held lookups) is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
+/// `corral approve ID` and `corral deny ID`.
+#[derive(Debug, Clone, Args)]
+pub struct DecideArgs {
+    /// The held lookup's id, as `corral approvals` lists it.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// Approve this lookup only: it is answered, and the same sandbox's
+    /// lookups of the name for the next 60 s (the default, and so far the
+    /// only scope).
+    #[arg(long)]
+    pub once: bool,
+    /// Print machine-readable JSON on stdout (schema: docs/json-schema.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Where corral's state (and so the held lookups) is.
+    #[command(flatten)]
+    pub ctx: SandboxContext,
+}
+
 /// `corral verify`.
 #[derive(Debug, Clone, Args)]
 pub struct VerifyArgs {

@@ -14,8 +14,8 @@ pub use state::{
 };
 mod egress;
 pub use egress::{
-    ClusterCommand, ClusterStatusArgs, EventsArgs, ExplainArgs, GateArgs, GrantArgs, LogArgs,
-    LogFormat, RevokeArgs, VerifyArgs,
+    ApprovalsArgs, ClusterCommand, ClusterStatusArgs, DecideArgs, EventsArgs, ExplainArgs,
+    GateArgs, GrantArgs, LogArgs, LogFormat, RevokeArgs, VerifyArgs,
 };
 mod config;
 pub use config::{
@@ -145,6 +145,16 @@ pub enum Command {
     /// learned address, the reserved range). Changes nothing but, for a host
     /// name, what the profile's resolver learns by resolving it.
     Explain(ExplainArgs),
+    /// List the lookups corral's resolver holds for the operator: names a
+    /// profile with `approvals = "ask"` does not list, each with the
+    /// sandbox address that asked (admins only).
+    Approvals(ApprovalsArgs),
+    /// Let a held lookup through: it is answered and its addresses open to
+    /// the sandbox that asked alone, for their TTL (admins only).
+    Approve(DecideArgs),
+    /// Refuse a held lookup: the sandbox gets NXDOMAIN saying the operator
+    /// denied it (admins only).
+    Deny(DecideArgs),
     /// Give USER sandbox rights (the restricted tier, through corrald's
     /// socket) in an Incus project of their own (admins only).
     Grant(GrantArgs),

@@ -1,6 +1,7 @@
 //! One module per verb. Each `run` returns an [`Outcome`] or a classified
 //! [`CliError`](crate::error::CliError); printing goes through [`Output`].
 
+mod approvals;
 mod cluster;
 mod completions;
 mod config;
@@ -19,6 +20,7 @@ mod verification;
 use crate::args::Command;
 use crate::error::{CmdResult, Outcome};
 use crate::output::Output;
+use corral_gateway::approvals::Decision;
 
 /// Run one parsed command.
 pub fn run(command: Command, out: Output) -> CmdResult {
@@ -52,6 +54,9 @@ pub fn run(command: Command, out: Output) -> CmdResult {
         Command::Gate(args) => verification::gate(&args, out),
         Command::Log(args) => log::run(&args, out),
         Command::Explain(args) => explain::run(&args, out),
+        Command::Approvals(args) => approvals::list(&args, out),
+        Command::Approve(args) => approvals::decide(&args, Decision::Once, out),
+        Command::Deny(args) => approvals::decide(&args, Decision::Deny, out),
         Command::Grant(args) => grants::grant(&args, out),
         Command::Revoke(args) => grants::revoke(&args, out),
         Command::Completions(args) => {

@@ -15,6 +15,7 @@
 //! does not filter): the address answers, the upstream answers the name.
 //! A blocked or NXDOMAIN result is thus the rules' or the filter's doing.
 
+mod approval;
 mod edns;
 mod names;
 pub(crate) use edns::EDNS_STRIPPED;
@@ -28,7 +29,7 @@ use crate::lab::topology::SandboxNs;
 use crate::lab::{Lab, Observed, Probe, Transport, probe_from};
 use corral_gateway::NameRules;
 use corral_gateway::test_upstream::TestUpstream;
-use corral_gateway::wire::{RCODE_NXDOMAIN, TYPE_A, TYPE_TXT};
+use corral_gateway::wire::{RCODE_NXDOMAIN, RCODE_REFUSED, TYPE_A, TYPE_TXT};
 use corral_sandbox_core::{DnsPolicy, EgressMode, Profile};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -45,7 +46,8 @@ const TUNNEL_QUERIES: usize = 50;
 
 /// The probe labels of the DNS rows.
 #[cfg(test)]
-pub(crate) const PROBES: [&str; 13] = [
+pub(crate) const PROBES: [&str; 14] = [
+    approval::APPROVED,
     ROTATED_BLOCKED,
     NAME_RESOLVED,
     ROTATED_REACHABLE,
@@ -98,6 +100,7 @@ pub(crate) fn profile_rows(lab: &Lab, gateways: &LabGateways, timeout: Duration)
         let d = Drill {
             lab,
             upstream,
+            state: gateways.state_dir(),
             sb,
             timeout,
         };
@@ -126,6 +129,8 @@ pub(crate) fn dns_sandbox<'a>(lab: &'a Lab, profile: &str) -> Option<&'a Sandbox
 struct Drill<'a> {
     lab: &'a Lab,
     upstream: &'a TestUpstream,
+    /// The gateways' state directory (held lookups are decided there).
+    state: &'a std::path::Path,
     sb: &'a SandboxNs,
     timeout: Duration,
 }
@@ -228,8 +233,14 @@ impl Drill<'_> {
             }
             out.push(self.rebinding(&name, port, transport));
         }
-        out.push(self.unlisted(&rules, pi));
-        out.push(self.tunnel(&rules, pi));
+        // With approvals an unlisted name is held, not refused: what
+        // holds either way is that it never reaches the upstream.
+        let held = p.approvals != corral_sandbox_core::Approvals::Off;
+        out.push(self.unlisted(&rules, pi, held));
+        out.push(self.tunnel(&rules, pi, held));
+        if held {
+            out.push(self.approved(p, &rules, pi));
+        }
         if let Some((name, ..)) = allowed_name_entry(p)
             && p.dns == DnsPolicy::Corral
         {
@@ -239,6 +250,36 @@ impl Drill<'_> {
             out.push(self.v6_only_allowlist(p));
         }
         out
+    }
+
+    /// The approval row (`approval`), for a name the profile does not
+    /// list, from the profile's second sandbox when it has one (the
+    /// first's tunnel lookups may still wait for the operator, as many as
+    /// one sandbox may have held).
+    fn approved(&self, p: &Profile, rules: &NameRules, pi: usize) -> DrillRow {
+        let Some(name) = unlisted_name(rules, &format!("held{pi}")) else {
+            return self.no_unlisted_name(approval::APPROVED);
+        };
+        let sb = self
+            .lab
+            .topo
+            .sandboxes_of(p.name.as_str())
+            .nth(1)
+            .unwrap_or(self.sb);
+        let to = approval::address(pi);
+        self.upstream.set(&name, &[to], 60);
+        let (probe, control, observed, ms) =
+            approval::run(self.lab, self.state, sb, &name, to, self.timeout);
+        let mut row = self.row(
+            approval::APPROVED,
+            format!("{probe} ({name})"),
+            Expect::Reach,
+            control,
+            observed,
+            ms,
+        );
+        row.from = sb.name.clone();
+        row
     }
 
     /// The IPv6 addressing row (`crate::slaac`), from the profile's second
@@ -478,7 +519,7 @@ impl Drill<'_> {
         }
     }
 
-    fn unlisted(&self, rules: &NameRules, pi: usize) -> DrillRow {
+    fn unlisted(&self, rules: &NameRules, pi: usize, held: bool) -> DrillRow {
         let Some(name) = unlisted_name(rules, &format!("exfil{pi}")) else {
             return self.no_unlisted_name(UNLISTED);
         };
@@ -491,7 +532,12 @@ impl Drill<'_> {
             .iter()
             .any(|q| q.name == name);
         let observed = match r {
+            _ if leaked => Observed::Connected,
             Ok(resp) => nxdomain_kept(&resp, leaked),
+            // Waiting for the operator past the client's patience.
+            Err(Observed::TimedOut) if held => {
+                Observed::Rejected("held for the operator, not forwarded".to_owned())
+            }
             Err(e) => e,
         };
         self.row(
@@ -543,14 +589,14 @@ impl Drill<'_> {
         )
     }
 
-    fn tunnel(&self, rules: &NameRules, pi: usize) -> DrillRow {
+    fn tunnel(&self, rules: &NameRules, pi: usize, held: bool) -> DrillRow {
         let Some(domain) = unlisted_name(rules, &format!("c2-{pi}")) else {
             return self.no_unlisted_name(TUNNEL);
         };
         let control = self.upstream_control(&format!("control.{domain}"));
         let start = Instant::now();
         let before = self.upstream.queries().len();
-        let mut nx = 0;
+        let (mut nx, mut waited) = (0, 0);
         let mut failure = None;
         let mut seed = 0x9e37_79b9_u32 ^ u32::try_from(pi).unwrap_or(0);
         for i in 0..TUNNEL_QUERIES {
@@ -561,6 +607,10 @@ impl Drill<'_> {
             let qtype = if i % 2 == 0 { TYPE_A } else { TYPE_TXT };
             match ask(&self.sb.ns, self.gateway(), &name, qtype, self.timeout).0 {
                 Ok(resp) if resp.rcode == RCODE_NXDOMAIN => nx += 1,
+                // Held for the operator, or refused once the sandbox has
+                // as many held as it may.
+                Ok(resp) if held && resp.rcode == RCODE_REFUSED => waited += 1,
+                Err(Observed::TimedOut) if held => waited += 1,
                 Ok(resp) => failure = Some(format!("{name}: rcode {}", resp.rcode)),
                 Err(e) => failure = Some(format!("{name}: {e:?}")),
             }
@@ -570,6 +620,9 @@ impl Drill<'_> {
             .filter(|q| q.name.ends_with(&domain))
             .count();
         let observed = match (forwarded, failure) {
+            (0, None) if held => Observed::Rejected(format!(
+                "{nx}/{TUNNEL_QUERIES} NXDOMAIN, {waited} held or refused for the operator, none forwarded"
+            )),
             (0, None) => {
                 Observed::Rejected(format!("{nx}/{TUNNEL_QUERIES} NXDOMAIN, none forwarded"))
             }
@@ -763,5 +816,28 @@ allow = ["api.example.com:443/tcp", "*.cdn.example.com", "[2001:db8:1::10]:443/t
         // over an apply, attack 4 (other port), attack 5 (rebinding),
         // unlisted, tunnel, EDNS data, IPv6 addressing.
         all_rows_pass(text, 11);
+    }
+
+    /// The same profile with `approvals = "ask"`: a name it does not list
+    /// is held, approved by the drill as the operator would, and reached.
+    /// Every other row of the profile passes as without approvals.
+    #[test]
+    fn the_approval_row_passes_and_the_rest_as_before() {
+        if !corral_test_support::gate::netns() {
+            return;
+        }
+        let text = r#"
+[[profile]]
+name = "dev"
+bridge = "cb-dev"
+subnet = "10.9.0.0/24"
+subnet_v6 = "fd00:9::/64"
+mode = "allowlist"
+dns = "corral"
+approvals = "ask"
+allow = ["api.example.com:443/tcp", "*.cdn.example.com", "[2001:db8:1::10]:443/tcp"]
+"#;
+        // dns_rows_pass_with_corrals_resolver's eleven and the approval.
+        all_rows_pass(text, 12);
     }
 }

@@ -562,6 +562,11 @@ fn allowlist(
         }
     }
     classes.sort_by_key(|(c, _)| *c);
+    // A name the operator approves opens to the asker on every port: the
+    // learned set of the class without a protocol or ports.
+    if p.approvals != corral_sandbox_core::Approvals::Off {
+        dns_classes.insert((None, None));
+    }
 
     let mut sets = Vec::new();
     let mut rules = Vec::new();

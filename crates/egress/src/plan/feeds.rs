@@ -33,6 +33,12 @@ pub struct Feed {
 /// Every learned set of a plan, by set name.
 pub type DnsFeeds = BTreeMap<String, Feed>;
 
+/// What feeds the all-ports learned set of a profile whose lookups of
+/// unlisted names are put to the operator (`approvals = "ask"`), in
+/// [`Feed::names`] beside its entries: approvals turned off is an entry
+/// lost, so the set keeps nothing through that apply.
+pub const APPROVED: &str = "(names the operator approves)";
+
 /// The feeds of every learned set `profiles` gives (allowlist profiles with
 /// `dns = "gateway"`; the `dns6` sets only for profiles with IPv6).
 pub fn dns_feeds(profiles: &ProfileSet) -> DnsFeeds {
@@ -44,6 +50,18 @@ pub fn dns_feeds(profiles: &ProfileSet) -> DnsFeeds {
         let mut families = vec![AddrFamily::V4];
         if p.subnet_v6.is_some() {
             families.push(AddrFamily::V6);
+        }
+        if p.approvals != corral_sandbox_core::Approvals::Off {
+            for &family in &families {
+                out.entry(names::dns_set(&p.name, family, None, None))
+                    .or_insert_with(|| Feed {
+                        profile: p.name.clone(),
+                        family,
+                        names: BTreeSet::new(),
+                    })
+                    .names
+                    .insert(APPROVED.to_owned());
+            }
         }
         for e in &p.allow {
             let name = match &e.target {
@@ -164,5 +182,41 @@ mod tests {
         p.dns = corral_sandbox_core::DnsPolicy::Off;
         s = ProfileSet::new(vec![p]).unwrap();
         assert!(dns_feeds(&s).is_empty());
+    }
+
+    #[test]
+    fn approvals_plan_and_feed_the_all_ports_set_and_turning_them_off_removes_it() {
+        let with = |approvals| {
+            let mut p = set(&["api.example.com:443/tcp"])
+                .iter()
+                .next()
+                .unwrap()
+                .clone();
+            p.dns = corral_sandbox_core::DnsPolicy::Corral;
+            p.approvals = approvals;
+            ProfileSet::new(vec![p]).unwrap()
+        };
+        let ask = with(corral_sandbox_core::Approvals::Ask { timeout_secs: 30 });
+        let mut r = Resolution::new();
+        r.insert(&"api.example.com".parse().unwrap(), []);
+        let plan = HostPlan::build(&ask, &PlanSettings::default(), &r).unwrap();
+        let dynamic: BTreeSet<&str> = plan
+            .inet
+            .sets
+            .iter()
+            .filter(|s| s.kind == SetKind::Dynamic)
+            .map(|s| s.name.as_str())
+            .collect();
+        let feeds = dns_feeds(&ask);
+        assert_eq!(dynamic, feeds.keys().map(String::as_str).collect());
+        assert!(dynamic.contains("dev-dns4"), "{dynamic:?}");
+        assert!(plan.set("dev-dns4").unwrap().pinned);
+        assert!(feeds["dev-dns4"].names.contains(APPROVED));
+        let off = dns_feeds(&with(corral_sandbox_core::Approvals::Off));
+        assert!(!off.contains_key("dev-dns4"));
+        assert!(
+            narrowed(&feeds, &off).is_empty(),
+            "the set is gone, not narrowed"
+        );
     }
 }

@@ -31,6 +31,7 @@ pub fn profile(
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
         learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
+        approvals: Default::default(),
         flows: Default::default(),
         deny: Vec::new(),
     }

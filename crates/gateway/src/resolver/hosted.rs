@@ -15,6 +15,7 @@ use super::askers::Askers;
 use super::audit::{AUDIT_FILE, FileSink};
 use super::recorded::Recorded;
 use super::serve::{Bounds, NftLearner, Resolver, bind};
+use crate::approvals::Approvals;
 use crate::files::DHCP_RESERVATIONS_FILE;
 
 /// How often a hosted resolver looks at its record (a `stat`).
@@ -119,7 +120,7 @@ impl Hosted {
         let trail = record.path.with_file_name(AUDIT_FILE);
         let sink =
             FileSink::open(&trail).map_err(|e| format!("cannot open {}: {e}", trail.display()))?;
-        let resolver = spec
+        let mut resolver = spec
             .resolver(
                 Arc::new(NftLearner),
                 Askers::recorded(record.path.with_file_name(DHCP_RESERVATIONS_FILE)),
@@ -127,6 +128,28 @@ impl Hosted {
             )?
             .watching(record.path.clone(), record.id)
             .with_audit(Arc::new(sink));
+        if let Some(timeout) = spec.profile.approvals.timeout() {
+            let dir = record
+                .path
+                .parent()
+                .map(corral_state_files::StateDir::open_existing)
+                .and_then(Result::ok)
+                .flatten()
+                .ok_or_else(|| {
+                    format!(
+                        "cannot open the gateway directory of {}",
+                        record.path.display()
+                    )
+                })?;
+            let approvals = Approvals::open(
+                &dir,
+                spec.profile.name.as_str(),
+                spec.profile.bridge.as_str(),
+                timeout,
+            )
+            .map_err(|e| format!("cannot hold lookups for approval: {e}"))?;
+            resolver = resolver.holding(approvals);
+        }
         let bridge = spec.profile.bridge.to_string();
         Self::start(ns, resolver, &spec.listen(), &bridge).map_err(|e| {
             format!(

@@ -39,6 +39,32 @@ pub(super) fn respond(
 }
 
 impl Policy {
+    /// The name of `query` when it is a well-formed A or AAAA question, of
+    /// class IN, for a name this policy does not admit: a lookup that may
+    /// be held for the operator rather than refused.
+    pub fn unlisted(&self, query: &Message) -> Option<String> {
+        let q = query.queries().first()?;
+        let plain = query.message_type() == MessageType::Query
+            && query.op_code() == OpCode::Query
+            && query.queries().len() == 1
+            && query.answers().is_empty()
+            && query.name_servers().is_empty()
+            && query.additionals().is_empty()
+            && q.query_class() == DNSClass::IN
+            && matches!(q.query_type(), RecordType::A | RecordType::AAAA);
+        let name = text(q.name());
+        (plain && !self.names.admits(&name)).then_some(name)
+    }
+
+    /// This policy, admitting `name` besides (a name the operator
+    /// approved for one lookup).
+    pub fn admitting(&self, name: &str) -> Policy {
+        Policy {
+            names: self.names.with_exact(name),
+            ..self.clone()
+        }
+    }
+
     fn blocked(&self, name: &str) -> ExtendedError {
         ExtendedError::new(
             EDE_BLOCKED,

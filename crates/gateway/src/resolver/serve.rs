@@ -29,10 +29,11 @@ use tokio::sync::Semaphore;
 
 use super::askers::Askers;
 use super::audit::{AuditRecord, AuditSink, Outcome};
-use super::ede::{EDE_OTHER, ExtendedError};
+use super::ede::{EDE_BLOCKED, EDE_OTHER, ExtendedError};
 use super::query::{respond, text};
 use super::recorded::RecordId;
 use super::{Learned, Policy, Transport, Upstreams};
+use crate::approvals::{Approvals, Held};
 use crate::names::LearnSets;
 use crate::render::{DNS_FORWARD_MAX, MAX_TCP_CONNECTIONS};
 
@@ -129,6 +130,7 @@ pub struct Resolver {
     tcp: Arc<Semaphore>,
     record: Option<(PathBuf, RecordId)>,
     audit: Option<Arc<dyn AuditSink>>,
+    approvals: Option<Approvals>,
     /// What it did.
     pub counters: Counters,
 }
@@ -206,6 +208,7 @@ impl Resolver {
             bounds,
             record: None,
             audit: None,
+            approvals: None,
             counters: Counters::default(),
         }
     }
@@ -216,6 +219,13 @@ impl Resolver {
     /// the old one.
     pub fn watching(mut self, path: PathBuf, id: RecordId) -> Self {
         self.record = Some((path, id));
+        self
+    }
+
+    /// Holds lookups of names the policy does not admit for the operator
+    /// to decide (`approvals = "ask"`), through `approvals`.
+    pub fn holding(mut self, approvals: Approvals) -> Self {
+        self.approvals = Some(approvals);
         self
     }
 
@@ -237,18 +247,23 @@ impl Resolver {
         Duration::from_secs(u64::from(l.ttl)).max(self.bounds.learn_floor) + self.bounds.learn_grace
     }
 
-    /// The elements of `learned` for the sets of `name`, each pinned to
-    /// the address of its family of the sandbox that asked from `from`
-    /// (none for a source that is no sandbox, or a sandbox without an
-    /// address of that family: no one gains the address).
-    fn elements(&self, name: &str, learned: &[Learned], from: IpAddr) -> Vec<LearnElement> {
+    /// The elements of `learned` for the sets `sets` gives each family,
+    /// each pinned to the address of its family of the sandbox that asked
+    /// from `from` (none for a source that is no sandbox, or a sandbox
+    /// without an address of that family: no one gains the address).
+    fn elements(
+        &self,
+        sets: impl Fn(AddrFamily) -> Vec<String>,
+        learned: &[Learned],
+        from: IpAddr,
+    ) -> Vec<LearnElement> {
         let mut out = Vec::new();
         for l in learned {
             let family = AddrFamily::of(l.addr);
             let Some(asker) = self.askers.pin(from, family) else {
                 continue;
             };
-            for set in self.sets.sets_for(name, family) {
+            for set in sets(family) {
                 out.push(LearnElement {
                     set,
                     addr: l.addr,
@@ -271,7 +286,19 @@ impl Resolver {
         if !self.is_current() {
             return self.replaced(query);
         }
-        let ex = self.policy.resolve(query, transport, &self.upstreams).await;
+        let approved = match self.held(query, from).await {
+            Ok(approved) => approved,
+            Err(refusal) => return refusal,
+        };
+        let approving;
+        let policy = match &approved {
+            Some(name) => {
+                approving = self.policy.admitting(name);
+                &approving
+            }
+            None => &self.policy,
+        };
+        let ex = policy.resolve(query, transport, &self.upstreams).await;
         if ex.forwarded {
             self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
         }
@@ -302,7 +329,11 @@ impl Resolver {
         // Forwarded and answered: its name picks the classes to learn
         // into (none on an `internet` profile, whose rules need no
         // learned address).
-        let elements = self.elements(&record.name, &ex.learned, from);
+        let elements = if approved.is_some() {
+            self.elements(|f| self.sets.approved_sets(f), &ex.learned, from)
+        } else {
+            self.elements(|f| self.sets.sets_for(&record.name, f), &ex.learned, from)
+        };
         let sent = if elements.is_empty() {
             Some(response)
         } else {
@@ -328,6 +359,70 @@ impl Resolver {
             sink.record(&record);
         }
         sent
+    }
+
+    /// A lookup of an unlisted name put to the operator, when the profile
+    /// asks: `Ok(Some(name))` once approved, `Ok(None)` when nothing was
+    /// held, `Err` with the refusal to send (denied, undecided, or not
+    /// held).
+    async fn held(&self, query: &[u8], from: IpAddr) -> Result<Option<String>, Option<Vec<u8>>> {
+        let Some(approvals) = &self.approvals else {
+            return Ok(None);
+        };
+        let Ok(asked) = Message::from_vec(query) else {
+            return Ok(None);
+        };
+        let Some(name) = self.policy.unlisted(&asked) else {
+            return Ok(None);
+        };
+        let profile = &self.policy.profile;
+        let (code, text) = match approvals.hold(from, &name).await {
+            // The policy may have changed while the lookup waited.
+            Held::Granted if !self.is_current() => return Err(self.replaced(query)),
+            Held::Granted => return Ok(Some(name)),
+            Held::Denied { id } => (
+                ResponseCode::NXDomain,
+                format!(
+                    "blocked by corral profile `{profile}`: the operator denied `{name}` (approval {id})"
+                ),
+            ),
+            Held::Unanswered { id, waited } => (
+                ResponseCode::NXDomain,
+                format!(
+                    "blocked by corral profile `{profile}`: `{name}` is not on its allowlist and the operator did not decide within {} s (approval {id}); ask again to put it to the operator once more",
+                    waited.as_secs()
+                ),
+            ),
+            Held::NotHeld(why) => (
+                ResponseCode::Refused,
+                format!(
+                    "corral profile `{profile}`: `{name}` is not on its allowlist and was not put to the operator: {why}"
+                ),
+            ),
+        };
+        self.counters.answered.fetch_add(1, Ordering::Relaxed);
+        if let Some(sink) = &self.audit {
+            sink.record(&AuditRecord {
+                src: from,
+                name: name.clone(),
+                qtype: asked
+                    .queries()
+                    .first()
+                    .map(|q| q.query_type().to_string())
+                    .unwrap_or_default(),
+                outcome: Outcome::Refused,
+                addresses: Vec::new(),
+                set: None,
+            });
+        }
+        Err(respond(
+            &asked,
+            code,
+            Vec::new(),
+            &[ExtendedError::new(EDE_BLOCKED, text)],
+        )
+        .to_vec()
+        .ok())
     }
 
     /// The refusal of a resolver whose record changed.

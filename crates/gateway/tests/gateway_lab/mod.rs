@@ -40,6 +40,7 @@ pub fn profile(
     Profile {
         allow_unresolved: true,
         learned_max: corral_sandbox_core::profile::DEFAULT_LEARNED_MAX,
+        approvals: Default::default(),
         flows: Default::default(),
         deny: Vec::new(),
         ..corral_egress::plan::test_support::profile(name, bridge, subnet, mode, allow)

@@ -229,6 +229,7 @@ fn line_profile(n: usize, cols: &[Token<'_>; 4], c: &mut Collector<'_>) -> Optio
         dns: DnsPolicy::Gateway,
         allow_unresolved: false,
         learned_max: crate::profile::DEFAULT_LEARNED_MAX,
+        approvals: Default::default(),
         flows: Default::default(),
         deny: Vec::new(),
     })

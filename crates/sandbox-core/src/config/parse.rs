@@ -12,8 +12,9 @@ use super::raw::{RawHost, RawPhases, RawProfile, TOP_KEYS};
 use super::{Config, HostConfig, PhaseProfiles, host};
 use crate::names::{BridgeName, ProfileName};
 use crate::profile::{
-    AllowEntry, BlockAction, DEFAULT_LEARNED_MAX, DnsPolicy, EgressMode, FlowLimits,
-    MAX_LEARNED_MAX, Profile, ProfileField, ProfileSet,
+    AllowEntry, Approvals, BlockAction, DEFAULT_APPROVAL_TIMEOUT_SECS, DEFAULT_LEARNED_MAX,
+    DnsPolicy, EgressMode, FlowLimits, MAX_APPROVAL_TIMEOUT_SECS, MAX_LEARNED_MAX, Profile,
+    ProfileField, ProfileSet,
 };
 
 fn start<T>(s: &Spanned<T>) -> Option<usize> {
@@ -371,6 +372,7 @@ fn profile(r: &RawProfile, c: &mut Collector<'_>) -> Option<Profile> {
             FlowLimits::DEFAULT_NEW_PER_SECOND,
         ),
     };
+    let approvals = approvals(r, mode, dns, ctx, c);
     if c.errors.len() != before {
         return None;
     }
@@ -387,7 +389,79 @@ fn profile(r: &RawProfile, c: &mut Collector<'_>) -> Option<Profile> {
         deny,
         learned_max,
         flows,
+        approvals,
     })
+}
+
+/// `approvals` and `approval_timeout`: `ask` holds a lookup of an unlisted
+/// name for the operator, which only corral's resolver can do, and only
+/// an allowlist has unlisted names.
+fn approvals(
+    r: &RawProfile,
+    mode: Option<EgressMode>,
+    dns: DnsPolicy,
+    ctx: Option<&str>,
+    c: &mut Collector<'_>,
+) -> Approvals {
+    let timeout_secs = match &r.approval_timeout {
+        None => DEFAULT_APPROVAL_TIMEOUT_SECS,
+        Some(s) => match u32::try_from(*s.get_ref()) {
+            Ok(n) if (1..=MAX_APPROVAL_TIMEOUT_SECS).contains(&n) => n,
+            _ => {
+                c.at(
+                    start(s),
+                    ctx,
+                    Some("approval_timeout"),
+                    format!(
+                        "approval_timeout = {} is out of range; expected seconds a lookup waits \
+                         for the operator, from 1 to {MAX_APPROVAL_TIMEOUT_SECS} (default \
+                         {DEFAULT_APPROVAL_TIMEOUT_SECS})",
+                        s.get_ref()
+                    ),
+                );
+                DEFAULT_APPROVAL_TIMEOUT_SECS
+            }
+        },
+    };
+    let Some(s) = &r.approvals else {
+        if let Some(t) = &r.approval_timeout {
+            c.at(
+                start(t),
+                ctx,
+                Some("approval_timeout"),
+                "approval_timeout without approvals = \"ask\"; add it or remove this line"
+                    .to_owned(),
+            );
+        }
+        return Approvals::Off;
+    };
+    match s.get_ref().as_str() {
+        "off" => Approvals::Off,
+        "ask" if mode == Some(EgressMode::Allowlist) && dns == DnsPolicy::Corral => {
+            Approvals::Ask { timeout_secs }
+        }
+        "ask" => {
+            c.at(
+                start(s),
+                ctx,
+                Some("approvals"),
+                "approvals = \"ask\" needs mode = \"allowlist\" and dns = \"corral\": only \
+                 corral's resolver can hold a lookup while the operator decides, and only an \
+                 allowlist has names it does not list"
+                    .to_owned(),
+            );
+            Approvals::Off
+        }
+        other => {
+            c.at(
+                start(s),
+                ctx,
+                Some("approvals"),
+                format!("unknown approvals `{other}`; expected off or ask"),
+            );
+            Approvals::Off
+        }
+    }
 }
 
 fn phases(raw: &RawPhases, set: Option<&ProfileSet>, c: &mut Collector<'_>) -> PhaseProfiles {

@@ -150,7 +150,7 @@ fn unknown_keys_name_the_key_and_the_valid_ones() {
         "corral.toml:3:1: profile \"dev\": unknown field `brige`, expected one of \
             `name`, `bridge`, `subnet`, `subnet_v6`, `mode`, `allow`, `block`, \
             `dns`, `allow_unresolved`, `deny`, `learned_max`, `max_flows_per_source`, \
-            `new_flows_per_second`"
+            `new_flows_per_second`, `approvals`, `approval_timeout`"
     );
     let text = format!(
         "[host]\nstate_dirr = \"/x\"\n{}",
@@ -486,6 +486,50 @@ fn learned_max_has_a_default_and_a_range() {
             )
         );
     }
+}
+
+#[test]
+fn approvals_ask_needs_an_allowlist_on_corrals_resolver_and_a_timeout_in_range() {
+    let base = "[[profile]]\nname = \"dev\"\nbridge = \"br-dev\"\nsubnet = \"10.0.0.0/24\"\nmode = \"allowlist\"\nallow = [\"api.example.com\"]\nallow_unresolved = true\n";
+    let approvals = |extra: &str| {
+        Config::from_toml_str(&format!("{base}{extra}"), "corral.toml")
+            .unwrap()
+            .profiles
+            .get("dev")
+            .unwrap()
+            .approvals
+    };
+    assert_eq!(approvals(""), crate::Approvals::Off);
+    assert_eq!(
+        approvals("dns = \"corral\"\napprovals = \"ask\"\n"),
+        crate::Approvals::Ask { timeout_secs: 30 }
+    );
+    assert_eq!(
+        approvals("dns = \"corral\"\napprovals = \"ask\"\napproval_timeout = 5\n"),
+        crate::Approvals::Ask { timeout_secs: 5 }
+    );
+    assert_eq!(
+        one(&format!("{base}approvals = \"ask\"\n")),
+        "corral.toml:8:13: profile \"dev\": approvals: approvals = \"ask\" needs mode = \"allowlist\" \
+         and dns = \"corral\": only corral's resolver can hold a lookup while the operator decides, \
+         and only an allowlist has names it does not list"
+    );
+    assert_eq!(
+        one(&format!("{base}dns = \"corral\"\napprovals = \"maybe\"\n")),
+        "corral.toml:9:13: profile \"dev\": approvals: unknown approvals `maybe`; expected off or ask"
+    );
+    assert_eq!(
+        one(&format!(
+            "{base}dns = \"corral\"\napprovals = \"ask\"\napproval_timeout = 0\n"
+        )),
+        "corral.toml:10:20: profile \"dev\": approval_timeout: approval_timeout = 0 is out of range; \
+         expected seconds a lookup waits for the operator, from 1 to 300 (default 30)"
+    );
+    assert_eq!(
+        one(&format!("{base}approval_timeout = 5\n")),
+        "corral.toml:8:20: profile \"dev\": approval_timeout: approval_timeout without approvals = \
+         \"ask\"; add it or remove this line"
+    );
 }
 
 #[test]

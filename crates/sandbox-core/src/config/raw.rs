@@ -75,6 +75,8 @@ pub(crate) struct RawProfile {
     pub learned_max: Option<Spanned<i64>>,
     pub max_flows_per_source: Option<Spanned<i64>>,
     pub new_flows_per_second: Option<Spanned<i64>>,
+    pub approvals: Option<Spanned<String>>,
+    pub approval_timeout: Option<Spanned<i64>>,
 }
 
 /// `[phases]`.

@@ -69,6 +69,10 @@ struct OutProfile {
     new_flows_per_second: u32,
     #[serde(skip_serializing_if = "is_default_learned_max")]
     learned_max: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approvals: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approval_timeout: Option<u32>,
 }
 
 fn is_default_learned_max(n: &u32) -> bool {
@@ -115,6 +119,18 @@ fn profile(p: &Profile) -> OutProfile {
         max_flows_per_source: p.flows.max_per_source,
         new_flows_per_second: p.flows.new_per_second,
         learned_max: p.learned_max,
+        approvals: match p.approvals {
+            crate::profile::Approvals::Off => None,
+            crate::profile::Approvals::Ask { .. } => Some("ask"),
+        },
+        approval_timeout: match p.approvals {
+            crate::profile::Approvals::Ask { timeout_secs }
+                if timeout_secs != crate::profile::DEFAULT_APPROVAL_TIMEOUT_SECS =>
+            {
+                Some(timeout_secs)
+            }
+            _ => None,
+        },
     }
 }
 

@@ -103,7 +103,46 @@ pub struct Profile {
     /// take.
     #[serde(default)]
     pub flows: FlowLimits,
+    /// Whether a lookup of a name the allowlist does not list is put to
+    /// the operator (allowlist profiles on corral's resolver only).
+    #[serde(default)]
+    pub approvals: Approvals,
 }
+
+/// What corral's resolver does with a lookup of a name the profile's
+/// allowlist does not list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Approvals {
+    /// Refuses it (NXDOMAIN, with the reason).
+    #[default]
+    Off,
+    /// Holds it for up to this many seconds while the operator is asked
+    /// (`corral approvals`, `corral approve`, `corral deny`); approved,
+    /// it is answered and its addresses open to the asking sandbox alone.
+    Ask {
+        /// How long a lookup waits for a decision.
+        timeout_secs: u32,
+    },
+}
+
+impl Approvals {
+    /// How long a held lookup waits, when lookups are held.
+    pub fn timeout(self) -> Option<std::time::Duration> {
+        match self {
+            Approvals::Off => None,
+            Approvals::Ask { timeout_secs } => {
+                Some(std::time::Duration::from_secs(u64::from(timeout_secs)))
+            }
+        }
+    }
+}
+
+/// Seconds a held lookup waits for the operator when the profile does not
+/// say (`approval_timeout`).
+pub const DEFAULT_APPROVAL_TIMEOUT_SECS: u32 = 30;
+/// The longest `approval_timeout` accepted.
+pub const MAX_APPROVAL_TIMEOUT_SECS: u32 = 300;
 
 /// Addresses a learned set holds when the profile does not say: far above
 /// what one agent's listed names resolve to (a CDN name rotates through a

@@ -306,6 +306,7 @@ mod tests {
             dns: DnsPolicy::Gateway,
             allow_unresolved: false,
             learned_max: crate::profile::DEFAULT_LEARNED_MAX,
+            approvals: Default::default(),
             flows: Default::default(),
             deny: Vec::new(),
         }
