@@ -18,16 +18,14 @@
 //! Needs root; run with `cargo bench -p corral-drill --bench scale`.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use corral_drill::lab::gateways::UPSTREAM;
 use corral_drill::lab::{Lab, LabGateways};
 use corral_egress::resolve::Resolution;
-use corral_gateway::{Change, DnsTiming, reserve_all, start_all};
 use corral_sandbox_core::ProfileSet;
 use corral_sandbox_core::config::Config;
 use corral_test_support::bench::{self, median};
+use corral_test_support::memory;
 
 const SIZES: [usize; 3] = [1, 100, 500];
 const RUNS: usize = 5;
@@ -80,79 +78,11 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// Apply as `corral host apply` does, returning (host apply, gateways)
-/// wall times and how many gateways restarted.
+/// Apply as `corral host apply` does (see [`LabGateways::apply_again`]).
 fn apply_all(lab: &Lab, gateways: &LabGateways, set: &ProfileSet) -> (Duration, Duration, usize) {
-    let plan = corral_egress::plan::HostPlan::build(
-        set,
-        &corral_egress::plan::PlanSettings {
-            host_networks: lab.plan.host_networks.clone(),
-            ..Default::default()
-        },
-        &Resolution::new(),
-    )
-    .and_then(|p| p.with_bindings(set, lab.plan.bindings.clone()))
-    .unwrap_or_else(|e| panic!("plan: {e}"));
-    let t = Instant::now();
-    lab.host
-        .apply(&plan)
-        .unwrap_or_else(|e| panic!("apply: {e}"));
-    let host = t.elapsed();
-    let t = Instant::now();
-    reserve_all(
-        gateways.state_dir(),
-        plan.bridges.iter().map(|b| &b.name),
-        &plan.bindings,
-    )
-    .unwrap_or_else(|e| panic!("reservations: {e}"));
-    let started = start_all(
-        gateways.state_dir(),
-        set,
-        &[SocketAddr::new(UPSTREAM.into(), 53)],
-        DnsTiming::default(),
-        &[],
-        Some(&lab.topo.host),
-        &[],
-    )
-    .unwrap_or_else(|e| panic!("gateways: {e}"));
-    let gw = t.elapsed();
-    let restarted = started.iter().filter(|s| s.change != Change::Kept).count();
-    (host, gw, restarted)
-}
-
-/// (RSS, PSS) in KiB summed over the dnsmasq processes whose command line
-/// names `state` (this host's gateways), and how many there are.
-fn gateway_memory(state: &Path) -> (u64, u64, usize) {
-    let needle = state.to_string_lossy().into_owned();
-    let (mut rss, mut pss, mut count) = (0, 0, 0);
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return (0, 0, 0);
-    };
-    for p in procs.flatten() {
-        let dir = p.path();
-        let Ok(cmd) = std::fs::read(dir.join("cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd);
-        if !cmd.starts_with("dnsmasq") || !cmd.contains(&needle) {
-            continue;
-        }
-        let Ok(rollup) = std::fs::read_to_string(dir.join("smaps_rollup")) else {
-            continue;
-        };
-        let field = |name: &str| {
-            rollup
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        rss += field("Rss:");
-        pss += field("Pss:");
-        count += 1;
-    }
-    (rss, pss, count)
+    gateways
+        .apply_again(lab, set)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn build(n: usize) -> Host {
@@ -246,7 +176,8 @@ fn main() {
                 .unwrap_or_else(|e| panic!("{e}"));
             status.push(ms(t.elapsed()));
         }
-        let (rss, pss, count) = gateway_memory(h.gateways.state_dir());
+        let (mem, count) = memory::dnsmasq(h.gateways.state_dir());
+        let (rss, pss) = (mem.rss_kib, mem.pss_kib);
         assert_eq!(count, h.n, "dnsmasq processes of the host of {}", h.n);
         println!(
             "| {} | {:.0} ms ({:.0} + {:.0}) | {:.0} ms | {:.0} ms | {restarted_same} | {one:.0} ms | {restarted_one} | {:.0} ms | {:.0} ms | {:.0} ms | {} | {:.2} / {:.2} MiB |",

@@ -29,6 +29,7 @@ pub mod bench;
 pub mod exe;
 pub mod gate;
 pub mod host_lock;
+pub mod memory;
 pub mod ocsf;
 pub mod udhcpc;
 pub mod unit;

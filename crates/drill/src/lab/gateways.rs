@@ -4,10 +4,13 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use corral_gateway::resolver::{Bounds, recorded};
 use corral_gateway::test_upstream::TestUpstream;
-use corral_gateway::{DnsTiming, GatewayError, HostedGateway, reserve_all, start_all, stop_all};
+use corral_gateway::{
+    Change, DnsTiming, GatewayError, HostedGateway, reserve_all, start_all, stop_all,
+};
 
 use super::{Lab, Transport};
 
@@ -33,6 +36,9 @@ pub enum GatewaysError {
     /// corral's resolver or DHCP server could not be hosted on a bridge.
     #[error("lab gateways: {0}")]
     Resolver(String),
+    /// An apply of the lab's host failed.
+    #[error("lab gateways: {0}")]
+    Apply(String),
     /// The upstream's address could not be added.
     #[error("lab gateways: {0}")]
     Topology(#[from] super::TopologyError),
@@ -110,6 +116,56 @@ impl LabGateways {
     /// The state directory holding every gateway's files.
     pub fn state_dir(&self) -> &Path {
         &self.state
+    }
+
+    /// An apply of `set` to `lab` as `corral host apply` does it: the
+    /// host's apply (bridges, sysctls, one nft transaction, read-back,
+    /// verify, revocation), then the gateways' reservations and
+    /// `start_all` (corral's gateways recorded, dnsmasq started where its
+    /// configuration changed). Returns the host's and the gateways' wall
+    /// times and how many dnsmasq gateways did not stay as they were.
+    pub fn apply_again(
+        &self,
+        lab: &Lab,
+        set: &corral_sandbox_core::ProfileSet,
+    ) -> Result<(Duration, Duration, usize), GatewaysError> {
+        let plan = corral_egress::plan::HostPlan::build(
+            set,
+            &corral_egress::plan::PlanSettings {
+                host_networks: lab.plan.host_networks.clone(),
+                ..Default::default()
+            },
+            &corral_egress::resolve::Resolution::new(),
+        )
+        .and_then(|p| p.with_bindings(set, lab.plan.bindings.clone()))
+        .map_err(|e| GatewaysError::Apply(format!("plan: {e}")))?;
+        let t = Instant::now();
+        lab.host
+            .apply(&plan)
+            .map_err(|e| GatewaysError::Apply(format!("apply: {e}")))?;
+        let host = t.elapsed();
+        let t = Instant::now();
+        reserve_all(
+            &self.state,
+            plan.bridges.iter().map(|b| &b.name),
+            &plan.bindings,
+        )?;
+        let started = start_all(
+            &self.state,
+            set,
+            &[SocketAddr::new(UPSTREAM.into(), 53)],
+            DnsTiming::default(),
+            &[],
+            Some(&lab.topo.host),
+            &[],
+        )?;
+        // corral's gateways are hosted, not restarted: only a dnsmasq that
+        // did not stay counts.
+        let restarted = started
+            .iter()
+            .filter(|s| !matches!(s.change, Change::Kept | Change::Hosted))
+            .count();
+        Ok((host, t.elapsed(), restarted))
     }
 }
 
