@@ -155,6 +155,32 @@ impl Netns {
         })?
     }
 
+    /// Runs `f` on the calling thread, which first enters this namespace
+    /// for the rest of its life: for a thread spawned to serve inside it
+    /// (its sockets opened there), where [`Netns::run`] would start a
+    /// second thread and leave the first waiting on it. Only for a thread
+    /// of its own that ends with its work.
+    pub fn enter_and_run<T>(&self, f: impl FnOnce() -> T) -> io::Result<T> {
+        if self.origin != Origin::Current {
+            setns_net(self.fd.as_raw_fd())?;
+        }
+        Ok(f())
+    }
+
+    /// [`Netns::enter_and_run`] for a future, on a current-thread tokio
+    /// runtime of the calling thread (as [`Netns::run_async`]).
+    pub fn enter_and_run_async<Fut: Future>(
+        &self,
+        f: impl FnOnce() -> Fut,
+    ) -> io::Result<Fut::Output> {
+        self.enter_and_run(|| -> io::Result<Fut::Output> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            Ok(rt.block_on(f()))
+        })?
+    }
+
     /// Spawns `cmd` inside this namespace.
     pub fn spawn(&self, mut cmd: Command) -> io::Result<Child> {
         if self.origin == Origin::Current {
@@ -275,6 +301,46 @@ mod tests {
             })
             .unwrap();
         assert!(bound.is_ok(), "lo should be up: {bound:?}");
+    }
+
+    #[test]
+    fn enter_and_run_stays_on_the_calling_thread_and_enters_there() {
+        if !corral_test_support::gate::netns() {
+            return;
+        }
+        let ns = Netns::new().unwrap();
+        let inside = ns.run(|| ns_inode("/proc/thread-self/ns/net")).unwrap();
+        let host = ns_inode("/proc/thread-self/ns/net");
+        let (here, entered, after) = std::thread::scope(|s| {
+            s.spawn(|| {
+                let me = std::thread::current().id();
+                let (here, entered) = ns
+                    .enter_and_run(|| {
+                        (
+                            std::thread::current().id() == me,
+                            ns_inode("/proc/thread-self/ns/net"),
+                        )
+                    })
+                    .unwrap();
+                // The thread stays inside for the rest of its life.
+                (here, entered, ns_inode("/proc/thread-self/ns/net"))
+            })
+            .join()
+            .unwrap()
+        });
+        assert!(here, "ran on another thread");
+        assert_eq!((entered, after), (inside, inside));
+        assert_eq!(
+            host,
+            ns_inode("/proc/thread-self/ns/net"),
+            "the caller's thread moved"
+        );
+        let v = std::thread::scope(|s| {
+            s.spawn(|| ns.enter_and_run_async(|| async { 7 }).unwrap())
+                .join()
+                .unwrap()
+        });
+        assert_eq!(v, 7);
     }
 
     #[test]

@@ -86,7 +86,7 @@ impl HostedAdverts {
         let thread = std::thread::Builder::new()
             .name(format!("ra-{device}"))
             .spawn(move || {
-                let ran = ns.run(move || {
+                let ran = ns.enter_and_run(move || {
                     let mut setup = || -> io::Result<_> {
                         let router = tokio::runtime::Builder::new_current_thread()
                             .enable_all()

@@ -104,7 +104,7 @@ impl HostedDhcp {
         let thread = std::thread::Builder::new()
             .name(format!("dhcp-{device}"))
             .spawn(move || {
-                let served = ns.run_async(|| async move {
+                let served = ns.enter_and_run_async(|| async move {
                     let setup = async {
                         let mac = bridge_mac(&device).await?;
                         let sock = bind(&device)?;

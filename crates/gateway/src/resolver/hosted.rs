@@ -51,7 +51,7 @@ impl Hosted {
         let thread = std::thread::Builder::new()
             .name(format!("resolver-{device}"))
             .spawn(move || {
-                let served = ns.run_async(|| async move {
+                let served = ns.enter_and_run_async(|| async move {
                     let mut serving = tokio::task::JoinSet::new();
                     for addr in addrs {
                         let (udp, tcp) = match bind(addr, &device) {
