@@ -24,8 +24,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use corral_state_files::StateDir;
 use serde::{Deserialize, Serialize};
 
-use crate::paths::GATEWAY_DIR;
-
 /// The subdirectory of a gateway directory holding its requests.
 pub const APPROVALS_DIR: &str = "approvals";
 
@@ -135,11 +133,7 @@ fn new_id() -> String {
 /// The approvals directories under `state_dir`, one per gateway that has
 /// one.
 fn approval_dirs(state_dir: &Path) -> Vec<StateDir> {
-    let Some(root) = StateDir::open_existing(state_dir)
-        .ok()
-        .flatten()
-        .and_then(|d| d.subdir_existing(GATEWAY_DIR).ok().flatten())
-    else {
+    let Some(root) = crate::paths::open_gateway_root(state_dir) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -403,7 +397,11 @@ mod tests {
     fn state() -> (tempfile::TempDir, StateDir) {
         let t = tempfile::tempdir().unwrap();
         let root = StateDir::open(t.path()).unwrap();
-        let gw = root.subdir(GATEWAY_DIR).unwrap().subdir("cb-dev").unwrap();
+        let gw = root
+            .subdir(crate::paths::GATEWAY_DIR)
+            .unwrap()
+            .subdir("cb-dev")
+            .unwrap();
         (t, gw)
     }
 

@@ -98,6 +98,16 @@ pub fn gateway_root(state_dir: &Path) -> PathBuf {
     state_dir.join(GATEWAY_DIR)
 }
 
+/// That directory opened, when it exists and passes the trust rule
+/// (readers list nothing otherwise; every operation that writes there
+/// reports the problem).
+pub(crate) fn open_gateway_root(state_dir: &Path) -> Option<corral_state_files::StateDir> {
+    corral_state_files::StateDir::open_existing(state_dir)
+        .ok()
+        .flatten()
+        .and_then(|d| d.subdir_existing(GATEWAY_DIR).ok().flatten())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

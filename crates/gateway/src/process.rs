@@ -427,10 +427,7 @@ impl Gateway {
 /// A state directory that fails the trust rule lists nothing (every
 /// operation on it reports the problem).
 pub(crate) fn list(state_dir: &Path) -> Vec<(BridgeName, GatewayStatus)> {
-    let names = StateDir::open_existing(state_dir)
-        .ok()
-        .flatten()
-        .and_then(|d| d.subdir_existing(GATEWAY_DIR).ok().flatten())
+    let names = crate::paths::open_gateway_root(state_dir)
         .and_then(|d| d.names().ok())
         .unwrap_or_default();
     let mut out: Vec<(BridgeName, GatewayStatus)> = names

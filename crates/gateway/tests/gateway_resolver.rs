@@ -244,26 +244,7 @@ fn ask_later(
 ) -> std::thread::JoinHandle<Option<Message>> {
     let ns = sb.ns.try_clone().unwrap();
     let (server, name) = (sb.gateway_v4, name.to_owned());
-    std::thread::spawn(move || {
-        let mut q = Message::new();
-        q.set_id(0x5252).set_recursion_desired(true);
-        q.add_query(Query::query(
-            Name::from_ascii(&name).unwrap(),
-            RecordType::A,
-        ));
-        q.set_edns(Edns::new());
-        let bytes = q.to_vec().unwrap();
-        ns.run(move || {
-            let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            s.send_to(&bytes, SocketAddr::new(server.into(), 53))
-                .unwrap();
-            let mut buf = [0u8; 4096];
-            let n = s.recv(&mut buf).ok()?;
-            Some(Message::from_vec(&buf[..n]).unwrap())
-        })
-        .unwrap()
-    })
+    std::thread::spawn(move || send(&ns, server, &edns_query(&name), Duration::from_secs(10)))
 }
 
 /// The one request waiting under `state`, once it appears.
@@ -380,19 +361,25 @@ fn ask_edns(ns: &Netns, server: Ipv4Addr, name: &str) -> Message {
 
 /// [`ask_edns`]; `None`: no answer.
 fn try_ask_edns(ns: &Netns, server: Ipv4Addr, name: &str) -> Option<Message> {
+    send(ns, server, &edns_query(name), T)
+}
+
+/// An A query for `name` with EDNS.
+fn edns_query(name: &str) -> Message {
     let mut q = Message::new();
     q.set_id(0x5151).set_recursion_desired(true);
     q.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
     q.set_edns(Edns::new());
-    send(ns, server, &q)
+    q
 }
 
-/// Sends `q` over UDP from `ns` to `server`:53; `None`: no answer.
-fn send(ns: &Netns, server: Ipv4Addr, q: &Message) -> Option<Message> {
+/// Sends `q` over UDP from `ns` to `server`:53 and waits up to `wait`;
+/// `None`: no answer.
+fn send(ns: &Netns, server: Ipv4Addr, q: &Message, wait: Duration) -> Option<Message> {
     let bytes = q.to_vec().unwrap();
     ns.run(move || {
         let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-        s.set_read_timeout(Some(T)).unwrap();
+        s.set_read_timeout(Some(wait)).unwrap();
         s.send_to(&bytes, SocketAddr::new(server.into(), 53))
             .unwrap();
         let mut buf = [0u8; 4096];
@@ -567,7 +554,7 @@ fn ask_raw(ns: &Netns, server: Ipv4Addr, labels: &[&[u8]]) -> Option<Message> {
     q.set_id(0x7171).set_recursion_desired(true);
     let name = Name::from_labels(labels.iter().copied()).unwrap();
     q.add_query(Query::query(name, RecordType::A));
-    send(ns, server, &q)
+    send(ns, server, &q, T)
 }
 
 #[test]

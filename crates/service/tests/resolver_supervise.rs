@@ -108,22 +108,7 @@ impl Lab {
     /// One EDNS query to the gateway from inside the namespace; `None`:
     /// no answer.
     fn ask(&self, name: &str) -> Option<Message> {
-        let mut q = Message::new();
-        q.set_id(0x3131).set_recursion_desired(true);
-        q.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
-        q.set_edns(Edns::new());
-        let bytes = q.to_vec().unwrap();
-        self.ns
-            .run(move || {
-                let s = UdpSocket::bind("0.0.0.0:0").ok()?;
-                s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
-                s.send_to(&bytes, SocketAddr::new(GATEWAY.into(), 53))
-                    .ok()?;
-                let mut buf = [0u8; 4096];
-                let n = s.recv(&mut buf).ok()?;
-                Message::from_vec(&buf[..n]).ok()
-            })
-            .unwrap()
+        ask_in(&self.ns, name, Duration::from_millis(500))
     }
 
     fn gate(&self, config: &Config) -> Result<gate::GatePass, Box<GateError>> {
@@ -143,6 +128,26 @@ impl Drop for Lab {
             let _ = HostService::new(t, self.state.path().to_owned()).teardown();
         }
     }
+}
+
+/// One EDNS query to the gateway from inside `ns`, waiting up to `wait`;
+/// `None`: no answer.
+fn ask_in(ns: &Netns, name: &str, wait: Duration) -> Option<Message> {
+    let mut q = Message::new();
+    q.set_id(0x3131).set_recursion_desired(true);
+    q.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+    q.set_edns(Edns::new());
+    let bytes = q.to_vec().unwrap();
+    ns.run(move || {
+        let s = UdpSocket::bind("0.0.0.0:0").ok()?;
+        s.set_read_timeout(Some(wait)).ok()?;
+        s.send_to(&bytes, SocketAddr::new(GATEWAY.into(), 53))
+            .ok()?;
+        let mut buf = [0u8; 4096];
+        let n = s.recv(&mut buf).ok()?;
+        Message::from_vec(&buf[..n]).ok()
+    })
+    .unwrap()
 }
 
 /// Polls `done` until it holds; a correctness wait with a generous bound,
@@ -335,26 +340,8 @@ fn the_supervisor_holds_an_unlisted_lookup_until_the_operator_approves() {
         lab.ask("pkg.corral.test").is_some()
     });
     let ns = lab.ns.try_clone().unwrap();
-    let asked = std::thread::spawn(move || {
-        let mut q = Message::new();
-        q.set_id(0x4141).set_recursion_desired(true);
-        q.add_query(Query::query(
-            Name::from_ascii("tools.other.test").unwrap(),
-            RecordType::A,
-        ));
-        q.set_edns(Edns::new());
-        let bytes = q.to_vec().unwrap();
-        ns.run(move || {
-            let s = UdpSocket::bind("0.0.0.0:0").ok()?;
-            s.set_read_timeout(Some(Duration::from_secs(15))).ok()?;
-            s.send_to(&bytes, SocketAddr::new(GATEWAY.into(), 53))
-                .ok()?;
-            let mut buf = [0u8; 4096];
-            let n = s.recv(&mut buf).ok()?;
-            Message::from_vec(&buf[..n]).ok()
-        })
-        .unwrap()
-    });
+    let asked =
+        std::thread::spawn(move || ask_in(&ns, "tools.other.test", Duration::from_secs(15)));
     let mut pending = Vec::new();
     wait_until("the lookup waits for the operator", || {
         pending = corral_gateway::approvals::pending(lab.state.path());

@@ -680,6 +680,23 @@ mod tests {
         dns
     }
 
+    /// The allowlist profile of the corral-resolver tests, with `extra`
+    /// lines.
+    fn corrals_allowlist(extra: &str) -> String {
+        format!(
+            r#"
+[[profile]]
+name = "dev"
+bridge = "cb-dev"
+subnet = "10.9.0.0/24"
+subnet_v6 = "fd00:9::/64"
+mode = "allowlist"
+dns = "corral"
+{extra}allow = ["api.example.com:443/tcp", "*.cdn.example.com", "[2001:db8:1::10]:443/tcp"]
+"#
+        )
+    }
+
     /// The drill of the profiles in `text`: `dns` DNS rows, each passed,
     /// and every other row passed too.
     fn all_rows_pass(text: &str, dns: usize) {
@@ -802,20 +819,10 @@ dns = "corral"
         if !corral_test_support::gate::netns() {
             return;
         }
-        let text = r#"
-[[profile]]
-name = "dev"
-bridge = "cb-dev"
-subnet = "10.9.0.0/24"
-subnet_v6 = "fd00:9::/64"
-mode = "allowlist"
-dns = "corral"
-allow = ["api.example.com:443/tcp", "*.cdn.example.com", "[2001:db8:1::10]:443/tcp"]
-"#;
         // rotation (3 rows), pinned to the sandbox that asked, carried
         // over an apply, attack 4 (other port), attack 5 (rebinding),
         // unlisted, tunnel, EDNS data, IPv6 addressing.
-        all_rows_pass(text, 11);
+        all_rows_pass(&corrals_allowlist(""), 11);
     }
 
     /// The same profile with `approvals = "ask"`: a name it does not list
@@ -826,18 +833,7 @@ allow = ["api.example.com:443/tcp", "*.cdn.example.com", "[2001:db8:1::10]:443/t
         if !corral_test_support::gate::netns() {
             return;
         }
-        let text = r#"
-[[profile]]
-name = "dev"
-bridge = "cb-dev"
-subnet = "10.9.0.0/24"
-subnet_v6 = "fd00:9::/64"
-mode = "allowlist"
-dns = "corral"
-approvals = "ask"
-allow = ["api.example.com:443/tcp", "*.cdn.example.com", "[2001:db8:1::10]:443/tcp"]
-"#;
         // dns_rows_pass_with_corrals_resolver's eleven and the approval.
-        all_rows_pass(text, 12);
+        all_rows_pass(&corrals_allowlist("approvals = \"ask\"\n"), 12);
     }
 }

@@ -119,6 +119,16 @@ mod tests {
         ProfileSet::new(vec![p]).unwrap()
     }
 
+    /// The names of the plan's learned (dynamic) sets.
+    fn learned_sets(plan: &HostPlan) -> BTreeSet<&str> {
+        plan.inet
+            .sets
+            .iter()
+            .filter(|s| s.kind == SetKind::Dynamic)
+            .map(|s| s.name.as_str())
+            .collect()
+    }
+
     #[test]
     fn every_learned_set_of_the_plan_has_a_feed_and_nothing_else_does() {
         let s = set(&[
@@ -130,13 +140,7 @@ mod tests {
         let mut r = Resolution::new();
         r.insert(&"api.example.com".parse().unwrap(), []);
         let plan = HostPlan::build(&s, &PlanSettings::default(), &r).unwrap();
-        let dynamic: BTreeSet<&str> = plan
-            .inet
-            .sets
-            .iter()
-            .filter(|s| s.kind == SetKind::Dynamic)
-            .map(|s| s.name.as_str())
-            .collect();
+        let dynamic = learned_sets(&plan);
         let feeds = dns_feeds(&s);
         assert_eq!(dynamic, feeds.keys().map(String::as_str).collect());
         let f = &feeds["dev-dns6-tcp-443"];
@@ -200,13 +204,7 @@ mod tests {
         let mut r = Resolution::new();
         r.insert(&"api.example.com".parse().unwrap(), []);
         let plan = HostPlan::build(&ask, &PlanSettings::default(), &r).unwrap();
-        let dynamic: BTreeSet<&str> = plan
-            .inet
-            .sets
-            .iter()
-            .filter(|s| s.kind == SetKind::Dynamic)
-            .map(|s| s.name.as_str())
-            .collect();
+        let dynamic = learned_sets(&plan);
         let feeds = dns_feeds(&ask);
         assert_eq!(dynamic, feeds.keys().map(String::as_str).collect());
         assert!(dynamic.contains("dev-dns4"), "{dynamic:?}");

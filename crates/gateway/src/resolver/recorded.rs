@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use corral_sandbox_core::{BridgeName, DnsPolicy, Profile, ProfileSet};
-use corral_state_files::StateDir;
+
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use super::{Policy, Upstreams};
 use crate::error::GatewayError;
-use crate::paths::{GATEWAY_DIR, GatewayPaths};
+use crate::paths::GatewayPaths;
 use crate::process::Gateway;
 use crate::spec::DnsTiming;
 
@@ -205,11 +205,7 @@ pub fn record_all(
 /// Every resolver recorded under `state_dir`, by bridge, sorted. A record
 /// rewritten while it was read is left out (the next read takes it).
 pub fn recorded(state_dir: &Path) -> Vec<Recorded> {
-    let Some(root) = StateDir::open_existing(state_dir)
-        .ok()
-        .flatten()
-        .and_then(|d| d.subdir_existing(GATEWAY_DIR).ok().flatten())
-    else {
+    let Some(root) = crate::paths::open_gateway_root(state_dir) else {
         return Vec::new();
     };
     let mut out = Vec::new();
