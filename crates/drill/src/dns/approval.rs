@@ -6,7 +6,7 @@
 //! which corral does not filter. Before the decision the row also checks
 //! that the lookup really waited: a request was listed for it.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -89,11 +89,5 @@ pub(super) fn run(
 /// The address the row's name answers with on profile `pi`: AS112 space
 /// (as the other rows' answers), past the octets those use.
 pub(super) fn address(pi: usize) -> IpAddr {
-    let octet = 251 + u8::try_from(pi % 4).unwrap_or(0);
-    IpAddr::V4(Ipv4Addr::new(
-        super::ANSWERS[0],
-        super::ANSWERS[1],
-        super::ANSWERS[2],
-        octet,
-    ))
+    super::answer_at(251 + u8::try_from(pi % 4).unwrap_or(0))
 }

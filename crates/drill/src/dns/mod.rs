@@ -41,6 +41,16 @@ use std::time::{Duration, Instant};
 /// It exists only inside the drill's "internet" namespace.
 const ANSWERS: [u8; 3] = [192, 175, 48];
 
+/// The address the upstream answers for profile `pi`'s listed name.
+fn answer_for(pi: usize) -> IpAddr {
+    answer_at(host_octet(pi))
+}
+
+/// `ANSWERS` with host octet `octet`.
+fn answer_at(octet: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(ANSWERS[0], ANSWERS[1], ANSWERS[2], octet))
+}
+
 /// Random-label queries of the tunnel probe.
 const TUNNEL_QUERIES: usize = 50;
 
@@ -198,12 +208,7 @@ impl Drill<'_> {
         let name = format!("www{pi}.corral-drill.test");
         // Outside corral's reserved ranges: corral's resolver refuses an
         // answer into them, on internet profiles too.
-        let want = IpAddr::V4(Ipv4Addr::new(
-            ANSWERS[0],
-            ANSWERS[1],
-            ANSWERS[2],
-            host_octet(pi),
-        ));
+        let want = answer_for(pi);
         self.upstream.set(&name, &[want], 60);
         let control = self.upstream_control(&name);
         let (r, ms) = ask(&self.sb.ns, self.gateway(), &name, TYPE_A, self.timeout);
@@ -307,12 +312,7 @@ impl Drill<'_> {
     /// A rotation after apply: blocked before the lookup, resolved by the
     /// gateway, reachable after it.
     fn rotation(&self, name: &str, port: u16, t: Transport, pi: usize) -> Vec<DrillRow> {
-        let fresh = IpAddr::V4(Ipv4Addr::new(
-            ANSWERS[0],
-            ANSWERS[1],
-            ANSWERS[2],
-            host_octet(pi),
-        ));
+        let fresh = answer_for(pi);
         if let Err(e) = self.lab.topo.add_internet_listener(fresh, port, t) {
             return vec![self.row(
                 "rotated address listener",
@@ -374,12 +374,7 @@ impl Drill<'_> {
         pi: usize,
     ) -> Option<DrillRow> {
         let sibling = self.lab.topo.sandboxes_of(p.name.as_str()).nth(1)?;
-        let fresh = IpAddr::V4(Ipv4Addr::new(
-            ANSWERS[0],
-            ANSWERS[1],
-            ANSWERS[2],
-            host_octet(pi),
-        ));
+        let fresh = answer_for(pi);
         let probe = Probe::l4(t, SocketAddr::new(fresh, port));
         let before = probe_from(&sibling.ns, &probe, self.timeout);
         let gateway = SocketAddr::new(sibling.gateway_v4.into(), 53);
@@ -406,12 +401,7 @@ impl Drill<'_> {
     /// after an apply of an unrelated change without a new lookup
     /// (`crate::carry`).
     fn carried(&self, p: &Profile, port: u16, t: Transport, pi: usize) -> DrillRow {
-        let fresh = IpAddr::V4(Ipv4Addr::new(
-            ANSWERS[0],
-            ANSWERS[1],
-            ANSWERS[2],
-            host_octet(pi),
-        ));
+        let fresh = answer_for(pi);
         let probe = Probe::l4(t, SocketAddr::new(fresh, port));
         let control = probe_from(&self.lab.topo.host, &probe, self.timeout).observed;
         let (observed, ms) =
@@ -429,12 +419,7 @@ impl Drill<'_> {
     /// Attack 4: the address a name was just resolved to (see
     /// [`Drill::rotation`]), on a TCP port the name's entry does not list.
     fn other_port(&self, name: &str, other: u16, pi: usize) -> DrillRow {
-        let fresh = IpAddr::V4(Ipv4Addr::new(
-            ANSWERS[0],
-            ANSWERS[1],
-            ANSWERS[2],
-            host_octet(pi),
-        ));
+        let fresh = answer_for(pi);
         let probe = Probe::Tcp {
             to: SocketAddr::new(fresh, other),
         };
@@ -554,12 +539,7 @@ impl Drill<'_> {
     /// dnsmasq passes a client's EDNS options on upstream (run against
     /// it, this row fails: the option's bytes reach the upstream).
     fn edns_stripped(&self, name: &str, pi: usize) -> DrillRow {
-        let fresh = IpAddr::V4(Ipv4Addr::new(
-            ANSWERS[0],
-            ANSWERS[1],
-            ANSWERS[2],
-            host_octet(pi),
-        ));
+        let fresh = answer_for(pi);
         self.upstream.set(name, &[fresh], 3600);
         let data = format!("corral-drill-edns-{pi}-exfiltrated");
         let up = SocketAddr::new(UPSTREAM.into(), 53);
